@@ -1,0 +1,51 @@
+#pragma once
+// Runtime configuration. Every field is optional: unset fields come from the environment
+// (PRISM_*), then the command line (--prism-*), else from what the launcher and the
+// hardware say. Precedence, lowest first: detected default < Config in code < environment
+// < command-line flag.
+//
+//   field                 flag                          environment
+//   num_cpus              --prism-num-cpus=4            PRISM_NUM_CPUS
+//   num_gpus              --prism-num-gpus=1            PRISM_NUM_GPUS
+//   object_store_memory   --prism-object-store-memory=  PRISM_OBJECT_STORE_MEMORY (bytes,
+//                                                       or with K/M/G suffix)
+//   resources             --prism-resources=a:1,b:2     PRISM_RESOURCES
+//   log_dir               --prism-log-dir=DIR           PRISM_LOG_DIR
+//   ranks_per_node        --prism-ranks-per-node=2      PRISM_RANKS_PER_NODE
+//   max_inline_bytes      --prism-max-inline-bytes=     PRISM_MAX_INLINE_BYTES
+//   rank_timeout_s        --prism-rank-timeout=30       PRISM_RANK_TIMEOUT
+//   log_level             --prism-log-level=info        PRISM_LOG_LEVEL (error|warn|info|debug)
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace prism {
+
+struct Config {
+  /// CPUs this rank offers to tasks. Default: SLURM_CPUS_PER_TASK, else the host's cores
+  /// divided among the ranks on the host (at least 1).
+  std::optional<double> num_cpus;
+  /// GPUs this rank offers. Default: SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES shared
+  /// among the ranks on the host.
+  std::optional<double> num_gpus;
+  /// Bytes of object memory per rank. Default: 30% of the host's memory divided among its
+  /// ranks.
+  std::optional<uint64_t> object_store_memory;
+  /// Custom resources this rank offers, e.g. {{"ssd", 1}}.
+  std::map<std::string, double> resources;
+  /// Where logs go. Default: $TMPDIR (else /tmp) /prism-<job id>/logs, private to the job.
+  std::optional<std::string> log_dir;
+  /// Group consecutive ranks into simulated nodes of this many ranks (0 = real hosts).
+  std::optional<int> ranks_per_node;
+  /// Values up to this size travel inside control messages; larger ones stay where they
+  /// were made and are pulled by the rank that needs them. Default 100 KiB (Ray's).
+  std::optional<uint64_t> max_inline_bytes;
+  /// A rank silent for this long is declared dead and the job ends. Default 60 s.
+  std::optional<double> rank_timeout_s;
+  /// error, warn, info or debug. Default warn.
+  std::optional<std::string> log_level;
+};
+
+}  // namespace prism

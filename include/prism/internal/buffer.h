@@ -1,0 +1,137 @@
+#pragma once
+// Byte buffers that never zero-fill (first touch of fresh pages is the expensive part of a
+// large Put), with bounds-checked readers.
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "prism/errors.h"
+
+namespace prism::internal {
+
+/// A growable byte buffer with uninitialised storage. Not thread-safe.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t size) { Resize(size); }
+  Buffer(const void* data, size_t size) { Append(data, size); }
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = other.size_;
+    capacity_ = other.capacity_;
+    other.size_ = other.capacity_ = 0;
+    return *this;
+  }
+  Buffer(const Buffer& other) { Append(other.data(), other.size()); }
+  Buffer& operator=(const Buffer& other) {
+    if (this != &other) {
+      size_ = 0;
+      Append(other.data(), other.size());
+    }
+    return *this;
+  }
+
+  char* data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  void Reserve(size_t capacity) {
+    if (capacity <= capacity_) return;
+    std::unique_ptr<char[]> fresh(new char[capacity]);  // default-init: no zeroing
+    if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
+    data_ = std::move(fresh);
+    capacity_ = capacity;
+  }
+  void Resize(size_t size) {
+    if (size > capacity_) Reserve(size);
+    size_ = size;
+  }
+  /// Grows by n bytes and returns a pointer to them (uninitialised).
+  char* Extend(size_t n) {
+    if (size_ + n > capacity_) Reserve(std::max(size_ + n, capacity_ * 2 + 64));
+    char* p = data_.get() + size_;
+    size_ += n;
+    return p;
+  }
+  void Append(const void* data, size_t n) {
+    if (n == 0) return;
+    std::memcpy(Extend(n), data, n);
+  }
+  void Clear() { size_ = 0; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+/// A non-owning view of bytes.
+struct ByteView {
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
+/// Appends primitive values and length-prefixed byte strings to a Buffer.
+class Writer {
+ public:
+  explicit Writer(Buffer& out) : out_(out) {}
+  template <typename T>
+  void Pod(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::memcpy(out_.Extend(sizeof(T)), &v, sizeof(T));
+  }
+  void Bytes(const void* data, uint64_t n) {
+    Pod(n);
+    out_.Append(data, n);
+  }
+  void Str(const std::string& s) { Bytes(s.data(), s.size()); }
+  void Raw(const void* data, size_t n) { out_.Append(data, n); }
+  Buffer& buffer() { return out_; }
+
+ private:
+  Buffer& out_;
+};
+
+/// Reads what a Writer wrote; throws SerializationError instead of reading past the end.
+class Reader {
+ public:
+  Reader(const char* data, size_t size) : p_(data), end_(data + size) {}
+  explicit Reader(ByteView v) : Reader(v.data, v.size) {}
+  template <typename T>
+  T Pod() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T v;
+    std::memcpy(&v, Take(sizeof(T)), sizeof(T));
+    return v;
+  }
+  ByteView Bytes() {
+    auto n = Pod<uint64_t>();
+    const char* p = Take(n);
+    return {p, static_cast<size_t>(n)};
+  }
+  std::string Str() {
+    auto v = Bytes();
+    return std::string(v.data, v.size);
+  }
+  const char* Take(uint64_t n) {
+    if (n > static_cast<uint64_t>(end_ - p_)) {
+      throw SerializationError("prism: truncated data: wanted " + std::to_string(n) +
+                               " bytes, " + std::to_string(end_ - p_) + " left");
+    }
+    const char* p = p_;
+    p_ += n;
+    return p;
+  }
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+  bool AtEnd() const { return p_ == end_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace prism::internal

@@ -1,0 +1,52 @@
+#pragma once
+// Object and task ids. A task's id is the id of the object it returns. Ids are minted
+// locally without coordination: the creating rank in the top 16 bits, a per-rank counter
+// below.
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+namespace prism {
+
+/// Identifies one object (and the task that produces it, for task returns). Cheap value.
+class ObjectId {
+ public:
+  constexpr ObjectId() = default;
+  constexpr explicit ObjectId(uint64_t value) : value_(value) {}
+  static ObjectId Make(int rank, uint64_t counter) {
+    return ObjectId((static_cast<uint64_t>(rank) << 48) | (counter & ((1ULL << 48) - 1)));
+  }
+  uint64_t Value() const { return value_; }
+  /// Rank that minted the id.
+  int CreatorRank() const { return static_cast<int>(value_ >> 48); }
+  bool IsNil() const { return value_ == 0; }
+  /// 16 hex digits, as printed in logs and errors.
+  std::string Hex() const {
+    char s[17];
+    std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(value_));
+    return s;
+  }
+  friend bool operator==(ObjectId a, ObjectId b) { return a.value_ == b.value_; }
+  friend bool operator!=(ObjectId a, ObjectId b) { return a.value_ != b.value_; }
+  friend bool operator<(ObjectId a, ObjectId b) { return a.value_ < b.value_; }
+
+ private:
+  uint64_t value_ = 0;
+};
+
+using TaskId = ObjectId;
+
+}  // namespace prism
+
+template <>
+struct std::hash<prism::ObjectId> {
+  size_t operator()(prism::ObjectId id) const noexcept {
+    // splitmix64 finaliser: counters are sequential, spread them over the buckets.
+    uint64_t x = id.Value() + 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return static_cast<size_t>(x ^ (x >> 31));
+  }
+};

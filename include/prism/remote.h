@@ -1,0 +1,201 @@
+#pragma once
+// Registration of remote functions. Every rank runs the same binary, so PRISM_REMOTE
+// registers the same names everywhere at static initialisation; a task carries the name,
+// and the executing rank looks the function up by it.
+//
+//   int Add(int a, int b) { return a + b; }
+//   PRISM_REMOTE(Add);
+//   int F(int); int F(int, int);
+//   PRISM_REMOTE(PRISM_FUNC(F, int), PRISM_FUNC(F, int, int));
+//   prism::Task(PRISM_FUNC(F, int)).Remote(1);
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "prism/errors.h"
+#include "prism/internal/buffer.h"
+#include "prism/serialization.h"
+
+namespace prism::internal {
+
+/// Runs a registered function on serialized arguments and writes its serialized result.
+using Invoker = std::function<void(const std::vector<ByteView>& args, Buffer& result)>;
+/// Creates an actor instance from serialized arguments (issue: actors).
+using Factory = std::function<void*(const std::vector<ByteView>& args)>;
+/// Runs a member function on an actor instance.
+using MethodInvoker =
+    std::function<void(void* self, const std::vector<ByteView>& args, Buffer& result)>;
+
+struct RemoteFunction {
+  std::string name;
+  size_t num_args = 0;
+  Invoker invoke;         // free functions
+  Factory create;         // actor factories (functions returning T*)
+  MethodInvoker method;   // &Class::Method
+  std::function<void(void*)> destroy;  // deletes what `create` made
+};
+
+/// Process-wide table of remote functions: name -> function, and function pointer -> name.
+/// Written only during static initialisation; read-only afterwards, hence lock-free reads.
+class FunctionRegistry {
+ public:
+  static FunctionRegistry& Instance();
+  /// Registers `fn` under its name, keyed by the bytes of the function pointer.
+  void Add(const std::string& key, RemoteFunction fn);
+  /// nullptr if no function of that name was registered.
+  const RemoteFunction* FindByName(const std::string& name) const;
+  /// The registered name of a function pointer; throws FunctionNotFound if unregistered.
+  const std::string& NameOf(const std::string& key, const char* what) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  std::unordered_map<std::string, RemoteFunction> by_name_;
+  std::unordered_map<std::string, std::string> name_by_key_;
+};
+
+/// Key of a function (or member function) pointer: its bytes.
+template <typename F>
+std::string FunctionKey(F f) {
+  static_assert(std::is_pointer_v<F> || std::is_member_function_pointer_v<F>,
+                "prism: a remote function must be a function or member function pointer");
+  std::string key(sizeof(F), '\0');
+  std::memcpy(key.data(), &f, sizeof(F));
+  return key;
+}
+
+/// Splits "f, PRISM_FUNC(g, int), &C::M" at top-level commas and normalises each entry to
+/// the name tasks carry: "f", "g(int)", "C::M".
+std::vector<std::string> SplitRemoteNames(const char* text);
+
+template <typename T>
+T ReadArg(const ByteView& v) {
+  return Deserialize<T>(v.data, v.size);
+}
+
+inline void CheckArity(const std::string& name, size_t expected, size_t got) {
+  if (expected != got) {
+    throw Error("prism: remote function " + name + " takes " + std::to_string(expected) +
+                " arguments but the task carried " + std::to_string(got));
+  }
+}
+
+template <typename R, typename... Args, size_t... I>
+void InvokeFree(R (*f)(Args...), const std::vector<ByteView>& args, Buffer& out,
+                std::index_sequence<I...>) {
+  std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+  if constexpr (std::is_void_v<R>) {
+    std::apply(f, std::move(values));
+  } else {
+    SerializeInto(out, std::apply(f, std::move(values)));
+  }
+}
+
+template <typename C, typename R, typename... Args, typename Call, size_t... I>
+void InvokeMethod(const Call& call, C* self, const std::vector<ByteView>& args, Buffer& out,
+                  std::index_sequence<I...>) {
+  std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+  auto bound = [&](auto&&... a) -> decltype(auto) { return call(self, std::move(a)...); };
+  if constexpr (std::is_void_v<R>) {
+    std::apply(bound, std::move(values));
+  } else {
+    SerializeInto(out, std::apply(bound, std::move(values)));
+  }
+}
+
+template <typename R, typename... Args>
+RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
+  RemoteFunction fn;
+  fn.name = name;
+  fn.num_args = sizeof...(Args);
+  if constexpr (std::is_pointer_v<R>) {  // an actor factory: Class* Create(...)
+    using C = std::remove_pointer_t<R>;
+    fn.create = [f, name](const std::vector<ByteView>& args) -> void* {
+      CheckArity(name, sizeof...(Args), args.size());
+      return [&]<size_t... I>(std::index_sequence<I...>) {
+        std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+        return static_cast<void*>(std::apply(f, std::move(values)));
+      }(std::index_sequence_for<Args...>{});
+    };
+    fn.destroy = [](void* p) { delete static_cast<C*>(p); };
+  } else {
+    static_assert(std::is_void_v<R> || kIsSerializable<std::decay_t<R>>,
+                  "prism: the return type of a remote function must be serializable");
+    static_assert((kIsSerializable<std::decay_t<Args>> && ...),
+                  "prism: every parameter type of a remote function must be serializable");
+    fn.invoke = [f, name](const std::vector<ByteView>& args, Buffer& out) {
+      CheckArity(name, sizeof...(Args), args.size());
+      InvokeFree(f, args, out, std::index_sequence_for<Args...>{});
+    };
+  }
+  return fn;
+}
+
+template <typename C, typename R, typename... Args, typename Call>
+RemoteFunction MakeMethod(const std::string& name, Call call) {
+  static_assert(std::is_void_v<R> || kIsSerializable<std::decay_t<R>>,
+                "prism: the return type of an actor method must be serializable");
+  static_assert((kIsSerializable<std::decay_t<Args>> && ...),
+                "prism: every parameter type of an actor method must be serializable");
+  RemoteFunction fn;
+  fn.name = name;
+  fn.num_args = sizeof...(Args);
+  fn.method = [call, name](void* self, const std::vector<ByteView>& args, Buffer& out) {
+    CheckArity(name, sizeof...(Args), args.size());
+    InvokeMethod<C, R, Args...>(call, static_cast<C*>(self), args, out,
+                                std::index_sequence_for<Args...>{});
+  };
+  return fn;
+}
+
+template <typename C, typename R, typename... Args>
+RemoteFunction MakeRemote(const std::string& name, R (C::*m)(Args...)) {
+  return MakeMethod<C, R, Args...>(
+      name, [m](C* self, auto&&... a) -> R { return (self->*m)(std::forward<decltype(a)>(a)...); });
+}
+
+template <typename C, typename R, typename... Args>
+RemoteFunction MakeRemote(const std::string& name, R (C::*m)(Args...) const) {
+  return MakeMethod<C, R, Args...>(
+      name, [m](C* self, auto&&... a) -> R { return (self->*m)(std::forward<decltype(a)>(a)...); });
+}
+
+template <typename... Fs>
+bool RegisterRemote(const char* names, Fs... fs) {
+  std::vector<std::string> split = SplitRemoteNames(names);
+  size_t i = 0;
+  (FunctionRegistry::Instance().Add(FunctionKey(fs), MakeRemote(split.at(i++), fs)), ...);
+  return true;
+}
+
+/// PRISM_FUNC's helper: fixes the parameter types so only one overload matches.
+template <typename... Args>
+struct Overload {
+  template <typename R>
+  constexpr auto operator()(R (*f)(Args...)) const {
+    return f;
+  }
+  template <typename C, typename R>
+  constexpr auto operator()(R (C::*m)(Args...)) const {
+    return m;
+  }
+};
+
+}  // namespace prism::internal
+
+#define PRISM_INTERNAL_CONCAT2(a, b) a##b
+#define PRISM_INTERNAL_CONCAT(a, b) PRISM_INTERNAL_CONCAT2(a, b)
+
+/// Registers remote functions, actor factories and actor methods. Use once per function,
+/// at namespace scope, in any translation unit of the binary.
+#define PRISM_REMOTE(...)                                                           \
+  [[maybe_unused]] static const bool PRISM_INTERNAL_CONCAT(prism_remote_, __COUNTER__) = \
+      ::prism::internal::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)
+
+/// Picks one overload of a function: PRISM_FUNC(F, int, double).
+#define PRISM_FUNC(f, ...) ::prism::internal::Overload<__VA_ARGS__>{}(f)

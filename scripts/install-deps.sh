@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package Prism needs to build, test and run its demos.
+# Idempotent: packages already installed are skipped, and apt is not touched at all
+# when nothing is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git ca-certificates
+  libopenmpi-dev openmpi-bin
+  libucx-dev ucx-utils
+  libhdf5-openmpi-dev hdf5-tools
+  libboost-serialization-dev
+  libtorch-dev libopenblas0-pthread
+  libpmix-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+# Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
+if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then
+  packages+=(slurm-wlm munge)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"
