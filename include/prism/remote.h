@@ -20,6 +20,7 @@
 
 #include "prism/errors.h"
 #include "prism/internal/buffer.h"
+#include "prism/internal/core_api.h"
 #include "prism/serialization.h"
 
 namespace prism::internal {
@@ -92,6 +93,7 @@ void InvokeFree(R (*f)(Args...), const std::vector<ByteView>& args, Buffer& out,
   if constexpr (std::is_void_v<R>) {
     std::apply(f, std::move(values));
   } else {
+    DeferRefReleases defer;  // covers the destruction of the returned value
     SerializeInto(out, std::apply(f, std::move(values)));
   }
 }
@@ -104,6 +106,7 @@ void InvokeMethod(const Call& call, C* self, const std::vector<ByteView>& args, 
   if constexpr (std::is_void_v<R>) {
     std::apply(bound, std::move(values));
   } else {
+    DeferRefReleases defer;
     SerializeInto(out, std::apply(bound, std::move(values)));
   }
 }

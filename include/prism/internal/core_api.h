@@ -53,6 +53,21 @@ class CoreApi {
   virtual void RemoveLocalRef(ObjectId id) = 0;
 };
 
+/// While alive on a thread, ObjectRef releases on that thread are held back until the
+/// running task's completion has been sent: a task's return value may hold the last
+/// reference to an object, and the head must learn that the result contains it first.
+class DeferRefReleases {
+ public:
+  DeferRefReleases() { ++Depth(); }
+  ~DeferRefReleases() { --Depth(); }
+  DeferRefReleases(const DeferRefReleases&) = delete;
+  DeferRefReleases& operator=(const DeferRefReleases&) = delete;
+  static int& Depth() {
+    thread_local int depth = 0;
+    return depth;
+  }
+};
+
 /// The running runtime, or nullptr outside Init..Shutdown.
 CoreApi* CurrentCore();
 /// Like CurrentCore but throws prism::RuntimeError naming `what` when not initialized.

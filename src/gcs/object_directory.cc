@@ -1,0 +1,92 @@
+#include "gcs/object_directory.h"
+
+#include <algorithm>
+
+namespace prism::internal {
+
+namespace {
+void InsertUnique(std::vector<int>& v, int x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+}  // namespace
+
+ObjectEntry& ObjectDirectory::Create(ObjectId id, int holder, bool producer_pending) {
+  ObjectEntry& e = objects_[id];
+  e.producer_pending = producer_pending;
+  InsertUnique(e.holders, holder);
+  return e;
+}
+
+ObjectEntry* ObjectDirectory::Find(ObjectId id) {
+  auto it = objects_.find(id);
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+void ObjectDirectory::AddHolder(ObjectId id, int rank) {
+  if (auto* e = Find(id)) InsertUnique(e->holders, rank);
+}
+
+void ObjectDirectory::AddTaskUse(ObjectId id) {
+  if (auto* e = Find(id)) ++e->task_uses;
+}
+
+void ObjectDirectory::AddLocation(ObjectId id, int rank) {
+  if (auto* e = Find(id)) InsertUnique(e->locations, rank);
+}
+
+void ObjectDirectory::SetContained(ObjectId id, std::vector<ObjectId> contained) {
+  auto* e = Find(id);
+  if (e == nullptr) return;
+  for (ObjectId c : contained) {
+    if (auto* ce = Find(c)) ++ce->container_refs;
+  }
+  e->contained = std::move(contained);
+}
+
+void ObjectDirectory::RemoveHolder(ObjectId id, int rank, std::vector<FreedObject>& freed) {
+  auto* e = Find(id);
+  if (e == nullptr) return;
+  auto it = std::find(e->holders.begin(), e->holders.end(), rank);
+  if (it == e->holders.end()) return;
+  e->holders.erase(it);
+  MaybeFree(id, freed);
+}
+
+void ObjectDirectory::RemoveTaskUse(ObjectId id, std::vector<FreedObject>& freed) {
+  auto* e = Find(id);
+  if (e == nullptr) return;
+  --e->task_uses;
+  MaybeFree(id, freed);
+}
+
+void ObjectDirectory::ProducerDone(ObjectId id, std::vector<FreedObject>& freed) {
+  auto* e = Find(id);
+  if (e == nullptr) return;
+  e->producer_pending = false;
+  MaybeFree(id, freed);
+}
+
+void ObjectDirectory::MaybeFree(ObjectId id, std::vector<FreedObject>& freed) {
+  // Iterative: freeing a container may free what it contained, to any depth.
+  std::vector<ObjectId> work{id};
+  while (!work.empty()) {
+    ObjectId cur = work.back();
+    work.pop_back();
+    auto it = objects_.find(cur);
+    if (it == objects_.end()) continue;
+    ObjectEntry& e = it->second;
+    if (!e.holders.empty() || e.task_uses > 0 || e.container_refs > 0 || e.producer_pending) {
+      continue;
+    }
+    for (ObjectId c : e.contained) {
+      if (auto* ce = Find(c)) {
+        --ce->container_refs;
+        work.push_back(c);
+      }
+    }
+    freed.push_back({cur, std::move(e.locations)});
+    objects_.erase(it);
+  }
+}
+
+}  // namespace prism::internal

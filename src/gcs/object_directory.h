@@ -1,0 +1,65 @@
+#pragma once
+// The head's table of every live object: state, where copies are, and why it is alive.
+//
+// An object stays alive while any of these is non-zero: ranks holding an ObjectRef to it
+// (`holders`, one entry per rank however many refs that rank has), pending tasks that take
+// it as an argument (`task_uses`), live objects whose values contain a ref to it
+// (`container_refs`), and its producing task still running (`producer_pending`). When all
+// drop to zero the entry is erased, the ranks in `locations` are told to free their copies,
+// and the objects it contained lose one container ref each (which may free them in turn).
+// Pure logic: no locks, no I/O; the head serialises calls.
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "prism/internal/core_api.h"
+#include "prism/internal/ids.h"
+#include "transport/messages.h"
+
+namespace prism::internal {
+
+struct ObjectEntry {
+  enum class State : uint8_t { kPending, kReady, kFailed };
+  State state = State::kPending;
+  Payload inline_value;
+  uint64_t size = 0;
+  std::vector<int> locations;    // ranks with a copy (large objects and cached inline ones)
+  std::shared_ptr<ErrorInfo> error;
+  std::vector<int> holders;      // ranks with >= 1 local ObjectRef
+  int32_t task_uses = 0;
+  int32_t container_refs = 0;
+  bool producer_pending = false;
+  std::vector<ObjectId> contained;
+  std::vector<int> subscribers;  // ranks waiting for it to become ready
+  std::vector<TaskId> dependents;  // tasks waiting for it as an argument
+};
+
+struct FreedObject {
+  ObjectId id;
+  std::vector<int> locations;
+};
+
+class ObjectDirectory {
+ public:
+  /// Creates an entry held by `holder` (the submitting or putting rank).
+  ObjectEntry& Create(ObjectId id, int holder, bool producer_pending);
+  ObjectEntry* Find(ObjectId id);
+  void AddHolder(ObjectId id, int rank);
+  void AddTaskUse(ObjectId id);
+  void AddLocation(ObjectId id, int rank);
+  /// Records the refs nested in the object's value; each gets one container ref.
+  void SetContained(ObjectId id, std::vector<ObjectId> contained);
+  // The calls below may free objects; those are appended to `freed`.
+  void RemoveHolder(ObjectId id, int rank, std::vector<FreedObject>& freed);
+  void RemoveTaskUse(ObjectId id, std::vector<FreedObject>& freed);
+  void ProducerDone(ObjectId id, std::vector<FreedObject>& freed);
+  size_t Size() const { return objects_.size(); }
+
+ private:
+  void MaybeFree(ObjectId id, std::vector<FreedObject>& freed);
+  std::unordered_map<ObjectId, ObjectEntry> objects_;
+};
+
+}  // namespace prism::internal

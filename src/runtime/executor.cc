@@ -1,0 +1,102 @@
+#include "runtime/executor.h"
+
+namespace prism::internal {
+
+Executor::Executor(ResourceSet capacity, RunFn run)
+    : run_(std::move(run)), available_(std::move(capacity)) {}
+
+Executor::~Executor() { Stop(); }
+
+ResourceSet Executor::CpuOnly(const ResourceSet& demand) {
+  ResourceSet cpu;
+  cpu.Set("CPU", demand.Get("CPU"));
+  return cpu;
+}
+
+void Executor::Submit(DispatchTask&& task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  waiting_.push_back(std::move(task));
+  Admit();
+}
+
+void Executor::Admit() {
+  // FIFO, but a task that does not fit does not stop smaller ones behind it (bounded scan).
+  size_t scanned = 0;
+  for (auto it = waiting_.begin(); it != waiting_.end() && scanned < 64; ++scanned) {
+    if (it->spec.demand.FitsIn(available_)) {
+      available_.Subtract(it->spec.demand);
+      runnable_.push_back(std::move(*it));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (runnable_.empty() || stop_) return;
+  if (idle_ >= runnable_.size()) {
+    cv_.notify_one();
+    return;
+  }
+  size_t missing = runnable_.size() - idle_;
+  for (size_t i = 0; i < missing; ++i) {
+    threads_.emplace_back([this] { ThreadMain(); });
+  }
+  if (idle_ > 0) cv_.notify_all();
+}
+
+void Executor::ThreadMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++idle_;
+    cv_.wait(lock, [&] { return stop_ || !runnable_.empty(); });
+    --idle_;
+    if (stop_) return;
+    DispatchTask task = std::move(runnable_.front());
+    runnable_.pop_front();
+    lock.unlock();
+    run_(task);
+    lock.lock();
+    available_.Add(task.spec.demand);
+    Admit();
+  }
+}
+
+void Executor::Block(const ResourceSet& demand) {
+  std::lock_guard<std::mutex> lock(mu_);
+  available_.Add(CpuOnly(demand));
+  Admit();
+}
+
+void Executor::Unblock(const ResourceSet& demand) {
+  std::lock_guard<std::mutex> lock(mu_);
+  available_.Subtract(CpuOnly(demand));  // may go negative for a moment: Ray does the same
+}
+
+bool Executor::Stop() {
+  std::vector<std::thread> threads;
+  bool all_idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return stopped_clean_;
+    stop_ = true;
+    all_idle = idle_ == threads_.size();
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  // Threads inside user code may never return: join only when none is running one.
+  for (auto& t : threads) {
+    if (all_idle) {
+      t.join();
+    } else {
+      t.detach();
+    }
+  }
+  stopped_clean_ = all_idle;
+  return all_idle;
+}
+
+size_t Executor::NumThreads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
+}
+
+}  // namespace prism::internal

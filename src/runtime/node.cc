@@ -1,0 +1,379 @@
+#include "runtime/node.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <typeinfo>
+
+#include "common/log.h"
+#include "prism/remote.h"
+
+namespace prism::internal {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The task running on this thread, if any.
+struct ThreadTask {
+  bool active = false;
+  TaskId id;
+  ResourceSet demand;
+};
+thread_local ThreadTask t_task;
+thread_local std::vector<ObjectId> t_deferred_releases;
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = (status == 0 && out != nullptr) ? out : name;
+  std::free(out);
+  return s;
+}
+
+uint64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+[[noreturn]] void ThrowStored(const ErrorInfo& e) {
+  if (e.type == "ObjectLost") throw ObjectLostError("prism: " + e.message);
+  throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
+}
+
+}  // namespace
+
+TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
+
+Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
+    : options_(std::move(options)), to_head_(std::move(to_head)), fetcher_(fetcher) {
+  executor_ = std::make_unique<Executor>(options_.capacities.at(options_.rank),
+                                         [this](DispatchTask& t) { Execute(t); });
+}
+
+Node::~Node() {
+  if (!executor_->Stop()) executor_.release();  // threads still in user code keep using it
+}
+
+bool Node::Stop() { return executor_->Stop(); }
+
+// ---- Submit / Put ----------------------------------------------------------------------
+
+ObjectId Node::Submit(TaskRequest&& request) {
+  TaskSpec spec;
+  spec.function = std::move(request.function);
+  spec.name = request.name.empty() ? spec.function : std::move(request.name);
+  if (request.resources.find("CPU") == request.resources.end()) request.resources["CPU"] = 1;
+  for (const auto& [name, amount] : request.resources) {
+    if (!(amount >= 0) || !std::isfinite(amount)) {
+      throw ResourceError("prism: task " + spec.name + ": resource " + name + " = " +
+                          std::to_string(amount) + " must be a finite amount >= 0");
+    }
+    if (amount > 1 && amount != std::floor(amount)) {
+      throw ResourceError("prism: task " + spec.name + ": resource " + name + " = " +
+                          std::to_string(amount) +
+                          ": amounts above 1 must be whole numbers (only amounts below 1 "
+                          "may be fractional)");
+    }
+  }
+  spec.demand = ResourceSet(request.resources);
+  bool feasible = std::any_of(options_.capacities.begin(), options_.capacities.end(),
+                              [&](const ResourceSet& c) { return spec.demand.FitsIn(c); });
+  if (!feasible) {
+    std::string offer;
+    for (size_t r = 0; r < options_.capacities.size() && r < 4; ++r) {
+      ResourceSet shown;
+      for (const auto& [n, v] : options_.capacities[r].Entries()) {
+        if (n.rfind("rank:", 0) != 0) shown.Set(n, v);
+      }
+      offer += " rank " + std::to_string(r) + " " + shown.ToString() + ";";
+    }
+    throw ResourceError("prism: task " + spec.name + " asks for " + spec.demand.ToString() +
+                        " but no rank can ever provide that (ranks offer:" + offer +
+                        "). Lower the request or start ranks with more "
+                        "(--prism-num-cpus, --prism-num-gpus, --prism-resources).");
+  }
+  spec.id = NextId();
+  spec.args.reserve(request.args.size());
+  for (auto& a : request.args) {
+    TaskSpecArg arg;
+    arg.is_ref = a.is_ref;
+    arg.ref = a.ref;
+    if (!a.is_ref) arg.value = std::make_shared<const Buffer>(std::move(a.value));
+    spec.args.push_back(std::move(arg));
+  }
+  spec.contained = std::move(request.contained);
+  spec.max_retries = request.max_retries;
+  spec.retry_exceptions = request.retry_exceptions;
+  spec.submitter = options_.rank;
+  ObjectId id = spec.id;
+  {
+    std::lock_guard<std::mutex> lock(refs_mu_);
+    refs_[id] = 1;  // adopted by the returned ObjectRef; the head counts this rank as holder
+    to_head_(SubmitTask{std::move(spec)});
+  }
+  return id;
+}
+
+ObjectId Node::Put(Buffer&& value, std::vector<ObjectId> contained) {
+  ObjectId id = NextId();
+  auto payload = std::make_shared<const Buffer>(std::move(value));
+  PutObject msg;
+  msg.id = id;
+  msg.size = payload->size();
+  msg.contained = std::move(contained);
+  if (payload->size() <= options_.max_inline_bytes) msg.inline_value = payload;
+  store_.Put(id, std::move(payload));
+  std::lock_guard<std::mutex> lock(refs_mu_);
+  refs_[id] = 1;
+  to_head_(std::move(msg));
+  return id;
+}
+
+// ---- Reference counting ----------------------------------------------------------------
+
+void Node::AddLocalRef(ObjectId id) {
+  std::lock_guard<std::mutex> lock(refs_mu_);
+  if (refs_[id]++ == 0) to_head_(RefUpdate{{id}, {}});
+}
+
+void Node::RemoveLocalRef(ObjectId id) {
+  if (DeferRefReleases::Depth() > 0 && t_task.active) {
+    t_deferred_releases.push_back(id);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(refs_mu_);
+  auto it = refs_.find(id);
+  if (it == refs_.end()) return;
+  if (--it->second == 0) {
+    refs_.erase(it);
+    to_head_(RefUpdate{{}, {id}});
+  }
+}
+
+void Node::FlushDeferredReleases() {
+  std::vector<ObjectId> ids;
+  ids.swap(t_deferred_releases);
+  for (ObjectId id : ids) RemoveLocalRef(id);
+}
+
+size_t Node::NumLocalRefs() {
+  std::lock_guard<std::mutex> lock(refs_mu_);
+  return refs_.size();
+}
+
+// ---- Get / Wait ------------------------------------------------------------------------
+
+void Node::Request(const std::vector<ObjectId>& ids) {
+  Subscribe sub;
+  {
+    std::lock_guard<std::mutex> lock(requests_mu_);
+    for (ObjectId id : ids) {
+      if (requested_.count(id) || store_.Find(id)) continue;
+      requested_.insert(id);
+      sub.ids.push_back(id);
+    }
+  }
+  if (!sub.ids.empty()) to_head_(std::move(sub));
+}
+
+std::vector<bool> Node::Await(const std::vector<ObjectId>& ids, size_t need,
+                              int64_t timeout_ms) {
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto now_flags = store_.WaitFor(ids, need, Clock::now());
+  if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) {
+    return now_flags;
+  }
+  const bool in_task = t_task.active;
+  if (in_task) {
+    executor_->Block(t_task.demand);
+    to_head_(TaskBlocked{t_task.id, true});
+  }
+  auto flags = store_.WaitFor(ids, need, deadline);
+  if (in_task) {
+    executor_->Unblock(t_task.demand);
+    to_head_(TaskBlocked{t_task.id, false});
+  }
+  return flags;
+}
+
+std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) {
+  Request(ids);
+  auto flags = Await(ids, ids.size(), timeout_ms);
+  size_t missing = std::count(flags.begin(), flags.end(), false);
+  if (missing > 0) {
+    throw TimeoutError("prism: Get timed out after " + std::to_string(timeout_ms) +
+                       " ms: " + std::to_string(missing) + " of " + std::to_string(ids.size()) +
+                       " objects not ready");
+  }
+  std::vector<Payload> out;
+  out.reserve(ids.size());
+  for (ObjectId id : ids) {
+    auto obj = store_.Find(id);
+    if (!obj) {  // freed between the wait and now: cannot happen while the caller holds refs
+      throw ObjectLostError("prism: object " + id.Hex() + " was freed while being read");
+    }
+    if (obj->error) ThrowStored(*obj->error);
+    out.push_back(obj->value);
+  }
+  return out;
+}
+
+std::vector<bool> Node::Wait(const std::vector<ObjectId>& ids, int num_objects,
+                             int64_t timeout_ms) {
+  std::unordered_set<ObjectId> unique(ids.begin(), ids.end());
+  if (unique.size() != ids.size()) {
+    throw Error("prism: Wait got the same ObjectRef more than once; pass each ref once");
+  }
+  Request(ids);
+  return Await(ids, static_cast<size_t>(num_objects), timeout_ms);
+}
+
+// ---- Messages from the head -------------------------------------------------------------
+
+void Node::Handle(Message&& msg) {
+  if (auto* d = std::get_if<DispatchTask>(&msg)) {
+    executor_->Submit(std::move(*d));
+  } else if (auto* r = std::get_if<ObjectReady>(&msg)) {
+    OnObjectReady(std::move(*r));
+  } else if (auto* f = std::get_if<FreeObjects>(&msg)) {
+    store_.Erase(f->ids);
+  } else {
+    PRISM_LOG_ERROR("node got an unexpected " << KindName(msg));
+  }
+}
+
+void Node::OnObjectReady(ObjectReady&& m) {
+  auto done = [&] {
+    std::lock_guard<std::mutex> lock(requests_mu_);
+    requested_.erase(m.id);
+  };
+  if (m.failed) {
+    done();
+    store_.PutError(m.id, std::move(m.error));
+  } else if (m.inline_value) {
+    done();
+    store_.Put(m.id, std::move(m.inline_value));
+  } else {
+    StartFetch(m.id, m.holders, m.size);
+  }
+}
+
+void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size) {
+  if (store_.Find(id)) return;
+  if (holders.empty() || fetcher_ == nullptr) {
+    store_.PutError(id, {"ObjectLost", "object " + id.Hex() + " has no copy left on any rank",
+                         "", -1});
+    return;
+  }
+  // Spread readers over the copies so the first holder is not the only source.
+  int holder = holders[static_cast<size_t>(options_.rank) % holders.size()];
+  fetcher_->Fetch(holder, id, [this, id, holder](Payload value, const std::string& error) {
+    {
+      std::lock_guard<std::mutex> lock(requests_mu_);
+      requested_.erase(id);
+    }
+    if (!value) {
+      store_.PutError(id, {"ObjectLost",
+                           "object " + id.Hex() + " could not be fetched from rank " +
+                               std::to_string(holder) + ": " + error,
+                           "", -1});
+      return;
+    }
+    store_.Put(id, std::move(value));
+    to_head_(AddLocation{id});
+  });
+}
+
+Payload Node::LocalValue(ObjectId id) {
+  auto obj = store_.Find(id);
+  return obj ? obj->value : nullptr;
+}
+
+// ---- Running tasks ---------------------------------------------------------------------
+
+void Node::Execute(DispatchTask& d) {
+  const TaskSpec& spec = d.spec;
+  t_task.active = true;
+  t_task.id = spec.id;
+  t_task.demand = spec.demand;
+  TaskDone done;
+  done.id = spec.id;
+  done.attempt = spec.attempt;
+  uint64_t start = NowNs();
+  try {
+    // Resolve by-reference arguments: inline values came with the task; large ones are
+    // pulled from a holder (at most once per rank, then cached).
+    std::vector<Payload> ref_values(d.refs.size());
+    std::vector<ObjectId> to_fetch;
+    for (size_t i = 0; i < d.refs.size(); ++i) {
+      auto& loc = d.refs[i];
+      if (loc.inline_value) {
+        ref_values[i] = loc.inline_value;
+      } else if (auto local = store_.Find(loc.id)) {
+        if (local->error) ThrowStored(*local->error);
+        ref_values[i] = local->value;
+      } else {
+        {
+          std::lock_guard<std::mutex> lock(requests_mu_);
+          requested_.insert(loc.id);
+        }
+        StartFetch(loc.id, loc.holders, loc.size);
+        to_fetch.push_back(loc.id);
+      }
+    }
+    if (!to_fetch.empty()) {
+      store_.WaitFor(to_fetch, to_fetch.size(), std::nullopt);
+      for (size_t i = 0; i < d.refs.size(); ++i) {
+        if (ref_values[i]) continue;
+        auto obj = store_.Find(d.refs[i].id);
+        if (!obj) throw ObjectLostError("prism: argument " + d.refs[i].id.Hex() + " vanished");
+        if (obj->error) ThrowStored(*obj->error);
+        ref_values[i] = obj->value;
+      }
+    }
+    std::vector<ByteView> views;
+    views.reserve(spec.args.size());
+    size_t next_ref = 0;
+    for (const auto& arg : spec.args) {
+      const Payload& p = arg.is_ref ? ref_values.at(next_ref++) : arg.value;
+      views.push_back({p->data(), p->size()});
+    }
+    const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
+    if (fn == nullptr || !fn->invoke) {
+      throw FunctionNotFound("prism: function " + spec.function +
+                             " is not registered in this binary (PRISM_REMOTE)");
+    }
+    Buffer out;
+    ContainedRefScope contained;
+    fn->invoke(views, out);
+    done.contained = contained.Take();
+    done.size = out.size();
+    auto payload = std::make_shared<const Buffer>(std::move(out));
+    if (payload->size() <= options_.max_inline_bytes) {
+      done.inline_value = std::move(payload);
+    } else {
+      store_.Put(spec.id, std::move(payload));
+    }
+  } catch (const TaskError& e) {
+    // A failure of something this task waited on: pass the original cause through.
+    done.ok = false;
+    done.error = {e.OriginalType(), e.OriginalMessage(), e.TaskName(), e.Rank()};
+  } catch (const std::exception& e) {
+    done.ok = false;
+    done.error = {Demangle(typeid(e).name()), e.what(), spec.name, options_.rank};
+  } catch (...) {
+    done.ok = false;
+    done.error = {"unknown exception", "a non-std::exception was thrown", spec.name,
+                  options_.rank};
+  }
+  done.exec_ns = NowNs() - start;
+  t_task.active = false;
+  to_head_(std::move(done));
+  FlushDeferredReleases();
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,93 @@
+#pragma once
+// The node manager: one per rank (rank 0 included). It implements the user-facing core
+// calls (Submit, Put, Get, Wait, reference counting), runs dispatched tasks on its
+// Executor, keeps the rank's objects in its MemoryStore, and talks to the head through
+// `to_head` (a direct call on rank 0, an MPI message elsewhere).
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "object_store/memory_store.h"
+#include "prism/internal/core_api.h"
+#include "runtime/executor.h"
+#include "scheduler/resources.h"
+#include "transport/messages.h"
+
+namespace prism::internal {
+
+/// Fetches a large object's bytes from another rank (the data plane).
+class ObjectFetcher {
+ public:
+  virtual ~ObjectFetcher() = default;
+  /// Calls `done` (on any thread) with the bytes, or with null and an error text.
+  virtual void Fetch(int holder, ObjectId id,
+                     std::function<void(Payload, const std::string& error)> done) = 0;
+};
+
+struct NodeOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::vector<ResourceSet> capacities;  // every rank's, for the submit-time feasibility check
+  uint64_t max_inline_bytes = 100 * 1024;
+};
+
+class Node : public CoreApi {
+ public:
+  using ToHead = std::function<void(Message&&)>;
+  Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher);
+  ~Node() override;
+
+  // CoreApi
+  ObjectId Submit(TaskRequest&& request) override;
+  ObjectId Put(Buffer&& value, std::vector<ObjectId> contained) override;
+  std::vector<Payload> Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) override;
+  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
+                         int64_t timeout_ms) override;
+  void AddLocalRef(ObjectId id) override;
+  void RemoveLocalRef(ObjectId id) override;
+
+  /// Handles a message from the head (DispatchTask, ObjectReady, FreeObjects). Thread-safe;
+  /// never calls into the head synchronously.
+  void Handle(Message&& msg);
+  /// Looks up a local object for a peer's fetch.
+  Payload LocalValue(ObjectId id);
+  /// Stops running new tasks. Returns false if some task is still running user code.
+  bool Stop();
+
+  int rank() const { return options_.rank; }
+  size_t NumLocalRefs();
+  MemoryStore& store() { return store_; }
+  Executor& executor() { return *executor_; }
+
+ private:
+  void Execute(DispatchTask& task);
+  void OnObjectReady(ObjectReady&& m);
+  /// Makes sure each missing id is on its way here (subscribe once per id).
+  void Request(const std::vector<ObjectId>& ids);
+  void StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size);
+  /// Waits for ids; while inside a task, gives its CPU back for the duration.
+  std::vector<bool> Await(const std::vector<ObjectId>& ids, size_t need, int64_t timeout_ms);
+  ObjectId NextId() { return ObjectId::Make(options_.rank, ++counter_); }
+  void FlushDeferredReleases();
+
+  NodeOptions options_;
+  ToHead to_head_;
+  ObjectFetcher* fetcher_;
+  MemoryStore store_;
+  std::unique_ptr<Executor> executor_;
+  std::atomic<uint64_t> counter_{0};
+
+  std::mutex refs_mu_;
+  std::unordered_map<ObjectId, int64_t> refs_;
+
+  std::mutex requests_mu_;
+  std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
+};
+
+}  // namespace prism::internal

@@ -1,0 +1,401 @@
+// Init/Shutdown and the life of a rank.
+//
+// Init: detect the launcher; under mpirun/srun call MPI_Init_thread, resolve the settings
+// (code < env < flags), agree on the job id, exchange every rank's resources and node id
+// (MPI_Allgather), then build the node manager (every rank), the head (rank 0) and the MPI
+// transport. Rank 0 returns to the driver; other ranks wait for Stop, then finalize MPI and
+// exit with the code the head sent. Without a launcher everything lives in one process and
+// MPI is never touched.
+//
+// Ending badly never hangs: an uncaught exception anywhere calls the terminate handler
+// (message, then MPI_Abort); a driver that returns without Shutdown is caught by atexit
+// (message, Stop(1) to all ranks, exit 1); a silent rank is reported by the transport's
+// heartbeat check (message, MPI_Abort).
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <random>
+
+#include "common/check.h"
+#include "common/log.h"
+#include "prism/api.h"
+#include "runtime/head.h"
+#include "runtime/launch.h"
+#include "runtime/node.h"
+#include "runtime/settings.h"
+#include "transport/mpi/mpi_transport.h"
+
+namespace prism {
+namespace internal {
+
+TaskId CurrentTaskId();
+
+namespace {
+
+struct Runtime {
+  Settings settings;
+  LaunchInfo launch;
+  bool mpi = false;
+  int rank = 0;
+  int world = 1;
+  std::vector<ResourceSet> capacities;
+  std::vector<std::string> node_ids;
+  std::unique_ptr<MpiTransport> transport;
+  std::unique_ptr<Head> head;
+  std::unique_ptr<Node> node;
+
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop_requested = false;
+  int stop_code = 0;
+};
+
+std::atomic<Runtime*> g_runtime{nullptr};
+std::mutex g_init_mu;
+bool g_mpi_finalized = false;
+
+[[noreturn]] void AbortJob(const std::string& why, int code) {
+  std::fprintf(stderr, "prism: %s\n", why.c_str());
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void OnTerminate() {
+  std::string what = "std::terminate called";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = std::string("uncaught exception: ") + ex.what();
+    } catch (...) {
+      what = "uncaught non-standard exception";
+    }
+  }
+  Runtime* rt = g_runtime.load();
+  int rank = rt ? rt->rank : 0;
+  AbortJob((rank == 0 ? "the driver (rank 0) ended with an " : "rank " + std::to_string(rank) +
+                                                                   " ended with an ") +
+               what + "; ending the job",
+           1);
+}
+
+void OnExitWithoutShutdown() {
+  Runtime* rt = g_runtime.load();
+  if (rt == nullptr || rt->rank != 0) return;
+  std::fprintf(stderr,
+               "prism: the driver's main() returned without calling prism::Shutdown(); "
+               "stopping all ranks, exit code 1\n");
+  std::fflush(stderr);
+  if (rt->transport) {
+    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{1, "driver exited"});
+    rt->transport->Stop(std::chrono::milliseconds(2000));
+  }
+  if (rt->mpi) MPI_Finalize();
+  std::_Exit(1);
+}
+
+std::string MakeJobId() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lx-%x", static_cast<long>(time(nullptr)), rd() & 0xffff);
+  return buf;
+}
+
+ResourceSet OwnResources(const Settings& s, const HostFacts& host, const LaunchInfo& launch,
+                         int rank) {
+  ResourceSet r;
+  r.Set("CPU", ToUnits(s.num_cpus));
+  if (s.num_gpus > 0) r.Set("GPU", ToUnits(s.num_gpus));
+  // "memory" in bytes, as Ray counts it: 70% of this rank's share of the host.
+  r.Set("memory", static_cast<int64_t>(host.memory_bytes * 0.7 / std::max(1, launch.local_size)) *
+                      kResourceUnit);
+  for (const auto& [name, amount] : s.custom_resources) r.Set(name, ToUnits(amount));
+  r.Set("rank:" + std::to_string(rank), kResourceUnit);
+  return r;
+}
+
+/// Every rank's resources and node id, gathered to all (one MPI_Allgatherv of strings).
+void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& node_id) {
+  Buffer mine;
+  Writer w(mine);
+  w.Str(node_id);
+  w.Pod<uint64_t>(own.Entries().size());
+  for (const auto& [name, units] : own.Entries()) {
+    w.Str(name);
+    w.Pod(units);
+  }
+  std::vector<std::pair<std::string, Buffer>> all;
+  std::vector<Buffer> raw(rt.world);
+  if (rt.world == 1) {
+    raw[0] = mine;
+  } else {
+    int n = static_cast<int>(mine.size());
+    std::vector<int> sizes(rt.world), offsets(rt.world);
+    PRISM_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD));
+    int total = 0;
+    for (int r = 0; r < rt.world; ++r) {
+      offsets[r] = total;
+      total += sizes[r];
+    }
+    Buffer gathered(static_cast<size_t>(total));
+    PRISM_MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_BYTE, gathered.data(), sizes.data(),
+                                   offsets.data(), MPI_BYTE, MPI_COMM_WORLD));
+    for (int r = 0; r < rt.world; ++r) raw[r] = Buffer(gathered.data() + offsets[r], sizes[r]);
+  }
+  for (int r = 0; r < rt.world; ++r) {
+    Reader rd(raw[r].data(), raw[r].size());
+    rt.node_ids.push_back(rd.Str());
+    ResourceSet set;
+    auto n = rd.Pod<uint64_t>();
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name = rd.Str();
+      set.Set(name, rd.Pod<int64_t>());
+    }
+    rt.capacities.push_back(std::move(set));
+  }
+}
+
+void RequestStop(Runtime& rt, int code) {
+  std::lock_guard<std::mutex> lock(rt.stop_mu);
+  rt.stop_requested = true;
+  rt.stop_code = code;
+  rt.stop_cv.notify_all();
+}
+
+[[noreturn]] void ServeUntilStop(Runtime& rt) {
+  {
+    std::unique_lock<std::mutex> lock(rt.stop_mu);
+    rt.stop_cv.wait(lock, [&] { return rt.stop_requested; });
+  }
+  int code = rt.stop_code;
+  rt.node->Stop();
+  rt.transport->Stop(std::chrono::milliseconds(2000));
+  g_runtime.store(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Finalize();
+  std::_Exit(code);
+}
+
+void Build(Runtime& rt) {
+  NodeOptions options;
+  options.rank = rt.rank;
+  options.world_size = rt.world;
+  options.capacities = rt.capacities;
+  options.max_inline_bytes = rt.settings.max_inline_bytes;
+  Runtime* self = &rt;
+  if (rt.world > 1) {
+    MpiTransport::Handlers handlers;
+    handlers.on_message = [self](int from, Message&& m) {
+      if (auto* stop = std::get_if<Stop>(&m)) {
+        RequestStop(*self, stop->exit_code);
+      } else if (IsForHead(m)) {
+        if (self->head) self->head->Handle(from, std::move(m));
+      } else {
+        self->node->Handle(std::move(m));
+      }
+    };
+    handlers.lookup = [self](ObjectId id) { return self->node->LocalValue(id); };
+    handlers.on_fatal = [](const std::string& why) { AbortJob(why + "; ending the job", 3); };
+    rt.transport =
+        std::make_unique<MpiTransport>(MPI_COMM_WORLD, rt.settings.rank_timeout_s, handlers);
+  }
+  if (rt.rank == 0) {
+    rt.head = std::make_unique<Head>(rt.capacities, [self](int dest, Message&& m) {
+      if (dest == 0) {
+        self->node->Handle(std::move(m));
+      } else {
+        self->transport->Send(dest, m);
+      }
+    });
+    rt.node = std::make_unique<Node>(
+        options, [self](Message&& m) { self->head->Handle(0, std::move(m)); },
+        rt.transport.get());
+  } else {
+    rt.node = std::make_unique<Node>(
+        options, [self](Message&& m) { self->transport->Send(0, m); }, rt.transport.get());
+  }
+  if (rt.transport) rt.transport->Start();
+}
+
+void DoInit(const Config& config, int argc, char** argv) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  if (g_runtime.load() != nullptr) {
+    throw RuntimeError("prism: Init called twice; call Shutdown first");
+  }
+  if (g_mpi_finalized) {
+    throw RuntimeError("prism: Init after Shutdown in an MPI job: MPI cannot be started twice "
+                       "in one process");
+  }
+  EnvFn env = ProcessEnv();
+  std::string hint = LaunchMisuseHint(env);
+  if (!hint.empty()) {
+    std::fprintf(stderr, "%s\n", hint.c_str());
+    std::_Exit(2);
+  }
+  auto rt = std::make_unique<Runtime>();
+  rt->launch = DetectLaunch(env);
+  rt->mpi = LaunchedByMpiLauncher(env);
+  if (rt->mpi) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      PRISM_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+      if (provided < MPI_THREAD_SERIALIZED) {
+        AbortJob("this MPI library provides no thread support beyond FUNNELED; Prism needs "
+                 "MPI_THREAD_SERIALIZED or better",
+                 2);
+      }
+    }
+    PRISM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
+    PRISM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
+  }
+  SetLogRank(rt->rank);
+
+  // Settings: every rank resolves them; any failure stops every rank, reported by rank 0.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc && argv != nullptr; ++i) args.emplace_back(argv[i]);
+  HostFacts host = ReadHostFacts();
+  std::string job_id = rt->launch.job_id;
+  if (job_id.empty()) job_id = MakeJobId();
+  if (rt->mpi && rt->world > 1) {
+    char buf[64] = {};
+    std::snprintf(buf, sizeof buf, "%s", job_id.c_str());
+    PRISM_MPI_CHECK(MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD));
+    job_id = buf;
+  }
+  std::string error;
+  try {
+    rt->settings = ResolveSettings(config, args, env, rt->launch, host, job_id);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (rt->mpi) {
+    int bad = !error.empty(), any_bad = 0;
+    PRISM_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (any_bad) {
+      if (rt->rank == 0 || bad) {
+        std::fprintf(stderr, "%s\n", error.empty() ? "prism: invalid configuration on another rank"
+                                                   : error.c_str());
+      }
+      MPI_Finalize();
+      g_mpi_finalized = true;
+      if (rt->rank != 0) std::_Exit(2);
+      throw RuntimeError(error.empty() ? "prism: invalid configuration on another rank" : error);
+    }
+  } else if (!error.empty()) {
+    throw RuntimeError(error);
+  }
+  SetLogLevelValue(static_cast<int>(rt->settings.log_level));
+
+  std::string node_id = rt->settings.ranks_per_node > 0
+                            ? "node-" + std::to_string(rt->rank / rt->settings.ranks_per_node)
+                            : host.hostname;
+  ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id);
+  Build(*rt);
+
+  Runtime* raw = rt.release();
+  g_runtime.store(raw);
+  std::set_terminate(OnTerminate);
+  if (raw->rank == 0) {
+    static bool registered = false;
+    if (!registered) {
+      std::atexit(OnExitWithoutShutdown);
+      registered = true;
+    }
+    PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
+                                << raw->launch.launcher_name() << ", job " << job_id);
+    return;
+  }
+  ServeUntilStop(*raw);
+}
+
+}  // namespace
+
+CoreApi* CurrentCore() {
+  Runtime* rt = g_runtime.load(std::memory_order_acquire);
+  return rt ? rt->node.get() : nullptr;
+}
+
+CoreApi& RequireCore(const char* what) {
+  CoreApi* core = CurrentCore();
+  if (core == nullptr) {
+    throw RuntimeError(std::string("prism: ") + what +
+                       " called before prism::Init() or after prism::Shutdown()");
+  }
+  return *core;
+}
+
+}  // namespace internal
+
+void Init() { internal::DoInit(Config{}, 0, nullptr); }
+void Init(int argc, char** argv) { internal::DoInit(Config{}, argc, argv); }
+void Init(const Config& config, int argc, char** argv) { internal::DoInit(config, argc, argv); }
+
+bool IsInitialized() { return internal::g_runtime.load() != nullptr; }
+
+void Shutdown() {
+  using namespace internal;
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  Runtime* rt = g_runtime.load();
+  if (rt == nullptr) return;
+  if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
+  g_runtime.store(nullptr);  // from here on ObjectRef destructors are no-ops
+  if (rt->transport) {
+    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
+    rt->transport->Stop(std::chrono::milliseconds(5000));
+  }
+  bool clean = rt->node->Stop();
+  if (rt->mpi) {
+    MPI_Finalize();
+    g_mpi_finalized = true;
+  }
+  // With tasks still running user code, their threads keep using the runtime: leave it.
+  if (clean) delete rt;
+}
+
+std::map<std::string, double> ClusterResources() {
+  auto* rt = internal::g_runtime.load();
+  if (rt == nullptr) throw RuntimeError("prism: ClusterResources called before Init");
+  internal::ResourceSet total;
+  for (const auto& c : rt->capacities) total.Add(c);
+  return total.ToMap();
+}
+
+std::map<std::string, double> AvailableResources() {
+  auto* rt = internal::g_runtime.load();
+  if (rt == nullptr) throw RuntimeError("prism: AvailableResources called before Init");
+  if (!rt->head) {
+    throw RuntimeError("prism: AvailableResources is answered by the head: call it on rank 0 "
+                       "(the driver or a task running there)");
+  }
+  return rt->head->Available();
+}
+
+int RuntimeContext::GetRank() const { return internal::g_runtime.load()->rank; }
+int RuntimeContext::GetWorldSize() const { return internal::g_runtime.load()->world; }
+std::string RuntimeContext::GetNodeId() const {
+  auto* rt = internal::g_runtime.load();
+  return rt->node_ids[rt->rank];
+}
+std::string RuntimeContext::GetJobId() const { return internal::g_runtime.load()->settings.job_id; }
+TaskId RuntimeContext::GetTaskId() const { return internal::CurrentTaskId(); }
+bool RuntimeContext::IsDriver() const { return GetRank() == 0 && GetTaskId().IsNil(); }
+
+RuntimeContext GetRuntimeContext() {
+  if (!IsInitialized()) throw RuntimeError("prism: GetRuntimeContext called before Init");
+  return RuntimeContext();
+}
+
+}  // namespace prism

@@ -1,0 +1,329 @@
+// Settings resolution. Each field is taken from the highest source that gives it:
+//   1. a default detected from the launcher and the host (shared among the ranks on it),
+//   2. prism::Config from the user's code,
+//   3. the PRISM_* environment variable (an empty value counts as unset),
+//   4. the --prism-* flag.
+// Every value a source gives is parsed and validated on its own, so an error message can
+// name exactly where the bad value came from ("PRISM_NUM_CPUS", "--prism-num-cpus",
+// "Config::num_cpus") and what to write instead.
+
+#include "runtime/settings.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+#include <type_traits>
+
+#include "prism/errors.h"
+
+namespace prism::internal {
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+// One row per Config field: its flag, its variable and an example of a valid value.
+struct Option {
+  const char* field;
+  const char* flag;
+  const char* env;
+  const char* example;
+};
+constexpr Option kNumCpus{"num_cpus", "--prism-num-cpus", "PRISM_NUM_CPUS", "4"};
+constexpr Option kNumGpus{"num_gpus", "--prism-num-gpus", "PRISM_NUM_GPUS", "1"};
+constexpr Option kObjectStore{"object_store_memory", "--prism-object-store-memory",
+                              "PRISM_OBJECT_STORE_MEMORY", "2G"};
+constexpr Option kResources{"resources", "--prism-resources", "PRISM_RESOURCES", "ssd:1,fpga:0.5"};
+constexpr Option kLogDir{"log_dir", "--prism-log-dir", "PRISM_LOG_DIR", "/scratch/prism-logs"};
+constexpr Option kRanksPerNode{"ranks_per_node", "--prism-ranks-per-node", "PRISM_RANKS_PER_NODE",
+                               "2"};
+constexpr Option kMaxInline{"max_inline_bytes", "--prism-max-inline-bytes",
+                            "PRISM_MAX_INLINE_BYTES", "100K"};
+constexpr Option kRankTimeout{"rank_timeout_s", "--prism-rank-timeout", "PRISM_RANK_TIMEOUT", "30"};
+constexpr Option kLogLevel{"log_level", "--prism-log-level", "PRISM_LOG_LEVEL", "info"};
+constexpr const Option* kOptions[] = {&kNumCpus,   &kNumGpus,     &kObjectStore,
+                                      &kResources, &kLogDir,      &kRanksPerNode,
+                                      &kMaxInline, &kRankTimeout, &kLogLevel};
+
+[[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
+
+[[noreturn]] void FailNotA(const std::string& what, const std::string& text,
+                           const std::string& kind, const std::string& example) {
+  Fail(what + "=\"" + text + "\" is not " + kind + " (expected e.g. " + what + "=" + example + ")");
+}
+
+// `shown` is the value as the user wrote it, so the message quotes it verbatim.
+void Require(bool ok, const std::string& what, const std::string& shown, const std::string& rule,
+             const Option& o) {
+  if (!ok) Fail(what + "=" + shown + ": " + rule + " (e.g. " + what + "=" + o.example + ")");
+}
+
+template <class T>
+std::string Format(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    return std::to_string(v);
+  } else {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::optional<double> TryNumber(const std::string& text) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || !std::isfinite(v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+double ParseNumber(const std::string& what, const std::string& text) {
+  auto v = TryNumber(text);
+  if (!v) FailNotA(what, text, "a number", "4");
+  return *v;
+}
+
+int ParseInteger(const std::string& what, const std::string& text) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
+    FailNotA(what, text, "a whole number", "2");
+  }
+  return v;
+}
+
+void CheckResourceName(const std::string& what, const std::string& name) {
+  if (name.empty()) Fail(what + ": a resource name is empty (expected e.g. ssd:1)");
+  if (name.find_first_of(":,") != std::string::npos) {
+    Fail(what + ": resource name \"" + name + "\" must not contain ':' or ','");
+  }
+  if (name == "CPU" || name == "GPU" || name == "memory") {
+    Fail(what + ": \"" + name + "\" is built in, not a custom resource; set it with " +
+         (name == "memory" ? "object_store_memory"
+          : name == "CPU"  ? "num_cpus"
+                           : "num_gpus") +
+         " instead");
+  }
+}
+
+void CheckResourceAmount(const std::string& what, const std::string& name, double amount,
+                         const std::string& shown) {
+  if (!(amount >= 0) || !std::isfinite(amount)) {
+    Fail(what + ": resource \"" + name + "\" amount " + shown + " must be >= 0 (e.g. " + name +
+         ":1)");
+  }
+}
+
+std::string AbsolutePath(const std::string& path) {
+  std::string a = std::filesystem::absolute(path).lexically_normal().string();
+  while (a.size() > 1 && a.back() == '/') a.pop_back();
+  return a;
+}
+
+// Collects the --prism-* flags, last one wins. Throws on an unknown flag or a missing value.
+std::map<std::string, std::string> ParseFlags(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--prism-", 0) != 0) continue;
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    auto known = std::find_if(std::begin(kOptions), std::end(kOptions),
+                              [&](const Option* o) { return name == o->flag; });
+    if (known == std::end(kOptions)) {
+      std::string list;
+      for (const Option* o : kOptions) list += std::string(list.empty() ? "" : ", ") + o->flag;
+      Fail("unknown flag " + name + " (Prism's flags are: " + list + ")");
+    }
+    if (eq != std::string::npos) {
+      flags[name] = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      flags[name] = args[++i];
+    } else {
+      Fail(name + " needs a value (e.g. " + name + "=" + (*known)->example + ")");
+    }
+  }
+  return flags;
+}
+
+// The user-given sources of one run, in increasing precedence after Config.
+struct Sources {
+  const EnvFn& env;
+  std::map<std::string, std::string> flags;
+
+  // Calls take(what, text) for the environment variable, then for the flag, if given.
+  template <class Take>
+  void ForEachText(const Option& o, Take take) const {
+    if (auto e = env(o.env); e && !e->empty()) take(std::string(o.env), *e);
+    if (auto f = flags.find(o.flag); f != flags.end()) take(std::string(o.flag), f->second);
+  }
+};
+
+// Resolves a numeric field: `parse` turns text into T, `ok` is the rule and `rule` says it.
+template <class T, class Parse, class Ok>
+void Resolve(T& out, const std::optional<T>& code, const Option& o, const Sources& src, Parse parse,
+             Ok ok, const std::string& rule) {
+  if (code) {
+    const std::string what = std::string("Config::") + o.field;
+    Require(ok(*code), what, Format(*code), rule, o);
+    out = *code;
+  }
+  src.ForEachText(o, [&](const std::string& what, const std::string& text) {
+    T v = parse(what, text);
+    Require(ok(v), what, text, rule, o);
+    out = v;
+  });
+}
+
+}  // namespace
+
+HostFacts ReadHostFacts() {
+  HostFacts facts;
+  facts.cores = std::max(1u, std::thread::hardware_concurrency());
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) {
+    facts.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  }
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0) facts.hostname = name;
+  return facts;
+}
+
+uint64_t ParseBytes(const std::string& what, const std::string& text) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  // Whole numbers take the integer path so sizes above 2^53 stay exact.
+  uint64_t whole = 0;
+  double number = 0;
+  auto [p, ec] = std::from_chars(begin, end, whole);
+  bool integral = ec == std::errc() && (p == end || *p != '.');
+  if (!integral) {
+    auto [q, ec2] = std::from_chars(begin, end, number);
+    if (ec2 != std::errc() || !std::isfinite(number)) FailNotA(what, text, "a size", "2G");
+    p = q;
+  }
+  std::string suffix(p, end);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.size() == 3 && suffix.substr(1) == "IB") suffix.resize(1);
+  if (suffix.size() == 2 && suffix[1] == 'B') suffix.resize(1);
+  static const std::map<std::string, uint64_t> kUnits = {{"", 1},           {"B", 1},
+                                                         {"K", 1ULL << 10}, {"M", 1ULL << 20},
+                                                         {"G", 1ULL << 30}, {"T", 1ULL << 40}};
+  auto unit = kUnits.find(suffix);
+  if (text.empty() || unit == kUnits.end()) FailNotA(what, text, "a size", "2G");
+  if (!integral && number < 0) {
+    Fail(what + "=" + text + ": must be >= 0 (e.g. " + what + "=2G)");
+  }
+  uint64_t bytes = 0;
+  bool overflow = integral ? __builtin_mul_overflow(whole, unit->second, &bytes)
+                           : number * static_cast<double>(unit->second) >= 0x1p64;
+  if (overflow) Fail(what + "=" + text + ": too large (at most 16E bytes)");
+  if (!integral) bytes = static_cast<uint64_t>(number * static_cast<double>(unit->second));
+  return bytes;
+}
+
+std::map<std::string, double> ParseResourceList(const std::string& what, const std::string& text) {
+  std::map<std::string, double> resources;
+  std::stringstream in(text);
+  for (std::string entry; std::getline(in, entry, ',');) {
+    entry = Trim(entry);
+    if (entry.empty()) continue;
+    size_t colon = entry.find(':');
+    if (colon == std::string::npos) {
+      Fail(what + "=\"" + text + "\": entry \"" + entry + "\" has no amount (expected e.g. " +
+           what + "=ssd:1,fpga:0.5)");
+    }
+    std::string name = Trim(entry.substr(0, colon));
+    std::string amount_text = Trim(entry.substr(colon + 1));
+    const std::string source = what + "=\"" + text + "\"";
+    CheckResourceName(source, name);
+    auto amount = TryNumber(amount_text);
+    if (!amount) {
+      Fail(source + ": amount \"" + amount_text + "\" of \"" + name +
+           "\" is not a number (expected e.g. " + what + "=ssd:1,fpga:0.5)");
+    }
+    CheckResourceAmount(source, name, *amount, amount_text);
+    if (!resources.emplace(name, *amount).second) {
+      Fail(source + ": resource \"" + name + "\" is given twice");
+    }
+  }
+  return resources;
+}
+
+LogLevel ParseLogLevel(const std::string& what, const std::string& text) {
+  std::string lower = text;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "error") return LogLevel::kError;
+  if (lower == "warn" || lower == "warning") return LogLevel::kWarn;
+  if (lower == "info") return LogLevel::kInfo;
+  if (lower == "debug") return LogLevel::kDebug;
+  FailNotA(what, text, "a log level (error, warn, info or debug)", "info");
+}
+
+Settings ResolveSettings(const Config& code, const std::vector<std::string>& args, const EnvFn& env,
+                         const LaunchInfo& launch, const HostFacts& host,
+                         const std::string& fallback_job_id) {
+  const Sources src{env, ParseFlags(args)};
+  const unsigned local = static_cast<unsigned>(std::max(1, launch.local_size));
+  Settings s;
+
+  // Detected defaults, shared among the ranks on this host.
+  s.num_cpus = launch.slurm_cpus_per_task.value_or(std::max(1u, host.cores / local));
+  s.num_gpus = std::floor(launch.gpus_on_node.value_or(0) / local);
+  s.object_store_memory =
+      std::max(kMiB, static_cast<uint64_t>(static_cast<double>(host.memory_bytes) * 0.3 / local));
+  s.job_id = launch.job_id.empty() ? fallback_job_id : launch.job_id;
+  std::string tmp = env("TMPDIR").value_or("");
+  s.session_dir = AbsolutePath(tmp.empty() ? "/tmp" : tmp) + "/prism-" + s.job_id;
+  s.log_dir = s.session_dir + "/logs";
+
+  auto non_negative = [](auto v) { return v >= 0 && std::isfinite(static_cast<double>(v)); };
+  auto positive = [](double v) { return v > 0 && std::isfinite(v); };
+  auto any = [](auto) { return true; };
+  Resolve(s.num_cpus, code.num_cpus, kNumCpus, src, ParseNumber, non_negative, "must be >= 0");
+  Resolve(s.num_gpus, code.num_gpus, kNumGpus, src, ParseNumber, non_negative, "must be >= 0");
+  Resolve(
+      s.object_store_memory, code.object_store_memory, kObjectStore, src, ParseBytes,
+      [](uint64_t v) { return v >= kMiB; }, "must be at least 1M (1048576 bytes)");
+  Resolve(s.ranks_per_node, code.ranks_per_node, kRanksPerNode, src, ParseInteger, non_negative,
+          "must be >= 0 (0 groups ranks by real host)");
+  Resolve(s.max_inline_bytes, code.max_inline_bytes, kMaxInline, src, ParseBytes, any, "");
+  Resolve(s.rank_timeout_s, code.rank_timeout_s, kRankTimeout, src, ParseNumber, positive,
+          "must be > 0 seconds");
+
+  if (!code.resources.empty()) {
+    for (const auto& [name, amount] : code.resources) {
+      CheckResourceName("Config::resources", name);
+      CheckResourceAmount("Config::resources", name, amount, Format(amount));
+    }
+    s.custom_resources = code.resources;
+  }
+  src.ForEachText(kResources, [&](const std::string& what, const std::string& text) {
+    s.custom_resources = ParseResourceList(what, text);
+  });
+
+  if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
+  src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {
+    s.log_level = ParseLogLevel(what, text);
+  });
+
+  auto take_dir = [&](const std::string& what, const std::string& dir) {
+    if (dir.empty()) Fail(what + " is empty (expected e.g. " + what + "=" + kLogDir.example + ")");
+    s.log_dir = AbsolutePath(dir);
+  };
+  if (code.log_dir) take_dir("Config::log_dir", *code.log_dir);
+  src.ForEachText(kLogDir, take_dir);
+  return s;
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,75 @@
+#pragma once
+// The runtime's effective configuration: prism::Config merged with the environment
+// (PRISM_*), the command line (--prism-*) and what the launcher and the host report.
+// Precedence, lowest first: detected default < Config in code < environment < flag.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "prism/config.h"
+#include "runtime/launch.h"
+
+namespace prism::internal {
+
+/// How much the runtime logs.
+enum class LogLevel { kError, kWarn, kInfo, kDebug };
+
+/// What the host offers, before it is shared among the ranks on it.
+struct HostFacts {
+  unsigned cores = 1;
+  uint64_t memory_bytes = 0;
+  std::string hostname;
+};
+
+/// Reads the real host: hardware_concurrency, physical memory, gethostname. Never throws.
+HostFacts ReadHostFacts();
+
+/// Fully resolved, validated settings of one rank. Plain value.
+struct Settings {
+  double num_cpus = 1;
+  double num_gpus = 0;
+  uint64_t object_store_memory = 0;
+  /// Custom resources only; CPU, GPU and memory are the fields above.
+  std::map<std::string, double> custom_resources;
+  /// Absolute path. Default: session_dir + "/logs".
+  std::string log_dir;
+  /// Ranks per simulated node; 0 = group ranks by real host.
+  int ranks_per_node = 0;
+  uint64_t max_inline_bytes = 100 * 1024;
+  double rank_timeout_s = 60;
+  LogLevel log_level = LogLevel::kWarn;
+  /// LaunchInfo::job_id, else the fallback given to ResolveSettings.
+  std::string job_id;
+  /// $TMPDIR (else /tmp) + "/prism-" + job_id, as an absolute path.
+  std::string session_dir;
+};
+
+/// Merges `code`, the PRISM_* variables of `env`, the --prism-* flags in `args` (argv[1..];
+/// "--prism-x=v" or "--prism-x v"; other arguments belong to the user's program and are
+/// ignored) and the defaults from `launch` and `host`. Custom resources from a higher source
+/// replace the lower source's whole list. Every value given by any source is validated,
+/// even one a higher source overrides.
+/// Throws prism::RuntimeError naming the source, the bad value and the fix, e.g.
+/// `prism: PRISM_NUM_CPUS="abc" is not a number (expected e.g. PRISM_NUM_CPUS=4)`, and on
+/// an unknown --prism-* flag (listing the known ones).
+Settings ResolveSettings(const Config& code, const std::vector<std::string>& args, const EnvFn& env,
+                         const LaunchInfo& launch, const HostFacts& host,
+                         const std::string& fallback_job_id);
+
+/// Parses a byte count: "1073741824", "512M", "2G", "100K", "1.5G", "1T" (K/M/G/T are
+/// powers of 1024; case-insensitive; an optional trailing "B" or "iB" is accepted).
+/// Fractions of a byte are dropped. `what` names the source in the error ("PRISM_X",
+/// "--prism-x"). Throws prism::RuntimeError on anything else, negatives and overflow.
+uint64_t ParseBytes(const std::string& what, const std::string& text);
+
+/// Parses "ssd:1,fpga:0.5" ("" is the empty list). Throws prism::RuntimeError on a
+/// malformed entry, a negative amount, a duplicate, or a built-in name (CPU, GPU, memory).
+std::map<std::string, double> ParseResourceList(const std::string& what, const std::string& text);
+
+/// Parses error|warn|info|debug (case-insensitive; "warning" is accepted too). Throws
+/// prism::RuntimeError otherwise.
+LogLevel ParseLogLevel(const std::string& what, const std::string& text);
+
+}  // namespace prism::internal

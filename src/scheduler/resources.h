@@ -1,0 +1,48 @@
+#pragma once
+// Resource amounts in fixed point (1/10000 units, as Ray does), so that adding and
+// subtracting fractional amounts never drifts. A ResourceSet is a small sorted vector: tasks
+// carry one to three entries, and comparisons on the scheduling hot path stay cache-local.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace prism::internal {
+
+inline constexpr int64_t kResourceUnit = 10000;
+
+inline int64_t ToUnits(double amount) {
+  return static_cast<int64_t>(amount * kResourceUnit + (amount >= 0 ? 0.5 : -0.5));
+}
+inline double FromUnits(int64_t units) { return static_cast<double>(units) / kResourceUnit; }
+
+class ResourceSet {
+ public:
+  ResourceSet() = default;
+  explicit ResourceSet(const std::map<std::string, double>& amounts);
+
+  /// Amount of `name` in fixed-point units (0 if absent).
+  int64_t Get(const std::string& name) const;
+  void Set(const std::string& name, int64_t units);
+  /// True if every amount here is <= the same amount in `capacity`.
+  bool FitsIn(const ResourceSet& capacity) const;
+  /// True if every amount here is <= `scale` times the same amount in `capacity`.
+  bool FitsInScaled(const ResourceSet& capacity, int64_t scale) const;
+  void Add(const ResourceSet& other);
+  void Subtract(const ResourceSet& other);
+  bool Empty() const { return entries_.empty(); }
+  const std::vector<std::pair<std::string, int64_t>>& Entries() const { return entries_; }
+  std::map<std::string, double> ToMap() const;
+  /// "{CPU: 1, GPU: 0.5}"
+  std::string ToString() const;
+  friend bool operator==(const ResourceSet& a, const ResourceSet& b) {
+    return a.entries_ == b.entries_;
+  }
+
+ private:
+  std::vector<std::pair<std::string, int64_t>> entries_;  // sorted by name, no zeros kept
+};
+
+}  // namespace prism::internal

@@ -1,0 +1,85 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+namespace prism::internal {
+
+Scheduler::Scheduler(std::vector<ResourceSet> capacities) {
+  for (auto& c : capacities) ranks_.push_back({std::move(c), ResourceSet()});
+}
+
+bool Scheduler::Feasible(const ResourceSet& demand) const {
+  for (const auto& r : ranks_) {
+    if (demand.FitsIn(r.capacity)) return true;
+  }
+  return false;
+}
+
+std::string Scheduler::DescribeInfeasible(const ResourceSet& demand) const {
+  std::string s = "no rank can ever provide " + demand.ToString() + "; ranks offer:";
+  for (size_t i = 0; i < ranks_.size() && i < 8; ++i) {
+    ResourceSet shown;
+    for (const auto& [name, units] : ranks_[i].capacity.Entries()) {
+      if (name.rfind("rank:", 0) != 0) shown.Set(name, units);
+    }
+    s += " rank " + std::to_string(i) + " " + shown.ToString() + ";";
+  }
+  if (ranks_.size() > 8) s += " ...";
+  return s;
+}
+
+double Scheduler::Load(int rank) const {
+  const auto& r = ranks_[rank];
+  double cap = FromUnits(r.capacity.Get("CPU"));
+  double used = FromUnits(r.committed.Get("CPU"));
+  return used / std::max(cap, 1.0);
+}
+
+int Scheduler::Place(const std::string& function, const ResourceSet& demand, int submitter,
+                     const std::vector<uint64_t>& bytes_on_rank) {
+  const int64_t depth = PipelineDepth(function);
+  auto fits = [&](int r) {
+    ResourceSet after = ranks_[r].committed;
+    after.Add(demand);
+    return after.FitsInScaled(ranks_[r].capacity, depth);
+  };
+  const int n = NumRanks();
+  if (submitter >= 0 && submitter < n && Load(submitter) < 0.5 && fits(submitter)) {
+    return submitter;
+  }
+  int best = -1;
+  uint64_t best_bytes = 0;
+  for (int r = 0; r < static_cast<int>(bytes_on_rank.size()) && r < n; ++r) {
+    if (bytes_on_rank[r] > best_bytes && fits(r)) {
+      best = r;
+      best_bytes = bytes_on_rank[r];
+    }
+  }
+  if (best >= 0) return best;
+  double best_load = 0;
+  for (int k = 0; k < n; ++k) {
+    int r = (next_ + k) % n;
+    if (!fits(r)) continue;
+    double load = Load(r);
+    if (best < 0 || load < best_load) {
+      best = r;
+      best_load = load;
+    }
+  }
+  if (best >= 0) next_ = (best + 1) % n;
+  return best;
+}
+
+void Scheduler::RecordRunTime(const std::string& function, uint64_t ns) {
+  auto [it, fresh] = mean_ns_.try_emplace(function, static_cast<double>(ns));
+  if (!fresh) it->second = 0.8 * it->second + 0.2 * static_cast<double>(ns);
+}
+
+int64_t Scheduler::PipelineDepth(const std::string& function) const {
+  auto it = mean_ns_.find(function);
+  if (it == mean_ns_.end()) return 1;
+  double depth = static_cast<double>(kPipelineWindowNs) / std::max(it->second, 1.0);
+  return std::clamp<int64_t>(static_cast<int64_t>(depth), 1, kMaxDepth);
+}
+
+}  // namespace prism::internal

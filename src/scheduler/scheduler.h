@@ -1,0 +1,74 @@
+#pragma once
+// Placement of ready tasks on ranks (rank 0's scheduler). Pure logic: the head calls it
+// under its lock; tests drive it directly.
+//
+// The head's protocol for one task, step by step:
+//   1. submit      a node sends SubmitTask; the head records the task and its return object.
+//   2. resolve     each by-reference argument must be ready; the task waits on pending
+//                  ones and fails at once, with the cause, if one failed.
+//   3. place       Scheduler::Place picks a rank (below) or the task queues in its class.
+//   4. dispatch    resources are committed on that rank and DispatchTask carries the spec
+//                  plus, per reference argument, its inline value or its holders.
+//   5. complete    TaskDone releases the resources, records the result (inline value or
+//                  location), wakes dependents and subscribers, and retries on exceptions
+//                  when the task asked for it.
+//   6. release     argument uses are dropped; objects nobody references are freed.
+//
+// Placement (Ray's hybrid policy): among ranks where the demand fits, prefer the
+// submitting rank while it is under half loaded, then the rank holding the most bytes of
+// large arguments, else the least loaded rank (ties go round-robin).
+//
+// Pipelining: a rank may be sent more tasks than it has slots, to hide the dispatch round
+// trip, but only for functions measured to be short. A function whose tasks run in time t
+// may fill a rank up to depth = clamp(kPipelineWindow / t, 1, kMaxDepth) times its
+// capacity; unknown functions get depth 1, so long tasks never queue behind each other on
+// a busy rank while another rank idles. The node runs queued tasks as slots free up.
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "scheduler/resources.h"
+
+namespace prism::internal {
+
+class Scheduler {
+ public:
+  static constexpr uint64_t kPipelineWindowNs = 200'000;
+  static constexpr int64_t kMaxDepth = 16;
+
+  explicit Scheduler(std::vector<ResourceSet> capacities);
+
+  int NumRanks() const { return static_cast<int>(ranks_.size()); }
+  const ResourceSet& Capacity(int rank) const { return ranks_[rank].capacity; }
+  const ResourceSet& Committed(int rank) const { return ranks_[rank].committed; }
+  /// True if some rank's whole capacity covers `demand`.
+  bool Feasible(const ResourceSet& demand) const;
+  /// Why `demand` is infeasible, for the error message.
+  std::string DescribeInfeasible(const ResourceSet& demand) const;
+
+  /// Picks a rank with room for `demand`, or -1. `bytes_on_rank` (may be empty) gives the
+  /// bytes of large arguments held per rank, for locality.
+  int Place(const std::string& function, const ResourceSet& demand, int submitter,
+            const std::vector<uint64_t>& bytes_on_rank);
+  void Commit(int rank, const ResourceSet& demand) { ranks_[rank].committed.Add(demand); }
+  void Release(int rank, const ResourceSet& demand) { ranks_[rank].committed.Subtract(demand); }
+
+  /// Feeds the pipelining estimate with a measured run time.
+  void RecordRunTime(const std::string& function, uint64_t ns);
+  int64_t PipelineDepth(const std::string& function) const;
+
+ private:
+  struct RankState {
+    ResourceSet capacity;
+    ResourceSet committed;
+  };
+  /// Load of a rank in [0, inf): committed CPU over capacity CPU (or over 1 if it has none).
+  double Load(int rank) const;
+  std::vector<RankState> ranks_;
+  std::unordered_map<std::string, double> mean_ns_;  // EWMA of run time per function
+  int next_ = 0;
+};
+
+}  // namespace prism::internal

@@ -1,0 +1,215 @@
+// Wire format of a batch: repeated [kind: u8][fields...]. Fields are written in struct
+// order with the primitives of prism::internal::Writer (little-endian, same binary on
+// every rank). Payloads are a presence byte followed by length-prefixed bytes.
+#include "transport/messages.h"
+
+#include <type_traits>
+
+namespace prism::internal {
+
+std::string ErrorInfo::Render() const {
+  std::string s = type + ": " + message;
+  if (!task_name.empty()) s += " (in task " + task_name + " on rank " + std::to_string(rank) + ")";
+  return s;
+}
+
+namespace {
+
+struct Enc {
+  Writer& w;
+  void operator()(uint8_t v) { w.Pod(v); }
+  void operator()(bool v) { w.Pod<uint8_t>(v); }
+  void operator()(int v) { w.Pod<int32_t>(v); }
+  void operator()(uint32_t v) { w.Pod(v); }
+  void operator()(uint64_t v) { w.Pod(v); }
+  void operator()(ObjectId v) { w.Pod(v.Value()); }
+  void operator()(const std::string& s) { w.Str(s); }
+  void operator()(const Payload& p) {
+    w.Pod<uint8_t>(p != nullptr);
+    if (p) w.Bytes(p->data(), p->size());
+  }
+  template <typename T>
+  void operator()(const std::vector<T>& v) {
+    w.Pod<uint64_t>(v.size());
+    for (const auto& e : v) (*this)(e);
+  }
+  void operator()(const ResourceSet& r) {
+    w.Pod<uint64_t>(r.Entries().size());
+    for (const auto& [name, units] : r.Entries()) {
+      w.Str(name);
+      w.Pod(units);
+    }
+  }
+  void operator()(const ErrorInfo& e) {
+    (*this)(e.type);
+    (*this)(e.message);
+    (*this)(e.task_name);
+    (*this)(e.rank);
+  }
+  void operator()(const TaskSpecArg& a) {
+    (*this)(a.is_ref);
+    if (a.is_ref) {
+      (*this)(a.ref);
+    } else {
+      (*this)(a.value);
+    }
+  }
+  void operator()(const TaskSpec& t) {
+    (*this)(t.id);
+    (*this)(t.function);
+    (*this)(t.name);
+    (*this)(t.args);
+    (*this)(t.demand);
+    (*this)(t.max_retries);
+    (*this)(t.retry_exceptions);
+    (*this)(t.contained);
+    (*this)(t.submitter);
+    (*this)(t.attempt);
+  }
+  void operator()(const ArgLocation& a) {
+    (*this)(a.id);
+    (*this)(a.inline_value);
+    (*this)(a.size);
+    (*this)(a.holders);
+  }
+};
+
+struct Dec {
+  Reader& r;
+  void operator()(uint8_t& v) { v = r.Pod<uint8_t>(); }
+  void operator()(bool& v) { v = r.Pod<uint8_t>() != 0; }
+  void operator()(int& v) { v = r.Pod<int32_t>(); }
+  void operator()(uint32_t& v) { v = r.Pod<uint32_t>(); }
+  void operator()(uint64_t& v) { v = r.Pod<uint64_t>(); }
+  void operator()(ObjectId& v) { v = ObjectId(r.Pod<uint64_t>()); }
+  void operator()(std::string& s) { s = r.Str(); }
+  void operator()(Payload& p) {
+    if (r.Pod<uint8_t>()) {
+      ByteView b = r.Bytes();
+      p = std::make_shared<const Buffer>(b.data, b.size);
+    } else {
+      p = nullptr;
+    }
+  }
+  template <typename T>
+  void operator()(std::vector<T>& v) {
+    auto n = r.Pod<uint64_t>();
+    if (n > r.remaining()) throw SerializationError("prism: corrupt message: vector length");
+    v.resize(n);
+    for (auto& e : v) (*this)(e);
+  }
+  void operator()(ResourceSet& rs) {
+    auto n = r.Pod<uint64_t>();
+    if (n > r.remaining()) throw SerializationError("prism: corrupt message: resource count");
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name = r.Str();
+      rs.Set(name, r.Pod<int64_t>());
+    }
+  }
+  void operator()(ErrorInfo& e) {
+    (*this)(e.type);
+    (*this)(e.message);
+    (*this)(e.task_name);
+    (*this)(e.rank);
+  }
+  void operator()(TaskSpecArg& a) {
+    (*this)(a.is_ref);
+    if (a.is_ref) {
+      (*this)(a.ref);
+    } else {
+      (*this)(a.value);
+    }
+  }
+  void operator()(TaskSpec& t) {
+    (*this)(t.id);
+    (*this)(t.function);
+    (*this)(t.name);
+    (*this)(t.args);
+    (*this)(t.demand);
+    (*this)(t.max_retries);
+    (*this)(t.retry_exceptions);
+    (*this)(t.contained);
+    (*this)(t.submitter);
+    (*this)(t.attempt);
+  }
+  void operator()(ArgLocation& a) {
+    (*this)(a.id);
+    (*this)(a.inline_value);
+    (*this)(a.size);
+    (*this)(a.holders);
+  }
+};
+
+// Field lists, shared by encoder and decoder so the two can never disagree.
+template <typename F> void Fields(SubmitTask& m, F&& f) { f(m.spec); }
+template <typename F> void Fields(DispatchTask& m, F&& f) { f(m.spec); f(m.refs); }
+template <typename F> void Fields(TaskDone& m, F&& f) {
+  f(m.id); f(m.attempt); f(m.ok); f(m.inline_value); f(m.size); f(m.contained); f(m.error);
+  f(m.exec_ns);
+}
+template <typename F> void Fields(TaskBlocked& m, F&& f) { f(m.id); f(m.blocked); }
+template <typename F> void Fields(PutObject& m, F&& f) {
+  f(m.id); f(m.inline_value); f(m.size); f(m.contained);
+}
+template <typename F> void Fields(RefUpdate& m, F&& f) { f(m.add); f(m.remove); }
+template <typename F> void Fields(Subscribe& m, F&& f) { f(m.ids); }
+template <typename F> void Fields(ObjectReady& m, F&& f) {
+  f(m.id); f(m.inline_value); f(m.size); f(m.holders); f(m.failed); f(m.error);
+}
+template <typename F> void Fields(FetchRequest& m, F&& f) { f(m.id); f(m.tag); }
+template <typename F> void Fields(FetchReply& m, F&& f) { f(m.id); f(m.tag); f(m.found); f(m.size); }
+template <typename F> void Fields(FreeObjects& m, F&& f) { f(m.ids); }
+template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); }
+template <typename F> void Fields(Heartbeat&, F&&) {}
+template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); }
+
+template <size_t I = 0>
+Message MakeKind(size_t index) {
+  if constexpr (I < std::variant_size_v<Message>) {
+    if (index == I) return Message(std::in_place_index<I>);
+    return MakeKind<I + 1>(index);
+  } else {
+    throw SerializationError("prism: corrupt message: unknown kind " + std::to_string(index));
+  }
+}
+
+}  // namespace
+
+bool IsForHead(const Message& m) {
+  return std::holds_alternative<SubmitTask>(m) || std::holds_alternative<TaskDone>(m) ||
+         std::holds_alternative<TaskBlocked>(m) || std::holds_alternative<PutObject>(m) ||
+         std::holds_alternative<RefUpdate>(m) || std::holds_alternative<Subscribe>(m) ||
+         std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m);
+}
+
+const char* KindName(const Message& m) {
+  static const char* const kNames[] = {
+      "SubmitTask", "DispatchTask", "TaskDone",     "TaskBlocked", "PutObject",
+      "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
+      "FreeObjects", "AddLocation", "Heartbeat",    "Stop"};
+  static_assert(std::size(kNames) == std::variant_size_v<Message>);
+  return kNames[m.index()];
+}
+
+void EncodeMessage(const Message& m, Buffer& batch) {
+  Writer w(batch);
+  w.Pod<uint8_t>(static_cast<uint8_t>(m.index()));
+  Enc enc{w};
+  std::visit([&](const auto& msg) {
+    Fields(const_cast<std::decay_t<decltype(msg)>&>(msg), [&](const auto& field) { enc(field); });
+  }, m);
+}
+
+std::vector<Message> DecodeBatch(const char* data, size_t size) {
+  std::vector<Message> out;
+  Reader r(data, size);
+  Dec dec{r};
+  while (!r.AtEnd()) {
+    Message m = MakeKind(r.Pod<uint8_t>());
+    std::visit([&](auto& msg) { Fields(msg, [&](auto& field) { dec(field); }); }, m);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,139 @@
+#pragma once
+// The control-plane protocol: every message kind and its fields, in one place. A message is
+// a plain struct; Message is a variant over all of them. Between ranks, messages travel in
+// batches (several per MPI send); inside rank 0, node and head pass them without encoding.
+//
+// Who sends what (W = any rank's node manager, H = the head on rank 0):
+//   W->H  SubmitTask, TaskDone, TaskBlocked, PutObject, RefUpdate, Subscribe, AddLocation,
+//         Heartbeat
+//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop
+//   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "prism/internal/buffer.h"
+#include "prism/internal/core_api.h"
+#include "prism/internal/ids.h"
+#include "scheduler/resources.h"
+
+namespace prism::internal {
+
+/// An error as data: what Get rethrows as prism::TaskError on whichever rank reads it.
+struct ErrorInfo {
+  std::string type;     // demangled exception type, or a Prism kind like "ObjectLost"
+  std::string message;  // its what()
+  std::string task_name;
+  int rank = -1;
+  /// The what() of the rethrown TaskError.
+  std::string Render() const;
+};
+
+struct TaskSpecArg {
+  bool is_ref = false;
+  ObjectId ref;
+  Payload value;  // serialized value (is_ref == false)
+};
+
+struct TaskSpec {
+  TaskId id;
+  std::string function;
+  std::string name;  // display name (SetName, else function)
+  std::vector<TaskSpecArg> args;
+  ResourceSet demand;
+  int max_retries = 3;
+  bool retry_exceptions = false;
+  std::vector<ObjectId> contained;  // refs nested in argument values
+  int submitter = 0;
+  int attempt = 0;
+};
+
+/// Where a by-reference argument is, as the head knows at dispatch time.
+struct ArgLocation {
+  ObjectId id;
+  Payload inline_value;     // set for small objects
+  uint64_t size = 0;
+  std::vector<int> holders;  // ranks with a copy (large objects)
+};
+
+struct SubmitTask {
+  TaskSpec spec;
+};
+struct DispatchTask {
+  TaskSpec spec;
+  std::vector<ArgLocation> refs;  // one per by-reference arg, in order
+};
+struct TaskDone {
+  TaskId id;
+  int attempt = 0;
+  bool ok = true;
+  Payload inline_value;   // result if small
+  uint64_t size = 0;      // result size; large results stay on the executing rank
+  std::vector<ObjectId> contained;
+  ErrorInfo error;
+  uint64_t exec_ns = 0;
+};
+struct TaskBlocked {
+  TaskId id;
+  bool blocked = true;  // false: unblocked again
+};
+struct PutObject {
+  ObjectId id;
+  Payload inline_value;  // set if small; large values stay on the putting rank
+  uint64_t size = 0;
+  std::vector<ObjectId> contained;
+};
+struct RefUpdate {
+  std::vector<ObjectId> add;
+  std::vector<ObjectId> remove;
+};
+struct Subscribe {
+  std::vector<ObjectId> ids;
+};
+struct ObjectReady {
+  ObjectId id;
+  Payload inline_value;
+  uint64_t size = 0;
+  std::vector<int> holders;
+  bool failed = false;
+  ErrorInfo error;
+};
+struct FetchRequest {
+  ObjectId id;
+  uint32_t tag = 0;  // data frames come back on this tag
+};
+struct FetchReply {
+  ObjectId id;
+  uint32_t tag = 0;
+  bool found = false;
+  uint64_t size = 0;
+};
+struct FreeObjects {
+  std::vector<ObjectId> ids;
+};
+struct AddLocation {
+  ObjectId id;
+};
+struct Heartbeat {};
+struct Stop {
+  int exit_code = 0;
+  std::string reason;
+};
+
+using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, PutObject,
+                             RefUpdate, Subscribe, ObjectReady, FetchRequest, FetchReply,
+                             FreeObjects, AddLocation, Heartbeat, Stop>;
+
+/// True for kinds the head handles; the rest go to the node manager.
+bool IsForHead(const Message& m);
+const char* KindName(const Message& m);
+
+/// Appends one message to a batch.
+void EncodeMessage(const Message& m, Buffer& batch);
+/// Decodes every message of a batch. Throws SerializationError on corrupt input.
+std::vector<Message> DecodeBatch(const char* data, size_t size);
+
+}  // namespace prism::internal

@@ -1,0 +1,284 @@
+#include "transport/mpi/mpi_transport.h"
+
+#include <sched.h>
+
+#include <climits>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace prism::internal {
+
+using Clock = std::chrono::steady_clock;
+
+MpiTransport::MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handlers)
+    : comm_(comm),
+      rank_timeout_(std::chrono::nanoseconds(static_cast<int64_t>(rank_timeout_s * 1e9))),
+      handlers_(std::move(handlers)) {
+  PRISM_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  PRISM_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  last_heard_.assign(size_, Clock::now());
+}
+
+MpiTransport::~MpiTransport() { Stop(std::chrono::milliseconds(1000)); }
+
+void MpiTransport::Start() {
+  last_heartbeat_sent_ = last_liveness_check_ = Clock::now();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void MpiTransport::Wake() {
+  has_work_.store(true);
+  if (sleeping_.load()) {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_cv_.notify_one();
+  }
+}
+
+void MpiTransport::Send(int dest, const Message& msg) {
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    EncodeMessage(msg, outbox_[dest]);
+  }
+  Wake();
+}
+
+void MpiTransport::Fetch(int holder, ObjectId id,
+                         std::function<void(Payload, const std::string&)> done) {
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    queued_fetches_.push_back({id, holder, std::move(done), nullptr, {}});
+  }
+  Wake();
+}
+
+void MpiTransport::Stop(std::chrono::milliseconds timeout) {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  Wake();
+  thread_.join();
+  // Ship what is still queued and wait, bounded, for every send to complete.
+  FlushOutbox();
+  auto deadline = Clock::now() + timeout;
+  while (!pending_sends_.empty() && Clock::now() < deadline) {
+    TestPending();
+    PollIncoming();  // keep draining peers so that their sends to us complete too
+  }
+  for (auto& p : pending_sends_) {
+    MPI_Cancel(&p.request);
+    MPI_Request_free(&p.request);
+  }
+  pending_sends_.clear();
+}
+
+void MpiTransport::Loop() {
+  auto last_active = Clock::now();
+  while (!stop_.load()) {
+    has_work_.store(false);
+    bool active = FlushOutbox();
+    active |= StartFetches();
+    active |= PollIncoming();
+    active |= TestPending();
+    auto now = Clock::now();
+    if (now - last_liveness_check_ > std::chrono::milliseconds(100)) {
+      last_liveness_check_ = now;
+      CheckLiveness();
+    }
+    if (active) {
+      last_active = now;
+      continue;
+    }
+    if (!pending_sends_.empty() || !fetches_.empty()) {
+      sched_yield();  // transfers in flight need MPI progress; let other ranks run too
+      continue;
+    }
+    int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_active).count();
+    if (idle_ns < kSpinNs) {
+      sched_yield();
+      continue;
+    }
+    auto sleep = std::chrono::nanoseconds(std::clamp<int64_t>(idle_ns / 8, 20'000, kMaxSleepNs));
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    sleeping_.store(true);
+    wake_cv_.wait_for(lock, sleep, [&] { return has_work_.load() || stop_.load(); });
+    sleeping_.store(false);
+  }
+}
+
+bool MpiTransport::FlushOutbox() {
+  std::map<int, Buffer> batches;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (outbox_.empty()) return false;
+    batches.swap(outbox_);
+  }
+  for (auto& [dest, buffer] : batches) {
+    if (buffer.size() > static_cast<size_t>(INT_MAX)) {
+      handlers_.on_fatal("control batch of " + std::to_string(buffer.size()) +
+                         " bytes exceeds MPI's int count");
+      continue;
+    }
+    auto keep = std::make_shared<Buffer>(std::move(buffer));
+    PendingSend p{MPI_REQUEST_NULL, keep};
+    PRISM_MPI_CHECK(MPI_Isend(keep->data(), static_cast<int>(keep->size()), MPI_BYTE, dest,
+                              kControlTag, comm_, &p.request));
+    pending_sends_.push_back(std::move(p));
+  }
+  last_heartbeat_sent_ = Clock::now();
+  return true;
+}
+
+bool MpiTransport::StartFetches() {
+  std::deque<PendingFetch> fresh;
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (queued_fetches_.empty()) return false;
+    fresh.swap(queued_fetches_);
+  }
+  for (auto& f : fresh) {
+    uint32_t tag = next_tag_;
+    next_tag_ = next_tag_ >= 30000 ? kFirstDataTag : next_tag_ + 1;
+    Send(f.holder, FetchRequest{f.id, tag});
+    fetches_.emplace(tag, std::move(f));
+  }
+  return true;
+}
+
+bool MpiTransport::PollIncoming() {
+  bool any = false;
+  for (int i = 0; i < 64; ++i) {
+    int flag = 0;
+    MPI_Message handle;
+    MPI_Status status;
+    PRISM_MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, kControlTag, comm_, &flag, &handle, &status));
+    if (!flag) break;
+    any = true;
+    int count = 0;
+    PRISM_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+    Buffer batch(static_cast<size_t>(count));
+    PRISM_MPI_CHECK(MPI_Mrecv(batch.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE));
+    int from = status.MPI_SOURCE;
+    last_heard_[from] = Clock::now();
+    std::vector<Message> messages;
+    try {
+      messages = DecodeBatch(batch.data(), batch.size());
+    } catch (const std::exception& e) {
+      handlers_.on_fatal("corrupt control message from rank " + std::to_string(from) + ": " +
+                         e.what());
+      continue;
+    }
+    for (auto& m : messages) {
+      if (auto* req = std::get_if<FetchRequest>(&m)) {
+        OnFetchRequest(from, *req);
+      } else if (auto* rep = std::get_if<FetchReply>(&m)) {
+        OnFetchReply(from, *rep);
+      } else if (!std::holds_alternative<Heartbeat>(m)) {
+        handlers_.on_message(from, std::move(m));
+      }
+    }
+  }
+  return any;
+}
+
+void MpiTransport::OnFetchRequest(int from, const FetchRequest& req) {
+  Payload value = handlers_.lookup(req.id);
+  FetchReply reply{req.id, req.tag, value != nullptr, value ? value->size() : 0};
+  Send(from, reply);
+  FlushOutbox();  // the reply must leave before the data on its tag
+  if (!value) return;
+  for (uint64_t off = 0; off < value->size(); off += kChunkBytes) {
+    int n = static_cast<int>(std::min<uint64_t>(kChunkBytes, value->size() - off));
+    PendingSend p{MPI_REQUEST_NULL, value};
+    PRISM_MPI_CHECK(MPI_Isend(value->data() + off, n, MPI_BYTE, from, static_cast<int>(req.tag),
+                              comm_, &p.request));
+    pending_sends_.push_back(std::move(p));
+  }
+}
+
+void MpiTransport::OnFetchReply(int from, const FetchReply& rep) {
+  auto it = fetches_.find(rep.tag);
+  if (it == fetches_.end()) return;
+  PendingFetch& f = it->second;
+  if (!rep.found) {
+    auto done = std::move(f.done);
+    fetches_.erase(it);
+    done(nullptr, "rank " + std::to_string(from) + " no longer holds it (freed)");
+    return;
+  }
+  f.buffer = std::make_shared<Buffer>(rep.size);
+  for (uint64_t off = 0; off < rep.size; off += kChunkBytes) {
+    int n = static_cast<int>(std::min<uint64_t>(kChunkBytes, rep.size - off));
+    MPI_Request r;
+    PRISM_MPI_CHECK(MPI_Irecv(f.buffer->data() + off, n, MPI_BYTE, from, static_cast<int>(rep.tag),
+                              comm_, &r));
+    f.requests.push_back(r);
+  }
+}
+
+bool MpiTransport::TestPending() {
+  bool any = false;
+  for (size_t i = 0; i < pending_sends_.size();) {
+    int done = 0;
+    PRISM_MPI_CHECK(MPI_Test(&pending_sends_[i].request, &done, MPI_STATUS_IGNORE));
+    if (done) {
+      pending_sends_[i] = std::move(pending_sends_.back());
+      pending_sends_.pop_back();
+      any = true;
+    } else {
+      ++i;
+    }
+  }
+  for (auto it = fetches_.begin(); it != fetches_.end();) {
+    PendingFetch& f = it->second;
+    if (!f.buffer) {
+      ++it;
+      continue;
+    }
+    int done = 1;
+    if (!f.requests.empty()) {
+      PRISM_MPI_CHECK(MPI_Testall(static_cast<int>(f.requests.size()), f.requests.data(), &done,
+                                  MPI_STATUSES_IGNORE));
+    }
+    if (done) {
+      auto cb = std::move(f.done);
+      Payload value = std::move(f.buffer);
+      it = fetches_.erase(it);
+      cb(std::move(value), "");
+      any = true;
+    } else {
+      ++it;
+    }
+  }
+  return any;
+}
+
+void MpiTransport::CheckLiveness() {
+  auto now = Clock::now();
+  // Heartbeats: workers to rank 0, rank 0 to every worker, when nothing else was sent.
+  if (now - last_heartbeat_sent_ > rank_timeout_ / 6) {
+    if (rank_ == 0) {
+      for (int r = 1; r < size_; ++r) Send(r, Heartbeat{});
+    } else {
+      Send(0, Heartbeat{});
+    }
+  }
+  auto check = [&](int r) {
+    if (now - last_heard_[r] > rank_timeout_) {
+      handlers_.on_fatal("rank " + std::to_string(r) + " sent nothing for " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                            now - last_heard_[r]).count()) +
+                         " s (limit " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                            rank_timeout_).count()) +
+                         " s, PRISM_RANK_TIMEOUT): it died or hangs");
+      last_heard_[r] = now;  // report once per period
+    }
+  };
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) check(r);
+  } else {
+    check(0);
+  }
+}
+
+}  // namespace prism::internal
