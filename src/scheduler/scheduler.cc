@@ -39,6 +39,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
                      const std::vector<uint64_t>& bytes_on_rank) {
   const int64_t depth = PipelineDepth(function);
   auto fits = [&](int r) {
+    if (!demand.FitsIn(ranks_[r].capacity)) return false;  // pipelining never oversizes a task
     ResourceSet after = ranks_[r].committed;
     after.Add(demand);
     return after.FitsInScaled(ranks_[r].capacity, depth);

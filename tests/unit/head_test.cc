@@ -1,0 +1,161 @@
+// The head's protocol driven by hand: a fake `send` records what it would put on the wire.
+#include <gtest/gtest.h>
+
+#include "runtime/head.h"
+
+namespace prism::internal {
+namespace {
+
+struct Sent {
+  int dest;
+  Message msg;
+};
+
+class HeadTest : public ::testing::Test {
+ protected:
+  HeadTest()
+      : head_({ResourceSet({{"CPU", 1}, {"rank:0", 1}}), ResourceSet({{"CPU", 1}, {"rank:1", 1}})},
+              [this](int dest, Message&& m) { sent_.push_back({dest, std::move(m)}); }) {}
+
+  TaskSpec Spec(uint64_t id, std::vector<TaskSpecArg> args = {}) {
+    TaskSpec s;
+    s.id = ObjectId(id);
+    s.function = "f";
+    s.name = "f";
+    s.args = std::move(args);
+    s.demand = ResourceSet({{"CPU", 1}});
+    return s;
+  }
+  static TaskSpecArg Ref(uint64_t id) {
+    TaskSpecArg a;
+    a.is_ref = true;
+    a.ref = ObjectId(id);
+    return a;
+  }
+  template <typename T>
+  std::vector<std::pair<int, T>> Take() {
+    std::vector<std::pair<int, T>> out;
+    for (auto& s : sent_) {
+      if (auto* m = std::get_if<T>(&s.msg)) out.push_back({s.dest, std::move(*m)});
+    }
+    sent_.clear();
+    return out;
+  }
+  void Done(int from, uint64_t id, bool ok = true, uint64_t size = 4) {
+    TaskDone d;
+    d.id = ObjectId(id);
+    d.ok = ok;
+    d.size = size;
+    if (ok && size <= 8) d.inline_value = std::make_shared<const Buffer>("abcd", 4);
+    if (!ok) d.error = {"std::runtime_error", "boom", "f", from};
+    head_.Handle(from, std::move(d));
+  }
+
+  std::vector<Sent> sent_;
+  Head head_;
+};
+
+TEST_F(HeadTest, DispatchesReadyTasksAndQueuesWhenFull) {
+  head_.Handle(0, SubmitTask{Spec(1)});
+  head_.Handle(0, SubmitTask{Spec(2)});
+  head_.Handle(0, SubmitTask{Spec(3)});
+  auto dispatched = Take<DispatchTask>();
+  ASSERT_EQ(dispatched.size(), 2u) << "two ranks with one CPU each";
+  EXPECT_NE(dispatched[0].first, dispatched[1].first);
+  Done(dispatched[0].first, dispatched[0].second.spec.id.Value());
+  auto next = Take<DispatchTask>();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].second.spec.id, ObjectId(3));
+}
+
+TEST_F(HeadTest, DependentRunsAfterItsArgumentWithTheInlineValue) {
+  head_.Handle(0, SubmitTask{Spec(1)});
+  head_.Handle(0, SubmitTask{Spec(2, {Ref(1)})});
+  auto first = Take<DispatchTask>();
+  ASSERT_EQ(first.size(), 1u) << "task 2 must wait for object 1";
+  Done(first[0].first, 1);
+  auto second = Take<DispatchTask>();
+  ASSERT_EQ(second.size(), 1u);
+  ASSERT_EQ(second[0].second.refs.size(), 1u);
+  ASSERT_TRUE(second[0].second.refs[0].inline_value);
+  EXPECT_EQ(second[0].second.refs[0].inline_value->size(), 4u);
+}
+
+TEST_F(HeadTest, LargeResultsStayOnTheirRankAndLocalityFollowsThem) {
+  head_.Handle(0, SubmitTask{Spec(1)});
+  auto d = Take<DispatchTask>();
+  Done(/*from=*/1, 1, true, /*size=*/1 << 20);
+  head_.Handle(0, SubmitTask{Spec(2, {Ref(1)})});
+  auto d2 = Take<DispatchTask>();
+  ASSERT_EQ(d2.size(), 1u);
+  EXPECT_EQ(d2[0].second.refs[0].holders, std::vector<int>{1});
+}
+
+TEST_F(HeadTest, FailurePropagatesToDependentsWithTheCause) {
+  head_.Handle(0, SubmitTask{Spec(1)});
+  head_.Handle(0, SubmitTask{Spec(2, {Ref(1)})});
+  head_.Handle(0, Subscribe{{ObjectId(2)}});
+  auto d = Take<DispatchTask>();
+  Done(d[0].first, 1, /*ok=*/false);
+  auto ready = Take<ObjectReady>();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].second.id, ObjectId(2));
+  EXPECT_TRUE(ready[0].second.failed);
+  EXPECT_EQ(ready[0].second.error.message, "boom");
+  EXPECT_EQ(head_.NumTasks(), 0u);
+}
+
+TEST_F(HeadTest, RetriesExceptionsOnlyWhenAsked) {
+  TaskSpec s = Spec(1);
+  s.retry_exceptions = true;
+  s.max_retries = 1;
+  head_.Handle(0, SubmitTask{s});
+  auto d = Take<DispatchTask>();
+  Done(d[0].first, 1, false);
+  auto retry = Take<DispatchTask>();
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].second.spec.attempt, 1);
+  TaskDone done;
+  done.id = ObjectId(1);
+  done.attempt = 1;
+  done.ok = false;
+  done.error = {"E", "again", "f", 0};
+  head_.Handle(retry[0].first, std::move(done));
+  EXPECT_TRUE(Take<DispatchTask>().empty()) << "max_retries reached";
+  EXPECT_EQ(head_.NumTasks(), 0u);
+}
+
+TEST_F(HeadTest, SubscribeToAFreedObjectAnswersLostNotSilence) {
+  head_.Handle(1, Subscribe{{ObjectId(99)}});
+  auto ready = Take<ObjectReady>();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].second.failed);
+  EXPECT_EQ(ready[0].second.error.type, "ObjectLost");
+}
+
+TEST_F(HeadTest, DroppingTheLastRefFreesEveryCopy) {
+  PutObject put;
+  put.id = ObjectId(5);
+  put.size = 1 << 20;
+  head_.Handle(1, std::move(put));
+  head_.Handle(0, AddLocation{ObjectId(5)});
+  head_.Handle(1, RefUpdate{{}, {ObjectId(5)}});
+  auto frees = Take<FreeObjects>();
+  ASSERT_EQ(frees.size(), 2u) << "rank 1 made it, rank 0 fetched a copy";
+  EXPECT_EQ(head_.NumObjects(), 0u);
+}
+
+TEST_F(HeadTest, BlockedTaskGivesItsCpuBack) {
+  head_.Handle(0, SubmitTask{Spec(1)});
+  head_.Handle(0, SubmitTask{Spec(2)});
+  head_.Handle(0, SubmitTask{Spec(3)});
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(d.size(), 2u);
+  head_.Handle(d[0].first, TaskBlocked{d[0].second.spec.id, true});
+  auto more = Take<DispatchTask>();
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(more[0].first, d[0].first);
+}
+
+}  // namespace
+}  // namespace prism::internal

@@ -1,0 +1,125 @@
+// Scheduler and object directory as pure logic: no MPI, no threads.
+#include <gtest/gtest.h>
+
+#include "gcs/object_directory.h"
+#include "scheduler/scheduler.h"
+
+namespace prism::internal {
+namespace {
+
+ResourceSet Cpus(double n) { return ResourceSet({{"CPU", n}}); }
+
+TEST(ResourceSetTest, FixedPointArithmeticDoesNotDrift) {
+  ResourceSet cap = Cpus(1);
+  ResourceSet used;
+  for (int i = 0; i < 10; ++i) used.Add(Cpus(0.1));
+  EXPECT_TRUE(used.FitsIn(cap));
+  used.Add(Cpus(0.1));
+  EXPECT_FALSE(used.FitsIn(cap));
+  for (int i = 0; i < 11; ++i) used.Subtract(Cpus(0.1));
+  EXPECT_TRUE(used.Empty());
+}
+
+TEST(ResourceSetTest, MissingResourceDoesNotFit) {
+  EXPECT_FALSE(ResourceSet({{"GPU", 1}}).FitsIn(Cpus(8)));
+  EXPECT_EQ(ResourceSet({{"CPU", 1.5}, {"GPU", 0.25}}).ToString(), "{CPU: 1.5, GPU: 0.25}");
+}
+
+TEST(SchedulerTest, PrefersSubmitterUntilHalfLoadedThenLeastLoaded) {
+  Scheduler s({Cpus(2), Cpus(2), Cpus(2)});
+  int first = s.Place("f", Cpus(1), /*submitter=*/0, {});
+  EXPECT_EQ(first, 0);
+  s.Commit(first, Cpus(1));  // rank 0 now half loaded
+  int second = s.Place("f", Cpus(1), 0, {});
+  EXPECT_NE(second, 0);
+  s.Commit(second, Cpus(1));
+  int third = s.Place("f", Cpus(1), 0, {});
+  EXPECT_NE(third, second);  // least loaded, spread
+}
+
+TEST(SchedulerTest, ReturnsMinusOneWhenFullAndRespectsRelease) {
+  Scheduler s({Cpus(1), Cpus(1)});
+  s.Commit(0, Cpus(1));
+  s.Commit(1, Cpus(1));
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}), -1);
+  s.Release(1, Cpus(1));
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}), 1);
+}
+
+TEST(SchedulerTest, LocalityPicksRankHoldingMostArgumentBytes) {
+  Scheduler s({Cpus(4), Cpus(4), Cpus(4)});
+  s.Commit(0, Cpus(3));  // submitter busy: locality decides
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {0, 10, 5000}), 2);
+}
+
+TEST(SchedulerTest, PipelinesOnlyMeasuredShortFunctions) {
+  Scheduler s({Cpus(1)});
+  s.Commit(0, Cpus(1));
+  EXPECT_EQ(s.Place("slow", Cpus(1), 0, {}), -1) << "unknown functions get depth 1";
+  s.RecordRunTime("fast", 2'000);  // 2 us
+  EXPECT_EQ(s.PipelineDepth("fast"), Scheduler::kMaxDepth);
+  EXPECT_EQ(s.Place("fast", Cpus(1), 0, {}), 0);
+  s.RecordRunTime("slow", 50'000'000);
+  EXPECT_EQ(s.PipelineDepth("slow"), 1);
+}
+
+TEST(SchedulerTest, PipeliningNeverSendsATaskLargerThanTheRank) {
+  Scheduler s({Cpus(1), Cpus(4)});
+  s.RecordRunTime("fast", 1'000);
+  EXPECT_EQ(s.Place("fast", Cpus(2), 0, {}), 1);
+}
+
+TEST(SchedulerTest, FeasibilityLooksAtSingleRanks) {
+  Scheduler s({Cpus(2), Cpus(2)});
+  EXPECT_TRUE(s.Feasible(Cpus(2)));
+  EXPECT_FALSE(s.Feasible(Cpus(3))) << "4 CPUs in total, but no single rank has 3";
+  EXPECT_FALSE(s.Feasible(ResourceSet({{"GPU", 1}})));
+  EXPECT_NE(s.DescribeInfeasible(Cpus(3)).find("rank 1 {CPU: 2}"), std::string::npos);
+}
+
+TEST(ObjectDirectoryTest, FreedWhenLastHolderGoesAndNotBefore) {
+  ObjectDirectory d;
+  ObjectId id(1);
+  d.Create(id, /*holder=*/0, /*producer_pending=*/false).locations = {0, 2};
+  d.AddHolder(id, 1);
+  std::vector<FreedObject> freed;
+  d.RemoveHolder(id, 0, freed);
+  EXPECT_TRUE(freed.empty());
+  d.RemoveHolder(id, 0, freed);  // a second remove from the same rank is a no-op
+  EXPECT_TRUE(freed.empty());
+  d.RemoveHolder(id, 1, freed);
+  ASSERT_EQ(freed.size(), 1u);
+  EXPECT_EQ(freed[0].id, id);
+  EXPECT_EQ(freed[0].locations, (std::vector<int>{0, 2}));
+  EXPECT_EQ(d.Find(id), nullptr);
+}
+
+TEST(ObjectDirectoryTest, PendingProducerAndTaskUsesKeepAlive) {
+  ObjectDirectory d;
+  ObjectId id(7);
+  d.Create(id, 0, /*producer_pending=*/true);
+  d.AddTaskUse(id);
+  std::vector<FreedObject> freed;
+  d.RemoveHolder(id, 0, freed);
+  d.ProducerDone(id, freed);
+  EXPECT_TRUE(freed.empty()) << "a pending task still uses it";
+  d.RemoveTaskUse(id, freed);
+  EXPECT_EQ(freed.size(), 1u);
+}
+
+TEST(ObjectDirectoryTest, ContainersKeepNestedObjectsAliveAndFreeThemInCascade) {
+  ObjectDirectory d;
+  ObjectId inner(1), outer(2);
+  d.Create(inner, 0, false);
+  d.Create(outer, 0, false);
+  d.SetContained(outer, {inner});
+  std::vector<FreedObject> freed;
+  d.RemoveHolder(inner, 0, freed);
+  EXPECT_TRUE(freed.empty()) << "outer's value holds a ref to inner";
+  d.RemoveHolder(outer, 0, freed);
+  ASSERT_EQ(freed.size(), 2u);
+  EXPECT_EQ(d.Size(), 0u);
+}
+
+}  // namespace
+}  // namespace prism::internal

@@ -1,0 +1,129 @@
+// Serialization fast paths, Boost types, nested refs and the wire codec.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "prism/object_ref.h"
+#include "prism/remote.h"
+#include "transport/messages.h"
+
+namespace prism::internal {
+namespace {
+
+struct Point {
+  double x, y;
+};
+struct Record {
+  std::string name;
+  std::vector<int> values;
+  std::map<std::string, double> extra;
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar & name & values & extra;
+  }
+  bool operator==(const Record& o) const {
+    return name == o.name && values == o.values && extra == o.extra;
+  }
+};
+
+template <typename T>
+T RoundTrip(const T& v) {
+  Buffer b = Serialize(v);
+  return Deserialize<T>(b.data(), b.size());
+}
+
+TEST(SerializationTest, FastPathsAreExactAndCompact) {
+  EXPECT_EQ(RoundTrip(42), 42);
+  EXPECT_EQ(Serialize(42).size(), sizeof(int));
+  Point p = RoundTrip(Point{1.5, -2});
+  EXPECT_EQ(p.x, 1.5);
+  EXPECT_EQ(RoundTrip(std::string("hello")), "hello");
+  std::vector<double> v(1000, 3.25);
+  EXPECT_EQ(RoundTrip(v), v);
+  EXPECT_EQ(Serialize(v).size(), 8 + 1000 * sizeof(double));
+  EXPECT_EQ(RoundTrip(std::vector<std::string>{"a", "", "ccc"}),
+            (std::vector<std::string>{"a", "", "ccc"}));
+}
+
+TEST(SerializationTest, BoostTypesAndContainers) {
+  Record r{"r", {1, 2, 3}, {{"k", 0.5}}};
+  EXPECT_EQ(RoundTrip(r), r);
+  std::map<int, std::string> m{{1, "one"}, {2, "two"}};
+  EXPECT_EQ(RoundTrip(m), m);
+  EXPECT_EQ(RoundTrip(std::vector<Record>{r, r}), (std::vector<Record>{r, r}));
+}
+
+TEST(SerializationTest, TypeMismatchAndTruncationAreErrorsNotCrashes) {
+  Buffer b = Serialize(std::string("hello"));
+  EXPECT_THROW(Deserialize<std::string>(b.data(), b.size() - 1), SerializationError);
+  EXPECT_THROW(Deserialize<int>(b.data(), b.size()), SerializationError);
+  Buffer r = Serialize(Record{"x", {1}, {}});
+  EXPECT_THROW(Deserialize<Record>(r.data(), 3), SerializationError);
+}
+
+TEST(SerializationTest, TraitsRejectPointersAndAcceptSerializableTypes) {
+  static_assert(kIsSerializable<int>);
+  static_assert(kIsSerializable<Record>);
+  static_assert(kIsSerializable<std::map<std::string, std::vector<Record>>>);
+  static_assert(!kIsSerializable<int*>);
+  static_assert(!kIsSerializable<std::vector<int*>>);
+  static_assert(kIsSerializable<ObjectRef<int>>);
+}
+
+TEST(SerializationTest, NestedObjectRefsAreRecorded) {
+  // No runtime: ObjectRefs are inert ids, but serializing them must report what they hold.
+  std::vector<ObjectRef<int>> refs{ObjectRef<int>(ObjectId(11)), ObjectRef<int>(ObjectId(12))};
+  ContainedRefScope scope;
+  Buffer b = Serialize(refs);
+  auto ids = scope.Take();
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[1], ObjectId(12));
+  auto back = Deserialize<std::vector<ObjectRef<int>>>(b.data(), b.size());
+  EXPECT_EQ(back[0].ID(), ObjectId(11));
+}
+
+TEST(RemoteNamesTest, SplitsMacrosMembersAndOverloads) {
+  auto names = SplitRemoteNames("Plus, PRISM_FUNC(F, int, double), &Counter::Add, Counter::Create");
+  EXPECT_EQ(names, (std::vector<std::string>{"Plus", "F(int,double)", "Counter::Add",
+                                             "Counter::Create"}));
+}
+
+TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
+  TaskSpec spec;
+  spec.id = ObjectId::Make(2, 77);
+  spec.function = "Add";
+  spec.name = "my add";
+  TaskSpecArg value;
+  value.value = std::make_shared<const Buffer>(Serialize(5));
+  TaskSpecArg ref;
+  ref.is_ref = true;
+  ref.ref = ObjectId(9);
+  spec.args = {value, ref};
+  spec.demand = ResourceSet({{"CPU", 0.5}, {"GPU", 1}});
+  spec.retry_exceptions = true;
+  spec.attempt = 2;
+  TaskDone done;
+  done.id = spec.id;
+  done.ok = false;
+  done.error = {"std::logic_error", "bad", "my add", 2};
+  Buffer batch;
+  EncodeMessage(SubmitTask{spec}, batch);
+  EncodeMessage(done, batch);
+  EncodeMessage(Heartbeat{}, batch);
+  auto msgs = DecodeBatch(batch.data(), batch.size());
+  ASSERT_EQ(msgs.size(), 3u);
+  const auto& s = std::get<SubmitTask>(msgs[0]).spec;
+  EXPECT_EQ(s.id, spec.id);
+  EXPECT_EQ(s.name, "my add");
+  EXPECT_EQ(s.args[1].ref, ObjectId(9));
+  EXPECT_EQ(Deserialize<int>(s.args[0].value->data(), s.args[0].value->size()), 5);
+  EXPECT_EQ(s.demand, spec.demand);
+  EXPECT_TRUE(s.retry_exceptions);
+  EXPECT_EQ(s.attempt, 2);
+  EXPECT_EQ(std::get<TaskDone>(msgs[1]).error.Render(),
+            "std::logic_error: bad (in task my add on rank 2)");
+  EXPECT_THROW(DecodeBatch(batch.data(), batch.size() - 3), SerializationError);
+}
+
+}  // namespace
+}  // namespace prism::internal
