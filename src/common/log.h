@@ -9,6 +9,8 @@ namespace prism::internal {
 
 void SetLogRank(int rank);
 void SetLogLevelValue(int level);  // 0 error, 1 warn, 2 info, 3 debug
+/// Also append every line to this file (the rank's log in the job's log directory).
+void SetLogFile(const std::string& path);
 bool LogEnabled(int level);
 void LogLine(int level, const std::string& text);
 

@@ -264,7 +264,16 @@ void Node::OnObjectReady(ObjectReady&& m) {
 
 void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size) {
   if (store_.Find(id)) return;
+  {
+    // One transfer per object per rank, however many tasks and Gets want it at once.
+    std::lock_guard<std::mutex> lock(requests_mu_);
+    if (!fetching_.insert(id).second) return;
+  }
   if (holders.empty() || fetcher_ == nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(requests_mu_);
+      fetching_.erase(id);
+    }
     store_.PutError(id, {"ObjectLost", "object " + id.Hex() + " has no copy left on any rank",
                          "", -1});
     return;
@@ -275,6 +284,7 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t siz
     {
       std::lock_guard<std::mutex> lock(requests_mu_);
       requested_.erase(id);
+      fetching_.erase(id);
     }
     if (!value) {
       store_.PutError(id, {"ObjectLost",

@@ -88,6 +88,7 @@ class Node : public CoreApi {
 
   std::mutex requests_mu_;
   std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
+  std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank
 };
 
 }  // namespace prism::internal

@@ -298,6 +298,7 @@ void DoInit(const Config& config, int argc, char** argv) {
     throw RuntimeError(error);
   }
   SetLogLevelValue(static_cast<int>(rt->settings.log_level));
+  SetLogFile(rt->settings.log_dir + "/rank-" + std::to_string(rt->rank) + ".log");
 
   std::string node_id = rt->settings.ranks_per_node > 0
                             ? "node-" + std::to_string(rt->rank / rt->settings.ranks_per_node)
