@@ -1,0 +1,1034 @@
+// prism_microbenchmark: Ray's `ray microbenchmark`, for Prism.
+//
+//   mpirun -n 3 ./prism_microbenchmark [--quick] [--json=PATH] [--rounds=N] [--min-time=S]
+//                                      [--filter=a,b] [--list]
+//   ./prism_microbenchmark              (one rank, no launcher)
+//
+// Every benchmark runs one warm-up pass, then --rounds rounds; a round repeats its operation
+// until --min-time seconds have passed and yields one figure (ops/s, GB/s or a latency).
+// Reported: the median across rounds, with the min and max. Results go to stdout as a table
+// and to a JSON file in Google Benchmark's shape (default perf/results/microbenchmark.json).
+// Benchmarks with Ray's names come first; the "extra" ones help explain them.
+#include <mpi.h>
+#include <prism/api.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef PRISM_BENCH_VERSION
+#define PRISM_BENCH_VERSION "unknown"
+#endif
+#ifndef PRISM_BENCH_GIT
+#define PRISM_BENCH_GIT "unknown"
+#endif
+#ifndef PRISM_BENCH_BUILD_TYPE
+#define PRISM_BENCH_BUILD_TYPE "unknown"
+#endif
+
+// ---- Remote functions -------------------------------------------------------------------
+
+/// The no-op task (Ray's small_value).
+int SmallValue() { return 0; }
+
+/// A client for multi_client_tasks_async: submits n no-op tasks from the rank it runs on and
+/// gets them all (Ray's Actor.small_value_batch).
+int64_t ClientBatch(int n) {
+  std::vector<prism::ObjectRef<int>> refs;
+  refs.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) refs.push_back(prism::Task(SmallValue).Remote());
+  int64_t sum = 0;
+  for (const auto& v : prism::Get(refs)) sum += *v + 1;
+  return sum;
+}
+
+PRISM_REMOTE(SmallValue, ClientBatch);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double CpuSeconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// Keeps the compiler from dropping a computation whose result is otherwise unused.
+template <typename T>
+inline void DoNotOptimize(const T& value) {
+  asm volatile("" : : "r,m"(value) : "memory");
+}
+volatile int64_t g_sink = 0;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t idx = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  idx = std::clamp<size_t>(idx, 1, v.size()) - 1;
+  return v[idx];
+}
+double Min(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+double Max(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+// ---- Options ----------------------------------------------------------------------------
+
+struct Options {
+  bool quick = false;
+  bool list = false;
+  std::string json = "perf/results/microbenchmark.json";
+  int rounds = 5;
+  double min_time_s = 1.0;
+  std::vector<std::string> filter;
+  // Sizes (full mode; --quick shrinks them).
+  int async_batch = 10000;   // single_client_tasks_async: tasks per batch
+  int get_batch = 1000;      // single_client_tasks_and_get_batch: tasks per batch
+  int wait_refs = 1000;      // single_client_wait_1k_refs
+  int client_batch = 10000;  // multi_client_tasks_async: tasks per client per batch
+  int clients = 0;           // 0: one per rank, at least 2
+  int threads = 2;           // multi_client_tasks_async_threads
+  int thread_batch = 5000;   // tasks per driver thread per batch
+  uint64_t put_bytes = 256ull << 20;
+  double watchdog_s = 600;  // one benchmark taking longer than this aborts the job
+};
+
+void Usage() {
+  std::printf(
+      "usage: prism_microbenchmark [--quick] [--json=PATH] [--rounds=N] [--min-time=SECONDS]\n"
+      "                            [--filter=NAME[,NAME...]] [--put-bytes=N] [--clients=N]\n"
+      "                            [--threads=N] [--list] [--prism-* flags]\n"
+      "  --quick      tiny sizes, 3 short rounds (a CI smoke run of a few seconds)\n"
+      "  --json=PATH  where the Google-Benchmark-style JSON goes\n"
+      "               (default perf/results/microbenchmark.json, directories are created)\n"
+      "  --filter     run only benchmarks whose name contains one of the given strings\n");
+}
+
+bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+/// Parses our flags; --prism-* flags are left for prism::Init. Exits on a bad flag (every
+/// rank sees the same argv, so every rank exits the same way, before MPI starts).
+Options ParseOptions(int argc, char** argv) {
+  Options o;
+  bool quick = false;
+  std::map<std::string, std::string> given;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (StartsWith(a, "--prism-")) {
+      if (a.find('=') == std::string::npos && i + 1 < argc && !StartsWith(argv[i + 1], "--")) ++i;
+      continue;
+    }
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--list") {
+      o.list = true;
+    } else if (a == "--help" || a == "-h") {
+      Usage();
+      std::exit(0);
+    } else if (StartsWith(a, "--") && a.find('=') != std::string::npos) {
+      given[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
+    } else {
+      std::fprintf(stderr, "prism_microbenchmark: unknown argument '%s'\n", a.c_str());
+      Usage();
+      std::exit(2);
+    }
+  }
+  if (quick) {
+    o.quick = true;
+    o.rounds = 3;
+    o.min_time_s = 0.02;
+    o.async_batch = 200;
+    o.get_batch = 100;
+    o.wait_refs = 100;
+    o.client_batch = 200;
+    o.thread_batch = 100;
+    o.put_bytes = 4ull << 20;
+    o.watchdog_s = 60;
+  }
+  try {
+    for (const auto& [k, v] : given) {
+      if (k == "json")
+        o.json = v;
+      else if (k == "rounds")
+        o.rounds = std::max(1, std::stoi(v));
+      else if (k == "min-time")
+        o.min_time_s = std::stod(v);
+      else if (k == "filter")
+        o.filter = Split(v, ',');
+      else if (k == "put-bytes")
+        o.put_bytes = std::stoull(v);
+      else if (k == "clients")
+        o.clients = std::stoi(v);
+      else if (k == "threads")
+        o.threads = std::max(1, std::stoi(v));
+      else if (k == "async-batch")
+        o.async_batch = std::stoi(v);
+      else if (k == "watchdog")
+        o.watchdog_s = std::stod(v);
+      else {
+        std::fprintf(stderr, "prism_microbenchmark: unknown flag --%s\n", k.c_str());
+        Usage();
+        std::exit(2);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism_microbenchmark: bad flag value: %s\n", e.what());
+    std::exit(2);
+  }
+  return o;
+}
+
+// ---- Results ----------------------------------------------------------------------------
+
+struct Result {
+  std::string name;
+  bool extra = false;  // not one of Ray's names
+  std::string unit;    // unit of median/min/max: "ops/s", "GB/s", "us", ...
+  bool lower_is_better = false;
+  std::vector<double> rounds;   // the headline figure, one per round
+  double items_per_second = 0;  // median across rounds
+  double bytes_per_second = 0;
+  double real_time = 0;  // per item (per op / per batch / per Put), in time_unit
+  std::string time_unit = "us";
+  double cpu_time = 0;     // driver thread CPU per item, in time_unit
+  int64_t iterations = 0;  // items over all measured rounds
+  std::vector<std::pair<std::string, double>> counters;
+  std::string note;
+  // Target, if any.
+  std::string target_text;
+  double target = 0;
+  bool has_target = false;
+  bool target_met = false;
+  double ratio_to_target = 0;  // measured / target, > 1 means better for throughput
+  double Median() const { return ::Median(rounds); }
+};
+
+double TimeUnitScale(const std::string& unit) {
+  if (unit == "ns") return 1e9;
+  if (unit == "us") return 1e6;
+  if (unit == "ms") return 1e3;
+  return 1;
+}
+
+/// Fills real_time/items_per_second from per-round rates (items/s) and driver CPU (s/item).
+void SetRates(Result& r, const std::vector<double>& rates, const std::vector<double>& cpu_per_item,
+              const std::string& time_unit) {
+  r.time_unit = time_unit;
+  r.items_per_second = Median(rates);
+  double scale = TimeUnitScale(time_unit);
+  r.real_time = r.items_per_second > 0 ? scale / r.items_per_second : 0;
+  r.cpu_time = Median(cpu_per_item) * scale;
+}
+
+/// One measurement round of a throughput benchmark.
+struct RoundStats {
+  double items = 0;
+  double seconds = 0;
+  double driver_cpu_s = 0;
+  double process_cpu_s = 0;
+};
+
+/// Runs `batch` (returns how many items it did) until min_time passed; one round.
+RoundStats RunRound(double min_time_s, const std::function<double()>& batch) {
+  RoundStats s;
+  double cpu0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+  double pcpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+  auto t0 = Clock::now();
+  do {
+    s.items += batch();
+    s.seconds = Seconds(Clock::now() - t0);
+  } while (s.seconds < min_time_s);
+  s.driver_cpu_s = CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+  s.process_cpu_s = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - pcpu0;
+  return s;
+}
+
+// ---- Watchdog: a hang becomes an error with the benchmark's name -------------------------
+
+class Watchdog {
+ public:
+  explicit Watchdog(double limit_s) : limit_s_(limit_s) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Watchdog() {
+    stop_ = true;
+    thread_.join();
+  }
+  void Arm(const std::string& name) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      name_ = name;
+    }
+    start_ns_ = Clock::now().time_since_epoch().count();
+  }
+  void Disarm() { start_ns_ = 0; }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      int64_t start = start_ns_.load();
+      if (start == 0) continue;
+      double elapsed = Seconds(Clock::duration(Clock::now().time_since_epoch().count() - start));
+      if (elapsed > limit_s_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::fprintf(stderr,
+                     "prism_microbenchmark: %s did not finish within %.0f s: the runtime hangs "
+                     "or is far too slow; aborting\n",
+                     name_.c_str(), limit_s_);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+    }
+  }
+  double limit_s_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> start_ns_{0};
+  std::mutex mu_;
+  std::string name_;
+  std::thread thread_;
+};
+
+// ---- The benchmarks ---------------------------------------------------------------------
+
+struct Env {
+  Options opt;
+  int world = 1;
+  double load_start[3] = {0, 0, 0};  // load average when the benchmarks started
+};
+
+Result FinishThroughput(const std::string& name, const std::string& unit,
+                        const std::vector<RoundStats>& rounds, double unit_per_item = 1) {
+  Result r;
+  r.name = name;
+  r.unit = unit;
+  std::vector<double> rates, cpu, pcpu;
+  for (const auto& s : rounds) {
+    rates.push_back(s.items / s.seconds);
+    r.rounds.push_back(s.items / s.seconds * unit_per_item);
+    cpu.push_back(s.driver_cpu_s / s.items);
+    pcpu.push_back(s.process_cpu_s / s.seconds);
+    r.iterations += static_cast<int64_t>(s.items);
+  }
+  SetRates(r, rates, cpu, "us");
+  r.counters.push_back({"rank0_cpu_cores", Median(pcpu)});
+  return r;
+}
+
+/// Warm-up batch, then env.opt.rounds rounds. `round_end` (optional) runs after the warm-up
+/// and after each round, so a benchmark can collect per-round side figures.
+std::vector<RoundStats> Rounds(const Env& env, const std::function<double()>& batch,
+                               const std::function<void(bool warmup)>& round_end = {}) {
+  batch();  // warm-up (also teaches the scheduler how long the no-op runs)
+  if (round_end) round_end(true);
+  std::vector<RoundStats> out;
+  for (int i = 0; i < env.opt.rounds; ++i) {
+    out.push_back(RunRound(env.opt.min_time_s, batch));
+    if (round_end) round_end(false);
+  }
+  return out;
+}
+
+/// Splits a submit-then-Get batch into its phases: where does the time go?
+struct PhaseTimer {
+  double submit_s = 0, get_s = 0, release_s = 0, tasks = 0;
+  std::vector<double> submit_us, get_us, release_us;  // per task, one per round
+  void RoundEnd(bool warmup) {
+    if (!warmup && tasks > 0) {
+      submit_us.push_back(submit_s / tasks * 1e6);
+      get_us.push_back(get_s / tasks * 1e6);
+      release_us.push_back(release_s / tasks * 1e6);
+    }
+    submit_s = get_s = release_s = tasks = 0;
+  }
+  void AddTo(Result& r) const;
+};
+
+/// Submits n no-op tasks, Gets them all, drops the refs; times each phase.
+double SubmitGetBatch(int n, PhaseTimer& phases) {
+  auto t0 = Clock::now();
+  std::vector<prism::ObjectRef<int>> refs;
+  refs.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) refs.push_back(prism::Task(SmallValue).Remote());
+  auto t1 = Clock::now();
+  int64_t sum = 0;
+  for (const auto& v : prism::Get(refs)) sum += *v;
+  g_sink = g_sink + sum;
+  auto t2 = Clock::now();
+  refs.clear();
+  auto t3 = Clock::now();
+  phases.submit_s += Seconds(t1 - t0);
+  phases.get_s += Seconds(t2 - t1);
+  phases.release_s += Seconds(t3 - t2);
+  phases.tasks += n;
+  return n;
+}
+
+void PhaseTimer::AddTo(Result& r) const {
+  r.counters.push_back({"submit_us_per_task", Median(submit_us)});
+  r.counters.push_back({"get_us_per_task", Median(get_us)});
+  r.counters.push_back({"release_us_per_task", Median(release_us)});
+}
+
+/// Sync round trips (submit one task, Get it), optionally pinned to a rank.
+Result SyncTasks(const Env& env, const std::string& name, int pin_rank) {
+  auto submit = [&]() {
+    auto caller = prism::Task(SmallValue);
+    if (pin_rank >= 0) caller.SetResource("rank:" + std::to_string(pin_rank), 0.01);
+    return caller.Remote();
+  };
+  for (int i = 0; i < 100; ++i) g_sink = g_sink + *submit().Get();  // warm-up
+  std::vector<double> round_median, round_p90, round_p99, rates, cpu, pcpu;
+  Result r;
+  std::vector<double> lat;
+  for (int round = 0; round < env.opt.rounds; ++round) {
+    lat.clear();
+    double cpu0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+    double pcpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+    auto t0 = Clock::now();
+    double elapsed = 0;
+    do {
+      auto a = Clock::now();
+      auto ref = submit();
+      g_sink = g_sink + *ref.Get();
+      auto b = Clock::now();
+      lat.push_back(Seconds(b - a) * 1e6);
+      elapsed = Seconds(b - t0);
+    } while (elapsed < env.opt.min_time_s);
+    // The ref drops inside the loop too, as in Ray; its release is cheap and async.
+    double n = static_cast<double>(lat.size());
+    cpu.push_back((CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - cpu0) / n);
+    pcpu.push_back((CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - pcpu0) / elapsed);
+    rates.push_back(n / elapsed);
+    round_median.push_back(Median(lat));
+    round_p90.push_back(Percentile(lat, 0.90));
+    round_p99.push_back(Percentile(lat, 0.99));
+    r.iterations += static_cast<int64_t>(lat.size());
+  }
+  r.name = name;
+  r.unit = "us";
+  r.lower_is_better = true;
+  r.rounds = round_median;
+  SetRates(r, rates, cpu, "us");
+  r.real_time = Median(round_median);  // the headline: median latency per round trip
+  r.counters.push_back({"p90", Median(round_p90)});
+  r.counters.push_back({"p99", Median(round_p99)});
+  r.counters.push_back({"p90_max", Max(round_p90)});
+  r.counters.push_back({"ops_per_second_min", Min(rates)});
+  r.counters.push_back({"ops_per_second_max", Max(rates)});
+  r.counters.push_back({"rank0_cpu_cores", Median(pcpu)});
+  char note[160];
+  std::snprintf(note, sizeof note, "p90 %.1f us, %.0f ops/s", Median(round_p90),
+                r.items_per_second);
+  r.note = note;
+  return r;
+}
+
+Result AsyncTasks(const Env& env) {
+  const int n = env.opt.async_batch;
+  PhaseTimer phases;
+  Result r = FinishThroughput("single_client_tasks_async", "tasks/s",
+                              Rounds(
+                                  env, [&] { return SubmitGetBatch(n, phases); },
+                                  [&](bool warmup) { phases.RoundEnd(warmup); }));
+  r.counters.push_back({"batch_size", static_cast<double>(n)});
+  phases.AddTo(r);
+  char note[160];
+  std::snprintf(note, sizeof note,
+                "batches of %d; per task: submit %.2f us, get %.2f us, release %.2f us", n,
+                Median(phases.submit_us), Median(phases.get_us), Median(phases.release_us));
+  r.note = note;
+  return r;
+}
+
+Result MultiClientTasks(const Env& env) {
+  const int clients = env.opt.clients > 0 ? env.opt.clients : std::max(env.world, 2);
+  const int n = env.opt.client_batch;
+  auto batch = [&]() -> double {
+    std::vector<prism::ObjectRef<int64_t>> refs;
+    for (int c = 0; c < clients; ++c) {
+      // A client holds no CPU (it only submits and waits) and is pinned to one rank.
+      refs.push_back(prism::Task(ClientBatch)
+                         .SetResource("CPU", 0)
+                         .SetResource("rank:" + std::to_string(c % env.world), 0.01)
+                         .Remote(n));
+    }
+    int64_t sum = 0;
+    for (const auto& v : prism::Get(refs)) sum += *v;
+    if (sum != static_cast<int64_t>(clients) * n) {
+      throw std::runtime_error("multi_client_tasks_async: clients returned a wrong count");
+    }
+    return static_cast<double>(clients) * n;
+  };
+  Result r = FinishThroughput("multi_client_tasks_async", "tasks/s", Rounds(env, batch));
+  r.counters.push_back({"clients", static_cast<double>(clients)});
+  r.counters.push_back({"tasks_per_client_batch", static_cast<double>(n)});
+  r.note = std::to_string(clients) + " client tasks (one per rank) x " + std::to_string(n);
+  return r;
+}
+
+Result MultiThreadTasks(const Env& env) {
+  const int threads = env.opt.threads;
+  const int n = env.opt.thread_batch;
+  auto round = [&](double min_time) {
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> done{0};
+    std::vector<std::thread> pool;
+    RoundStats s;
+    double cpu0 = CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+    double pcpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+    auto t0 = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        std::vector<prism::ObjectRef<int>> refs;
+        do {
+          refs.clear();
+          for (int i = 0; i < n; ++i) refs.push_back(prism::Task(SmallValue).Remote());
+          int64_t sum = 0;
+          for (const auto& v : prism::Get(refs)) sum += *v;
+          g_sink = g_sink + sum;
+          done += n;
+        } while (!stop.load());
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(min_time));
+    stop = true;
+    for (auto& t : pool) t.join();
+    s.seconds = Seconds(Clock::now() - t0);
+    s.items = static_cast<double>(done.load());
+    s.driver_cpu_s = CpuSeconds(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    s.process_cpu_s = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - pcpu0;
+    return s;
+  };
+  round(0);  // warm-up: one batch per thread
+  std::vector<RoundStats> rounds;
+  for (int i = 0; i < env.opt.rounds; ++i) rounds.push_back(round(env.opt.min_time_s));
+  Result r = FinishThroughput("multi_client_tasks_async_threads", "tasks/s", rounds);
+  r.extra = true;
+  r.counters.push_back({"threads", static_cast<double>(threads)});
+  r.note = std::to_string(threads) + " driver threads x batches of " + std::to_string(n);
+  return r;
+}
+
+Result PutCalls(const Env& env) {
+  auto batch = [&]() -> double {
+    for (int i = 0; i < 100; ++i) {
+      auto ref = prism::Put(0);
+      DoNotOptimize(ref);
+    }
+    return 100;
+  };
+  Result r = FinishThroughput("single_client_put_calls", "ops/s", Rounds(env, batch));
+  r.note = "Put(int), ref dropped each time";
+  return r;
+}
+
+Result GetCalls(const Env& env) {
+  auto ref = prism::Put(0);
+  auto batch = [&]() -> double {
+    int64_t sum = 0;
+    for (int i = 0; i < 100; ++i) sum += *prism::Get(ref);
+    g_sink = g_sink + sum;
+    return 100;
+  };
+  Result r = FinishThroughput("single_client_get_calls", "ops/s", Rounds(env, batch));
+  r.note = "Get of one Put(int)";
+  return r;
+}
+
+Result WaitRefs(const Env& env) {
+  const int n = env.opt.wait_refs;
+  // Ray's wait_multiple_refs: n no-op tasks, then Wait(num_returns=1) until none is left.
+  auto batch = [&]() -> double {
+    std::vector<prism::ObjectRef<int>> not_ready;
+    not_ready.reserve(n);
+    for (int i = 0; i < n; ++i) not_ready.push_back(prism::Task(SmallValue).Remote());
+    while (!not_ready.empty()) {
+      auto w = prism::Wait(not_ready, 1, -1);
+      not_ready = std::move(w.unready);
+    }
+    return 1;
+  };
+  Result r = FinishThroughput("single_client_wait_1k_refs", "ops/s", Rounds(env, batch));
+  r.counters.push_back({"refs", static_cast<double>(n)});
+  r.note = std::to_string(n) + " tasks, then Wait(num=1) until all ready (Ray's loop)";
+  return r;
+}
+
+Result WaitReadyRefs(const Env& env) {
+  const int n = env.opt.wait_refs;
+  std::vector<prism::ObjectRef<int>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(prism::Put(i));
+  auto batch = [&]() -> double {
+    auto w = prism::Wait(refs, n, -1);
+    DoNotOptimize(w);
+    return 1;
+  };
+  Result r = FinishThroughput("single_client_wait_1k_refs_ready", "ops/s", Rounds(env, batch));
+  r.extra = true;
+  r.note = "one Wait(num=" + std::to_string(n) + ") on " + std::to_string(n) + " ready Puts";
+  return r;
+}
+
+Result TasksAndGetBatch(const Env& env) {
+  const int n = env.opt.get_batch;
+  PhaseTimer phases;
+  Result r = FinishThroughput("single_client_tasks_and_get_batch", "batches/s",
+                              Rounds(
+                                  env, [&] { return SubmitGetBatch(n, phases) / n; },
+                                  [&](bool warmup) { phases.RoundEnd(warmup); }));
+  r.counters.push_back({"batch_size", static_cast<double>(n)});
+  r.counters.push_back({"tasks_per_second", r.items_per_second * n});
+  phases.AddTo(r);
+  char note[160];
+  std::snprintf(note, sizeof note,
+                "%d tasks per batch = %.0f tasks/s; per task: submit %.2f us, get %.2f us", n,
+                r.items_per_second * n, Median(phases.submit_us), Median(phases.get_us));
+  r.note = note;
+  return r;
+}
+
+/// single_client_put_gigabytes with its memcpy references, interleaved round by round so the
+/// three see the same machine conditions. Returns {put, memcpy reuse, memcpy first touch}.
+std::vector<Result> PutGigabytes(const Env& env) {
+  const size_t bytes = env.opt.put_bytes;
+  std::vector<uint8_t> src(bytes);
+  for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
+  std::unique_ptr<char[]> dst(new char[bytes]);
+  std::memset(dst.get(), 1, bytes);  // pre-touched destination, reused
+
+  // Each returns seconds spent on the timed part of one iteration.
+  auto memcpy_reuse = [&]() {
+    auto a = Clock::now();
+    std::memcpy(dst.get(), src.data(), bytes);
+    DoNotOptimize(dst.get());
+    auto b = Clock::now();
+    g_sink = g_sink + dst[bytes / 2];
+    return Seconds(b - a);
+  };
+  auto memcpy_first_touch = [&]() {
+    auto a = Clock::now();
+    std::unique_ptr<char[]> fresh(new char[bytes]);  // like prism's Buffer: no zero-fill
+    std::memcpy(fresh.get(), src.data(), bytes);
+    DoNotOptimize(fresh.get());
+    auto b = Clock::now();
+    g_sink = g_sink + fresh[bytes / 3];
+    return Seconds(b - a);  // the free happens after the clock stops, as for the Put
+  };
+  auto put = [&]() {
+    auto a = Clock::now();
+    auto ref = prism::Put(src);
+    DoNotOptimize(ref);
+    auto b = Clock::now();
+    return Seconds(b - a);  // the ref (and the object) is released after the clock stops
+  };
+  struct Series {
+    std::vector<double> gbps, round_seconds_per_op;
+  } s_put, s_reuse, s_first;
+  std::vector<double> ratio, ratio_first;
+  auto measure = [&](const std::function<double()>& op, Series& s, double min_time) {
+    double timed = 0;
+    int ops = 0;
+    auto t0 = Clock::now();
+    do {
+      timed += op();
+      ++ops;
+    } while (Seconds(Clock::now() - t0) < min_time || ops < 2);
+    double per_op = timed / ops;
+    s.round_seconds_per_op.push_back(per_op);
+    s.gbps.push_back(static_cast<double>(bytes) / per_op / 1e9);
+  };
+  memcpy_reuse();
+  memcpy_first_touch();
+  put();  // warm-up
+  for (int i = 0; i < env.opt.rounds; ++i) {
+    measure(memcpy_reuse, s_reuse, env.opt.min_time_s / 2);
+    measure(memcpy_first_touch, s_first, env.opt.min_time_s / 2);
+    measure(put, s_put, env.opt.min_time_s);
+    ratio.push_back(s_put.gbps.back() / s_reuse.gbps.back());
+    ratio_first.push_back(s_put.gbps.back() / s_first.gbps.back());
+  }
+  auto make = [&](const std::string& name, Series& s, bool extra) {
+    Result r;
+    r.name = name;
+    r.extra = extra;
+    r.unit = "GB/s";
+    r.rounds = s.gbps;
+    r.time_unit = "ms";
+    r.real_time = Median(s.round_seconds_per_op) * 1e3;
+    r.cpu_time = r.real_time;
+    r.items_per_second = 1.0 / Median(s.round_seconds_per_op);
+    r.bytes_per_second = Median(s.gbps) * 1e9;
+    r.iterations = static_cast<int64_t>(s.gbps.size());
+    r.counters.push_back({"bytes", static_cast<double>(bytes)});
+    return r;
+  };
+  Result p = make("single_client_put_gigabytes", s_put, false);
+  p.counters.push_back({"ratio_to_memcpy", Median(ratio)});
+  p.counters.push_back({"ratio_to_memcpy_min", Min(ratio)});
+  p.counters.push_back({"ratio_to_memcpy_max", Max(ratio)});
+  p.counters.push_back({"ratio_to_memcpy_first_touch", Median(ratio_first)});
+  p.counters.push_back({"memcpy_gigabytes_median", Median(s_reuse.gbps)});
+  p.counters.push_back({"memcpy_first_touch_gigabytes_median", Median(s_first.gbps)});
+  char note[200];
+  std::snprintf(note, sizeof note, "%.0f MiB; %.2fx memcpy (reused dst), %.2fx first-touch memcpy",
+                static_cast<double>(bytes) / (1 << 20), Median(ratio), Median(ratio_first));
+  p.note = note;
+  Result m = make("memcpy_gigabytes", s_reuse, true);
+  m.note = "reference: memcpy into a reused, pre-touched buffer";
+  Result f = make("memcpy_gigabytes_first_touch", s_first, true);
+  f.note = "reference: new char[] + memcpy (fresh pages, like a Put)";
+  return {p, m, f};
+}
+
+// ---- Output -----------------------------------------------------------------------------
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+std::string IsoDate() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
+  std::string s = buf;
+  if (s.size() > 5) s.insert(s.size() - 2, ":");  // +0000 -> +00:00, as Google Benchmark
+  return s;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+double CpuMhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (StartsWith(line, "cpu MHz")) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return std::atof(line.c_str() + colon + 1);
+    }
+  }
+  return 0;
+}
+
+std::string MpiLibraryVersion() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, static_cast<size_t>(std::max(0, len)));
+  auto nl = s.find_first_of("\r\n,");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+void WriteJson(const Env& env, const std::vector<Result>& results, const std::string& exe) {
+  std::filesystem::path path(env.opt.json);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + env.opt.json);
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) < 0) load[0] = load[1] = load[2] = 0;
+  out << "{\n  \"context\": {\n";
+  out << "    \"date\": \"" << IsoDate() << "\",\n";
+  out << "    \"host_name\": \"" << JsonEscape(HostName()) << "\",\n";
+  out << "    \"executable\": \"" << JsonEscape(exe) << "\",\n";
+  out << "    \"num_cpus\": " << std::thread::hardware_concurrency() << ",\n";
+  out << "    \"mhz_per_cpu\": " << static_cast<int>(CpuMhz()) << ",\n";
+  out << "    \"cpu_scaling_enabled\": false,\n";
+  out << "    \"caches\": [],\n";
+  out << "    \"load_avg\": [" << JsonNumber(load[0]) << ", " << JsonNumber(load[1]) << ", "
+      << JsonNumber(load[2]) << "],\n";
+  out << "    \"load_avg_at_start\": [" << JsonNumber(env.load_start[0]) << ", "
+      << JsonNumber(env.load_start[1]) << ", " << JsonNumber(env.load_start[2]) << "],\n";
+#ifdef NDEBUG
+  out << "    \"library_build_type\": \"release\",\n";
+#else
+  out << "    \"library_build_type\": \"debug\",\n";
+#endif
+  out << "    \"mpi_ranks\": " << env.world << ",\n";
+  out << "    \"mpi_library_version\": \"" << JsonEscape(MpiLibraryVersion()) << "\",\n";
+  out << "    \"prism_version\": \"" << PRISM_BENCH_VERSION << "\",\n";
+  out << "    \"prism_git_commit\": \"" << PRISM_BENCH_GIT << "\",\n";
+  out << "    \"prism_build_type\": \"" << PRISM_BENCH_BUILD_TYPE << "\",\n";
+  out << "    \"mode\": \"" << (env.opt.quick ? "quick" : "full") << "\",\n";
+  out << "    \"rounds\": " << env.opt.rounds << ",\n";
+  out << "    \"min_time_s\": " << JsonNumber(env.opt.min_time_s) << ",\n";
+  out << "    \"statistic\": \"median across rounds (min/max across rounds alongside)\"\n";
+  out << "  },\n  \"benchmarks\": [";
+  bool first = true;
+  for (const auto& r : results) {
+    out << (first ? "\n" : ",\n");
+    first = false;
+    out << "    {\n";
+    out << "      \"name\": \"" << r.name << "\",\n";
+    out << "      \"family_index\": 0,\n";
+    out << "      \"run_name\": \"" << r.name << "\",\n";
+    out << "      \"run_type\": \"aggregate\",\n";
+    out << "      \"repetitions\": " << r.rounds.size() << ",\n";
+    out << "      \"threads\": 1,\n";
+    out << "      \"aggregate_name\": \"median\",\n";
+    out << "      \"aggregate_unit\": \"time\",\n";
+    out << "      \"iterations\": " << r.iterations << ",\n";
+    out << "      \"real_time\": " << JsonNumber(r.real_time) << ",\n";
+    out << "      \"cpu_time\": " << JsonNumber(r.cpu_time) << ",\n";
+    out << "      \"time_unit\": \"" << r.time_unit << "\",\n";
+    out << "      \"items_per_second\": " << JsonNumber(r.items_per_second) << ",\n";
+    if (r.bytes_per_second > 0) {
+      out << "      \"bytes_per_second\": " << JsonNumber(r.bytes_per_second) << ",\n";
+    }
+    out << "      \"unit\": \"" << r.unit << "\",\n";
+    out << "      \"median\": " << JsonNumber(r.Median()) << ",\n";
+    out << "      \"min\": " << JsonNumber(Min(r.rounds)) << ",\n";
+    out << "      \"max\": " << JsonNumber(Max(r.rounds)) << ",\n";
+    out << "      \"per_round\": [";
+    for (size_t i = 0; i < r.rounds.size(); ++i) out << (i ? ", " : "") << JsonNumber(r.rounds[i]);
+    out << "],\n";
+    for (const auto& [k, v] : r.counters)
+      out << "      \"" << k << "\": " << JsonNumber(v) << ",\n";
+    if (r.has_target) {
+      out << "      \"target\": \"" << JsonEscape(r.target_text) << "\",\n";
+      out << "      \"target_value\": " << JsonNumber(r.target) << ",\n";
+      out << "      \"ratio_to_target\": " << JsonNumber(r.ratio_to_target) << ",\n";
+      out << "      \"target_met\": " << (r.target_met ? "true" : "false") << ",\n";
+      out << "      \"target_verdict_valid\": " << (env.opt.quick ? "false" : "true") << ",\n";
+    }
+    out << "      \"extra\": " << (r.extra ? "true" : "false") << ",\n";
+    out << "      \"label\": \"" << JsonEscape(r.note) << "\"\n";
+    out << "    }";
+  }
+  out << "\n  ]\n}\n";
+  if (!out) throw std::runtime_error("error writing " + env.opt.json);
+}
+
+std::string Fmt(double v) {
+  char buf[32];
+  if (v >= 1e5) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else if (v >= 100) {
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+  }
+  return buf;
+}
+
+void PrintResult(const Result& r) {
+  std::printf("%-34s %12s %12s %12s  %-9s %s\n", (r.name + (r.extra ? "*" : "")).c_str(),
+              Fmt(r.Median()).c_str(), Fmt(Min(r.rounds)).c_str(), Fmt(Max(r.rounds)).c_str(),
+              r.unit.c_str(), r.note.c_str());
+  std::fflush(stdout);
+}
+
+double Counter(const Result& r, const std::string& key) {
+  for (const auto& [k, v] : r.counters) {
+    if (k == key) return v;
+  }
+  return 0;
+}
+
+/// Checks the three targets and records them on the results.
+void ApplyTargets(std::vector<Result>& results) {
+  for (auto& r : results) {
+    if (r.name == "single_client_tasks_sync") {
+      r.has_target = true;
+      r.target_text = "median round trip <= 50 us";
+      r.target = 50;
+      r.ratio_to_target = r.Median() / 50.0;  // <= 1 meets it
+      r.target_met = r.Median() <= 50.0;
+    } else if (r.name == "single_client_tasks_async") {
+      r.has_target = true;
+      r.target_text = ">= 200000 tasks/s";
+      r.target = 200000;
+      r.ratio_to_target = r.Median() / 200000.0;  // >= 1 meets it
+      r.target_met = r.Median() >= 200000.0;
+    } else if (r.name == "single_client_put_gigabytes") {
+      double ratio = Counter(r, "ratio_to_memcpy");
+      r.has_target = true;
+      r.target_text = ">= 80% of memcpy bandwidth (reused destination)";
+      r.target = 0.8;
+      r.ratio_to_target = ratio / 0.8;
+      r.target_met = ratio >= 0.8;
+    }
+  }
+}
+
+void PrintTargets(const std::vector<Result>& results, bool quick) {
+  bool any = false;
+  for (const auto& r : results) {
+    if (!r.has_target) continue;
+    if (!any) {
+      std::printf("\nTargets%s:\n",
+                  quick ? " (quick mode: sizes too small for a verdict, run full mode)" : "");
+    }
+    any = true;
+    double shown =
+        r.name == "single_client_put_gigabytes" ? Counter(r, "ratio_to_memcpy") : r.Median();
+    std::printf("  %-30s %-48s measured %-10s ratio to target %.2f  %s\n", r.name.c_str(),
+                r.target_text.c_str(), Fmt(shown).c_str(), r.ratio_to_target,
+                r.target_met ? "MET" : "NOT MET");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt = ParseOptions(argc, argv);
+
+  using Bench = std::pair<std::string, std::function<std::vector<Result>(const Env&)>>;
+  auto one = [](auto f) { return [f](const Env& e) { return std::vector<Result>{f(e)}; }; };
+  std::vector<Bench> benches = {
+      {"single_client_tasks_sync",
+       one([](const Env& e) { return SyncTasks(e, "single_client_tasks_sync", -1); })},
+      {"single_client_tasks_async", one(AsyncTasks)},
+      {"multi_client_tasks_async", one(MultiClientTasks)},
+      {"single_client_put_calls", one(PutCalls)},
+      {"single_client_get_calls", one(GetCalls)},
+      {"single_client_put_gigabytes", PutGigabytes},
+      {"single_client_wait_1k_refs", one(WaitRefs)},
+      {"single_client_tasks_and_get_batch", one(TasksAndGetBatch)},
+      // Extras that help explain the figures above.
+      {"single_client_tasks_sync_remote",
+       [](const Env& e) {
+         if (e.world < 2) return std::vector<Result>{};
+         Result r = SyncTasks(e, "single_client_tasks_sync_remote", 1);
+         r.extra = true;
+         r.note = "pinned to rank 1; " + r.note;
+         return std::vector<Result>{r};
+       }},
+      {"multi_client_tasks_async_threads", one(MultiThreadTasks)},
+      {"single_client_wait_1k_refs_ready", one(WaitReadyRefs)},
+  };
+  if (opt.list) {
+    for (const auto& [name, fn] : benches) std::printf("%s\n", name.c_str());
+    return 0;
+  }
+  auto selected = [&](const std::string& name) {
+    if (opt.filter.empty()) return true;
+    for (const auto& f : opt.filter) {
+      if (name.find(f) != std::string::npos) return true;
+    }
+    return false;
+  };
+
+  prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here until Shutdown
+  Env env;
+  env.opt = opt;
+  env.world = prism::GetRuntimeContext().GetWorldSize();
+  if (getloadavg(env.load_start, 3) < 0)
+    env.load_start[0] = env.load_start[1] = env.load_start[2] = 0;
+
+  std::printf(
+      "Prism microbenchmark: %d rank(s), %s mode, %d rounds of >= %.2f s; "
+      "median [min, max] across rounds (* = extra, not in Ray's set); load avg %.2f\n",
+      env.world, opt.quick ? "quick" : "full", opt.rounds, opt.min_time_s, env.load_start[0]);
+  std::printf("%-34s %12s %12s %12s  %-9s %s\n", "benchmark", "median", "min", "max", "unit",
+              "notes");
+  std::fflush(stdout);
+
+  std::vector<Result> results;
+  int status = 0;
+  {
+    Watchdog watchdog(opt.watchdog_s);
+    for (const auto& [name, fn] : benches) {
+      if (!selected(name)) continue;
+      watchdog.Arm(name);
+      try {
+        for (auto& r : fn(env)) {
+          PrintResult(r);
+          results.push_back(std::move(r));
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "prism_microbenchmark: %s failed: %s\n", name.c_str(), e.what());
+        status = 1;
+      }
+      watchdog.Disarm();
+    }
+  }
+  ApplyTargets(results);
+  PrintTargets(results, opt.quick);
+  try {
+    WriteJson(env, results, argv[0]);
+    std::printf("\nJSON: %s\n", std::filesystem::absolute(opt.json).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism_microbenchmark: %s\n", e.what());
+    status = 1;
+  }
+  std::fflush(stdout);
+  prism::Shutdown();
+  return status;
+}
