@@ -62,10 +62,10 @@ TEST_F(HeadTest, DispatchesReadyTasksAndQueuesWhenFull) {
   auto dispatched = Take<DispatchTask>();
   ASSERT_EQ(dispatched.size(), 2u) << "two ranks with one CPU each";
   EXPECT_NE(dispatched[0].first, dispatched[1].first);
-  Done(dispatched[0].first, dispatched[0].second.spec.id.Value());
+  Done(dispatched[0].first, dispatched[0].second.spec->id.Value());
   auto next = Take<DispatchTask>();
   ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(next[0].second.spec.id, ObjectId(3));
+  EXPECT_EQ(next[0].second.spec->id, ObjectId(3));
 }
 
 TEST_F(HeadTest, DependentRunsAfterItsArgumentWithTheInlineValue) {
@@ -114,7 +114,7 @@ TEST_F(HeadTest, RetriesExceptionsOnlyWhenAsked) {
   Done(d[0].first, 1, false);
   auto retry = Take<DispatchTask>();
   ASSERT_EQ(retry.size(), 1u);
-  EXPECT_EQ(retry[0].second.spec.attempt, 1);
+  EXPECT_EQ(retry[0].second.spec->attempt, 1);
   TaskDone done;
   done.id = ObjectId(1);
   done.attempt = 1;
@@ -151,7 +151,7 @@ TEST_F(HeadTest, BlockedTaskGivesItsCpuBack) {
   head_.Handle(0, SubmitTask{Spec(3)});
   auto d = Take<DispatchTask>();
   ASSERT_EQ(d.size(), 2u);
-  head_.Handle(d[0].first, TaskBlocked{d[0].second.spec.id, true});
+  head_.Handle(d[0].first, TaskBlocked{d[0].second.spec->id, true});
   auto more = Take<DispatchTask>();
   ASSERT_EQ(more.size(), 1u);
   EXPECT_EQ(more[0].first, d[0].first);

@@ -1,0 +1,147 @@
+// Small Prism programs that end badly on purpose; tests/failure/CMakeLists.txt runs them
+// under mpiexec through expect_failure.sh and checks the exit status and the output.
+//
+//   failure_helper <mode> [--prism-* flags]
+//     driver_throws     the driver throws an exception nobody catches
+//     no_shutdown       the driver returns from main without prism::Shutdown()
+//     worker_sigkill    a task on the last rank kills its own process with SIGKILL
+//     worker_sigstop    a task on the last rank stops its own process (SIGSTOP): it hangs
+//     driver_sigstop    the driver process stops itself (SIGSTOP): the workers must notice
+//     worker_terminate  a thread started by a task on the last rank throws (std::terminate)
+//     init_only         Init and Shutdown (for bad flags/environment: Init must refuse)
+//     shutdown_busy     Shutdown while tasks still sleep on every rank: must exit 0 promptly
+//     lifecycle         API calls before Init / after Shutdown throw RuntimeError, refs may
+//                       outlive Shutdown; prints "lifecycle ok" and exits 0
+#include <prism/api.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int Square(int x) { return x * x; }
+int KillSelf(int sig) {
+  std::fprintf(stderr, "failure_helper: rank %d raising signal %d\n",
+               prism::GetRuntimeContext().GetRank(), sig);
+  std::fflush(stderr);
+  raise(sig);
+  return 0;
+}
+int ThrowInThread(int) {
+  std::thread([] { throw std::logic_error("thrown in a worker thread on purpose"); }).join();
+  return 0;
+}
+int SleepMs(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+PRISM_REMOTE(Square, KillSelf, ThrowInThread, SleepMs);
+
+int LastRank() { return prism::GetRuntimeContext().GetWorldSize() - 1; }
+std::string RankRes(int r) { return "rank:" + std::to_string(r); }
+
+// Runs `f` and checks that it throws prism::RuntimeError.
+template <typename F>
+bool ThrowsRuntimeError(const char* what, F f) {
+  try {
+    f();
+  } catch (const prism::RuntimeError&) {
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lifecycle: %s threw the wrong exception: %s\n", what, e.what());
+    return false;
+  }
+  std::fprintf(stderr, "lifecycle: %s did not throw\n", what);
+  return false;
+}
+
+int Lifecycle(int argc, char** argv) {
+  bool ok = true;
+  // Before Init (every rank runs this part).
+  ok &= !prism::IsInitialized();
+  ok &= ThrowsRuntimeError("GetRuntimeContext before Init", [] { prism::GetRuntimeContext(); });
+  ok &= ThrowsRuntimeError("Put before Init", [] { prism::Put(1); });
+  ok &= ThrowsRuntimeError("Remote before Init", [] { prism::Task(Square).Remote(2); });
+  ok &= ThrowsRuntimeError("ClusterResources before Init", [] { prism::ClusterResources(); });
+  prism::Shutdown();  // no-op when not initialized
+  if (!ok) return 10;
+
+  prism::Init(argc, argv);
+  ok &= prism::IsInitialized();
+  // Refs that outlive Shutdown: their destructors run after it and must be harmless.
+  static prism::ObjectRef<int> kept_small;
+  static prism::ObjectRef<std::vector<char>> kept_large;
+  kept_small = prism::Task(Square).SetResource(RankRes(LastRank()), 0.01).Remote(6);
+  kept_large = prism::Put(std::vector<char>(1 << 20, 'x'));
+  auto local_ref = prism::Put(5);
+  ok &= *kept_small.Get() == 36;
+  prism::Shutdown();
+  ok &= !prism::IsInitialized();
+  prism::Shutdown();  // twice: no-op
+  ok &= ThrowsRuntimeError("Put after Shutdown", [] { prism::Put(1); });
+  ok &= ThrowsRuntimeError("Get after Shutdown", [] { kept_small.Get(); });
+  ok &= ThrowsRuntimeError("Remote after Shutdown", [] { prism::Task(Square).Remote(2); });
+  ok &= ThrowsRuntimeError("Init after Shutdown", [] { prism::Init(); });
+  local_ref = prism::ObjectRef<int>();  // a ref released after Shutdown
+  std::printf("lifecycle %s\n", ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <mode> [--prism-* flags]\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  if (mode == "lifecycle") return Lifecycle(argc, argv);
+  prism::Init(argc, argv);
+  // Only the driver gets here. Make sure the cluster works before breaking it.
+  if (*prism::Task(Square).Remote(7).Get() != 49) return 3;
+
+  if (mode == "driver_throws") {
+    throw std::runtime_error("boom from the driver");
+  } else if (mode == "no_shutdown") {
+    return 0;
+  } else if (mode == "worker_sigkill" || mode == "worker_sigstop") {
+    int sig = mode == "worker_sigkill" ? SIGKILL : SIGSTOP;
+    auto ref = prism::Task(KillSelf).SetResource(RankRes(LastRank()), 0.01).Remote(sig);
+    ref.Get();  // never returns: the job must end without us
+    std::fprintf(stderr, "failure_helper: Get returned after the rank was lost\n");
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "driver_sigstop") {
+    std::fprintf(stderr, "failure_helper: the driver stops itself\n");
+    std::fflush(stderr);
+    raise(SIGSTOP);
+    std::fprintf(stderr, "failure_helper: the driver was continued\n");
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "worker_terminate") {
+    auto ref = prism::Task(ThrowInThread).SetResource(RankRes(LastRank()), 0.01).Remote(0);
+    ref.Get();
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "init_only") {
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "shutdown_busy") {
+    for (int r = 0; r <= LastRank(); ++r) {
+      prism::Task(SleepMs).SetResource(RankRes(r), 0.01).Remote(60000);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them start
+    prism::Shutdown();
+    std::printf("failure_helper: shutdown with busy ranks done\n");
+    return 0;
+  }
+  std::fprintf(stderr, "failure_helper: unknown mode %s\n", mode.c_str());
+  prism::Shutdown();
+  return 2;
+}

@@ -1,0 +1,85 @@
+#pragma once
+// Helpers shared by the multi-rank tests (tests/mpi). Everything here runs on the driver
+// (rank 0) or inside tasks; no test code runs on other ranks outside tasks.
+#include <prism/api.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace prism_test {
+
+inline int World() { return prism::GetRuntimeContext().GetWorldSize(); }
+inline int MyRank() { return prism::GetRuntimeContext().GetRank(); }
+inline std::string RankRes(int rank) { return "rank:" + std::to_string(rank); }
+
+/// Task(f) pinned to `rank` (the rank:N resource every rank offers once).
+template <typename F>
+prism::TaskCaller<F> On(int rank, F f) {
+  prism::TaskCaller<F> caller = prism::Task(f);
+  caller.SetResource(RankRes(rank), 0.01);
+  return caller;
+}
+
+inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+inline void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
+/// All ranks of these tests run on one host, so tasks can use it to leave marks.
+class TempDir {
+ public:
+  TempDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-mpi-test-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = buf.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// Deterministic 'large' payload: n doubles derived from seed.
+inline std::vector<double> MakeDoubles(size_t n, uint64_t seed) {
+  std::vector<double> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<double>(x % 1000003) * 0.25 - 7.0;
+  }
+  return v;
+}
+
+/// FNV-1a over the bytes of the doubles, plus the length: exact, order-sensitive.
+inline uint64_t Checksum(const std::vector<double>& v) {
+  uint64_t h = 1469598103934665603ULL ^ v.size();
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(double); ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+}  // namespace prism_test
