@@ -1,5 +1,8 @@
 #include "runtime/executor.h"
 
+#include <chrono>
+#include <optional>
+
 namespace prism::internal {
 
 Executor::Executor(ResourceSet capacity, RunFn run)
@@ -20,17 +23,23 @@ void Executor::Submit(DispatchTask&& task) {
 }
 
 void Executor::Admit() {
-  // FIFO, but a task that does not fit does not stop smaller ones behind it (bounded scan).
+  // FIFO, but a task that does not fit does not stop different ones behind it (bounded
+  // scan). Tasks with the same demand as one that did not fit are skipped without a check:
+  // queues are mostly many tasks of one kind.
   size_t scanned = 0;
+  std::optional<ResourceSet> no_fit;
   for (auto it = waiting_.begin(); it != waiting_.end() && scanned < 64; ++scanned) {
-    if (it->spec.demand.FitsIn(available_)) {
-      available_.Subtract(it->spec.demand);
+    const ResourceSet& demand = it->spec->demand;
+    if (!(no_fit && demand == *no_fit) && demand.FitsIn(available_)) {
+      available_.Subtract(demand);
       runnable_.push_back(std::move(*it));
       it = waiting_.erase(it);
     } else {
+      if (!no_fit) no_fit = demand;
       ++it;
     }
   }
+  num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
   if (runnable_.empty() || stop_) return;
   if (idle_ >= runnable_.size()) {
     cv_.notify_one();
@@ -46,16 +55,28 @@ void Executor::Admit() {
 void Executor::ThreadMain() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    ++idle_;
+    ++idle_;  // a spinning thread counts as idle: Admit hands it work instead of spawning
+    if (runnable_.empty() && !stop_) {
+      // Tasks often arrive back to back: look again for a few microseconds before paying
+      // for a sleep and a wake-up.
+      lock.unlock();
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinUs);
+      while (num_runnable_.load(std::memory_order_relaxed) == 0 &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::yield();
+      }
+      lock.lock();
+    }
     cv_.wait(lock, [&] { return stop_ || !runnable_.empty(); });
     --idle_;
     if (stop_) return;
     DispatchTask task = std::move(runnable_.front());
     runnable_.pop_front();
+    num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
     lock.unlock();
     run_(task);
     lock.lock();
-    available_.Add(task.spec.demand);
+    available_.Add(task.spec->demand);
     Admit();
   }
 }

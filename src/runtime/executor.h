@@ -5,6 +5,7 @@
 // run, so nested tasks cannot deadlock the pool. Idle threads sleep on a condition variable
 // (no CPU). Thread-safe.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -38,7 +39,9 @@ class Executor {
   void ThreadMain();
   static ResourceSet CpuOnly(const ResourceSet& demand);
 
+  static constexpr int kSpinUs = 30;
   RunFn run_;
+  std::atomic<size_t> num_runnable_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   ResourceSet available_;

@@ -33,7 +33,12 @@ void Head::Handle(int from, Message&& msg) {
         } else if constexpr (std::is_same_v<T, Subscribe>) {
           OnSubscribe(from, m);
         } else if constexpr (std::is_same_v<T, AddLocation>) {
-          objects_.AddLocation(m.id, from);
+          if (objects_.Find(m.id) != nullptr) {
+            objects_.AddLocation(m.id, from);
+          } else {
+            // Freed while that copy was in flight: nobody else will ever tell it to go.
+            send_(from, FreeObjects{{m.id}});
+          }
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           // Liveness is tracked by the transport; nothing to do here.
         } else {
@@ -52,17 +57,17 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
   objects_.Create(id, from, /*producer_pending=*/true);
   for (ObjectId c : spec.contained) objects_.AddTaskUse(c);
   TaskEntry& task = tasks_[id];
-  task.spec = std::move(spec);
+  task.spec = std::make_shared<TaskSpec>(std::move(spec));
   // Count every use first: however the task ends, Complete drops exactly these.
-  for (const auto& arg : task.spec.args) {
+  for (const auto& arg : task.spec->args) {
     if (arg.is_ref) objects_.AddTaskUse(arg.ref);
   }
   std::vector<ObjectId> seen;
-  for (const auto& arg : task.spec.args) {
+  for (const auto& arg : task.spec->args) {
     if (!arg.is_ref) continue;
     ObjectEntry* e = objects_.Find(arg.ref);
     if (e == nullptr) {
-      FailTask(id, LostError(arg.ref, task.spec.name));
+      FailTask(id, LostError(arg.ref, task.spec->name));
       return;
     }
     if (e->state == ObjectEntry::State::kFailed) {
@@ -81,7 +86,8 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
 
 void Head::Enqueue(TaskId id) {
   TaskEntry& task = tasks_.at(id);
-  auto key = ClassKey(task.spec);
+  if (queued_ == 0 && TryDispatch(task)) return;  // common case: nothing ahead of it
+  auto key = ClassKey(*task.spec);
   auto it = queues_.find(key);
   if ((it == queues_.end() || it->second.empty()) && TryDispatch(task)) return;
   queues_[key].push_back(id);
@@ -89,7 +95,7 @@ void Head::Enqueue(TaskId id) {
 }
 
 bool Head::TryDispatch(TaskEntry& task) {
-  const TaskSpec& spec = task.spec;
+  const TaskSpec& spec = *task.spec;
   DispatchTask out;
   std::vector<uint64_t> bytes_on_rank;
   for (const auto& arg : spec.args) {
@@ -112,7 +118,7 @@ bool Head::TryDispatch(TaskEntry& task) {
   if (rank < 0) return false;
   scheduler_.Commit(rank, spec.demand);
   task.rank = rank;
-  out.spec = spec;
+  out.spec = task.spec;
   send_(rank, std::move(out));
   return true;
 }
@@ -136,17 +142,18 @@ void Head::DrainQueues() {
 
 void Head::OnTaskDone(int from, TaskDone&& done) {
   auto it = tasks_.find(done.id);
-  if (it == tasks_.end() || it->second.spec.attempt != done.attempt) return;
+  if (it == tasks_.end() || it->second.spec->attempt != done.attempt) return;
   TaskEntry& task = it->second;
-  ResourceSet held = task.spec.demand;
+  ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
   scheduler_.Release(task.rank, held);
-  scheduler_.RecordRunTime(task.spec.function, done.exec_ns);
-  if (!done.ok && task.spec.retry_exceptions && task.spec.attempt < task.spec.max_retries) {
-    ++task.spec.attempt;
-    PRISM_LOG_WARN("task " << task.spec.name << " failed on rank " << from << " ("
-                            << done.error.Render() << "); retry " << task.spec.attempt << "/"
-                            << task.spec.max_retries);
+  scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
+  if (!done.ok && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
+    task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
+    ++task.spec->attempt;
+    PRISM_LOG_WARN("task " << task.spec->name << " failed on rank " << from << " ("
+                            << done.error.Render() << "); retry " << task.spec->attempt << "/"
+                            << task.spec->max_retries);
     task.rank = -1;
     task.blocked = false;
     Enqueue(done.id);
@@ -162,7 +169,7 @@ void Head::Complete(TaskId id, TaskDone&& done, int from) {
   ErrorInfo failure = done.error;
   {
     auto node = tasks_.extract(id);
-    TaskSpec& spec = node.mapped().spec;
+    const TaskSpec& spec = *node.mapped().spec;
     ObjectEntry* e = objects_.Find(id);
     if (e != nullptr) {
       if (done.ok) {
@@ -175,6 +182,14 @@ void Head::Complete(TaskId id, TaskDone&& done, int from) {
         e->error = std::make_shared<ErrorInfo>(std::move(done.error));
       }
       objects_.SetContained(id, std::move(done.contained));
+      // Small results go straight to the submitter while it holds a ref (Ray's owner), so
+      // its Get finds them locally without asking.
+      if ((e->inline_value || !done.ok) &&
+          std::find(e->holders.begin(), e->holders.end(), spec.submitter) != e->holders.end() &&
+          std::find(e->subscribers.begin(), e->subscribers.end(), spec.submitter) ==
+              e->subscribers.end()) {
+        e->subscribers.push_back(spec.submitter);
+      }
       NotifyReady(id, *e);
       for (TaskId dep : e->dependents) {
         auto dit = tasks_.find(dep);
@@ -239,7 +254,7 @@ void Head::OnTaskBlocked(int from, const TaskBlocked& m) {
   if (it == tasks_.end() || it->second.rank < 0 || it->second.blocked == m.blocked) return;
   TaskEntry& task = it->second;
   ResourceSet cpu;
-  cpu.Set("CPU", task.spec.demand.Get("CPU"));
+  cpu.Set("CPU", task.spec->demand.Get("CPU"));
   task.blocked = m.blocked;
   if (m.blocked) {
     scheduler_.Release(task.rank, cpu);

@@ -33,7 +33,7 @@ class Head {
 
  private:
   struct TaskEntry {
-    TaskSpec spec;
+    std::shared_ptr<TaskSpec> spec;
     int unresolved = 0;
     int rank = -1;       // where it was dispatched, -1 while waiting
     bool blocked = false;

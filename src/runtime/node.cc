@@ -169,11 +169,11 @@ size_t Node::NumLocalRefs() {
 void Node::Request(const std::vector<ObjectId>& ids) {
   Subscribe sub;
   {
+    auto found = store_.FindMany(ids);
     std::lock_guard<std::mutex> lock(requests_mu_);
-    for (ObjectId id : ids) {
-      if (requested_.count(id) || store_.Find(id)) continue;
-      requested_.insert(id);
-      sub.ids.push_back(id);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (found[i] || !requested_.insert(ids[i]).second) continue;
+      sub.ids.push_back(ids[i]);
     }
   }
   if (!sub.ids.empty()) to_head_(std::move(sub));
@@ -201,23 +201,30 @@ std::vector<bool> Node::Await(const std::vector<ObjectId>& ids, size_t need,
 }
 
 std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) {
-  Request(ids);
-  auto flags = Await(ids, ids.size(), timeout_ms);
-  size_t missing = std::count(flags.begin(), flags.end(), false);
-  if (missing > 0) {
-    throw TimeoutError("prism: Get timed out after " + std::to_string(timeout_ms) +
-                       " ms: " + std::to_string(missing) + " of " + std::to_string(ids.size()) +
-                       " objects not ready");
+  auto found = store_.FindMany(ids);
+  std::vector<ObjectId> missing;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!found[i]) missing.push_back(ids[i]);
+  }
+  if (!missing.empty()) {
+    Request(missing);
+    auto flags = Await(missing, missing.size(), timeout_ms);
+    size_t still = std::count(flags.begin(), flags.end(), false);
+    if (still > 0) {
+      throw TimeoutError("prism: Get timed out after " + std::to_string(timeout_ms) + " ms: " +
+                         std::to_string(still) + " of " + std::to_string(ids.size()) +
+                         " objects not ready");
+    }
+    found = store_.FindMany(ids);
   }
   std::vector<Payload> out;
   out.reserve(ids.size());
-  for (ObjectId id : ids) {
-    auto obj = store_.Find(id);
-    if (!obj) {  // freed between the wait and now: cannot happen while the caller holds refs
-      throw ObjectLostError("prism: object " + id.Hex() + " was freed while being read");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!found[i]) {  // freed between the wait and now: cannot happen while the caller holds refs
+      throw ObjectLostError("prism: object " + ids[i].Hex() + " was freed while being read");
     }
-    if (obj->error) ThrowStored(*obj->error);
-    out.push_back(obj->value);
+    if (found[i]->error) ThrowStored(*found[i]->error);
+    out.push_back(std::move(found[i]->value));
   }
   return out;
 }
@@ -306,7 +313,7 @@ Payload Node::LocalValue(ObjectId id) {
 // ---- Running tasks ---------------------------------------------------------------------
 
 void Node::Execute(DispatchTask& d) {
-  const TaskSpec& spec = d.spec;
+  const TaskSpec& spec = *d.spec;
   t_task.active = true;
   t_task.id = spec.id;
   t_task.demand = spec.demand;

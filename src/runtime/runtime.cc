@@ -24,6 +24,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "object_store/buffer_pool.h"
 #include "prism/api.h"
 #include "runtime/head.h"
 #include "runtime/launch.h"
@@ -237,6 +238,7 @@ void DoInit(const Config& config, int argc, char** argv) {
     throw RuntimeError("prism: Init after Shutdown in an MPI job: MPI cannot be started twice "
                        "in one process");
   }
+  std::set_terminate(OnTerminate);
   EnvFn env = ProcessEnv();
   std::string hint = LaunchMisuseHint(env);
   if (!hint.empty()) {
@@ -284,20 +286,26 @@ void DoInit(const Config& config, int argc, char** argv) {
   if (rt->mpi) {
     int bad = !error.empty(), any_bad = 0;
     PRISM_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    int rank0_bad = bad;
+    PRISM_MPI_CHECK(MPI_Bcast(&rank0_bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (bad && rt->rank != 0 && !rank0_bad) {
+      std::fprintf(stderr, "prism[%d]: %s\n", rt->rank, error.c_str());
+    }
     if (any_bad) {
-      if (rt->rank == 0 || bad) {
-        std::fprintf(stderr, "%s\n", error.empty() ? "prism: invalid configuration on another rank"
-                                                   : error.c_str());
-      }
+      // Rank 0 throws (the message reaches the user through the exception, or through the
+      // terminate handler if uncaught); a worker reports only what rank 0 cannot know.
       MPI_Finalize();
       g_mpi_finalized = true;
       if (rt->rank != 0) std::_Exit(2);
-      throw RuntimeError(error.empty() ? "prism: invalid configuration on another rank" : error);
+      throw RuntimeError(error.empty() ? "prism: invalid configuration on another rank (its "
+                                         "environment differs from rank 0's)"
+                                       : error);
     }
   } else if (!error.empty()) {
     throw RuntimeError(error);
   }
   SetLogLevelValue(static_cast<int>(rt->settings.log_level));
+  SetBufferPoolLimit(rt->settings.object_store_memory / 4);
   SetLogFile(rt->settings.log_dir + "/rank-" + std::to_string(rt->rank) + ".log");
 
   std::string node_id = rt->settings.ranks_per_node > 0

@@ -39,10 +39,13 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
                      const std::vector<uint64_t>& bytes_on_rank) {
   const int64_t depth = PipelineDepth(function);
   auto fits = [&](int r) {
-    if (!demand.FitsIn(ranks_[r].capacity)) return false;  // pipelining never oversizes a task
-    ResourceSet after = ranks_[r].committed;
-    after.Add(demand);
-    return after.FitsInScaled(ranks_[r].capacity, depth);
+    const auto& cap = ranks_[r].capacity;
+    for (const auto& [name, amount] : demand.Entries()) {
+      int64_t have = cap.Get(name);
+      // Pipelining never oversizes a single task.
+      if (amount > have || ranks_[r].committed.Get(name) + amount > have * depth) return false;
+    }
+    return true;
   };
   const int n = NumRanks();
   if (submitter >= 0 && submitter < n && Load(submitter) < 0.5 && fits(submitter)) {

@@ -66,6 +66,7 @@ struct Enc {
     (*this)(t.submitter);
     (*this)(t.attempt);
   }
+  void operator()(const std::shared_ptr<const TaskSpec>& t) { (*this)(*t); }
   void operator()(const ArgLocation& a) {
     (*this)(a.id);
     (*this)(a.inline_value);
@@ -131,6 +132,11 @@ struct Dec {
     (*this)(t.contained);
     (*this)(t.submitter);
     (*this)(t.attempt);
+  }
+  void operator()(std::shared_ptr<const TaskSpec>& t) {
+    auto spec = std::make_shared<TaskSpec>();
+    (*this)(*spec);
+    t = std::move(spec);
   }
   void operator()(ArgLocation& a) {
     (*this)(a.id);

@@ -63,7 +63,7 @@ struct SubmitTask {
   TaskSpec spec;
 };
 struct DispatchTask {
-  TaskSpec spec;
+  std::shared_ptr<const TaskSpec> spec;  // shared with the head's task table: no copy
   std::vector<ArgLocation> refs;  // one per by-reference arg, in order
 };
 struct TaskDone {

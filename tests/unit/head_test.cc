@@ -98,11 +98,29 @@ TEST_F(HeadTest, FailurePropagatesToDependentsWithTheCause) {
   auto d = Take<DispatchTask>();
   Done(d[0].first, 1, /*ok=*/false);
   auto ready = Take<ObjectReady>();
-  ASSERT_EQ(ready.size(), 1u);
-  EXPECT_EQ(ready[0].second.id, ObjectId(2));
-  EXPECT_TRUE(ready[0].second.failed);
-  EXPECT_EQ(ready[0].second.error.message, "boom");
+  ASSERT_EQ(ready.size(), 2u) << "both failures are pushed to rank 0, which holds both refs";
+  EXPECT_EQ(ready[1].second.id, ObjectId(2));
+  EXPECT_TRUE(ready[1].second.failed);
+  EXPECT_EQ(ready[1].second.error.message, "boom");
   EXPECT_EQ(head_.NumTasks(), 0u);
+}
+
+TEST_F(HeadTest, SmallResultsArePushedOnceToTheSubmitterWhileItHoldsARef) {
+  TaskSpec s = Spec(1);
+  s.submitter = 1;
+  head_.Handle(1, SubmitTask{s});
+  head_.Handle(1, Subscribe{{ObjectId(1)}});
+  auto d = Take<DispatchTask>();
+  Done(d[0].first, 1);
+  auto ready = Take<ObjectReady>();
+  ASSERT_EQ(ready.size(), 1u) << "subscribed and owner: one message, not two";
+  EXPECT_EQ(ready[0].first, 1);
+  // A submitter that dropped its ref gets nothing.
+  head_.Handle(0, SubmitTask{Spec(2)});
+  auto d2 = Take<DispatchTask>();
+  head_.Handle(0, RefUpdate{{}, {ObjectId(2)}});
+  Done(d2[0].first, 2);
+  EXPECT_TRUE(Take<ObjectReady>().empty());
 }
 
 TEST_F(HeadTest, RetriesExceptionsOnlyWhenAsked) {

@@ -2,14 +2,22 @@
 // Byte buffers that never zero-fill (first touch of fresh pages is the expensive part of a
 // large Put), with bounds-checked readers.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "prism/errors.h"
 
 namespace prism::internal {
+
+/// Storage for Buffers. Large blocks come from a pool of recently freed blocks whose pages
+/// are already mapped (a first touch of fresh pages costs ~10x a copy into reused ones);
+/// `*capacity` receives the usable size, which may exceed `size`. Thread-safe.
+char* AllocateBytes(size_t size, size_t* capacity);
+void ReleaseBytes(char* data, size_t capacity);
 
 /// A growable byte buffer with uninitialised storage. Not thread-safe.
 class Buffer {
@@ -19,10 +27,14 @@ class Buffer {
   Buffer(const void* data, size_t size) { Append(data, size); }
   Buffer(Buffer&& other) noexcept { *this = std::move(other); }
   Buffer& operator=(Buffer&& other) noexcept {
-    data_ = std::move(other.data_);
-    size_ = other.size_;
-    capacity_ = other.capacity_;
-    other.size_ = other.capacity_ = 0;
+    if (this != &other) {
+      Free();
+      data_ = other.data_;
+      size_ = other.size_;
+      capacity_ = other.capacity_;
+      other.data_ = nullptr;
+      other.size_ = other.capacity_ = 0;
+    }
     return *this;
   }
   Buffer(const Buffer& other) { Append(other.data(), other.size()); }
@@ -33,18 +45,21 @@ class Buffer {
     }
     return *this;
   }
+  ~Buffer() { Free(); }
 
-  char* data() { return data_.get(); }
-  const char* data() const { return data_.get(); }
+  char* data() { return data_; }
+  const char* data() const { return data_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
   void Reserve(size_t capacity) {
     if (capacity <= capacity_) return;
-    std::unique_ptr<char[]> fresh(new char[capacity]);  // default-init: no zeroing
-    if (size_ > 0) std::memcpy(fresh.get(), data_.get(), size_);
-    data_ = std::move(fresh);
-    capacity_ = capacity;
+    size_t got = 0;
+    char* fresh = AllocateBytes(capacity, &got);  // uninitialised: no zeroing
+    if (size_ > 0) std::memcpy(fresh, data_, size_);
+    Free();
+    data_ = fresh;
+    capacity_ = got;
   }
   void Resize(size_t size) {
     if (size > capacity_) Reserve(size);
@@ -53,7 +68,7 @@ class Buffer {
   /// Grows by n bytes and returns a pointer to them (uninitialised).
   char* Extend(size_t n) {
     if (size_ + n > capacity_) Reserve(std::max(size_ + n, capacity_ * 2 + 64));
-    char* p = data_.get() + size_;
+    char* p = data_ + size_;
     size_ += n;
     return p;
   }
@@ -64,7 +79,12 @@ class Buffer {
   void Clear() { size_ = 0; }
 
  private:
-  std::unique_ptr<char[]> data_;
+  void Free() {
+    if (data_ != nullptr) ReleaseBytes(data_, capacity_);
+    data_ = nullptr;
+    capacity_ = 0;
+  }
+  char* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
 };
