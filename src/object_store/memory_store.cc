@@ -14,7 +14,7 @@ void MemoryStore::Arrived(ObjectId id) {
 }
 
 void MemoryStore::Put(ObjectId id, Payload value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   auto [it, fresh] = objects_.try_emplace(id);
   if (!fresh) return;
   bytes_ += value ? value->size() : 0;
@@ -23,14 +23,14 @@ void MemoryStore::Put(ObjectId id, Payload value) {
 }
 
 void MemoryStore::PutError(ObjectId id, ErrorInfo error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   auto [it, fresh] = objects_.try_emplace(id);
   it->second.error = std::make_shared<ErrorInfo>(std::move(error));
   if (fresh) Arrived(id);
 }
 
 std::optional<StoredObject> MemoryStore::Find(ObjectId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return std::nullopt;
   return it->second;
@@ -38,7 +38,7 @@ std::optional<StoredObject> MemoryStore::Find(ObjectId id) {
 
 std::vector<std::optional<StoredObject>> MemoryStore::FindMany(const std::vector<ObjectId>& ids) {
   std::vector<std::optional<StoredObject>> out(ids.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = objects_.find(ids[i]);
     if (it != objects_.end()) out[i] = it->second;
@@ -47,7 +47,7 @@ std::vector<std::optional<StoredObject>> MemoryStore::FindMany(const std::vector
 }
 
 void MemoryStore::Erase(const std::vector<ObjectId>& ids) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   for (ObjectId id : ids) {
     auto it = objects_.find(id);
     if (it == objects_.end()) continue;
@@ -69,7 +69,7 @@ std::vector<bool> MemoryStore::Present(const std::vector<ObjectId>& ids, size_t&
 std::vector<bool> MemoryStore::WaitFor(
     const std::vector<ObjectId>& ids, size_t need,
     std::optional<std::chrono::steady_clock::time_point> deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<AdaptiveMutex> lock(mu_);
   size_t count = 0;
   auto present = Present(ids, count);
   if (count >= need) return present;
@@ -99,12 +99,12 @@ std::vector<bool> MemoryStore::WaitFor(
 }
 
 size_t MemoryStore::Size() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   return objects_.size();
 }
 
 uint64_t MemoryStore::Bytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   return bytes_;
 }
 

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/adaptive_mutex.h"
 #include "prism/internal/core_api.h"
 #include "transport/messages.h"
 
@@ -41,11 +42,11 @@ class MemoryStore {
   struct Waiter {
     size_t need = 0;
     size_t have = 0;
-    std::condition_variable cv;
+    std::condition_variable_any cv;
   };
   std::vector<bool> Present(const std::vector<ObjectId>& ids, size_t& count);
   void Arrived(ObjectId id);  // requires mu_
-  std::mutex mu_;
+  AdaptiveMutex mu_;
   std::unordered_map<ObjectId, StoredObject> objects_;
   std::unordered_map<ObjectId, std::vector<Waiter*>> waiters_;
   uint64_t bytes_ = 0;

@@ -17,7 +17,7 @@ ResourceSet Executor::CpuOnly(const ResourceSet& demand) {
 }
 
 void Executor::Submit(DispatchTask&& task) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   waiting_.push_back(std::move(task));
   Admit();
 }
@@ -41,6 +41,7 @@ void Executor::Admit() {
   }
   num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
   if (runnable_.empty() || stop_) return;
+  if (spinning_ >= runnable_.size()) return;  // a spinning thread will take it: no wake-up
   if (idle_ >= runnable_.size()) {
     cv_.notify_one();
     return;
@@ -53,19 +54,21 @@ void Executor::Admit() {
 }
 
 void Executor::ThreadMain() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<AdaptiveMutex> lock(mu_);
   for (;;) {
     ++idle_;  // a spinning thread counts as idle: Admit hands it work instead of spawning
     if (runnable_.empty() && !stop_) {
       // Tasks often arrive back to back: look again for a few microseconds before paying
       // for a sleep and a wake-up.
+      ++spinning_;
       lock.unlock();
       auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinUs);
       while (num_runnable_.load(std::memory_order_relaxed) == 0 &&
              std::chrono::steady_clock::now() < until) {
-        std::this_thread::yield();
+        for (int i = 0; i < 32; ++i) __builtin_ia32_pause();  // no syscall: futexes are slow here
       }
       lock.lock();
+      --spinning_;
     }
     cv_.wait(lock, [&] { return stop_ || !runnable_.empty(); });
     --idle_;
@@ -82,13 +85,13 @@ void Executor::ThreadMain() {
 }
 
 void Executor::Block(const ResourceSet& demand) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   available_.Add(CpuOnly(demand));
   Admit();
 }
 
 void Executor::Unblock(const ResourceSet& demand) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   available_.Subtract(CpuOnly(demand));  // may go negative for a moment: Ray does the same
 }
 
@@ -96,7 +99,7 @@ bool Executor::Stop() {
   std::vector<std::thread> threads;
   bool all_idle;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<AdaptiveMutex> lock(mu_);
     if (stop_) return stopped_clean_;
     stop_ = true;
     all_idle = idle_ == threads_.size();
@@ -116,7 +119,7 @@ bool Executor::Stop() {
 }
 
 size_t Executor::NumThreads() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   return threads_.size();
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/adaptive_mutex.h"
 #include "scheduler/resources.h"
 #include "transport/messages.h"
 
@@ -39,16 +40,17 @@ class Executor {
   void ThreadMain();
   static ResourceSet CpuOnly(const ResourceSet& demand);
 
-  static constexpr int kSpinUs = 30;
+  static constexpr int kSpinUs = 50;
   RunFn run_;
   std::atomic<size_t> num_runnable_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  AdaptiveMutex mu_;
+  std::condition_variable_any cv_;
   ResourceSet available_;
   std::deque<DispatchTask> waiting_;   // not yet admitted
   std::deque<DispatchTask> runnable_;  // admitted, waiting for a thread
   std::vector<std::thread> threads_;
-  size_t idle_ = 0;
+  size_t idle_ = 0;      // threads waiting for work (spinning or asleep)
+  size_t spinning_ = 0;  // of those, spinning: they need no wake-up
   bool stop_ = false;
   bool stopped_clean_ = true;
 };

@@ -16,7 +16,7 @@ Head::Head(std::vector<ResourceSet> capacities, SendFn send)
     : send_(std::move(send)), scheduler_(std::move(capacities)) {}
 
 void Head::Handle(int from, Message&& msg) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   std::visit(
       [&](auto&& m) {
         using T = std::decay_t<decltype(m)>;
@@ -309,7 +309,7 @@ void Head::SendFrees(std::vector<FreedObject>& freed) {
 }
 
 std::map<std::string, double> Head::Available() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   ResourceSet total;
   for (int r = 0; r < scheduler_.NumRanks(); ++r) {
     ResourceSet free = scheduler_.Capacity(r);
@@ -323,12 +323,12 @@ std::map<std::string, double> Head::Available() {
 }
 
 size_t Head::NumObjects() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   return objects_.Size();
 }
 
 size_t Head::NumTasks() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   return tasks_.size();
 }
 

@@ -9,6 +9,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+
+#include "common/adaptive_mutex.h"
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,7 +59,7 @@ class Head {
   void SendFrees(std::vector<FreedObject>& freed);
   static std::string ClassKey(const TaskSpec& spec);
 
-  std::mutex mu_;
+  AdaptiveMutex mu_;
   SendFn send_;
   ObjectDirectory objects_;
   Scheduler scheduler_;

@@ -110,7 +110,7 @@ ObjectId Node::Submit(TaskRequest&& request) {
   spec.submitter = options_.rank;
   ObjectId id = spec.id;
   {
-    std::lock_guard<std::mutex> lock(refs_mu_);
+    std::lock_guard<AdaptiveMutex> lock(refs_mu_);
     refs_[id] = 1;  // adopted by the returned ObjectRef; the head counts this rank as holder
     to_head_(SubmitTask{std::move(spec)});
   }
@@ -126,7 +126,7 @@ ObjectId Node::Put(Buffer&& value, std::vector<ObjectId> contained) {
   msg.contained = std::move(contained);
   if (payload->size() <= options_.max_inline_bytes) msg.inline_value = payload;
   store_.Put(id, std::move(payload));
-  std::lock_guard<std::mutex> lock(refs_mu_);
+  std::lock_guard<AdaptiveMutex> lock(refs_mu_);
   refs_[id] = 1;
   to_head_(std::move(msg));
   return id;
@@ -135,7 +135,7 @@ ObjectId Node::Put(Buffer&& value, std::vector<ObjectId> contained) {
 // ---- Reference counting ----------------------------------------------------------------
 
 void Node::AddLocalRef(ObjectId id) {
-  std::lock_guard<std::mutex> lock(refs_mu_);
+  std::lock_guard<AdaptiveMutex> lock(refs_mu_);
   if (refs_[id]++ == 0) to_head_(RefUpdate{{id}, {}});
 }
 
@@ -144,7 +144,7 @@ void Node::RemoveLocalRef(ObjectId id) {
     t_deferred_releases.push_back(id);
     return;
   }
-  std::lock_guard<std::mutex> lock(refs_mu_);
+  std::lock_guard<AdaptiveMutex> lock(refs_mu_);
   auto it = refs_.find(id);
   if (it == refs_.end()) return;
   if (--it->second == 0) {
@@ -160,7 +160,7 @@ void Node::FlushDeferredReleases() {
 }
 
 size_t Node::NumLocalRefs() {
-  std::lock_guard<std::mutex> lock(refs_mu_);
+  std::lock_guard<AdaptiveMutex> lock(refs_mu_);
   return refs_.size();
 }
 
@@ -170,7 +170,7 @@ void Node::Request(const std::vector<ObjectId>& ids) {
   Subscribe sub;
   {
     auto found = store_.FindMany(ids);
-    std::lock_guard<std::mutex> lock(requests_mu_);
+    std::lock_guard<AdaptiveMutex> lock(requests_mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       if (found[i] || !requested_.insert(ids[i]).second) continue;
       sub.ids.push_back(ids[i]);
@@ -255,7 +255,7 @@ void Node::Handle(Message&& msg) {
 
 void Node::OnObjectReady(ObjectReady&& m) {
   auto done = [&] {
-    std::lock_guard<std::mutex> lock(requests_mu_);
+    std::lock_guard<AdaptiveMutex> lock(requests_mu_);
     requested_.erase(m.id);
   };
   if (m.failed) {
@@ -273,12 +273,12 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t siz
   if (store_.Find(id)) return;
   {
     // One transfer per object per rank, however many tasks and Gets want it at once.
-    std::lock_guard<std::mutex> lock(requests_mu_);
+    std::lock_guard<AdaptiveMutex> lock(requests_mu_);
     if (!fetching_.insert(id).second) return;
   }
   if (holders.empty() || fetcher_ == nullptr) {
     {
-      std::lock_guard<std::mutex> lock(requests_mu_);
+      std::lock_guard<AdaptiveMutex> lock(requests_mu_);
       fetching_.erase(id);
     }
     store_.PutError(id, {"ObjectLost", "object " + id.Hex() + " has no copy left on any rank",
@@ -289,7 +289,7 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t siz
   int holder = holders[static_cast<size_t>(options_.rank) % holders.size()];
   fetcher_->Fetch(holder, id, [this, id, holder](Payload value, const std::string& error) {
     {
-      std::lock_guard<std::mutex> lock(requests_mu_);
+      std::lock_guard<AdaptiveMutex> lock(requests_mu_);
       requested_.erase(id);
       fetching_.erase(id);
     }
@@ -335,7 +335,7 @@ void Node::Execute(DispatchTask& d) {
         ref_values[i] = local->value;
       } else {
         {
-          std::lock_guard<std::mutex> lock(requests_mu_);
+          std::lock_guard<AdaptiveMutex> lock(requests_mu_);
           requested_.insert(loc.id);
         }
         StartFetch(loc.id, loc.holders, loc.size);

@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+
+#include "common/adaptive_mutex.h"
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -83,10 +85,10 @@ class Node : public CoreApi {
   std::unique_ptr<Executor> executor_;
   std::atomic<uint64_t> counter_{0};
 
-  std::mutex refs_mu_;
+  AdaptiveMutex refs_mu_;
   std::unordered_map<ObjectId, int64_t> refs_;
 
-  std::mutex requests_mu_;
+  AdaptiveMutex requests_mu_;
   std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
   std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank
 };

@@ -292,14 +292,18 @@ void DoInit(const Config& config, int argc, char** argv) {
       std::fprintf(stderr, "prism[%d]: %s\n", rt->rank, error.c_str());
     }
     if (any_bad) {
-      // Rank 0 throws (the message reaches the user through the exception, or through the
-      // terminate handler if uncaught); a worker reports only what rank 0 cannot know.
+      // Fatal in an MPI job (MPI cannot be started twice): rank 0 says why, then every rank
+      // leaves together, so that no early exit lets the launcher kill rank 0 before it spoke.
+      if (rt->rank == 0) {
+        std::fprintf(stderr, "%s\n",
+                     error.empty() ? "prism: invalid configuration on another rank (its "
+                                     "environment differs from rank 0's)"
+                                   : error.c_str());
+        std::fflush(stderr);
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
       MPI_Finalize();
-      g_mpi_finalized = true;
-      if (rt->rank != 0) std::_Exit(2);
-      throw RuntimeError(error.empty() ? "prism: invalid configuration on another rank (its "
-                                         "environment differs from rank 0's)"
-                                       : error);
+      std::_Exit(2);
     }
   } else if (!error.empty()) {
     throw RuntimeError(error);

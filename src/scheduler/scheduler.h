@@ -35,8 +35,8 @@ namespace prism::internal {
 
 class Scheduler {
  public:
-  static constexpr uint64_t kPipelineWindowNs = 200'000;
-  static constexpr int64_t kMaxDepth = 16;
+  static constexpr uint64_t kPipelineWindowNs = 500'000;
+  static constexpr int64_t kMaxDepth = 64;
 
   explicit Scheduler(std::vector<ResourceSet> capacities);
 

@@ -94,7 +94,7 @@ void MpiTransport::Loop() {
     }
     int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_active).count();
     if (idle_ns < kSpinNs) {
-      sched_yield();
+      for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
       continue;
     }
     auto sleep = std::chrono::nanoseconds(std::clamp<int64_t>(idle_ns / 8, 20'000, kMaxSleepNs));

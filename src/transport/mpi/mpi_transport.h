@@ -38,7 +38,7 @@ class MpiTransport : public ObjectFetcher {
   static constexpr int kControlTag = 1;
   static constexpr int kFirstDataTag = 100;
   static constexpr uint64_t kChunkBytes = 1ULL << 28;  // 256 MiB
-  static constexpr int64_t kSpinNs = 100'000;
+  static constexpr int64_t kSpinNs = 500'000;
   static constexpr int64_t kMaxSleepNs = 2'000'000;
 
   struct Handlers {
