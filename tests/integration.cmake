@@ -16,3 +16,16 @@ add_test(NAME install_find_package
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/install/check_install.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(install_find_package PROPERTIES TIMEOUT 300 LABELS install
   PASS_REGULAR_EXPRESSION "consumer got 42")
+
+# An unserializable type is a compile error that says what to add (not a runtime failure).
+add_test(NAME compile_fail_unserializable
+  COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only -I${PROJECT_SOURCE_DIR}/include
+          ${CMAKE_CURRENT_LIST_DIR}/compile_fail/unserializable.cc)
+set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS unit
+  PASS_REGULAR_EXPRESSION "prism: the return type of a remote function must be serializable")
+
+# Level 4: a real local Slurm (started and stopped by the test; skipped without root).
+add_test(NAME slurm_core_demo
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(slurm_core_demo PROPERTIES TIMEOUT 400 LABELS slurm SKIP_RETURN_CODE 77
+  PASS_REGULAR_EXPRESSION "PASS: slurm tests" RUN_SERIAL TRUE)

@@ -128,9 +128,9 @@ RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
     fn.destroy = [](void* p) { delete static_cast<C*>(p); };
   } else {
     static_assert(std::is_void_v<R> || kIsSerializable<std::decay_t<R>>,
-                  "prism: the return type of a remote function must be serializable");
+                  "prism: the return type of a remote function must be serializable: make it trivially copyable or give it a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
     static_assert((kIsSerializable<std::decay_t<Args>> && ...),
-                  "prism: every parameter type of a remote function must be serializable");
+                  "prism: every parameter type of a remote function must be serializable: make it trivially copyable or give it a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
     fn.invoke = [f, name](const std::vector<ByteView>& args, Buffer& out) {
       CheckArity(name, sizeof...(Args), args.size());
       InvokeFree(f, args, out, std::index_sequence_for<Args...>{});
@@ -142,9 +142,9 @@ RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
 template <typename C, typename R, typename... Args, typename Call>
 RemoteFunction MakeMethod(const std::string& name, Call call) {
   static_assert(std::is_void_v<R> || kIsSerializable<std::decay_t<R>>,
-                "prism: the return type of an actor method must be serializable");
+                "prism: the return type of an actor method must be serializable: make it trivially copyable or give it a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
   static_assert((kIsSerializable<std::decay_t<Args>> && ...),
-                "prism: every parameter type of an actor method must be serializable");
+                "prism: every parameter type of an actor method must be serializable: make it trivially copyable or give it a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
   RemoteFunction fn;
   fn.name = name;
   fn.num_args = sizeof...(Args);
