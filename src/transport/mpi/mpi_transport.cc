@@ -97,7 +97,9 @@ void MpiTransport::Loop() {
       for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
       continue;
     }
-    auto sleep = std::chrono::nanoseconds(std::clamp<int64_t>(idle_ns / 8, 20'000, kMaxSleepNs));
+    // Graded back-off: short naps while traffic may resume, long ones after a quiet second.
+    int64_t cap = idle_ns < kLongIdleNs ? kMaxSleepNs : kLongIdleSleepNs;
+    auto sleep = std::chrono::nanoseconds(std::clamp<int64_t>(idle_ns / 8, 20'000, cap));
     std::unique_lock<std::mutex> lock(wake_mu_);
     sleeping_.store(true);
     wake_cv_.wait_for(lock, sleep, [&] { return has_work_.load() || stop_.load(); });
