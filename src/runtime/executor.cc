@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
 #include <chrono>
-#include <optional>
 
 namespace prism::internal {
 
@@ -23,21 +22,13 @@ void Executor::Submit(DispatchTask&& task) {
 }
 
 void Executor::Admit() {
-  // FIFO, but a task that does not fit does not stop different ones behind it (bounded
-  // scan). Tasks with the same demand as one that did not fit are skipped without a check:
-  // queues are mostly many tasks of one kind.
-  size_t scanned = 0;
-  std::optional<ResourceSet> no_fit;
-  for (auto it = waiting_.begin(); it != waiting_.end() && scanned < 64; ++scanned) {
-    const ResourceSet& demand = it->spec->demand;
-    if (!(no_fit && demand == *no_fit) && demand.FitsIn(available_)) {
-      available_.Subtract(demand);
-      runnable_.push_back(std::move(*it));
-      it = waiting_.erase(it);
-    } else {
-      if (!no_fit) no_fit = demand;
-      ++it;
-    }
+  // Strict FIFO: the head already sized what it sent here (capacity x pipeline depth), so
+  // the queue is short-lived; scanning past a task that does not fit would cost a demand
+  // comparison per queued task on every completion.
+  while (!waiting_.empty() && waiting_.front().spec->demand.FitsIn(available_)) {
+    available_.Subtract(waiting_.front().spec->demand);
+    runnable_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
   }
   num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
   if (runnable_.empty() || stop_) return;

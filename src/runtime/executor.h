@@ -1,6 +1,6 @@
 #pragma once
 // A rank's task executor: an elastic pool of threads with local resource accounting.
-// Tasks start in arrival order when their demand fits what is free. A task blocked in Get
+// Tasks start in arrival order (FIFO) when their demand fits what is free. A task blocked in Get
 // hands its CPU back (Block/Unblock), and a new thread is started if a queued task can then
 // run, so nested tasks cannot deadlock the pool. Idle threads sleep on a condition variable
 // (no CPU). Thread-safe.

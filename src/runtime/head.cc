@@ -49,7 +49,14 @@ void Head::Handle(int from, Message&& msg) {
 }
 
 std::string Head::ClassKey(const TaskSpec& spec) {
-  return spec.function + '|' + spec.demand.ToString();
+  std::string key = spec.function;
+  for (const auto& [name, units] : spec.demand.Entries()) {
+    key += '|';
+    key += name;
+    key += '=';
+    key += std::to_string(units);
+  }
+  return key;
 }
 
 void Head::OnSubmit(int from, TaskSpec&& spec) {
