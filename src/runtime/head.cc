@@ -307,9 +307,15 @@ void Head::OnSubscribe(int from, const Subscribe& m) {
 
 void Head::SendFrees(std::vector<FreedObject>& freed) {
   if (freed.empty()) return;
-  std::map<int, FreeObjects> per_rank;
+  // Usually one object on one rank: a small vector beats a map here.
+  std::vector<std::pair<int, FreeObjects>> per_rank;
   for (auto& f : freed) {
-    for (int r : f.locations) per_rank[r].ids.push_back(f.id);
+    for (int r : f.locations) {
+      auto it = std::find_if(per_rank.begin(), per_rank.end(),
+                             [r](const auto& p) { return p.first == r; });
+      if (it == per_rank.end()) it = per_rank.insert(per_rank.end(), {r, FreeObjects{}});
+      it->second.ids.push_back(f.id);
+    }
   }
   for (auto& [rank, msg] : per_rank) send_(rank, std::move(msg));
   freed.clear();

@@ -61,40 +61,54 @@ bool Node::Stop() { return executor_->Stop(); }
 
 // ---- Submit / Put ----------------------------------------------------------------------
 
-ObjectId Node::Submit(TaskRequest&& request) {
-  TaskSpec spec;
-  spec.function = std::move(request.function);
-  spec.name = request.name.empty() ? spec.function : std::move(request.name);
-  if (request.resources.find("CPU") == request.resources.end()) request.resources["CPU"] = 1;
-  for (const auto& [name, amount] : request.resources) {
+void Node::ValidateResources(const std::string& task_name,
+                             const std::map<std::string, double>& resources) const {
+  for (const auto& [name, amount] : resources) {
     if (!(amount >= 0) || !std::isfinite(amount)) {
-      throw ResourceError("prism: task " + spec.name + ": resource " + name + " = " +
+      throw ResourceError("prism: task " + task_name + ": resource " + name + " = " +
                           std::to_string(amount) + " must be a finite amount >= 0");
     }
     if (amount > 1 && amount != std::floor(amount)) {
-      throw ResourceError("prism: task " + spec.name + ": resource " + name + " = " +
+      throw ResourceError("prism: task " + task_name + ": resource " + name + " = " +
                           std::to_string(amount) +
                           ": amounts above 1 must be whole numbers (only amounts below 1 "
                           "may be fractional)");
     }
   }
-  spec.demand = ResourceSet(request.resources);
+}
+
+void Node::CheckFeasible(const TaskSpec& spec) const {
   bool feasible = std::any_of(options_.capacities.begin(), options_.capacities.end(),
                               [&](const ResourceSet& c) { return spec.demand.FitsIn(c); });
-  if (!feasible) {
-    std::string offer;
-    for (size_t r = 0; r < options_.capacities.size() && r < 4; ++r) {
-      ResourceSet shown;
-      for (const auto& [n, v] : options_.capacities[r].Entries()) {
-        if (n.rfind("rank:", 0) != 0) shown.Set(n, v);
-      }
-      offer += " rank " + std::to_string(r) + " " + shown.ToString() + ";";
+  if (feasible) return;
+  std::string offer;
+  for (size_t r = 0; r < options_.capacities.size() && r < 4; ++r) {
+    ResourceSet shown;
+    for (const auto& [n, v] : options_.capacities[r].Entries()) {
+      if (n.rfind("rank:", 0) != 0) shown.Set(n, v);
     }
-    throw ResourceError("prism: task " + spec.name + " asks for " + spec.demand.ToString() +
-                        " but no rank can ever provide that (ranks offer:" + offer +
-                        "). Lower the request or start ranks with more "
-                        "(--prism-num-cpus, --prism-num-gpus, --prism-resources).");
+    offer += " rank " + std::to_string(r) + " " + shown.ToString() + ";";
   }
+  throw ResourceError("prism: task " + spec.name + " asks for " + spec.demand.ToString() +
+                      " but no rank can ever provide that (ranks offer:" + offer +
+                      "). Lower the request or start ranks with more "
+                      "(--prism-num-cpus, --prism-num-gpus, --prism-resources).");
+}
+
+ObjectId Node::Submit(TaskRequest&& request) {
+  TaskSpec spec;
+  spec.function = std::move(request.function);
+  spec.name = request.name.empty() ? spec.function : std::move(request.name);
+  if (request.resources.empty()) {
+    // The common case, a task with default resources: no validation or map work.
+    static const ResourceSet kDefaultDemand({{"CPU", 1}});
+    spec.demand = kDefaultDemand;
+  } else {
+    ValidateResources(spec.name, request.resources);
+    if (request.resources.find("CPU") == request.resources.end()) request.resources["CPU"] = 1;
+    spec.demand = ResourceSet(request.resources);
+  }
+  CheckFeasible(spec);
   spec.id = NextId();
   spec.args.reserve(request.args.size());
   for (auto& a : request.args) {

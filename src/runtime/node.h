@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -69,6 +70,10 @@ class Node : public CoreApi {
 
  private:
   void Execute(DispatchTask& task);
+  void ValidateResources(const std::string& task_name,
+                         const std::map<std::string, double>& resources) const;
+  /// Throws ResourceError if no rank's whole capacity covers the task's demand.
+  void CheckFeasible(const TaskSpec& spec) const;
   void OnObjectReady(ObjectReady&& m);
   /// Makes sure each missing id is on its way here (subscribe once per id).
   void Request(const std::vector<ObjectId>& ids);
