@@ -20,6 +20,7 @@
 #include "prism/config.h"
 #include "prism/errors.h"
 #include "prism/object_ref.h"
+#include "prism/placement_group.h"
 #include "prism/remote.h"
 #include "prism/runtime_context.h"
 #include "prism/task_caller.h"

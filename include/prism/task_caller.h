@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "prism/object_ref.h"
+#include "prism/placement_group.h"
 #include "prism/remote.h"
 
 namespace prism {
@@ -91,6 +92,14 @@ class TaskCaller {
   }
   TaskCaller& SetRetryExceptions(bool retry) {
     request_.retry_exceptions = retry;
+    return *this;
+  }
+  /// Runs the task inside bundle `bundle_index` of `group` (-1: any of its bundles), using
+  /// the bundle's reserved resources. The task waits until the group is created; it fails
+  /// if the group is removed first or its demand exceeds the bundle.
+  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    request_.placement_group = group.GetID();
+    request_.bundle_index = bundle_index;
     return *this;
   }
 

@@ -1,6 +1,7 @@
 #include "runtime/head.h"
 
 #include "common/log.h"
+#include "scheduler/bundle_placement.h"
 
 namespace prism::internal {
 
@@ -12,8 +13,12 @@ ErrorInfo LostError(ObjectId id, const std::string& task_name) {
 }
 }  // namespace
 
-Head::Head(std::vector<ResourceSet> capacities, SendFn send)
-    : send_(std::move(send)), scheduler_(std::move(capacities)) {}
+Head::Head(std::vector<ResourceSet> capacities, SendFn send, std::vector<std::string> node_of_rank)
+    : send_(std::move(send)), scheduler_(std::move(capacities)), node_of_rank_(std::move(node_of_rank)) {
+  if (node_of_rank_.empty()) {
+    for (int r = 0; r < scheduler_.NumRanks(); ++r) node_of_rank_.push_back("rank-" + std::to_string(r));
+  }
+}
 
 void Head::Handle(int from, Message&& msg) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
@@ -50,6 +55,9 @@ void Head::Handle(int from, Message&& msg) {
 
 std::string Head::ClassKey(const TaskSpec& spec) {
   std::string key = spec.function;
+  if (!spec.placement_group.empty()) {
+    key += "|pg=" + spec.placement_group + "/" + std::to_string(spec.bundle_index);
+  }
   for (const auto& [name, units] : spec.demand.Entries()) {
     key += '|';
     key += name;
@@ -88,6 +96,30 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
       seen.push_back(arg.ref);
     }
   }
+  if (!task.spec->placement_group.empty()) {
+    auto g = groups_.find(task.spec->placement_group);
+    ErrorInfo bad{"ResourceError", "", task.spec->name, -1};
+    if (g == groups_.end()) {
+      bad.message = "placement group " + task.spec->placement_group + " does not exist (removed?)";
+    } else {
+      int b = task.spec->bundle_index;
+      const auto& bundles = g->second.bundles;
+      if (b >= static_cast<int>(bundles.size()) || b < -1) {
+        bad.message = "bundle index " + std::to_string(b) + " out of range: placement group " +
+                      task.spec->placement_group + " has " + std::to_string(bundles.size()) +
+                      " bundles";
+      } else if (std::none_of(bundles.begin(), bundles.end(), [&](const ResourceSet& bs) {
+                   return (b < 0 || &bs == &bundles[b]) && task.spec->demand.FitsIn(bs);
+                 })) {
+        bad.message = "task asks for " + task.spec->demand.ToString() +
+                      ", more than its placement group bundle holds";
+      }
+    }
+    if (!bad.message.empty()) {
+      FailTask(id, bad);
+      return;
+    }
+  }
   if (task.unresolved == 0) Enqueue(id);
 }
 
@@ -121,6 +153,7 @@ bool Head::TryDispatch(TaskEntry& task) {
     }
     out.refs.push_back(std::move(loc));
   }
+  if (!spec.placement_group.empty()) return TryDispatchInGroup(task, out);
   int rank = scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank);
   if (rank < 0) return false;
   scheduler_.Commit(rank, spec.demand);
@@ -130,7 +163,51 @@ bool Head::TryDispatch(TaskEntry& task) {
   return true;
 }
 
+bool Head::TryDispatchInGroup(TaskEntry& task, DispatchTask& out) {
+  const TaskSpec& spec = *task.spec;
+  auto g = groups_.find(spec.placement_group);
+  if (g == groups_.end()) {
+    FailTask(spec.id, {"PlacementGroupRemoved",
+                       "placement group " + spec.placement_group + " was removed", spec.name, -1});
+    return true;  // handled: the task is gone
+  }
+  PgEntry& pg = g->second;
+  if (!pg.created) return false;
+  int chosen = -1;
+  for (int b = 0; b < static_cast<int>(pg.bundles.size()); ++b) {
+    if (spec.bundle_index >= 0 && b != spec.bundle_index) continue;
+    if (!spec.demand.FitsIn(pg.free[b])) continue;
+    if (chosen < 0 || pg.ranks[b] == spec.submitter) chosen = b;
+  }
+  if (chosen < 0) return false;
+  pg.free[chosen].Subtract(spec.demand);
+  task.bundle = chosen;
+  task.rank = pg.ranks[chosen];
+  out.spec = task.spec;
+  send_(task.rank, std::move(out));
+  return true;
+}
+
+void Head::ReleaseHeld(TaskEntry& task, const ResourceSet& held) {
+  if (task.bundle >= 0) {
+    auto g = groups_.find(task.spec->placement_group);
+    if (g != groups_.end()) g->second.free[task.bundle].Add(held);
+  } else {
+    scheduler_.Release(task.rank, held);
+  }
+}
+
+void Head::HoldAgain(TaskEntry& task, const ResourceSet& held) {
+  if (task.bundle >= 0) {
+    auto g = groups_.find(task.spec->placement_group);
+    if (g != groups_.end()) g->second.free[task.bundle].Subtract(held);
+  } else {
+    scheduler_.Commit(task.rank, held);
+  }
+}
+
 void Head::DrainQueues() {
+  PlacePendingGroups();
   if (queued_ == 0) return;
   for (auto& [key, queue] : queues_) {
     while (!queue.empty()) {
@@ -153,7 +230,8 @@ void Head::OnTaskDone(int from, TaskDone&& done) {
   TaskEntry& task = it->second;
   ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
-  scheduler_.Release(task.rank, held);
+  ReleaseHeld(task, held);
+  task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
   if (!done.ok && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
@@ -264,10 +342,10 @@ void Head::OnTaskBlocked(int from, const TaskBlocked& m) {
   cpu.Set("CPU", task.spec->demand.Get("CPU"));
   task.blocked = m.blocked;
   if (m.blocked) {
-    scheduler_.Release(task.rank, cpu);
+    ReleaseHeld(task, cpu);
     DrainQueues();
   } else {
-    scheduler_.Commit(task.rank, cpu);
+    HoldAgain(task, cpu);
   }
 }
 
@@ -343,6 +421,147 @@ size_t Head::NumObjects() {
 size_t Head::NumTasks() {
   std::lock_guard<AdaptiveMutex> lock(mu_);
   return tasks_.size();
+}
+
+}  // namespace prism::internal
+
+namespace prism::internal {
+
+// ---- Placement groups --------------------------------------------------------------------
+
+std::string Head::CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
+  if (options.bundles.empty()) {
+    throw Error("prism: CreatePlacementGroup: no bundles given");
+  }
+  std::vector<ResourceSet> bundles;
+  for (size_t i = 0; i < options.bundles.size(); ++i) {
+    std::map<std::string, double> amounts(options.bundles[i].begin(), options.bundles[i].end());
+    bool any = false;
+    for (const auto& [name, amount] : amounts) {
+      if (!(amount >= 0)) {
+        throw Error("prism: CreatePlacementGroup: bundle " + std::to_string(i) + " asks for " +
+                    name + " = " + std::to_string(amount) + "; amounts must be >= 0");
+      }
+      any |= amount > 0;
+    }
+    if (!any) {
+      throw Error("prism: CreatePlacementGroup: bundle " + std::to_string(i) +
+                  " is empty; every bundle must reserve something");
+    }
+    bundles.emplace_back(amounts);
+  }
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  if (!options.name.empty()) {
+    for (const auto& [id, g] : groups_) {
+      if (g.options.name == options.name) {
+        throw Error("prism: a placement group named \"" + options.name + "\" already exists (" +
+                    id + ")");
+      }
+    }
+  }
+  std::vector<ResourceSet> capacities;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) capacities.push_back(scheduler_.Capacity(r));
+  if (PlaceBundles(bundles, options.strategy, capacities, node_of_rank_).empty()) {
+    std::string listed;
+    for (const auto& b : bundles) listed += " " + b.ToString();
+    static const char* const kNames[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+    throw ResourceError("prism: placement group" +
+                        (options.name.empty() ? std::string() : " \"" + options.name + "\"") +
+                        " can never be placed: bundles" + listed + " with strategy " +
+                        kNames[static_cast<int>(options.strategy)] +
+                        " do not fit even an idle cluster (" + scheduler_.DescribeInfeasible(bundles[0]) + ")");
+  }
+  char id[32];
+  std::snprintf(id, sizeof id, "pg-%06llx", static_cast<unsigned long long>(++next_group_));
+  PgEntry& g = groups_[id];
+  g.options = options;
+  g.bundles = std::move(bundles);
+  pending_groups_.push_back(id);
+  PlacePendingGroups();
+  DrainQueues();
+  return id;
+}
+
+void Head::PlacePendingGroups() {
+  for (auto it = pending_groups_.begin(); it != pending_groups_.end();) {
+    PgEntry& g = groups_.at(*it);
+    std::vector<ResourceSet> free;
+    for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+      ResourceSet f = scheduler_.Capacity(r);
+      f.Subtract(scheduler_.Committed(r));
+      free.push_back(std::move(f));
+    }
+    auto ranks = PlaceBundles(g.bundles, g.options.strategy, free, node_of_rank_);
+    if (ranks.empty()) {
+      ++it;
+      continue;
+    }
+    for (size_t b = 0; b < ranks.size(); ++b) scheduler_.Commit(ranks[b], g.bundles[b]);
+    g.ranks = std::move(ranks);
+    g.free = g.bundles;
+    g.created = true;
+    PRISM_LOG_INFO("placement group " << *it << " created");
+    it = pending_groups_.erase(it);
+  }
+}
+
+bool Head::RemovePlacementGroup(const std::string& id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  auto g = groups_.find(id);
+  if (g == groups_.end()) return false;
+  std::vector<TaskId> queued;
+  for (auto& [task_id, task] : tasks_) {
+    if (task.spec->placement_group != id) continue;
+    if (task.bundle >= 0) {
+      // Still running: from now on it holds its resources as a plain task of its rank.
+      ResourceSet held = task.spec->demand;
+      if (task.blocked) held.Set("CPU", 0);
+      scheduler_.Commit(task.rank, held);
+      task.bundle = -1;
+    } else if (task.rank < 0) {
+      queued.push_back(task_id);
+    }
+  }
+  if (g->second.created) {
+    for (size_t b = 0; b < g->second.ranks.size(); ++b) {
+      scheduler_.Release(g->second.ranks[b], g->second.bundles[b]);
+    }
+  }
+  pending_groups_.erase(std::remove(pending_groups_.begin(), pending_groups_.end(), id),
+                        pending_groups_.end());
+  groups_.erase(g);
+  for (TaskId t : queued) {
+    auto it = tasks_.find(t);
+    if (it == tasks_.end()) continue;
+    FailTask(t, {"PlacementGroupRemoved", "placement group " + id + " was removed before the task ran",
+                 it->second.spec->name, -1});
+  }
+  DrainQueues();
+  return true;
+}
+
+Head::PgState Head::PlacementGroupState(const std::string& id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  auto g = groups_.find(id);
+  if (g == groups_.end()) return PgState::kUnknown;
+  return g->second.created ? PgState::kCreated : PgState::kPending;
+}
+
+std::vector<PlacementGroup> Head::PlacementGroups(const std::string& name, const std::string& id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  std::vector<PlacementGroup> out;
+  for (const auto& [gid, g] : groups_) {
+    if (!name.empty() && g.options.name != name) continue;
+    if (!id.empty() && gid != id) continue;
+    out.emplace_back(gid, g.options);
+  }
+  return out;
+}
+
+std::vector<int> Head::BundleRanks(const std::string& id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  auto g = groups_.find(id);
+  return g == groups_.end() ? std::vector<int>{} : g->second.ranks;
 }
 
 }  // namespace prism::internal

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gcs/object_directory.h"
+#include "prism/placement_group.h"
 #include "scheduler/scheduler.h"
 #include "transport/messages.h"
 
@@ -24,12 +25,29 @@ namespace prism::internal {
 class Head {
  public:
   using SendFn = std::function<void(int dest, Message&& msg)>;
-  Head(std::vector<ResourceSet> capacities, SendFn send);
+  /// `node_of_rank` (one per rank, default: each rank its own node) drives placement
+  /// group strategies.
+  Head(std::vector<ResourceSet> capacities, SendFn send,
+       std::vector<std::string> node_of_rank = {});
 
   /// Handles one message from `from`'s node manager. Thread-safe.
   void Handle(int from, Message&& msg);
 
   std::map<std::string, double> Available();
+
+  // Placement groups (see prism/placement_group.h). Thread-safe.
+  enum class PgState { kUnknown, kPending, kCreated };
+  /// Returns the new group's id. Throws ResourceError if it could never be placed, Error on
+  /// bad options.
+  std::string CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+  /// False if no such group.
+  bool RemovePlacementGroup(const std::string& id);
+  PgState PlacementGroupState(const std::string& id);
+  /// Live groups, optionally only the one with this name or id.
+  std::vector<PlacementGroup> PlacementGroups(const std::string& name = "",
+                                              const std::string& id = "");
+  /// Ranks holding each bundle of a created group (empty while pending). For tests.
+  std::vector<int> BundleRanks(const std::string& id);
   size_t NumObjects();
   size_t NumTasks();
 
@@ -38,7 +56,15 @@ class Head {
     std::shared_ptr<TaskSpec> spec;
     int unresolved = 0;
     int rank = -1;       // where it was dispatched, -1 while waiting
+    int bundle = -1;     // bundle of its placement group it runs in, -1: none
     bool blocked = false;
+  };
+  struct PgEntry {
+    PlacementGroupCreationOptions options;
+    std::vector<ResourceSet> bundles;
+    bool created = false;
+    std::vector<int> ranks;         // per bundle, once created
+    std::vector<ResourceSet> free;  // per bundle: reserved minus what its tasks hold
   };
 
   void OnSubmit(int from, TaskSpec&& spec);
@@ -57,6 +83,13 @@ class Head {
   void NotifyReady(ObjectId id, ObjectEntry& e);
   ObjectReady ReadyMessage(ObjectId id, const ObjectEntry& e) const;
   void SendFrees(std::vector<FreedObject>& freed);
+  /// Reserves pending placement groups that fit now, oldest first.
+  void PlacePendingGroups();
+  /// Dispatch of a task that asked for a placement group; false if it must wait.
+  bool TryDispatchInGroup(TaskEntry& task, DispatchTask& out);
+  /// Gives back what a finished (or blocked) task held, to its bundle or its rank.
+  void ReleaseHeld(TaskEntry& task, const ResourceSet& held);
+  void HoldAgain(TaskEntry& task, const ResourceSet& held);
   static std::string ClassKey(const TaskSpec& spec);
 
   AdaptiveMutex mu_;
@@ -67,6 +100,10 @@ class Head {
   // Ready tasks that found no room, FIFO per scheduling class (function + demand).
   std::map<std::string, std::deque<TaskId>> queues_;
   size_t queued_ = 0;
+  std::vector<std::string> node_of_rank_;
+  std::map<std::string, PgEntry> groups_;  // by id
+  std::vector<std::string> pending_groups_;  // ids, oldest first
+  uint64_t next_group_ = 0;
 };
 
 }  // namespace prism::internal

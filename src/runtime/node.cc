@@ -122,6 +122,8 @@ ObjectId Node::Submit(TaskRequest&& request) {
   spec.max_retries = request.max_retries;
   spec.retry_exceptions = request.retry_exceptions;
   spec.submitter = options_.rank;
+  spec.placement_group = std::move(request.placement_group);
+  spec.bundle_index = request.bundle_index;
   ObjectId id = spec.id;
   {
     std::lock_guard<AdaptiveMutex> lock(refs_mu_);

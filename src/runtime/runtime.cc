@@ -21,6 +21,7 @@
 #include <exception>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "common/check.h"
 #include "common/log.h"
@@ -212,13 +213,16 @@ void Build(Runtime& rt) {
         std::make_unique<MpiTransport>(MPI_COMM_WORLD, rt.settings.rank_timeout_s, handlers);
   }
   if (rt.rank == 0) {
-    rt.head = std::make_unique<Head>(rt.capacities, [self](int dest, Message&& m) {
-      if (dest == 0) {
-        self->node->Handle(std::move(m));
-      } else {
-        self->transport->Send(dest, m);
-      }
-    });
+    rt.head = std::make_unique<Head>(
+        rt.capacities,
+        [self](int dest, Message&& m) {
+          if (dest == 0) {
+            self->node->Handle(std::move(m));
+          } else {
+            self->transport->Send(dest, m);
+          }
+        },
+        rt.node_ids);
     rt.node = std::make_unique<Node>(
         options, [self](Message&& m) { self->head->Handle(0, std::move(m)); },
         rt.transport.get());
@@ -394,6 +398,59 @@ std::map<std::string, double> AvailableResources() {
                        "(the driver or a task running there)");
   }
   return rt->head->Available();
+}
+
+namespace {
+internal::Head& DriverHead(const char* what) {
+  auto* rt = internal::g_runtime.load();
+  if (rt == nullptr) throw RuntimeError(std::string("prism: ") + what + " called before Init");
+  if (!rt->head) {
+    throw RuntimeError(std::string("prism: ") + what +
+                       " is answered by the head: call it from the driver (rank 0)");
+  }
+  return *rt->head;
+}
+}  // namespace
+
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
+  std::string id = DriverHead("CreatePlacementGroup").CreatePlacementGroup(options);
+  return PlacementGroup(id, options);
+}
+
+void RemovePlacementGroup(const std::string& placement_group_id) {
+  if (!DriverHead("RemovePlacementGroup").RemovePlacementGroup(placement_group_id)) {
+    throw Error("prism: RemovePlacementGroup: no placement group " + placement_group_id);
+  }
+}
+
+PlacementGroup GetPlacementGroup(const std::string& name) {
+  auto found = DriverHead("GetPlacementGroup").PlacementGroups(name, "");
+  return found.empty() ? PlacementGroup() : found.front();
+}
+
+PlacementGroup GetPlacementGroupById(const std::string& id) {
+  auto found = DriverHead("GetPlacementGroupById").PlacementGroups("", id);
+  return found.empty() ? PlacementGroup() : found.front();
+}
+
+std::vector<PlacementGroup> GetAllPlacementGroups() {
+  return DriverHead("GetAllPlacementGroups").PlacementGroups();
+}
+
+bool PlacementGroup::Wait(int timeout_seconds) const {
+  if (id_.empty()) throw Error("prism: Wait on an empty PlacementGroup handle");
+  internal::Head& head = DriverHead("PlacementGroup::Wait");
+  // The head places groups when resources free up; poll its state (cheap, local).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  auto nap = std::chrono::microseconds(50);
+  for (;;) {
+    auto state = head.PlacementGroupState(id_);
+    if (state == internal::Head::PgState::kCreated) return true;
+    if (state == internal::Head::PgState::kUnknown) return false;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(5000));
+  }
 }
 
 int RuntimeContext::GetRank() const { return internal::g_runtime.load()->rank; }

@@ -65,6 +65,8 @@ struct Enc {
     (*this)(t.contained);
     (*this)(t.submitter);
     (*this)(t.attempt);
+    (*this)(t.placement_group);
+    (*this)(t.bundle_index);
   }
   void operator()(const std::shared_ptr<const TaskSpec>& t) { (*this)(*t); }
   void operator()(const ArgLocation& a) {
@@ -132,6 +134,8 @@ struct Dec {
     (*this)(t.contained);
     (*this)(t.submitter);
     (*this)(t.attempt);
+    (*this)(t.placement_group);
+    (*this)(t.bundle_index);
   }
   void operator()(std::shared_ptr<const TaskSpec>& t) {
     auto spec = std::make_shared<TaskSpec>();

@@ -49,6 +49,8 @@ struct TaskSpec {
   std::vector<ObjectId> contained;  // refs nested in argument values
   int submitter = 0;
   int attempt = 0;
+  std::string placement_group;  // empty: none
+  int bundle_index = -1;        // -1: any bundle of the group
 };
 
 /// Where a by-reference argument is, as the head knows at dispatch time.

@@ -1,0 +1,74 @@
+#pragma once
+// Placement groups (Ray's): reserve bundles of resources across the cluster, all or none,
+// then run tasks inside them with Task(f).SetPlacementGroup(pg, bundle_index).
+//
+//   auto pg = prism::CreatePlacementGroup({"workers", {{{"CPU", 1}}, {{"CPU", 1}}},
+//                                          prism::PlacementStrategy::STRICT_SPREAD});
+//   if (!pg.Wait(10)) throw ...;
+//   prism::Task(Work).SetPlacementGroup(pg, 0).Remote();
+//   prism::RemovePlacementGroup(pg.GetID());
+//
+// Strategies place bundles over nodes (hosts, or simulated nodes with
+// PRISM_RANKS_PER_NODE): PACK (as few nodes as possible), SPREAD (as many as possible),
+// STRICT_PACK (all on one node, else wait), STRICT_SPREAD (each on a different node,
+// else wait). A group that no empty cluster could hold fails at creation.
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace prism {
+
+enum class PlacementStrategy { PACK = 0, SPREAD = 1, STRICT_PACK = 2, STRICT_SPREAD = 3 };
+
+struct PlacementGroupCreationOptions {
+  std::string name;  // optional; lets GetPlacementGroup(name) find it
+  std::vector<std::unordered_map<std::string, double>> bundles;
+  PlacementStrategy strategy = PlacementStrategy::PACK;
+};
+
+/// Handle to a placement group. Cheap copyable value; thread-safe.
+class PlacementGroup {
+ public:
+  PlacementGroup() = default;
+  PlacementGroup(std::string id, PlacementGroupCreationOptions options)
+      : id_(std::move(id)), options_(std::move(options)) {}
+
+  /// Empty for a default-constructed handle (e.g. GetPlacementGroup of an unknown name).
+  const std::string& GetID() const { return id_; }
+  const std::string& GetName() const { return options_.name; }
+  const std::vector<std::unordered_map<std::string, double>>& GetBundles() const {
+    return options_.bundles;
+  }
+  PlacementStrategy GetStrategy() const { return options_.strategy; }
+  bool Empty() const { return id_.empty(); }
+  /// Blocks until every bundle is reserved (true) or timeout_seconds pass (false). Returns
+  /// false at once if the group was removed.
+  bool Wait(int timeout_seconds) const;
+
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    int strategy = static_cast<int>(options_.strategy);
+    ar & id_ & options_.name & options_.bundles & strategy;
+    options_.strategy = static_cast<PlacementStrategy>(strategy);
+  }
+
+ private:
+  std::string id_;
+  PlacementGroupCreationOptions options_;
+};
+
+/// Reserves the bundles (asynchronously: use Wait). Throws ResourceError if the group could
+/// never be placed (a bundle larger than any rank, STRICT_SPREAD over more bundles than
+/// nodes, ...), Error on an empty bundle list or a duplicate name. Driver only (rank 0).
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+/// Frees the group's resources; its queued tasks fail, running ones finish. Driver only.
+void RemovePlacementGroup(const std::string& placement_group_id);
+/// The live group with this name, or an empty handle. Driver only.
+PlacementGroup GetPlacementGroup(const std::string& name);
+/// The live group with this id, or an empty handle. Driver only.
+PlacementGroup GetPlacementGroupById(const std::string& id);
+/// Every group not yet removed. Driver only.
+std::vector<PlacementGroup> GetAllPlacementGroups();
+
+}  // namespace prism

@@ -1,0 +1,129 @@
+// Placement groups as pure logic: bundle placement strategies and the head's accounting.
+#include <gtest/gtest.h>
+
+#include "runtime/head.h"
+#include "scheduler/bundle_placement.h"
+
+namespace prism::internal {
+namespace {
+
+ResourceSet Cpus(double n) { return ResourceSet({{"CPU", n}}); }
+// 4 ranks on 2 nodes of 2 ranks, 2 CPUs each.
+const std::vector<std::string> kNodes{"a", "a", "b", "b"};
+std::vector<ResourceSet> Free(double cpus = 2) { return {Cpus(cpus), Cpus(cpus), Cpus(cpus), Cpus(cpus)}; }
+
+TEST(BundlePlacementTest, StrictPackKeepsEveryBundleOnOneNode) {
+  auto r = PlaceBundles({Cpus(2), Cpus(2)}, PlacementStrategy::STRICT_PACK, Free(), kNodes);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(kNodes[r[0]], kNodes[r[1]]);
+  EXPECT_TRUE(PlaceBundles({Cpus(2), Cpus(2), Cpus(2)}, PlacementStrategy::STRICT_PACK, Free(),
+                           kNodes).empty())
+      << "one node has only 4 CPUs";
+}
+
+TEST(BundlePlacementTest, PackFallsBackToSeveralNodes) {
+  auto r = PlaceBundles({Cpus(2), Cpus(2), Cpus(2)}, PlacementStrategy::PACK, Free(), kNodes);
+  ASSERT_EQ(r.size(), 3u);
+}
+
+TEST(BundlePlacementTest, StrictSpreadNeedsDistinctNodes) {
+  auto r = PlaceBundles({Cpus(1), Cpus(1)}, PlacementStrategy::STRICT_SPREAD, Free(), kNodes);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_NE(kNodes[r[0]], kNodes[r[1]]);
+  EXPECT_TRUE(PlaceBundles({Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::STRICT_SPREAD, Free(),
+                           kNodes).empty());
+}
+
+TEST(BundlePlacementTest, SpreadPrefersNewNodesButMayShare) {
+  auto r = PlaceBundles({Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::SPREAD, Free(), kNodes);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_NE(kNodes[r[0]], kNodes[r[1]]);
+}
+
+TEST(BundlePlacementTest, AllOrNothing) {
+  auto busy = Free();
+  busy[2] = Cpus(0);
+  busy[3] = Cpus(0);
+  EXPECT_TRUE(PlaceBundles({Cpus(2), Cpus(2), Cpus(2)}, PlacementStrategy::PACK, busy, kNodes)
+                  .empty());
+}
+
+class HeadPgTest : public ::testing::Test {
+ protected:
+  HeadPgTest()
+      : head_({Cpus(2), Cpus(2)}, [this](int dest, Message&& m) { sent_.push_back({dest, std::move(m)}); },
+              {"a", "b"}) {}
+  std::vector<std::pair<int, Message>> sent_;
+  Head head_;
+  TaskSpec Spec(uint64_t id, const std::string& pg, int bundle, double cpus = 1) {
+    TaskSpec s;
+    s.id = ObjectId(id);
+    s.function = s.name = "f";
+    s.demand = Cpus(cpus);
+    s.placement_group = pg;
+    s.bundle_index = bundle;
+    return s;
+  }
+  std::vector<std::pair<int, DispatchTask>> Dispatched() {
+    std::vector<std::pair<int, DispatchTask>> out;
+    for (auto& [d, m] : sent_) {
+      if (auto* t = std::get_if<DispatchTask>(&m)) out.push_back({d, *t});
+    }
+    sent_.clear();
+    return out;
+  }
+};
+
+TEST_F(HeadPgTest, ReservesAtomicallyAndRunsTasksInTheirBundle) {
+  std::string id = head_.CreatePlacementGroup({"g", {{{"CPU", 2}}, {{"CPU", 2}}},
+                                               PlacementStrategy::STRICT_SPREAD});
+  EXPECT_EQ(head_.PlacementGroupState(id), Head::PgState::kCreated);
+  auto ranks = head_.BundleRanks(id);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(head_.Available()["CPU"], 0) << "both ranks fully reserved";
+  head_.Handle(0, SubmitTask{Spec(1, id, 1)});
+  auto d = Dispatched();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].first, ranks[1]);
+  // A plain task cannot run: everything is reserved.
+  TaskSpec plain = Spec(2, "", -1);
+  head_.Handle(0, SubmitTask{plain});
+  EXPECT_TRUE(Dispatched().empty());
+  // Removing the group frees its resources: the plain task runs.
+  EXPECT_TRUE(head_.RemovePlacementGroup(id));
+  EXPECT_EQ(Dispatched().size(), 1u);
+  EXPECT_EQ(head_.PlacementGroupState(id), Head::PgState::kUnknown);
+}
+
+TEST_F(HeadPgTest, PendingGroupIsCreatedWhenResourcesFree) {
+  std::string a = head_.CreatePlacementGroup({"a", {{{"CPU", 2}}, {{"CPU", 2}}}, PlacementStrategy::PACK});
+  std::string b = head_.CreatePlacementGroup({"b", {{{"CPU", 1}}}, PlacementStrategy::PACK});
+  EXPECT_EQ(head_.PlacementGroupState(b), Head::PgState::kPending);
+  head_.RemovePlacementGroup(a);
+  EXPECT_EQ(head_.PlacementGroupState(b), Head::PgState::kCreated);
+}
+
+TEST_F(HeadPgTest, InfeasibleAndBadGroupsFailClearly) {
+  EXPECT_THROW(head_.CreatePlacementGroup({"x", {{{"CPU", 3}}}, PlacementStrategy::PACK}), ResourceError);
+  EXPECT_THROW(head_.CreatePlacementGroup(
+                   {"y", {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, PlacementStrategy::STRICT_SPREAD}),
+               ResourceError)
+      << "two nodes only";
+  EXPECT_THROW(head_.CreatePlacementGroup({"z", {}, PlacementStrategy::PACK}), Error);
+  head_.CreatePlacementGroup({"dup", {{{"CPU", 1}}}, PlacementStrategy::PACK});
+  EXPECT_THROW(head_.CreatePlacementGroup({"dup", {{{"CPU", 1}}}, PlacementStrategy::PACK}), Error);
+}
+
+TEST_F(HeadPgTest, TaskLargerThanItsBundleFailsInsteadOfPending) {
+  std::string id = head_.CreatePlacementGroup({"g", {{{"CPU", 1}}}, PlacementStrategy::PACK});
+  head_.Handle(0, SubmitTask{Spec(1, id, 0, /*cpus=*/2)});
+  head_.Handle(0, Subscribe{{ObjectId(1)}});
+  bool failed = false;
+  for (auto& [d, m] : sent_) {
+    if (auto* r = std::get_if<ObjectReady>(&m)) failed = r->failed && r->error.type == "ResourceError";
+  }
+  EXPECT_TRUE(failed);
+}
+
+}  // namespace
+}  // namespace prism::internal
