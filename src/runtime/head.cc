@@ -188,21 +188,14 @@ bool Head::TryDispatchInGroup(TaskEntry& task, DispatchTask& out) {
   return true;
 }
 
-void Head::ReleaseHeld(TaskEntry& task, const ResourceSet& held) {
-  if (task.bundle >= 0) {
+void Head::AdjustHeld(TaskEntry& task, const ResourceSet& amount, bool release) {
+  if (task.bundle >= 0) {  // accounted inside its placement group bundle
     auto g = groups_.find(task.spec->placement_group);
-    if (g != groups_.end()) g->second.free[task.bundle].Add(held);
+    if (g == groups_.end()) return;
+    ResourceSet& free = g->second.free[task.bundle];
+    release ? free.Add(amount) : free.Subtract(amount);
   } else {
-    scheduler_.Release(task.rank, held);
-  }
-}
-
-void Head::HoldAgain(TaskEntry& task, const ResourceSet& held) {
-  if (task.bundle >= 0) {
-    auto g = groups_.find(task.spec->placement_group);
-    if (g != groups_.end()) g->second.free[task.bundle].Subtract(held);
-  } else {
-    scheduler_.Commit(task.rank, held);
+    release ? scheduler_.Release(task.rank, amount) : scheduler_.Commit(task.rank, amount);
   }
 }
 
@@ -230,7 +223,7 @@ void Head::OnTaskDone(int from, TaskDone&& done) {
   TaskEntry& task = it->second;
   ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
-  ReleaseHeld(task, held);
+  AdjustHeld(task, held, /*release=*/true);
   task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
   if (!done.ok && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
@@ -342,10 +335,10 @@ void Head::OnTaskBlocked(int from, const TaskBlocked& m) {
   cpu.Set("CPU", task.spec->demand.Get("CPU"));
   task.blocked = m.blocked;
   if (m.blocked) {
-    ReleaseHeld(task, cpu);
+    AdjustHeld(task, cpu, /*release=*/true);
     DrainQueues();
   } else {
-    HoldAgain(task, cpu);
+    AdjustHeld(task, cpu, /*release=*/false);
   }
 }
 

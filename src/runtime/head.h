@@ -87,9 +87,8 @@ class Head {
   void PlacePendingGroups();
   /// Dispatch of a task that asked for a placement group; false if it must wait.
   bool TryDispatchInGroup(TaskEntry& task, DispatchTask& out);
-  /// Gives back what a finished (or blocked) task held, to its bundle or its rank.
-  void ReleaseHeld(TaskEntry& task, const ResourceSet& held);
-  void HoldAgain(TaskEntry& task, const ResourceSet& held);
+  /// Gives back (release) or takes again what a task holds, in its bundle or on its rank.
+  void AdjustHeld(TaskEntry& task, const ResourceSet& amount, bool release);
   static std::string ClassKey(const TaskSpec& spec);
 
   AdaptiveMutex mu_;

@@ -15,6 +15,16 @@ std::string ErrorInfo::Render() const {
 
 namespace {
 
+// Field lists of nested structs and messages, shared by encoder and decoder so the two
+// can never disagree.
+template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.type); f(e.message); f(e.task_name); f(e.rank); }
+template <typename F> void Fields(TaskSpec& t, F&& f) {
+  f(t.id); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
+  f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
+  f(t.bundle_index);
+}
+template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); f(a.size); f(a.holders); }
+
 struct Enc {
   Writer& w;
   void operator()(uint8_t v) { w.Pod(v); }
@@ -40,11 +50,9 @@ struct Enc {
       w.Pod(units);
     }
   }
-  void operator()(const ErrorInfo& e) {
-    (*this)(e.type);
-    (*this)(e.message);
-    (*this)(e.task_name);
-    (*this)(e.rank);
+  template <typename T>
+  auto operator()(const T& v) -> decltype(Fields(const_cast<T&>(v), *this)) {
+    Fields(const_cast<T&>(v), [this](const auto& field) { (*this)(field); });
   }
   void operator()(const TaskSpecArg& a) {
     (*this)(a.is_ref);
@@ -54,27 +62,7 @@ struct Enc {
       (*this)(a.value);
     }
   }
-  void operator()(const TaskSpec& t) {
-    (*this)(t.id);
-    (*this)(t.function);
-    (*this)(t.name);
-    (*this)(t.args);
-    (*this)(t.demand);
-    (*this)(t.max_retries);
-    (*this)(t.retry_exceptions);
-    (*this)(t.contained);
-    (*this)(t.submitter);
-    (*this)(t.attempt);
-    (*this)(t.placement_group);
-    (*this)(t.bundle_index);
-  }
   void operator()(const std::shared_ptr<const TaskSpec>& t) { (*this)(*t); }
-  void operator()(const ArgLocation& a) {
-    (*this)(a.id);
-    (*this)(a.inline_value);
-    (*this)(a.size);
-    (*this)(a.holders);
-  }
 };
 
 struct Dec {
@@ -109,11 +97,9 @@ struct Dec {
       rs.Set(name, r.Pod<int64_t>());
     }
   }
-  void operator()(ErrorInfo& e) {
-    (*this)(e.type);
-    (*this)(e.message);
-    (*this)(e.task_name);
-    (*this)(e.rank);
+  template <typename T>
+  auto operator()(T& v) -> decltype(Fields(v, *this)) {
+    Fields(v, [this](auto& field) { (*this)(field); });
   }
   void operator()(TaskSpecArg& a) {
     (*this)(a.is_ref);
@@ -123,34 +109,13 @@ struct Dec {
       (*this)(a.value);
     }
   }
-  void operator()(TaskSpec& t) {
-    (*this)(t.id);
-    (*this)(t.function);
-    (*this)(t.name);
-    (*this)(t.args);
-    (*this)(t.demand);
-    (*this)(t.max_retries);
-    (*this)(t.retry_exceptions);
-    (*this)(t.contained);
-    (*this)(t.submitter);
-    (*this)(t.attempt);
-    (*this)(t.placement_group);
-    (*this)(t.bundle_index);
-  }
   void operator()(std::shared_ptr<const TaskSpec>& t) {
     auto spec = std::make_shared<TaskSpec>();
     (*this)(*spec);
     t = std::move(spec);
   }
-  void operator()(ArgLocation& a) {
-    (*this)(a.id);
-    (*this)(a.inline_value);
-    (*this)(a.size);
-    (*this)(a.holders);
-  }
 };
 
-// Field lists, shared by encoder and decoder so the two can never disagree.
 template <typename F> void Fields(SubmitTask& m, F&& f) { f(m.spec); }
 template <typename F> void Fields(DispatchTask& m, F&& f) { f(m.spec); f(m.refs); }
 template <typename F> void Fields(TaskDone& m, F&& f) {
