@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "prism/actor.h"
 #include "prism/config.h"
 #include "prism/errors.h"
 #include "prism/object_ref.h"

@@ -60,6 +60,13 @@ class ResourceError : public Error {
   using Error::Error;
 };
 
+/// A call on an actor that is dead: killed, exited with ExitActor, or whose factory threw
+/// (what() names the cause).
+class ActorError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A value could not be (de)serialized: truncated or corrupted bytes, or a type mismatch
 /// between the ObjectRef's type and the stored value.
 class SerializationError : public Error {

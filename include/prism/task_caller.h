@@ -54,6 +54,18 @@ void PackArg(TaskRequest& request, Arg&& arg) {
   request.args.push_back(std::move(packed));
 }
 
+/// Packs every argument against the parameter types in tuple `Params`, and records the
+/// ObjectRefs nested in argument values.
+template <typename Params, typename... Args>
+void PackArgs(TaskRequest& request, Args&&... args) {
+  ContainedRefScope scope;
+  request.args.reserve(sizeof...(Args));
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (PackArg<std::tuple_element_t<I, Params>>(request, std::forward<Args>(args)), ...);
+  }(std::index_sequence_for<Args...>{});
+  request.contained = scope.Take();
+}
+
 }  // namespace internal
 
 /// Builder for one remote call of a registered function. Options chain; Remote submits.
@@ -112,22 +124,12 @@ class TaskCaller {
                   "prism: Remote() got a different number of arguments than the function "
                   "takes");
     internal::CoreApi& core = internal::RequireCore("Task(...).Remote");
-    PackAll(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+    internal::PackArgs<typename Traits::Params>(request_, std::forward<Args>(args)...);
     ObjectId id = core.Submit(std::move(request_));
     return ObjectRef<ReturnType>(id, internal::ObjectRefBase::Adopt{});
   }
 
  private:
-  template <size_t... I, typename... Args>
-  void PackAll(std::index_sequence<I...>, Args&&... args) {
-    internal::ContainedRefScope scope;
-    request_.args.reserve(sizeof...(Args));
-    (internal::PackArg<std::tuple_element_t<I, typename Traits::Params>>(
-         request_, std::forward<Args>(args)),
-     ...);
-    request_.contained = scope.Take();
-  }
-
   internal::TaskRequest request_;
 };
 

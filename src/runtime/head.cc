@@ -15,6 +15,7 @@ ErrorInfo LostError(ObjectId id, const std::string& task_name) {
 
 Head::Head(std::vector<ResourceSet> capacities, SendFn send, std::vector<std::string> node_of_rank)
     : send_(std::move(send)), scheduler_(std::move(capacities)), node_of_rank_(std::move(node_of_rank)) {
+  actors_per_rank_.assign(scheduler_.NumRanks(), 0);
   if (node_of_rank_.empty()) {
     for (int r = 0; r < scheduler_.NumRanks(); ++r) node_of_rank_.push_back("rank-" + std::to_string(r));
   }
@@ -44,6 +45,18 @@ void Head::Handle(int from, Message&& msg) {
             // Freed while that copy was in flight: nobody else will ever tell it to go.
             send_(from, FreeObjects{{m.id}});
           }
+        } else if constexpr (std::is_same_v<T, KillActorRequest>) {
+          OnKillRequest(m);
+        } else if constexpr (std::is_same_v<T, ActorDied>) {
+          ActorDead(m.actor, m.cause);
+        } else if constexpr (std::is_same_v<T, LookupActor>) {
+          ActorFound found{m.request, ObjectId(), ""};
+          auto it = actor_names_.find(m.name);
+          if (it != actor_names_.end()) {
+            found.actor = it->second;
+            found.class_name = actors_.at(it->second).creation->class_name;
+          }
+          send_(from, std::move(found));
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           // Liveness is tracked by the transport; nothing to do here.
         } else {
@@ -95,6 +108,24 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
       ++task.unresolved;
       seen.push_back(arg.ref);
     }
+  }
+  if (task.spec->kind == TaskKind::kActorCreation) {
+    ActorEntry& actor = actors_[id];
+    actor.creation = task.spec;
+    actor.name = task.spec->actor_name;
+    if (!actor.name.empty()) {
+      if (actor_names_.count(actor.name)) {
+        ActorDead(id, "an actor named \"" + actor.name + "\" already exists");
+        FailTask(id, {"ActorError", "an actor named \"" + actor.name + "\" already exists",
+                      task.spec->name, -1});
+        return;
+      }
+      actor_names_[actor.name] = id;
+      objects_.AddHolder(id, -1);  // named actors outlive their handles
+    }
+  } else if (task.spec->kind == TaskKind::kActorCall) {
+    RouteActorCall(task);
+    return;
   }
   if (!task.spec->placement_group.empty()) {
     auto g = groups_.find(task.spec->placement_group);
@@ -153,13 +184,29 @@ bool Head::TryDispatch(TaskEntry& task) {
     }
     out.refs.push_back(std::move(loc));
   }
-  if (!spec.placement_group.empty()) return TryDispatchInGroup(task, out);
-  int rank = scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank);
-  if (rank < 0) return false;
-  scheduler_.Commit(rank, spec.demand);
-  task.rank = rank;
-  out.spec = task.spec;
-  send_(rank, std::move(out));
+  if (!spec.placement_group.empty()) {
+    if (!TryDispatchInGroup(task, out)) return false;
+  } else {
+    int rank = spec.kind == TaskKind::kActorCreation
+                   ? PickActorRank(spec.demand)
+                   : scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank);
+    if (rank < 0) return false;
+    scheduler_.Commit(rank, spec.demand);
+    task.rank = rank;
+    out.spec = task.spec;
+    send_(rank, std::move(out));
+  }
+  if (spec.kind == TaskKind::kActorCreation) {
+    // The creation is on its way: calls that waited for a rank follow it, in order.
+    auto a = actors_.find(spec.id);
+    if (a != actors_.end() && task.rank >= 0) {
+      a->second.rank = task.rank;
+      a->second.bundle = task.bundle;
+      ++actors_per_rank_[task.rank];
+      for (auto& call : a->second.waiting_calls) send_(task.rank, std::move(call));
+      a->second.waiting_calls.clear();
+    }
+  }
   return true;
 }
 
@@ -189,6 +236,7 @@ bool Head::TryDispatchInGroup(TaskEntry& task, DispatchTask& out) {
 }
 
 void Head::AdjustHeld(TaskEntry& task, const ResourceSet& amount, bool release) {
+  if (amount.Empty() || task.rank < 0) return;
   if (task.bundle >= 0) {  // accounted inside its placement group bundle
     auto g = groups_.find(task.spec->placement_group);
     if (g == groups_.end()) return;
@@ -223,7 +271,26 @@ void Head::OnTaskDone(int from, TaskDone&& done) {
   TaskEntry& task = it->second;
   ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
-  AdjustHeld(task, held, /*release=*/true);
+  bool release = true;
+  if (task.spec->kind == TaskKind::kActorCreation) {
+    auto a = actors_.find(done.id);
+    if (a != actors_.end()) {
+      ActorEntry& actor = a->second;
+      if (actor.state == ActorEntry::State::kDead) {
+        release = actor.rank < 0;  // killed while starting: ActorDead gave back what it held
+      } else if (done.ok) {
+        actor.state = ActorEntry::State::kAlive;
+        release = false;  // a live actor keeps what it holds
+      } else {
+        // Released just below; ActorDead must not release a second time.
+        if (actor.rank >= 0) --actors_per_rank_[actor.rank];
+        actor.rank = -1;
+        ActorDead(done.id, "the actor's factory " + task.spec->function + " threw " +
+                               done.error.type + ": " + done.error.message);
+      }
+    }
+  }
+  if (release) AdjustHeld(task, held, /*release=*/true);
   task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
   if (!done.ok && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
@@ -378,6 +445,14 @@ void Head::OnSubscribe(int from, const Subscribe& m) {
 
 void Head::SendFrees(std::vector<FreedObject>& freed) {
   if (freed.empty()) return;
+  if (!actors_.empty()) {
+    for (const auto& f : freed) {
+      auto a = actors_.find(f.id);
+      if (a != actors_.end() && a->second.state != ActorEntry::State::kDead) {
+        ActorDead(f.id, "every handle to the actor went out of scope");
+      }
+    }
+  }
   // Usually one object on one rank: a small vector beats a map here.
   std::vector<std::pair<int, FreeObjects>> per_rank;
   for (auto& f : freed) {
@@ -555,6 +630,107 @@ std::vector<int> Head::BundleRanks(const std::string& id) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
   auto g = groups_.find(id);
   return g == groups_.end() ? std::vector<int>{} : g->second.ranks;
+}
+
+}  // namespace prism::internal
+
+namespace prism::internal {
+
+// ---- Actors ----------------------------------------------------------------------------
+
+int Head::PickActorRank(const ResourceSet& demand) {
+  // Spread actors: the rank with the fewest, among those with room.
+  int best = -1;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    ResourceSet after = scheduler_.Committed(r);
+    after.Add(demand);
+    if (!after.FitsIn(scheduler_.Capacity(r))) continue;
+    if (best < 0 || actors_per_rank_[r] < actors_per_rank_[best]) best = r;
+  }
+  return best;
+}
+
+void Head::RouteActorCall(TaskEntry& task) {
+  const TaskSpec& spec = *task.spec;
+  auto a = actors_.find(spec.actor);
+  if (a == actors_.end() || a->second.state == ActorEntry::State::kDead) {
+    std::string cause = a == actors_.end() ? "actor " + spec.actor.Hex() + " is unknown (dead)"
+                                           : a->second.cause;
+    FailTask(spec.id, {"ActorError", cause, spec.name, -1});
+    return;
+  }
+  DispatchTask out;
+  for (const auto& arg : spec.args) {
+    if (!arg.is_ref) continue;
+    ArgLocation loc;
+    loc.id = arg.ref;
+    if (ObjectEntry* e = objects_.Find(arg.ref); e != nullptr && e->state == ObjectEntry::State::kReady) {
+      loc.inline_value = e->inline_value;
+      loc.size = e->size;
+      if (!e->inline_value) loc.holders = e->locations;
+    }
+    out.refs.push_back(std::move(loc));  // not ready: the actor's node asks for it itself
+  }
+  out.spec = task.spec;
+  ActorEntry& actor = a->second;
+  if (actor.rank < 0) {
+    actor.waiting_calls.push_back(std::move(out));
+    return;
+  }
+  task.rank = actor.rank;
+  send_(actor.rank, std::move(out));
+}
+
+void Head::OnKillRequest(const KillActorRequest& m) {
+  auto a = actors_.find(m.actor);
+  if (a == actors_.end() || a->second.state == ActorEntry::State::kDead) return;
+  ActorEntry& actor = a->second;
+  if (!m.no_restart && actor.restarts < actor.creation->max_restarts && actor.rank >= 0) {
+    ++actor.restarts;
+    PRISM_LOG_INFO("restarting actor " << m.actor.Hex() << " (" << actor.restarts << "/"
+                                       << actor.creation->max_restarts << ")");
+    send_(actor.rank, KillActor{m.actor, /*restart=*/true, "the actor was killed and is restarting"});
+    DispatchTask again;
+    again.spec = actor.creation;
+    send_(actor.rank, std::move(again));
+    return;
+  }
+  auto t = tasks_.find(m.actor);
+  if (t != tasks_.end() && t->second.rank < 0) {  // creation not placed yet
+    ActorDead(m.actor, "killed by ActorHandle::Kill() before it started");
+    FailTask(m.actor, {"ActorError", "killed before it started", actor.creation->name, -1});
+    return;
+  }
+  ActorDead(m.actor, "killed by ActorHandle::Kill()");
+}
+
+void Head::ActorDead(ObjectId id, const std::string& cause) {
+  auto a = actors_.find(id);
+  if (a == actors_.end() || a->second.state == ActorEntry::State::kDead) return;
+  ActorEntry& actor = a->second;
+  actor.state = ActorEntry::State::kDead;
+  actor.cause = cause;
+  if (actor.rank >= 0) {
+    send_(actor.rank, KillActor{id, /*restart=*/false, cause});
+    // Give back what the live actor held (a failed creation gave it back already).
+    TaskEntry holder;
+    holder.spec = actor.creation;
+    holder.rank = actor.rank;
+    holder.bundle = actor.bundle;
+    AdjustHeld(holder, actor.creation->demand, /*release=*/true);
+    --actors_per_rank_[actor.rank];
+  }
+  for (auto& call : actor.waiting_calls) {
+    FailTask(call.spec->id, {"ActorError", cause, call.spec->name, -1});
+  }
+  actor.waiting_calls.clear();
+  if (!actor.name.empty()) {
+    actor_names_.erase(actor.name);
+    std::vector<FreedObject> freed;
+    objects_.RemoveHolder(id, -1, freed);
+    SendFrees(freed);
+  }
+  DrainQueues();
 }
 
 }  // namespace prism::internal

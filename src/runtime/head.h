@@ -59,6 +59,17 @@ class Head {
     int bundle = -1;     // bundle of its placement group it runs in, -1: none
     bool blocked = false;
   };
+  struct ActorEntry {
+    enum class State { kPending, kAlive, kDead };
+    State state = State::kPending;
+    std::shared_ptr<TaskSpec> creation;
+    int rank = -1;
+    int bundle = -1;
+    std::string name;
+    std::string cause;  // why it is dead
+    int restarts = 0;
+    std::vector<DispatchTask> waiting_calls;  // calls before the creation was placed
+  };
   struct PgEntry {
     PlacementGroupCreationOptions options;
     std::vector<ResourceSet> bundles;
@@ -83,6 +94,12 @@ class Head {
   void NotifyReady(ObjectId id, ObjectEntry& e);
   ObjectReady ReadyMessage(ObjectId id, const ObjectEntry& e) const;
   void SendFrees(std::vector<FreedObject>& freed);
+  // Actors.
+  void RouteActorCall(TaskEntry& task);
+  void OnKillRequest(const KillActorRequest& m);
+  /// Marks the actor dead, frees what it held, fails calls still waiting at the head.
+  void ActorDead(ObjectId actor, const std::string& cause);
+  int PickActorRank(const ResourceSet& demand);
   /// Reserves pending placement groups that fit now, oldest first.
   void PlacePendingGroups();
   /// Dispatch of a task that asked for a placement group; false if it must wait.
@@ -101,6 +118,9 @@ class Head {
   size_t queued_ = 0;
   std::vector<std::string> node_of_rank_;
   std::map<std::string, PgEntry> groups_;  // by id
+  std::unordered_map<ObjectId, ActorEntry> actors_;
+  std::map<std::string, ObjectId> actor_names_;
+  std::vector<int> actors_per_rank_;
   std::vector<std::string> pending_groups_;  // ids, oldest first
   uint64_t next_group_ = 0;
 };

@@ -19,6 +19,8 @@ using Clock = std::chrono::steady_clock;
 /// The task running on this thread, if any.
 struct ThreadTask {
   bool active = false;
+  bool in_actor = false;  // actor threads hold no executor slot: nothing to give back
+  bool actor_restarted = false;
   TaskId id;
   ResourceSet demand;
 };
@@ -40,12 +42,14 @@ uint64_t NowNs() {
 
 [[noreturn]] void ThrowStored(const ErrorInfo& e) {
   if (e.type == "ObjectLost") throw ObjectLostError("prism: " + e.message);
+  if (e.type == "ActorError") throw ActorError("prism: " + e.message);
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }
 
 }  // namespace
 
 TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
+bool CurrentActorRestarted() { return t_task.active && t_task.in_actor && t_task.actor_restarted; }
 
 Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
     : options_(std::move(options)), to_head_(std::move(to_head)), fetcher_(fetcher) {
@@ -54,7 +58,33 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
 }
 
 Node::~Node() {
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    deferred_stop_ = true;
+  }
+  deferred_cv_.notify_all();
+  if (deferred_thread_.joinable()) deferred_thread_.join();
   if (!executor_->Stop()) executor_.release();  // threads still in user code keep using it
+}
+
+void Node::Defer(std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(deferred_mu_);
+  deferred_.push_back(std::move(work));
+  if (!deferred_thread_.joinable()) deferred_thread_ = std::thread([this] { DeferredMain(); });
+  deferred_cv_.notify_one();
+}
+
+void Node::DeferredMain() {
+  std::unique_lock<std::mutex> lock(deferred_mu_);
+  for (;;) {
+    deferred_cv_.wait(lock, [&] { return deferred_stop_ || !deferred_.empty(); });
+    if (deferred_.empty()) return;  // stopping, nothing left
+    auto work = std::move(deferred_.front());
+    deferred_.pop_front();
+    lock.unlock();
+    work();
+    lock.lock();
+  }
 }
 
 bool Node::Stop() { return executor_->Stop(); }
@@ -98,7 +128,8 @@ void Node::CheckFeasible(const TaskSpec& spec) const {
 ObjectId Node::Submit(TaskRequest&& request) {
   TaskSpec spec;
   spec.function = std::move(request.function);
-  spec.name = request.name.empty() ? spec.function : std::move(request.name);
+  const bool named = !request.name.empty();
+  spec.name = named ? std::move(request.name) : spec.function;
   if (request.resources.empty()) {
     // The common case, a task with default resources: no validation or map work.
     static const ResourceSet kDefaultDemand({{"CPU", 1}});
@@ -122,6 +153,12 @@ ObjectId Node::Submit(TaskRequest&& request) {
   spec.max_retries = request.max_retries;
   spec.retry_exceptions = request.retry_exceptions;
   spec.submitter = options_.rank;
+  spec.kind = static_cast<TaskKind>(request.kind);
+  spec.actor = request.actor;
+  spec.max_restarts = request.max_restarts;
+  spec.max_concurrency = request.max_concurrency;
+  spec.class_name = std::move(request.class_name);
+  if (spec.kind == TaskKind::kActorCreation && named) spec.actor_name = spec.name;
   spec.placement_group = std::move(request.placement_group);
   spec.bundle_index = request.bundle_index;
   ObjectId id = spec.id;
@@ -203,7 +240,7 @@ std::vector<bool> Node::Await(const std::vector<ObjectId>& ids, size_t need,
   if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) {
     return now_flags;
   }
-  const bool in_task = t_task.active;
+  const bool in_task = t_task.active && !t_task.in_actor;
   if (in_task) {
     executor_->Block(t_task.demand);
     to_head_(TaskBlocked{t_task.id, true});
@@ -259,7 +296,26 @@ std::vector<bool> Node::Wait(const std::vector<ObjectId>& ids, int num_objects,
 
 void Node::Handle(Message&& msg) {
   if (auto* d = std::get_if<DispatchTask>(&msg)) {
-    executor_->Submit(std::move(*d));
+    if (d->spec->kind == TaskKind::kTask) {
+      executor_->Submit(std::move(*d));
+    } else {
+      RouteToActor(std::move(*d));
+    }
+  } else if (auto* k = std::get_if<::prism::internal::KillActor>(&msg)) {
+    std::deque<DispatchTask> failed;
+    {
+      std::lock_guard<std::mutex> lock(actors_mu_);
+      auto it = actors_.find(k->actor);
+      if (it != actors_.end()) failed = it->second->Kill(k->restart);
+    }
+    if (!failed.empty()) {
+      auto shared = std::make_shared<std::deque<DispatchTask>>(std::move(failed));
+      Defer([this, shared, cause = k->cause] { FailCalls(std::move(*shared), cause); });
+    }
+  } else if (auto* f = std::get_if<ActorFound>(&msg)) {
+    std::lock_guard<std::mutex> lock(lookups_mu_);
+    lookups_[f->request] = std::move(*f);
+    lookups_cv_.notify_all();
   } else if (auto* r = std::get_if<ObjectReady>(&msg)) {
     OnObjectReady(std::move(*r));
   } else if (auto* f = std::get_if<FreeObjects>(&msg)) {
@@ -328,9 +384,67 @@ Payload Node::LocalValue(ObjectId id) {
 
 // ---- Running tasks ---------------------------------------------------------------------
 
-void Node::Execute(DispatchTask& d) {
+void Node::RouteToActor(DispatchTask&& d) {
+  const TaskSpec& spec = *d.spec;
+  ObjectId actor = spec.kind == TaskKind::kActorCreation ? spec.id : spec.actor;
+  ActorHost* host = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto& slot = actors_[actor];
+    if (!slot) {
+      if (spec.kind != TaskKind::kActorCreation) {
+        actors_.erase(actor);
+      } else {
+        slot = std::make_unique<ActorHost>(actor, spec.max_concurrency,
+                                           [this](DispatchTask& t, ActorHost& h) { Execute(t, &h); });
+      }
+    }
+    auto it = actors_.find(actor);
+    if (it != actors_.end()) host = it->second.get();
+  }
+  if (host == nullptr || !host->Enqueue(std::move(d))) {
+    auto one = std::make_shared<std::deque<DispatchTask>>();  // Enqueue does not move from
+    one->push_back(std::move(d));                             // a task it refuses
+    Defer([this, one, actor] { FailCalls(std::move(*one), "actor " + actor.Hex() + " is dead"); });
+  }
+}
+
+void Node::FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause) {
+  for (auto& c : calls) {
+    if (!c.spec) continue;
+    TaskDone done;
+    done.id = c.spec->id;
+    done.attempt = c.spec->attempt;
+    done.ok = false;
+    done.error = {"ActorError", cause, c.spec->name, options_.rank};
+    to_head_(std::move(done));
+  }
+}
+
+void Node::KillActor(ObjectId actor, bool no_restart) { to_head_(KillActorRequest{actor, no_restart}); }
+
+std::pair<ObjectId, std::string> Node::LookupActor(const std::string& name) {
+  uint64_t request;
+  {
+    std::lock_guard<std::mutex> lock(lookups_mu_);
+    request = ++next_lookup_;
+  }
+  to_head_(::prism::internal::LookupActor{request, name});
+  std::unique_lock<std::mutex> lock(lookups_mu_);
+  // The head answers at once; the bound only guards against a lost reply.
+  if (!lookups_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return lookups_.count(request) > 0; })) {
+    throw Error("prism: GetActor(\"" + name + "\"): no answer from the head in 30 s");
+  }
+  ActorFound found = std::move(lookups_[request]);
+  lookups_.erase(request);
+  return {found.actor, found.class_name};
+}
+
+void Node::Execute(DispatchTask& d, ActorHost* host) {
   const TaskSpec& spec = *d.spec;
   t_task.active = true;
+  t_task.in_actor = host != nullptr;
+  t_task.actor_restarted = host != nullptr && host->incarnation() > 0;
   t_task.id = spec.id;
   t_task.demand = spec.demand;
   TaskDone done;
@@ -349,6 +463,10 @@ void Node::Execute(DispatchTask& d) {
       } else if (auto local = store_.Find(loc.id)) {
         if (local->error) ThrowStored(*local->error);
         ref_values[i] = local->value;
+      } else if (loc.holders.empty()) {
+        // Not ready when the head routed it (actor calls do not wait at the head): ask.
+        Request({loc.id});
+        to_fetch.push_back(loc.id);
       } else {
         {
           std::lock_guard<AdaptiveMutex> lock(requests_mu_);
@@ -376,13 +494,24 @@ void Node::Execute(DispatchTask& d) {
       views.push_back({p->data(), p->size()});
     }
     const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
-    if (fn == nullptr || !fn->invoke) {
+    const bool usable = fn != nullptr && (spec.kind == TaskKind::kTask ? bool(fn->invoke)
+                                          : spec.kind == TaskKind::kActorCreation ? bool(fn->create)
+                                                                                  : bool(fn->method));
+    if (!usable) {
       throw FunctionNotFound("prism: function " + spec.function +
                              " is not registered in this binary (PRISM_REMOTE)");
     }
     Buffer out;
     ContainedRefScope contained;
-    fn->invoke(views, out);
+    if (spec.kind == TaskKind::kTask) {
+      fn->invoke(views, out);
+    } else if (spec.kind == TaskKind::kActorCreation) {
+      host->SetInstance(fn->create(views), fn->destroy);
+    } else {
+      void* self = host->instance();
+      if (self == nullptr) throw ActorError("prism: actor " + spec.actor.Hex() + " is dead");
+      fn->method(self, views, out);
+    }
     done.contained = contained.Take();
     done.size = out.size();
     auto payload = std::make_shared<const Buffer>(std::move(out));
@@ -391,6 +520,16 @@ void Node::Execute(DispatchTask& d) {
     } else {
       store_.Put(spec.id, std::move(payload));
     }
+  } catch (const ExitActorSignal&) {
+    done.ok = false;
+    done.error = {"ActorError", "the actor ended itself with ExitActor()", spec.name, options_.rank};
+    if (host != nullptr) {
+      FailCalls(host->Die(), "the actor ended itself with ExitActor()");
+      to_head_(ActorDied{host->id(), "the actor ended itself with ExitActor()"});
+    }
+  } catch (const ActorError& e) {
+    done.ok = false;
+    done.error = {"ActorError", e.what(), spec.name, options_.rank};
   } catch (const TaskError& e) {
     // A failure of something this task waited on: pass the original cause through.
     done.ok = false;
@@ -403,8 +542,15 @@ void Node::Execute(DispatchTask& d) {
     done.error = {"unknown exception", "a non-std::exception was thrown", spec.name,
                   options_.rank};
   }
+  if (!done.ok && host != nullptr && spec.kind == TaskKind::kActorCreation) {
+    std::string cause = "the actor's factory " + spec.function + " threw " + done.error.type +
+                        ": " + done.error.message;
+    FailCalls(host->Die(), cause);
+    to_head_(ActorDied{host->id(), cause});
+  }
   done.exec_ns = NowNs() - start;
   t_task.active = false;
+  t_task.in_actor = false;
   to_head_(std::move(done));
   FlushDeferredReleases();
 }

@@ -5,6 +5,9 @@
 // `to_head` (a direct call on rank 0, an MPI message elsewhere).
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "object_store/memory_store.h"
+#include "runtime/actor_host.h"
 #include "prism/internal/core_api.h"
 #include "runtime/executor.h"
 #include "scheduler/resources.h"
@@ -52,6 +56,8 @@ class Node : public CoreApi {
   std::vector<Payload> Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) override;
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          int64_t timeout_ms) override;
+  void KillActor(ObjectId actor, bool no_restart) override;
+  std::pair<ObjectId, std::string> LookupActor(const std::string& name) override;
   void AddLocalRef(ObjectId id) override;
   void RemoveLocalRef(ObjectId id) override;
 
@@ -69,7 +75,15 @@ class Node : public CoreApi {
   Executor& executor() { return *executor_; }
 
  private:
-  void Execute(DispatchTask& task);
+  /// Runs a task, or (with `host`) an actor's creation or method call, and reports it.
+  void Execute(DispatchTask& task, ActorHost* host = nullptr);
+  void RouteToActor(DispatchTask&& task);
+  /// Fails actor calls that can no longer run, with ActorError(cause).
+  void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
+  /// Runs `work` soon on the node's deferred-work thread. Handle() may be called under the
+  /// head's lock (rank 0), so what it must tell the head goes through here.
+  void Defer(std::function<void()> work);
+  void DeferredMain();
   void ValidateResources(const std::string& task_name,
                          const std::map<std::string, double>& resources) const;
   /// Throws ResourceError if no rank's whole capacity covers the task's demand.
@@ -96,6 +110,20 @@ class Node : public CoreApi {
   AdaptiveMutex requests_mu_;
   std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
   std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank
+
+  std::mutex actors_mu_;
+  std::unordered_map<ObjectId, std::unique_ptr<ActorHost>> actors_;  // actors living here
+
+  std::mutex deferred_mu_;
+  std::condition_variable deferred_cv_;
+  std::deque<std::function<void()>> deferred_;
+  std::thread deferred_thread_;
+  bool deferred_stop_ = false;
+
+  std::mutex lookups_mu_;
+  std::condition_variable lookups_cv_;
+  uint64_t next_lookup_ = 0;
+  std::unordered_map<uint64_t, ActorFound> lookups_;  // answered lookups, by request id
 };
 
 }  // namespace prism::internal

@@ -19,7 +19,7 @@ namespace {
 // can never disagree.
 template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.type); f(e.message); f(e.task_name); f(e.rank); }
 template <typename F> void Fields(TaskSpec& t, F&& f) {
-  f(t.id); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
+  f(t.id); f(t.kind); f(t.actor); f(t.actor_name); f(t.class_name); f(t.max_restarts); f(t.max_concurrency); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
   f(t.bundle_index);
 }
@@ -28,6 +28,7 @@ template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_v
 struct Enc {
   Writer& w;
   void operator()(uint8_t v) { w.Pod(v); }
+  void operator()(TaskKind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(bool v) { w.Pod<uint8_t>(v); }
   void operator()(int v) { w.Pod<int32_t>(v); }
   void operator()(uint32_t v) { w.Pod(v); }
@@ -68,6 +69,7 @@ struct Enc {
 struct Dec {
   Reader& r;
   void operator()(uint8_t& v) { v = r.Pod<uint8_t>(); }
+  void operator()(TaskKind& v) { v = static_cast<TaskKind>(r.Pod<uint8_t>()); }
   void operator()(bool& v) { v = r.Pod<uint8_t>() != 0; }
   void operator()(int& v) { v = r.Pod<int32_t>(); }
   void operator()(uint32_t& v) { v = r.Pod<uint32_t>(); }
@@ -137,6 +139,11 @@ template <typename F> void Fields(FreeObjects& m, F&& f) { f(m.ids); }
 template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); }
 template <typename F> void Fields(Heartbeat&, F&&) {}
 template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); }
+template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.no_restart); }
+template <typename F> void Fields(KillActor& m, F&& f) { f(m.actor); f(m.restart); f(m.cause); }
+template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); }
+template <typename F> void Fields(LookupActor& m, F&& f) { f(m.request); f(m.name); }
+template <typename F> void Fields(ActorFound& m, F&& f) { f(m.request); f(m.actor); f(m.class_name); }
 
 template <size_t I = 0>
 Message MakeKind(size_t index) {
@@ -154,14 +161,17 @@ bool IsForHead(const Message& m) {
   return std::holds_alternative<SubmitTask>(m) || std::holds_alternative<TaskDone>(m) ||
          std::holds_alternative<TaskBlocked>(m) || std::holds_alternative<PutObject>(m) ||
          std::holds_alternative<RefUpdate>(m) || std::holds_alternative<Subscribe>(m) ||
-         std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m);
+         std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m) ||
+         std::holds_alternative<ActorDied>(m) || std::holds_alternative<LookupActor>(m) ||
+         std::holds_alternative<KillActorRequest>(m);
 }
 
 const char* KindName(const Message& m) {
   static const char* const kNames[] = {
       "SubmitTask", "DispatchTask", "TaskDone",     "TaskBlocked", "PutObject",
       "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
-      "FreeObjects", "AddLocation", "Heartbeat",    "Stop"};
+      "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
+      "KillActor",  "ActorDied",    "LookupActor", "ActorFound"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -6,7 +6,8 @@
 // Who sends what (W = any rank's node manager, H = the head on rank 0):
 //   W->H  SubmitTask, TaskDone, TaskBlocked, PutObject, RefUpdate, Subscribe, AddLocation,
 //         Heartbeat
-//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop
+//         KillActorRequest, ActorDied, LookupActor
+//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, ActorFound
 //   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
 
 #include <cstdint>
@@ -38,8 +39,16 @@ struct TaskSpecArg {
   Payload value;  // serialized value (is_ref == false)
 };
 
+enum class TaskKind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
+
 struct TaskSpec {
   TaskId id;
+  TaskKind kind = TaskKind::kTask;
+  ObjectId actor;         // actor calls: the actor (= id of its creation task)
+  std::string actor_name; // creation: SetName (named actors outlive their handles)
+  std::string class_name; // creation: typeid name of the class
+  int max_restarts = 0;   // creation
+  int max_concurrency = 1;  // creation
   std::string function;
   std::string name;  // display name (SetName, else function)
   std::vector<TaskSpecArg> args;
@@ -119,6 +128,33 @@ struct FreeObjects {
 struct AddLocation {
   ObjectId id;
 };
+/// Node -> head: handle.Kill(no_restart).
+struct KillActorRequest {
+  ObjectId actor;
+  bool no_restart = true;
+};
+/// Head -> the actor's node: destroy the instance and fail its queued calls with `cause`;
+/// if `restart`, a new creation follows.
+struct KillActor {
+  ObjectId actor;
+  bool restart = false;
+  std::string cause;
+};
+/// Actor's node -> head: the actor ended itself (ExitActor) or its factory threw.
+struct ActorDied {
+  ObjectId actor;
+  std::string cause;
+};
+/// Node -> head: look an actor up by name; answered by ActorFound with the same request id.
+struct LookupActor {
+  uint64_t request = 0;
+  std::string name;
+};
+struct ActorFound {
+  uint64_t request = 0;
+  ObjectId actor;  // nil if none
+  std::string class_name;
+};
 struct Heartbeat {};
 struct Stop {
   int exit_code = 0;
@@ -127,7 +163,8 @@ struct Stop {
 
 using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, PutObject,
                              RefUpdate, Subscribe, ObjectReady, FetchRequest, FetchReply,
-                             FreeObjects, AddLocation, Heartbeat, Stop>;
+                             FreeObjects, AddLocation, Heartbeat, Stop, KillActorRequest,
+                             KillActor, ActorDied, LookupActor, ActorFound>;
 
 /// True for kinds the head handles; the rest go to the node manager.
 bool IsForHead(const Message& m);

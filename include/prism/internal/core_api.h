@@ -22,6 +22,12 @@ struct TaskArg {
 
 /// Everything the template side knows about a task being submitted.
 struct TaskRequest {
+  enum class Kind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
+  Kind kind = Kind::kTask;
+  ObjectId actor;            // actor calls
+  int max_restarts = 0;      // actor creation
+  int max_concurrency = 1;   // actor creation
+  std::string class_name;    // actor creation: typeid name, checked by GetActor<T>
   std::string function;  // registered name
   std::string name;      // SetName, empty = function name
   std::vector<TaskArg> args;
@@ -49,6 +55,10 @@ class CoreApi {
   /// Ready flags, one per id, after at least num_objects are ready or the timeout passed.
   virtual std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                                  int64_t timeout_ms) = 0;
+  /// handle.Kill(no_restart).
+  virtual void KillActor(ObjectId actor, bool no_restart) = 0;
+  /// A live named actor's id and class (typeid name); nil id if none.
+  virtual std::pair<ObjectId, std::string> LookupActor(const std::string& name) = 0;
   virtual void AddLocalRef(ObjectId id) = 0;
   virtual void RemoveLocalRef(ObjectId id) = 0;
 };
@@ -67,6 +77,12 @@ class DeferRefReleases {
     return depth;
   }
 };
+
+/// Thrown by prism::ExitActor() and caught by the actor's host (not a std::exception, so
+/// that `catch (const std::exception&)` in user code does not swallow it).
+struct ExitActorSignal {};
+/// True inside a method of an actor that was restarted at least once.
+bool CurrentActorRestarted();
 
 /// The running runtime, or nullptr outside Init..Shutdown.
 CoreApi* CurrentCore();

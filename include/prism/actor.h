@@ -1,0 +1,196 @@
+#pragma once
+// Actors (Ray's): a class instance living on one rank, whose methods are called remotely.
+//
+//   class Counter {
+//    public:
+//     static Counter* FactoryCreate(int start) { return new Counter(start); }
+//     int Add(int x) { return value_ += x; }
+//    ...
+//   };
+//   PRISM_REMOTE(Counter::FactoryCreate, &Counter::Add);
+//   auto counter = prism::Actor(Counter::FactoryCreate).SetName("c").Remote(10);
+//   auto ref = counter.Task(&Counter::Add).Remote(5);   // ObjectRef<int>
+//
+// Calls from one caller run in submission order (with SetMaxConcurrency(n) > 1, up to n
+// run at once, in no set order). An actor lives while any handle to it does, except named
+// actors, which live until killed or the job ends.
+
+#include <optional>
+#include <string>
+#include <typeinfo>
+
+#include "prism/placement_group.h"
+#include "prism/task_caller.h"
+
+namespace prism {
+
+namespace internal {
+template <typename M>
+struct MethodTraits;
+template <typename C, typename R, typename... Args>
+struct MethodTraits<R (C::*)(Args...)> {
+  using Class = C;
+  using Return = R;
+  using Params = std::tuple<std::decay_t<Args>...>;
+  static constexpr size_t kArity = sizeof...(Args);
+};
+template <typename C, typename R, typename... Args>
+struct MethodTraits<R (C::*)(Args...) const> : MethodTraits<R (C::*)(Args...)> {};
+}  // namespace internal
+
+template <typename M>
+class ActorTaskCaller;
+
+/// Handle to an actor. Cheap copyable value; pass it to tasks and other actors. Thread-safe.
+template <typename C>
+class ActorHandle {
+ public:
+  ActorHandle() = default;
+  explicit ActorHandle(ObjectRef<void> creation) : creation_(std::move(creation)) {}
+
+  /// The actor's id.
+  ObjectId ID() const { return creation_.ID(); }
+  /// Starts a call of a method registered with PRISM_REMOTE(&C::Method).
+  template <typename M>
+  ActorTaskCaller<M> Task(M method) const {
+    static_assert(std::is_same_v<typename internal::MethodTraits<M>::Class, C>,
+                  "prism: this method belongs to another class than the actor");
+    return ActorTaskCaller<M>(ID(), method);
+  }
+  /// Kills the actor. no_restart=false restarts it (from its factory, with the original
+  /// arguments) if SetMaxRestarts allows. Queued and later calls fail with ActorError.
+  void Kill(bool no_restart = true) const {
+    internal::RequireCore("ActorHandle::Kill").KillActor(ID(), no_restart);
+  }
+
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar & creation_;
+  }
+
+ private:
+  ObjectRef<void> creation_;  // keeps the actor alive while any handle lives
+};
+
+/// Builder for one actor method call. Not thread-safe; cheap.
+template <typename M>
+class ActorTaskCaller {
+ public:
+  using Traits = internal::MethodTraits<M>;
+  using ReturnType = typename Traits::Return;
+  ActorTaskCaller(ObjectId actor, M method) {
+    request_.kind = internal::TaskRequest::Kind::kActorCall;
+    request_.actor = actor;
+    request_.function = internal::FunctionRegistry::Instance().NameOf(internal::FunctionKey(method),
+                                                                      "actor method");
+    request_.resources["CPU"] = 0;  // methods run on the actor's own threads
+    request_.max_retries = 0;
+  }
+  ActorTaskCaller& SetName(std::string name) {
+    request_.name = std::move(name);
+    return *this;
+  }
+  /// Submits the call. Arguments as for tasks. A call on a dead actor fails (Get throws
+  /// ActorError).
+  template <typename... Args>
+  ObjectRef<ReturnType> Remote(Args&&... args) {
+    static_assert(sizeof...(Args) == Traits::kArity,
+                  "prism: Remote() got a different number of arguments than the method takes");
+    internal::CoreApi& core = internal::RequireCore("actor Task(...).Remote");
+    internal::PackArgs<typename Traits::Params>(request_, std::forward<Args>(args)...);
+    ObjectId id = core.Submit(std::move(request_));
+    return ObjectRef<ReturnType>(id, internal::ObjectRefBase::Adopt{});
+  }
+
+ private:
+  internal::TaskRequest request_;
+};
+
+/// Builder for creating an actor from a factory `static C* Create(Args...)`.
+template <typename F>
+class ActorCreator {
+ public:
+  using Traits = internal::FunctionTraits<F>;
+  using Class = std::remove_pointer_t<typename Traits::Return>;
+  static_assert(std::is_pointer_v<typename Traits::Return>,
+                "prism::Actor takes a factory returning a pointer to the new instance");
+
+  explicit ActorCreator(F factory) {
+    request_.kind = internal::TaskRequest::Kind::kActorCreation;
+    request_.function =
+        internal::FunctionRegistry::Instance().NameOf(internal::FunctionKey(factory), "Actor");
+    request_.class_name = typeid(Class).name();
+    request_.resources["CPU"] = 0;  // Ray's default: an actor holds no CPU while it lives
+    request_.max_retries = 0;
+  }
+  /// A name makes the actor findable with GetActor<C>(name) and keeps it alive without
+  /// handles until killed or the job ends.
+  ActorCreator& SetName(std::string name) {
+    request_.name = std::move(name);
+    return *this;
+  }
+  ActorCreator& SetResources(const std::map<std::string, double>& resources) {
+    for (const auto& [k, v] : resources) request_.resources[k] = v;
+    return *this;
+  }
+  ActorCreator& SetResource(const std::string& name, double amount) {
+    request_.resources[name] = amount;
+    return *this;
+  }
+  /// How often a killed (Kill(false)) actor is re-created. Default 0.
+  ActorCreator& SetMaxRestarts(int n) {
+    request_.max_restarts = n;
+    return *this;
+  }
+  /// Up to n method calls at once (a threaded actor). Default 1: calls run one by one.
+  ActorCreator& SetMaxConcurrency(int n) {
+    if (n < 1) throw Error("prism: SetMaxConcurrency needs n >= 1, got " + std::to_string(n));
+    request_.max_concurrency = n;
+    return *this;
+  }
+  ActorCreator& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    request_.placement_group = group.GetID();
+    request_.bundle_index = bundle_index;
+    return *this;
+  }
+  /// Creates the actor (asynchronously: calls queue until it is up). Throws ResourceError
+  /// if no rank can hold it, Error if the name is taken.
+  template <typename... Args>
+  ActorHandle<Class> Remote(Args&&... args) {
+    static_assert(sizeof...(Args) == Traits::kArity,
+                  "prism: Remote() got a different number of arguments than the factory takes");
+    internal::CoreApi& core = internal::RequireCore("Actor(...).Remote");
+    internal::PackArgs<typename Traits::Params>(request_, std::forward<Args>(args)...);
+    ObjectId id = core.Submit(std::move(request_));
+    return ActorHandle<Class>(ObjectRef<void>(id, internal::ObjectRefBase::Adopt{}));
+  }
+
+ private:
+  internal::TaskRequest request_;
+};
+
+/// Starts building an actor from a factory registered with PRISM_REMOTE.
+template <typename F>
+ActorCreator<F> Actor(F factory) {
+  return ActorCreator<F>(factory);
+}
+
+/// The live actor named `name`, if any. Throws Error if it is of another class.
+template <typename C>
+std::optional<ActorHandle<C>> GetActor(const std::string& name) {
+  auto [id, class_name] = internal::RequireCore("GetActor").LookupActor(name);
+  if (id.IsNil()) return std::nullopt;
+  if (class_name != typeid(C).name()) {
+    throw Error("prism: GetActor: actor \"" + name + "\" is of another class");
+  }
+  return ActorHandle<C>(ObjectRef<void>(id));
+}
+
+/// Inside an actor method: ends the actor after this call (no restart). The call itself
+/// fails with ActorError, as do queued ones.
+[[noreturn]] inline void ExitActor() { throw internal::ExitActorSignal{}; }
+
+/// Inside an actor method: true if this actor was restarted at least once.
+inline bool WasCurrentActorRestarted() { return internal::CurrentActorRestarted(); }
+
+}  // namespace prism

@@ -1,0 +1,107 @@
+#include "runtime/actor_host.h"
+
+namespace prism::internal {
+
+ActorHost::ActorHost(ObjectId id, int max_concurrency, RunFn run)
+    : id_(id), max_concurrency_(std::max(1, max_concurrency)), run_(std::move(run)) {}
+
+ActorHost::~ActorHost() {
+  std::vector<std::thread> threads;
+  bool idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    idle = running_ == 0;
+    threads.swap(threads_);
+    if (idle && instance_ != nullptr && destroy_) destroy_(instance_);
+    instance_ = nullptr;
+  }
+  cv_.notify_all();
+  for (auto& t : threads) {
+    if (idle) {
+      t.join();
+    } else {
+      t.detach();  // a call is still in user code; the host is leaked with it (shutdown only)
+    }
+  }
+}
+
+bool ActorHost::Enqueue(DispatchTask&& task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool creation = task.spec->kind == TaskKind::kActorCreation;
+  if (dead_ && !creation) return false;
+  if (creation) {
+    dead_ = false;
+    creating_ = true;
+  }
+  mailbox_.push_back(std::move(task));
+  if (threads_.size() < static_cast<size_t>(max_concurrency_)) {
+    threads_.emplace_back([this] { ThreadMain(); });
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void ActorHost::ThreadMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // A creation runs alone; calls run once the instance exists.
+    cv_.wait(lock, [&] {
+      if (stop_) return true;
+      if (mailbox_.empty()) return false;
+      const bool creation = mailbox_.front().spec->kind == TaskKind::kActorCreation;
+      return creation ? running_ == 0 : !creating_;
+    });
+    if (stop_) return;
+    DispatchTask task = std::move(mailbox_.front());
+    mailbox_.pop_front();
+    const bool creation = task.spec->kind == TaskKind::kActorCreation;
+    if (creation) ++incarnation_;
+    ++running_;
+    lock.unlock();
+    run_(task, *this);
+    lock.lock();
+    --running_;
+    if (creation) creating_ = false;
+    DestroyIfIdle();
+    cv_.notify_all();
+  }
+}
+
+void ActorHost::SetInstance(void* instance, std::function<void(void*)> destroy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  instance_ = instance;
+  destroy_ = std::move(destroy);
+}
+
+bool ActorHost::dead() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dead_;
+}
+
+void ActorHost::DestroyIfIdle() {
+  if (destroy_pending_ && running_ == 0) {
+    if (instance_ != nullptr && destroy_) destroy_(instance_);
+    instance_ = nullptr;
+    destroy_pending_ = false;
+  }
+}
+
+std::deque<DispatchTask> ActorHost::Kill(bool restart) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::deque<DispatchTask> failed;
+  for (auto& t : mailbox_) failed.push_back(std::move(t));
+  mailbox_.clear();
+  destroy_pending_ = true;
+  DestroyIfIdle();
+  dead_ = !restart;
+  // After a restart, calls wait for the new creation (it arrives right after the kill).
+  creating_ = restart;
+  if (!restart) stop_ = true;  // threads leave once their current call returns
+  cv_.notify_all();
+  return failed;
+}
+
+std::deque<DispatchTask> ActorHost::Die() { return Kill(/*restart=*/false); }
+
+}  // namespace prism::internal

@@ -1,0 +1,62 @@
+#pragma once
+// One actor living on this rank: its instance, its mailbox and the threads that run its
+// calls. With max_concurrency 1, one thread runs calls in arrival order (the head forwards
+// each caller's calls in submission order, so per-caller order holds). The creation is
+// always the first item of an incarnation; calls wait behind it. Kill destroys the
+// instance (once no call is running) and hands back the queued calls to be failed.
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/messages.h"
+
+namespace prism::internal {
+
+class ActorHost {
+ public:
+  using RunFn = std::function<void(DispatchTask&, ActorHost&)>;
+  ActorHost(ObjectId id, int max_concurrency, RunFn run);
+  ~ActorHost();
+
+  ObjectId id() const { return id_; }
+  /// Queues a creation or a call. Returns false (and does not queue) if the actor is dead.
+  bool Enqueue(DispatchTask&& task);
+  /// Ends the current incarnation: the instance is destroyed once no call runs; queued
+  /// calls are returned (to be failed). With restart, a new creation may be queued after.
+  std::deque<DispatchTask> Kill(bool restart);
+
+  // For the call being run (thread-safe reads while a call of this incarnation runs).
+  void* instance() const { return instance_; }
+  void SetInstance(void* instance, std::function<void(void*)> destroy);
+  int incarnation() const { return incarnation_; }
+  bool dead() const;
+  /// Marks the actor dead (ExitActor or a failed creation); returns the queued calls.
+  std::deque<DispatchTask> Die();
+
+ private:
+  void ThreadMain();
+  void DestroyIfIdle();  // requires mu_
+
+  ObjectId id_;
+  int max_concurrency_;
+  RunFn run_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<DispatchTask> mailbox_;
+  std::vector<std::thread> threads_;
+  void* instance_ = nullptr;
+  std::function<void(void*)> destroy_;
+  bool creating_ = false;  // a creation is queued or running: calls wait
+  bool destroy_pending_ = false;
+  bool dead_ = false;
+  bool stop_ = false;
+  int running_ = 0;
+  int incarnation_ = -1;
+};
+
+}  // namespace prism::internal
