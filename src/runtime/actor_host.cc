@@ -32,6 +32,7 @@ bool ActorHost::Enqueue(DispatchTask&& task) {
   if (dead_ && !creation) return false;
   if (creation) {
     dead_ = false;
+    cause_.clear();
     creating_ = true;
   }
   mailbox_.push_back(std::move(task));
@@ -87,8 +88,9 @@ void ActorHost::DestroyIfIdle() {
   }
 }
 
-std::deque<DispatchTask> ActorHost::Kill(bool restart) {
+std::deque<DispatchTask> ActorHost::Kill(bool restart, const std::string& cause) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!restart && cause_.empty()) cause_ = cause.empty() ? "the actor was killed" : cause;
   std::deque<DispatchTask> failed;
   for (auto& t : mailbox_) failed.push_back(std::move(t));
   mailbox_.clear();
@@ -102,6 +104,13 @@ std::deque<DispatchTask> ActorHost::Kill(bool restart) {
   return failed;
 }
 
-std::deque<DispatchTask> ActorHost::Die() { return Kill(/*restart=*/false); }
+std::deque<DispatchTask> ActorHost::Die(const std::string& cause) {
+  return Kill(/*restart=*/false, cause);
+}
+
+std::string ActorHost::cause() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cause_;
+}
 
 }  // namespace prism::internal

@@ -28,7 +28,7 @@ class ActorHost {
   bool Enqueue(DispatchTask&& task);
   /// Ends the current incarnation: the instance is destroyed once no call runs; queued
   /// calls are returned (to be failed). With restart, a new creation may be queued after.
-  std::deque<DispatchTask> Kill(bool restart);
+  std::deque<DispatchTask> Kill(bool restart, const std::string& cause = "");
 
   // For the call being run (thread-safe reads while a call of this incarnation runs).
   void* instance() const { return instance_; }
@@ -36,7 +36,9 @@ class ActorHost {
   int incarnation() const { return incarnation_; }
   bool dead() const;
   /// Marks the actor dead (ExitActor or a failed creation); returns the queued calls.
-  std::deque<DispatchTask> Die();
+  std::deque<DispatchTask> Die(const std::string& cause);
+  /// Why the actor is dead ("" while alive).
+  std::string cause() const;
 
  private:
   void ThreadMain();
@@ -57,6 +59,7 @@ class ActorHost {
   bool stop_ = false;
   int running_ = 0;
   int incarnation_ = -1;
+  std::string cause_;
 };
 
 }  // namespace prism::internal

@@ -306,7 +306,7 @@ void Node::Handle(Message&& msg) {
     {
       std::lock_guard<std::mutex> lock(actors_mu_);
       auto it = actors_.find(k->actor);
-      if (it != actors_.end()) failed = it->second->Kill(k->restart);
+      if (it != actors_.end()) failed = it->second->Kill(k->restart, k->cause);
     }
     if (!failed.empty()) {
       auto shared = std::make_shared<std::deque<DispatchTask>>(std::move(failed));
@@ -405,7 +405,9 @@ void Node::RouteToActor(DispatchTask&& d) {
   if (host == nullptr || !host->Enqueue(std::move(d))) {
     auto one = std::make_shared<std::deque<DispatchTask>>();  // Enqueue does not move from
     one->push_back(std::move(d));                             // a task it refuses
-    Defer([this, one, actor] { FailCalls(std::move(*one), "actor " + actor.Hex() + " is dead"); });
+    std::string cause = host != nullptr ? host->cause() : "";
+    if (cause.empty()) cause = "actor " + actor.Hex() + " is dead";
+    Defer([this, one, cause] { FailCalls(std::move(*one), cause); });
   }
 }
 
@@ -524,7 +526,8 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
     done.ok = false;
     done.error = {"ActorError", "the actor ended itself with ExitActor()", spec.name, options_.rank};
     if (host != nullptr) {
-      FailCalls(host->Die(), "the actor ended itself with ExitActor()");
+      FailCalls(host->Die("the actor ended itself with ExitActor()"),
+                "the actor ended itself with ExitActor()");
       to_head_(ActorDied{host->id(), "the actor ended itself with ExitActor()"});
     }
   } catch (const ActorError& e) {
@@ -545,7 +548,7 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
   if (!done.ok && host != nullptr && spec.kind == TaskKind::kActorCreation) {
     std::string cause = "the actor's factory " + spec.function + " threw " + done.error.type +
                         ": " + done.error.message;
-    FailCalls(host->Die(), cause);
+    FailCalls(host->Die(cause), cause);
     to_head_(ActorDied{host->id(), cause});
   }
   done.exec_ns = NowNs() - start;
