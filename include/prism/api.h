@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "prism/actor.h"
+#include "prism/actor_pool.h"
 #include "prism/config.h"
 #include "prism/errors.h"
 #include "prism/object_ref.h"

@@ -164,3 +164,56 @@ TEST(Actor, TheLastHandleGoingEndsTheActor) {
 }
 
 }  // namespace
+
+namespace {
+
+class Doubler {
+ public:
+  static Doubler* Create() { return new Doubler(); }
+  int Double(int x) {
+    if (x < 0) throw std::domain_error("negative");
+    prism_test::SleepMs(x % 3);  // finish out of order
+    return 2 * x;
+  }
+};
+PRISM_REMOTE(Doubler::Create, &Doubler::Double);
+
+std::vector<prism::ActorHandle<Doubler>> Doublers(int n) {
+  std::vector<prism::ActorHandle<Doubler>> actors;
+  for (int i = 0; i < n; ++i) actors.push_back(prism::Actor(Doubler::Create).Remote());
+  return actors;
+}
+auto CallDouble = [](prism::ActorHandle<Doubler>& d, int x) { return d.Task(&Doubler::Double).Remote(x); };
+
+TEST(ActorPool, MapKeepsInputOrder) {
+  prism::ActorPool<Doubler> pool(Doublers(3));
+  std::vector<int> in;
+  for (int i = 0; i < 30; ++i) in.push_back(i);
+  auto out = pool.Map(CallDouble, in);
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], 2 * in[i]);
+}
+
+TEST(ActorPool, MapUnorderedReturnsEveryResult) {
+  prism::ActorPool<Doubler> pool(Doublers(2));
+  auto out = pool.MapUnordered(CallDouble, std::vector<int>{1, 2, 3, 4, 5, 6});
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<int>{2, 4, 6, 8, 10, 12}));
+}
+
+TEST(ActorPool, SubmitGetNextAndErrors) {
+  prism::ActorPool<Doubler> pool(Doublers(1));
+  EXPECT_FALSE(pool.HasNext());
+  EXPECT_THROW(pool.GetNext<int>(), prism::Error);
+  pool.Submit(CallDouble, 5);
+  pool.Submit(CallDouble, -1);  // queued: the only actor is busy
+  pool.Submit(CallDouble, 7);
+  EXPECT_TRUE(pool.HasNext());
+  EXPECT_EQ(pool.GetNext<int>(10000), 10);
+  EXPECT_THROW(pool.GetNext<int>(10000), prism::TaskError);
+  EXPECT_EQ(pool.GetNextUnordered<int>(10000), 14);
+  EXPECT_FALSE(pool.HasNext());
+  EXPECT_THROW(prism::ActorPool<Doubler>({}), prism::Error);
+}
+
+}  // namespace
