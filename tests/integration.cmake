@@ -9,7 +9,10 @@ set_tests_properties(app_core_demo_1rank app_core_demo_3ranks PROPERTIES
   TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "fib\\(12\\) = 144.*done")
 if(TARGET batch_predict)
   add_test(NAME app_batch_predict_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict>)
-  set_tests_properties(app_batch_predict_3ranks PROPERTIES TIMEOUT 120 LABELS apps)
+  add_test(NAME app_batch_predict_actors_3ranks
+           COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --mode=actors)
+  set_tests_properties(app_batch_predict_3ranks app_batch_predict_actors_3ranks PROPERTIES
+    TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "OK: all 12 shards match")
 endif()
 
 add_test(NAME install_find_package

@@ -287,6 +287,19 @@ ShardResult Predict(const Model& model, int shard, int shard_size) {
 }
 PRISM_REMOTE(Predict);
 
+// The actor-based variant (Ray's "stateful" batch inference): each Predictor loads the model
+// once, when it is created, and then serves any number of shards.
+class Predictor {
+ public:
+  static Predictor* Create(Model model) { return new Predictor(std::move(model)); }
+  ShardResult Predict(int shard, int shard_size) { return ::Predict(model_, shard, shard_size); }
+
+ private:
+  explicit Predictor(Model model) : model_(std::move(model)) {}
+  Model model_;
+};
+PRISM_REMOTE(Predictor::Create, &Predictor::Predict);
+
 // ---- Driver ------------------------------------------------------------------------------
 
 namespace {
@@ -294,11 +307,15 @@ namespace {
 struct Options {
   int shards = 12;
   int shard_size = 1024;
+  bool actors = false;  // --mode=actors
   bool help = false;
 };
 
 constexpr const char* kUsage =
-    "usage: batch_predict [--shards=N] [--shard-size=M] [--prism-...]\n"
+    "usage: batch_predict [--mode=tasks|actors] [--shards=N] [--shard-size=M] [--prism-...]\n"
+    "  --mode=tasks     one task per shard, the model Put once (default)\n"
+    "  --mode=actors    one Predictor actor per rank loads the model once; an ActorPool\n"
+    "                   feeds it the shards\n"
     "  --shards=N       number of prediction tasks (1..100000, default 12)\n"
     "  --shard-size=M   samples per shard (1..1000000, default 1024)\n"
     "  --prism-*        Prism runtime flags, see prism/config.h\n";
@@ -335,6 +352,12 @@ std::string ParseFlags(int argc, char** argv, Options& opt) {
     }
     if (arg == "--help" || arg == "-h") {
       opt.help = true;
+      continue;
+    }
+    if (arg.rfind("--mode=", 0) == 0) {
+      std::string mode = arg.substr(7);
+      if (mode != "tasks" && mode != "actors") return "--mode: '" + mode + "' is not tasks or actors";
+      opt.actors = mode == "actors";
       continue;
     }
     const Flag* match = nullptr;
@@ -394,32 +417,53 @@ int RunDriver(const Options& opt) {
   prism::ObjectRef<Model> model_ref = prism::Put(model);
   std::cout << "model Put in " << Since(t_put) << " s\n";
 
-  // 2. One task per shard, the model passed by reference.
-  auto t_run = Clock::now();
-  std::vector<prism::ObjectRef<ShardResult>> pending;
-  for (int s = 0; s < opt.shards; ++s) {
-    pending.push_back(prism::Task(Predict).Remote(model_ref, s, opt.shard_size));
-  }
-
-  // 3. Collect results as they arrive.
   constexpr int kStallMs = 300000;
   std::vector<ShardResult> results(opt.shards);
   int done = 0;
-  while (!pending.empty()) {
-    auto waited = prism::Wait(pending, 1, kStallMs);
-    if (waited.ready.empty()) {
-      std::cerr << "batch_predict: no shard finished in " << kStallMs / 1000 << " s ("
-                << pending.size() << " outstanding)\n";
-      return 1;
-    }
-    ShardResult r = *prism::Get(waited.ready.front());
+  auto report = [&](ShardResult r) {
     ++done;
     std::cout << "  shard " << r.shard << " done on rank " << r.rank << " (" << r.node << ") in "
               << r.seconds << " s, accuracy " << std::setprecision(1)
               << 100.0 * r.correct / r.samples << "%  [" << done << "/" << opt.shards << "]\n"
               << std::setprecision(3);
     results.at(r.shard) = std::move(r);
-    pending = std::move(waited.unready);
+  };
+  auto t_run = Clock::now();
+  if (opt.actors) {
+    // 2'. One Predictor per rank, each loading the model once; an ActorPool feeds shards.
+    std::vector<prism::ActorHandle<Predictor>> predictors;
+    for (int r = 0; r < ctx.GetWorldSize(); ++r) {
+      predictors.push_back(prism::Actor(Predictor::Create)
+                               .SetResource("rank:" + std::to_string(r), 0.01)
+                               .Remote(model_ref));
+    }
+    std::cout << "actors: " << predictors.size() << " Predictor(s), one per rank\n";
+    prism::ActorPool<Predictor> pool(predictors);
+    const int shard_size = opt.shard_size;
+    for (int s = 0; s < opt.shards; ++s) {
+      pool.Submit([shard_size](prism::ActorHandle<Predictor>& p, int shard) {
+        return p.Task(&Predictor::Predict).Remote(shard, shard_size);
+      }, s);
+    }
+    // 3'. Collect results as they arrive.
+    while (pool.HasNext()) report(pool.GetNextUnordered<ShardResult>(kStallMs));
+  } else {
+    // 2. One task per shard, the model passed by reference.
+    std::vector<prism::ObjectRef<ShardResult>> pending;
+    for (int s = 0; s < opt.shards; ++s) {
+      pending.push_back(prism::Task(Predict).Remote(model_ref, s, opt.shard_size));
+    }
+    // 3. Collect results as they arrive.
+    while (!pending.empty()) {
+      auto waited = prism::Wait(pending, 1, kStallMs);
+      if (waited.ready.empty()) {
+        std::cerr << "batch_predict: no shard finished in " << kStallMs / 1000 << " s ("
+                  << pending.size() << " outstanding)\n";
+        return 1;
+      }
+      report(*prism::Get(waited.ready.front()));
+      pending = std::move(waited.unready);
+    }
   }
   const double run_s = Since(t_run);
   const double total = static_cast<double>(opt.shards) * opt.shard_size;
