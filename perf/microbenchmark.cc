@@ -60,7 +60,31 @@ int64_t ClientBatch(int n) {
   return sum;
 }
 
-PRISM_REMOTE(SmallValue, ClientBatch);
+/// The actor of the actor benchmarks (Ray's Actor with a small_value method).
+class BenchActor {
+ public:
+  static BenchActor* Create() { return new BenchActor(); }
+  int SmallValue() { return 0; }
+  int Rank() { return prism::GetRuntimeContext().GetRank(); }
+};
+
+/// A client for n_n_actor_calls_async: creates its own actor on the rank it runs on, calls
+/// it n times, gets them all, kills the actor.
+int64_t ActorClientBatch(int n) {
+  int rank = prism::GetRuntimeContext().GetRank();
+  auto actor =
+      prism::Actor(BenchActor::Create).SetResource("rank:" + std::to_string(rank), 0.01).Remote();
+  std::vector<prism::ObjectRef<int>> refs;
+  refs.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) refs.push_back(actor.Task(&BenchActor::SmallValue).Remote());
+  int64_t sum = 0;
+  for (const auto& v : prism::Get(refs)) sum += *v + 1;
+  actor.Kill();
+  return sum;
+}
+
+PRISM_REMOTE(SmallValue, ClientBatch, BenchActor::Create, &BenchActor::SmallValue,
+             &BenchActor::Rank,              ActorClientBatch);
 
 namespace {
 
@@ -118,6 +142,8 @@ struct Options {
   int clients = 0;           // 0: one per rank, at least 2
   int threads = 2;           // multi_client_tasks_async_threads
   int thread_batch = 5000;   // tasks per driver thread per batch
+  int actor_batch = 5000;    // actor_calls_async benchmarks: calls per batch (per client)
+  int pg_batch = 10;         // placement_group_create/removal: groups per batch
   uint64_t put_bytes = 256ull << 20;
   double watchdog_s = 600;  // one benchmark taking longer than this aborts the job
 };
@@ -126,7 +152,8 @@ void Usage() {
   std::printf(
       "usage: prism_microbenchmark [--quick] [--json=PATH] [--rounds=N] [--min-time=SECONDS]\n"
       "                            [--filter=NAME[,NAME...]] [--put-bytes=N] [--clients=N]\n"
-      "                            [--threads=N] [--list] [--prism-* flags]\n"
+      "                            [--threads=N] [--async-batch=N] [--actor-batch=N] [--list]\n"
+      "                            [--prism-* flags]\n"
       "  --quick      tiny sizes, 3 short rounds (a CI smoke run of a few seconds)\n"
       "  --json=PATH  where the Google-Benchmark-style JSON goes\n"
       "               (default perf/results/microbenchmark.json, directories are created)\n"
@@ -181,6 +208,8 @@ Options ParseOptions(int argc, char** argv) {
     o.wait_refs = 100;
     o.client_batch = 200;
     o.thread_batch = 100;
+    o.actor_batch = 200;
+    o.pg_batch = 2;
     o.put_bytes = 4ull << 20;
     o.watchdog_s = 60;
   }
@@ -202,6 +231,8 @@ Options ParseOptions(int argc, char** argv) {
         o.threads = std::max(1, std::stoi(v));
       else if (k == "async-batch")
         o.async_batch = std::stoi(v);
+      else if (k == "actor-batch")
+        o.actor_batch = std::max(1, std::stoi(v));
       else if (k == "watchdog")
         o.watchdog_s = std::stod(v);
       else {
@@ -409,13 +440,9 @@ void PhaseTimer::AddTo(Result& r) const {
   r.counters.push_back({"release_us_per_task", Median(release_us)});
 }
 
-/// Sync round trips (submit one task, Get it), optionally pinned to a rank.
-Result SyncTasks(const Env& env, const std::string& name, int pin_rank) {
-  auto submit = [&]() {
-    auto caller = prism::Task(SmallValue);
-    if (pin_rank >= 0) caller.SetResource("rank:" + std::to_string(pin_rank), 0.01);
-    return caller.Remote();
-  };
+/// Sync round trips: `submit` starts one call, whose result is Got at once; each is timed.
+Result SyncRoundTrips(const Env& env, const std::string& name,
+                      const std::function<prism::ObjectRef<int>()>& submit) {
   for (int i = 0; i < 100; ++i) g_sink = g_sink + *submit().Get();  // warm-up
   std::vector<double> round_median, round_p90, round_p99, rates, cpu, pcpu;
   Result r;
@@ -461,6 +488,15 @@ Result SyncTasks(const Env& env, const std::string& name, int pin_rank) {
                 r.items_per_second);
   r.note = note;
   return r;
+}
+
+/// Sync round trips (submit one task, Get it), optionally pinned to a rank.
+Result SyncTasks(const Env& env, const std::string& name, int pin_rank) {
+  return SyncRoundTrips(env, name, [&]() {
+    auto caller = prism::Task(SmallValue);
+    if (pin_rank >= 0) caller.SetResource("rank:" + std::to_string(pin_rank), 0.01);
+    return caller.Remote();
+  });
 }
 
 Result AsyncTasks(const Env& env) {
@@ -720,6 +756,127 @@ std::vector<Result> PutGigabytes(const Env& env) {
   return {p, m, f};
 }
 
+// ---- Actors and placement groups ---------------------------------------------------------
+
+using BenchActorHandle = prism::ActorHandle<BenchActor>;
+
+/// Calls SmallValue n times, spread round-robin over `actors`, then Gets them all.
+double ActorCallBatch(const std::vector<BenchActorHandle>& actors, int n) {
+  std::vector<prism::ObjectRef<int>> refs;
+  refs.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    refs.push_back(actors[static_cast<size_t>(i) % actors.size()]
+                       .Task(&BenchActor::SmallValue)
+                       .Remote());
+  }
+  int64_t sum = 0;
+  for (const auto& v : prism::Get(refs)) sum += *v;
+  g_sink = g_sink + sum;
+  return n;
+}
+
+/// Kills the actors at the end of a benchmark, also when it throws.
+struct KillActors {
+  std::vector<BenchActorHandle>& actors;
+  ~KillActors() {
+    for (const auto& a : actors) {
+      try {
+        a.Kill();
+      } catch (...) {
+      }
+    }
+  }
+};
+
+Result ActorCallsSync(const Env& env) {
+  std::vector<BenchActorHandle> actors{prism::Actor(BenchActor::Create).Remote()};
+  KillActors killer{actors};
+  Result r = SyncRoundTrips(env, "1_1_actor_calls_sync", [&]() {
+    return actors[0].Task(&BenchActor::SmallValue).Remote();
+  });
+  int rank = *actors[0].Task(&BenchActor::Rank).Remote().Get();
+  r.counters.push_back({"actor_rank", static_cast<double>(rank)});
+  r.note = "one actor (on rank " + std::to_string(rank) + "); " + r.note;
+  return r;
+}
+
+/// Calls from the driver to `actors`, in batches of env.opt.actor_batch.
+Result ActorCallsAsync(const Env& env, const std::string& name,
+                       std::vector<BenchActorHandle> actors, const std::string& what) {
+  KillActors killer{actors};
+  const int n = env.opt.actor_batch;
+  Result r = FinishThroughput(name, "calls/s", Rounds(env, [&] { return ActorCallBatch(actors, n); }));
+  r.counters.push_back({"actors", static_cast<double>(actors.size())});
+  r.counters.push_back({"batch_size", static_cast<double>(n)});
+  r.note = what + ", batches of " + std::to_string(n) + " calls";
+  return r;
+}
+
+Result OneToOneActorCallsAsync(const Env& env) {
+  return ActorCallsAsync(env, "1_1_actor_calls_async",
+                         {prism::Actor(BenchActor::Create).Remote()}, "one actor");
+}
+
+Result OneToOneActorCallsConcurrent(const Env& env) {
+  return ActorCallsAsync(env, "1_1_actor_calls_concurrent",
+                         {prism::Actor(BenchActor::Create).SetMaxConcurrency(4).Remote()},
+                         "one actor, max_concurrency 4");
+}
+
+Result OneToNActorCallsAsync(const Env& env) {
+  std::vector<BenchActorHandle> actors;
+  for (int rank = 0; rank < env.world; ++rank) {
+    actors.push_back(prism::Actor(BenchActor::Create)
+                         .SetResource("rank:" + std::to_string(rank), 0.01)
+                         .Remote());
+  }
+  return ActorCallsAsync(env, "1_n_actor_calls_async", std::move(actors),
+                         std::to_string(env.world) + " actors (one per rank), round-robin");
+}
+
+Result NToNActorCallsAsync(const Env& env) {
+  const int clients = env.opt.clients > 0 ? env.opt.clients : std::max(env.world, 2);
+  const int n = env.opt.actor_batch;
+  auto batch = [&]() -> double {
+    std::vector<prism::ObjectRef<int64_t>> refs;
+    for (int c = 0; c < clients; ++c) {
+      refs.push_back(prism::Task(ActorClientBatch)
+                         .SetResource("CPU", 0)
+                         .SetResource("rank:" + std::to_string(c % env.world), 0.01)
+                         .Remote(n));
+    }
+    int64_t sum = 0;
+    for (const auto& v : prism::Get(refs)) sum += *v;
+    if (sum != static_cast<int64_t>(clients) * n) {
+      throw std::runtime_error("n_n_actor_calls_async: clients returned a wrong count");
+    }
+    return static_cast<double>(clients) * n;
+  };
+  Result r = FinishThroughput("n_n_actor_calls_async", "calls/s", Rounds(env, batch));
+  r.counters.push_back({"clients", static_cast<double>(clients)});
+  r.counters.push_back({"calls_per_client_batch", static_cast<double>(n)});
+  r.note = std::to_string(clients) + " client tasks (one per rank), each with its own actor, x " +
+           std::to_string(n) + " calls (actor creation included)";
+  return r;
+}
+
+Result PlacementGroupCreateRemoval(const Env& env) {
+  const int n = env.opt.pg_batch;
+  auto batch = [&]() -> double {
+    for (int i = 0; i < n; ++i) {
+      auto pg = prism::CreatePlacementGroup({"", {{{"CPU", 0.01}}}, prism::PlacementStrategy::PACK});
+      if (!pg.Wait(10)) {
+        throw std::runtime_error("placement_group_create/removal: Wait(10) returned false");
+      }
+      prism::RemovePlacementGroup(pg.GetID());
+    }
+    return n;
+  };
+  Result r = FinishThroughput("placement_group_create/removal", "ops/s", Rounds(env, batch));
+  r.note = "1 bundle {CPU: 0.01}: create, Wait(10), remove";
+  return r;
+}
+
 // ---- Output -----------------------------------------------------------------------------
 
 std::string JsonEscape(const std::string& s) {
@@ -901,7 +1058,7 @@ double Counter(const Result& r, const std::string& key) {
   return 0;
 }
 
-/// Checks the three targets and records them on the results.
+/// Checks the targets and records them on the results.
 void ApplyTargets(std::vector<Result>& results) {
   for (auto& r : results) {
     if (r.name == "single_client_tasks_sync") {
@@ -916,6 +1073,24 @@ void ApplyTargets(std::vector<Result>& results) {
       r.target = 200000;
       r.ratio_to_target = r.Median() / 200000.0;  // >= 1 meets it
       r.target_met = r.Median() >= 200000.0;
+    } else if (r.name == "1_1_actor_calls_sync") {
+      r.has_target = true;
+      r.target_text = "median round trip <= 50 us";
+      r.target = 50;
+      r.ratio_to_target = r.Median() / 50.0;  // <= 1 meets it
+      r.target_met = r.Median() <= 50.0;
+    } else if (r.name == "1_1_actor_calls_async") {
+      r.has_target = true;
+      r.target_text = ">= 200000 calls/s";
+      r.target = 200000;
+      r.ratio_to_target = r.Median() / 200000.0;  // >= 1 meets it
+      r.target_met = r.Median() >= 200000.0;
+    } else if (r.name == "placement_group_create/removal") {
+      r.has_target = true;
+      r.target_text = ">= 10000 ops/s";
+      r.target = 10000;
+      r.ratio_to_target = r.Median() / 10000.0;  // >= 1 meets it
+      r.target_met = r.Median() >= 10000.0;
     } else if (r.name == "single_client_put_gigabytes") {
       double ratio = Counter(r, "ratio_to_memcpy");
       r.has_target = true;
@@ -961,6 +1136,12 @@ int main(int argc, char** argv) {
       {"single_client_put_gigabytes", PutGigabytes},
       {"single_client_wait_1k_refs", one(WaitRefs)},
       {"single_client_tasks_and_get_batch", one(TasksAndGetBatch)},
+      {"1_1_actor_calls_sync", one(ActorCallsSync)},
+      {"1_1_actor_calls_async", one(OneToOneActorCallsAsync)},
+      {"1_1_actor_calls_concurrent", one(OneToOneActorCallsConcurrent)},
+      {"1_n_actor_calls_async", one(OneToNActorCallsAsync)},
+      {"n_n_actor_calls_async", one(NToNActorCallsAsync)},
+      {"placement_group_create/removal", one(PlacementGroupCreateRemoval)},
       // Extras that help explain the figures above.
       {"single_client_tasks_sync_remote",
        [](const Env& e) {

@@ -32,3 +32,11 @@ add_test(NAME slurm_core_demo
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(slurm_core_demo PROPERTIES TIMEOUT 400 LABELS slurm SKIP_RETURN_CODE 77
   PASS_REGULAR_EXPRESSION "PASS: slurm tests" RUN_SERIAL TRUE)
+
+# Ray C++ compatibility: a Ray-style program, only its include line changed.
+add_executable(ray_style_program ${CMAKE_CURRENT_LIST_DIR}/compat/ray_style_program.cc)
+target_link_libraries(ray_style_program PRIVATE prism::core prism_warnings)
+add_test(NAME compat_ray_style_1rank COMMAND $<TARGET_FILE:ray_style_program>)
+add_test(NAME compat_ray_style_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:ray_style_program>)
+set_tests_properties(compat_ray_style_1rank compat_ray_style_3ranks PROPERTIES
+  TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "all checks passed")

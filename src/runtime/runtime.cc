@@ -230,7 +230,6 @@ void Build(Runtime& rt) {
     rt.node = std::make_unique<Node>(
         options, [self](Message&& m) { self->transport->Send(0, m); }, rt.transport.get());
   }
-  if (rt.transport) rt.transport->Start();
 }
 
 void DoInit(const Config& config, int argc, char** argv) {
@@ -322,8 +321,11 @@ void DoInit(const Config& config, int argc, char** argv) {
   ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id);
   Build(*rt);
 
+  // Publish the runtime before the transport starts: a task may arrive at once and must
+  // find it (GetRuntimeContext, ObjectRef counting).
   Runtime* raw = rt.release();
   g_runtime.store(raw);
+  if (raw->transport) raw->transport->Start();
   std::set_terminate(OnTerminate);
   if (raw->rank == 0) {
     static bool registered = false;
