@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the built tree into a scratch prefix, builds a separate project against it with
-# find_package(Prism), and runs that project's binary.
+# find_package(Prism), and runs that project's binary; then builds the same program with
+# Prism added by add_subdirectory.
 set -euo pipefail
 build_dir=$1
 src_dir=$(cd "$(dirname "$0")" && pwd)
@@ -10,3 +11,8 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 cmake -S "$src_dir/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" -j 2 >/dev/null
 "$work/build/consumer"
+# The same program with Prism pulled in by add_subdirectory.
+src_root=$(cd "$src_dir/../.." && pwd)
+cmake -S "$src_dir/subdir_consumer" -B "$work/sub" -DPRISM_SOURCE_DIR="$src_root" >/dev/null
+cmake --build "$work/sub" -j 2 >/dev/null
+"$work/sub/consumer"
