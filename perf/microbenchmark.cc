@@ -516,14 +516,16 @@ Result AsyncTasks(const Env& env) {
   return r;
 }
 
-Result MultiClientTasks(const Env& env) {
+/// One client task per rank (pinned, holding no CPU), each running `client(n)`, which
+/// submits n operations from its rank and returns how many completed.
+Result MultiClient(const Env& env, const char* name, const char* unit, int64_t (*client)(int),
+                   int n, const char* per_client_counter, const std::string& note_tail) {
   const int clients = env.opt.clients > 0 ? env.opt.clients : std::max(env.world, 2);
-  const int n = env.opt.client_batch;
   auto batch = [&]() -> double {
     std::vector<prism::ObjectRef<int64_t>> refs;
     for (int c = 0; c < clients; ++c) {
       // A client holds no CPU (it only submits and waits) and is pinned to one rank.
-      refs.push_back(prism::Task(ClientBatch)
+      refs.push_back(prism::Task(client)
                          .SetResource("CPU", 0)
                          .SetResource("rank:" + std::to_string(c % env.world), 0.01)
                          .Remote(n));
@@ -531,15 +533,21 @@ Result MultiClientTasks(const Env& env) {
     int64_t sum = 0;
     for (const auto& v : prism::Get(refs)) sum += *v;
     if (sum != static_cast<int64_t>(clients) * n) {
-      throw std::runtime_error("multi_client_tasks_async: clients returned a wrong count");
+      throw std::runtime_error(std::string(name) + ": clients returned a wrong count");
     }
     return static_cast<double>(clients) * n;
   };
-  Result r = FinishThroughput("multi_client_tasks_async", "tasks/s", Rounds(env, batch));
+  Result r = FinishThroughput(name, unit, Rounds(env, batch));
   r.counters.push_back({"clients", static_cast<double>(clients)});
-  r.counters.push_back({"tasks_per_client_batch", static_cast<double>(n)});
-  r.note = std::to_string(clients) + " client tasks (one per rank) x " + std::to_string(n);
+  r.counters.push_back({per_client_counter, static_cast<double>(n)});
+  r.note = std::to_string(clients) + " client tasks (one per rank)" + note_tail;
   return r;
+}
+
+Result MultiClientTasks(const Env& env) {
+  const int n = env.opt.client_batch;
+  return MultiClient(env, "multi_client_tasks_async", "tasks/s", ClientBatch, n,
+                     "tasks_per_client_batch", " x " + std::to_string(n));
 }
 
 Result MultiThreadTasks(const Env& env) {
@@ -835,29 +843,11 @@ Result OneToNActorCallsAsync(const Env& env) {
 }
 
 Result NToNActorCallsAsync(const Env& env) {
-  const int clients = env.opt.clients > 0 ? env.opt.clients : std::max(env.world, 2);
   const int n = env.opt.actor_batch;
-  auto batch = [&]() -> double {
-    std::vector<prism::ObjectRef<int64_t>> refs;
-    for (int c = 0; c < clients; ++c) {
-      refs.push_back(prism::Task(ActorClientBatch)
-                         .SetResource("CPU", 0)
-                         .SetResource("rank:" + std::to_string(c % env.world), 0.01)
-                         .Remote(n));
-    }
-    int64_t sum = 0;
-    for (const auto& v : prism::Get(refs)) sum += *v;
-    if (sum != static_cast<int64_t>(clients) * n) {
-      throw std::runtime_error("n_n_actor_calls_async: clients returned a wrong count");
-    }
-    return static_cast<double>(clients) * n;
-  };
-  Result r = FinishThroughput("n_n_actor_calls_async", "calls/s", Rounds(env, batch));
-  r.counters.push_back({"clients", static_cast<double>(clients)});
-  r.counters.push_back({"calls_per_client_batch", static_cast<double>(n)});
-  r.note = std::to_string(clients) + " client tasks (one per rank), each with its own actor, x " +
-           std::to_string(n) + " calls (actor creation included)";
-  return r;
+  return MultiClient(env, "n_n_actor_calls_async", "calls/s", ActorClientBatch, n,
+                     "calls_per_client_batch",
+                     ", each with its own actor, x " + std::to_string(n) +
+                         " calls (actor creation included)");
 }
 
 Result PlacementGroupCreateRemoval(const Env& env) {

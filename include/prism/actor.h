@@ -108,7 +108,7 @@ class ActorTaskCaller {
 
 /// Builder for creating an actor from a factory `static C* Create(Args...)`.
 template <typename F>
-class ActorCreator {
+class ActorCreator : public internal::CallOptions<ActorCreator<F>> {
  public:
   using Traits = internal::FunctionTraits<F>;
   using Class = std::remove_pointer_t<typename Traits::Return>;
@@ -123,20 +123,8 @@ class ActorCreator {
     request_.resources["CPU"] = 0;  // Ray's default: an actor holds no CPU while it lives
     request_.max_retries = 0;
   }
-  /// A name makes the actor findable with GetActor<C>(name) and keeps it alive without
-  /// handles until killed or the job ends.
-  ActorCreator& SetName(std::string name) {
-    request_.name = std::move(name);
-    return *this;
-  }
-  ActorCreator& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [k, v] : resources) request_.resources[k] = v;
-    return *this;
-  }
-  ActorCreator& SetResource(const std::string& name, double amount) {
-    request_.resources[name] = amount;
-    return *this;
-  }
+  // SetName (a named actor is found by GetActor<C>(name) and lives without handles until
+  // killed or the job ends), SetResources, SetResource, SetPlacementGroup: see CallOptions.
   /// How often a killed (Kill(false)) actor is re-created. Default 0.
   ActorCreator& SetMaxRestarts(int n) {
     request_.max_restarts = n;
@@ -146,11 +134,6 @@ class ActorCreator {
   ActorCreator& SetMaxConcurrency(int n) {
     if (n < 1) throw Error("prism: SetMaxConcurrency needs n >= 1, got " + std::to_string(n));
     request_.max_concurrency = n;
-    return *this;
-  }
-  ActorCreator& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
-    request_.placement_group = group.GetID();
-    request_.bundle_index = bundle_index;
     return *this;
   }
   /// Creates the actor (asynchronously: calls queue until it is up). Throws ResourceError
@@ -166,7 +149,7 @@ class ActorCreator {
   }
 
  private:
-  internal::TaskRequest request_;
+  using internal::CallOptions<ActorCreator<F>>::request_;
 };
 
 /// Starts building an actor from a factory registered with PRISM_REMOTE.

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "prism/internal/call_options.h"
 #include "prism/object_ref.h"
 #include "prism/placement_group.h"
 #include "prism/remote.h"
@@ -71,7 +72,7 @@ void PackArgs(TaskRequest& request, Args&&... args) {
 /// Builder for one remote call of a registered function. Options chain; Remote submits.
 /// Not thread-safe (make one per call); cheap to build.
 template <typename F>
-class TaskCaller {
+class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
  public:
   using Traits = internal::FunctionTraits<F>;
   using ReturnType = typename Traits::Return;
@@ -81,21 +82,6 @@ class TaskCaller {
         internal::FunctionRegistry::Instance().NameOf(internal::FunctionKey(f), "Task");
   }
 
-  /// Name shown in errors, logs and the state API (default: the function's name).
-  TaskCaller& SetName(std::string name) {
-    request_.name = std::move(name);
-    return *this;
-  }
-  /// Resources the task holds while it runs, e.g. {{"CPU", 2}, {"GPU", 1}}. CPU defaults to 1
-  /// unless given. Amounts below 1 may be fractional. Use {"rank:N", 0.01} to pin to rank N.
-  TaskCaller& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [k, v] : resources) request_.resources[k] = v;
-    return *this;
-  }
-  TaskCaller& SetResource(const std::string& name, double amount) {
-    request_.resources[name] = amount;
-    return *this;
-  }
   /// Retries after a system failure; with SetRetryExceptions(true) also after an exception.
   /// Default 3 (Ray's).
   TaskCaller& SetMaxRetries(int n) {
@@ -106,15 +92,6 @@ class TaskCaller {
     request_.retry_exceptions = retry;
     return *this;
   }
-  /// Runs the task inside bundle `bundle_index` of `group` (-1: any of its bundles), using
-  /// the bundle's reserved resources. The task waits until the group is created; it fails
-  /// if the group is removed first or its demand exceeds the bundle.
-  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
-    request_.placement_group = group.GetID();
-    request_.bundle_index = bundle_index;
-    return *this;
-  }
-
   /// Submits the task. Arguments are values (copied now) or ObjectRefs (the task runs once
   /// they are ready and receives their values). Throws ResourceError if no rank can ever run
   /// it, RuntimeError if Prism is not initialized.
@@ -130,7 +107,7 @@ class TaskCaller {
   }
 
  private:
-  internal::TaskRequest request_;
+  using internal::CallOptions<TaskCaller<F>>::request_;
 };
 
 /// Starts building a remote call of a function registered with PRISM_REMOTE. Throws

@@ -90,6 +90,11 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
   for (const auto& arg : task.spec->args) {
     if (arg.is_ref) objects_.AddTaskUse(arg.ref);
   }
+  if (task.spec->kind == TaskKind::kActorCall) {
+    // Calls never wait here: the actor's node resolves their arguments, in call order.
+    RouteActorCall(task);
+    return;
+  }
   std::vector<ObjectId> seen;
   for (const auto& arg : task.spec->args) {
     if (!arg.is_ref) continue;
@@ -123,9 +128,6 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
       actor_names_[actor.name] = id;
       objects_.AddHolder(id, -1);  // named actors outlive their handles
     }
-  } else if (task.spec->kind == TaskKind::kActorCall) {
-    RouteActorCall(task);
-    return;
   }
   if (!task.spec->placement_group.empty()) {
     auto g = groups_.find(task.spec->placement_group);

@@ -177,3 +177,33 @@ TEST_F(HeadTest, BlockedTaskGivesItsCpuBack) {
 
 }  // namespace
 }  // namespace prism::internal
+
+namespace prism::internal {
+namespace {
+
+TEST_F(HeadTest, ActorCallWithAPendingArgumentIsRoutedOnceToTheActor) {
+  TaskSpec creation = Spec(1);
+  creation.kind = TaskKind::kActorCreation;
+  creation.demand = ResourceSet();
+  head_.Handle(0, SubmitTask{creation});
+  auto created = Take<DispatchTask>();
+  ASSERT_EQ(created.size(), 1u);
+  const int actor_rank = created[0].first;
+  head_.Handle(0, SubmitTask{Spec(2)});  // the argument, still running
+  Take<DispatchTask>();
+  TaskSpec call = Spec(3, {Ref(2)});
+  call.kind = TaskKind::kActorCall;
+  call.actor = ObjectId(1);
+  call.demand = ResourceSet();
+  head_.Handle(0, SubmitTask{call});
+  auto routed = Take<DispatchTask>();
+  ASSERT_EQ(routed.size(), 1u) << "calls do not wait at the head";
+  EXPECT_EQ(routed[0].first, actor_rank);
+  Done(1, 2);  // the argument completes: the call must not be dispatched a second time
+  for (auto& [dest, d] : Take<DispatchTask>()) {
+    EXPECT_NE(d.spec->id, ObjectId(3)) << "dispatched again to rank " << dest;
+  }
+}
+
+}  // namespace
+}  // namespace prism::internal
