@@ -455,13 +455,21 @@ bool PlacementGroup::Wait(int timeout_seconds) const {
   }
 }
 
-int RuntimeContext::GetRank() const { return internal::g_runtime.load()->rank; }
-int RuntimeContext::GetWorldSize() const { return internal::g_runtime.load()->world; }
-std::string RuntimeContext::GetNodeId() const {
+namespace {
+internal::Runtime& LiveRuntime() {
   auto* rt = internal::g_runtime.load();
-  return rt->node_ids[rt->rank];
+  if (rt == nullptr) throw RuntimeError("prism: RuntimeContext used after Shutdown (or before Init)");
+  return *rt;
 }
-std::string RuntimeContext::GetJobId() const { return internal::g_runtime.load()->settings.job_id; }
+}  // namespace
+
+int RuntimeContext::GetRank() const { return LiveRuntime().rank; }
+int RuntimeContext::GetWorldSize() const { return LiveRuntime().world; }
+std::string RuntimeContext::GetNodeId() const {
+  auto& rt = LiveRuntime();
+  return rt.node_ids[rt.rank];
+}
+std::string RuntimeContext::GetJobId() const { return LiveRuntime().settings.job_id; }
 TaskId RuntimeContext::GetTaskId() const { return internal::CurrentTaskId(); }
 bool RuntimeContext::IsDriver() const { return GetRank() == 0 && GetTaskId().IsNil(); }
 
