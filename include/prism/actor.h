@@ -96,9 +96,8 @@ class ActorTaskCaller {
   ObjectRef<ReturnType> Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "prism: Remote() got a different number of arguments than the method takes");
-    internal::CoreApi& core = internal::RequireCore("actor Task(...).Remote");
-    internal::PackArgs<typename Traits::Params>(request_, std::forward<Args>(args)...);
-    ObjectId id = core.Submit(std::move(request_));
+    ObjectId id = internal::SubmitRequest<typename Traits::Params>(
+        request_, "actor Task(...).Remote", std::forward<Args>(args)...);
     return ObjectRef<ReturnType>(id, internal::ObjectRefBase::Adopt{});
   }
 
@@ -142,9 +141,8 @@ class ActorCreator : public internal::CallOptions<ActorCreator<F>> {
   ActorHandle<Class> Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "prism: Remote() got a different number of arguments than the factory takes");
-    internal::CoreApi& core = internal::RequireCore("Actor(...).Remote");
-    internal::PackArgs<typename Traits::Params>(request_, std::forward<Args>(args)...);
-    ObjectId id = core.Submit(std::move(request_));
+    ObjectId id = internal::SubmitRequest<typename Traits::Params>(request_, "Actor(...).Remote",
+                                                                   std::forward<Args>(args)...);
     return ActorHandle<Class>(ObjectRef<void>(id, internal::ObjectRefBase::Adopt{}));
   }
 

@@ -73,22 +73,12 @@ class ActorPool {
   /// Submits every value and returns all results in input order.
   template <typename F, typename V>
   auto Map(F fn, const std::vector<V>& values) {
-    using R = typename std::invoke_result_t<F, ActorHandle<C>&, const V&>::ValueType;
-    for (const auto& v : values) Submit(fn, v);
-    std::vector<R> out;
-    out.reserve(values.size());
-    while (HasNext()) out.push_back(GetNext<R>());
-    return out;
+    return MapAll(std::move(fn), values, /*ordered=*/true);
   }
   /// Like Map, results in completion order.
   template <typename F, typename V>
   auto MapUnordered(F fn, const std::vector<V>& values) {
-    using R = typename std::invoke_result_t<F, ActorHandle<C>&, const V&>::ValueType;
-    for (const auto& v : values) Submit(fn, v);
-    std::vector<R> out;
-    out.reserve(values.size());
-    while (HasNext()) out.push_back(GetNextUnordered<R>());
-    return out;
+    return MapAll(std::move(fn), values, /*ordered=*/false);
   }
 
  private:
@@ -101,6 +91,16 @@ class ActorPool {
     uint64_t index;
     std::function<internal::ObjectRefBase(ActorHandle<C>&)> call;
   };
+
+  template <typename F, typename V>
+  auto MapAll(F fn, const std::vector<V>& values, bool ordered) {
+    using R = typename std::invoke_result_t<F, ActorHandle<C>&, const V&>::ValueType;
+    for (const auto& v : values) Submit(fn, v);
+    std::vector<R> out;
+    out.reserve(values.size());
+    while (HasNext()) out.push_back(ordered ? GetNext<R>() : GetNextUnordered<R>());
+    return out;
+  }
 
   void Dispatch() {
     while (!idle_.empty() && !pending_.empty()) {

@@ -67,6 +67,16 @@ void PackArgs(TaskRequest& request, Args&&... args) {
   request.contained = scope.Take();
 }
 
+/// Packs `args` into `request` and submits it; returns the new object's id, whose local
+/// reference the caller's ObjectRef adopts. `what` names the call in the not-initialized
+/// error.
+template <typename Params, typename... Args>
+ObjectId SubmitRequest(TaskRequest& request, const char* what, Args&&... args) {
+  CoreApi& core = RequireCore(what);
+  PackArgs<Params>(request, std::forward<Args>(args)...);
+  return core.Submit(std::move(request));
+}
+
 }  // namespace internal
 
 /// Builder for one remote call of a registered function. Options chain; Remote submits.
@@ -100,9 +110,8 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "prism: Remote() got a different number of arguments than the function "
                   "takes");
-    internal::CoreApi& core = internal::RequireCore("Task(...).Remote");
-    internal::PackArgs<typename Traits::Params>(request_, std::forward<Args>(args)...);
-    ObjectId id = core.Submit(std::move(request_));
+    ObjectId id = internal::SubmitRequest<typename Traits::Params>(request_, "Task(...).Remote",
+                                                                   std::forward<Args>(args)...);
     return ObjectRef<ReturnType>(id, internal::ObjectRefBase::Adopt{});
   }
 

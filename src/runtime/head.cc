@@ -472,14 +472,7 @@ void Head::SendFrees(std::vector<FreedObject>& freed) {
 std::map<std::string, double> Head::Available() {
   std::lock_guard<AdaptiveMutex> lock(mu_);
   ResourceSet total;
-  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
-    ResourceSet free = scheduler_.Capacity(r);
-    ResourceSet used = scheduler_.Committed(r);
-    for (const auto& [name, units] : used.Entries()) {
-      free.Set(name, std::max<int64_t>(0, free.Get(name) - units));
-    }
-    total.Add(free);
-  }
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) total.Add(scheduler_.Free(r));
   return total.ToMap();
 }
 
@@ -556,11 +549,7 @@ void Head::PlacePendingGroups() {
   for (auto it = pending_groups_.begin(); it != pending_groups_.end();) {
     PgEntry& g = groups_.at(*it);
     std::vector<ResourceSet> free;
-    for (int r = 0; r < scheduler_.NumRanks(); ++r) {
-      ResourceSet f = scheduler_.Capacity(r);
-      f.Subtract(scheduler_.Committed(r));
-      free.push_back(std::move(f));
-    }
+    for (int r = 0; r < scheduler_.NumRanks(); ++r) free.push_back(scheduler_.Free(r));
     auto ranks = PlaceBundles(g.bundles, g.options.strategy, free, node_of_rank_);
     if (ranks.empty()) {
       ++it;

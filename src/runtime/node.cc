@@ -111,14 +111,7 @@ void Node::CheckFeasible(const TaskSpec& spec) const {
   bool feasible = std::any_of(options_.capacities.begin(), options_.capacities.end(),
                               [&](const ResourceSet& c) { return spec.demand.FitsIn(c); });
   if (feasible) return;
-  std::string offer;
-  for (size_t r = 0; r < options_.capacities.size() && r < 4; ++r) {
-    ResourceSet shown;
-    for (const auto& [n, v] : options_.capacities[r].Entries()) {
-      if (n.rfind("rank:", 0) != 0) shown.Set(n, v);
-    }
-    offer += " rank " + std::to_string(r) + " " + shown.ToString() + ";";
-  }
+  std::string offer = DescribeRankCapacities(options_.capacities, 4);
   throw ResourceError("prism: task " + spec.name + " asks for " + spec.demand.ToString() +
                       " but no rank can ever provide that (ranks offer:" + offer +
                       "). Lower the request or start ranks with more "

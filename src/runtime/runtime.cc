@@ -384,35 +384,38 @@ void Shutdown() {
   if (clean) delete rt;
 }
 
-std::map<std::string, double> ClusterResources() {
+namespace {
+/// The live runtime; throws RuntimeError naming `what` outside Init..Shutdown.
+internal::Runtime& LiveRuntime(const char* what) {
   auto* rt = internal::g_runtime.load();
-  if (rt == nullptr) throw RuntimeError("prism: ClusterResources called before Init");
+  if (rt == nullptr) {
+    throw RuntimeError(std::string("prism: ") + what +
+                       " called before prism::Init() or after prism::Shutdown()");
+  }
+  return *rt;
+}
+
+/// The head, for calls it answers; throws RuntimeError on ranks other than 0.
+internal::Head& DriverHead(const char* what) {
+  internal::Runtime& rt = LiveRuntime(what);
+  if (!rt.head) {
+    throw RuntimeError(std::string("prism: ") + what +
+                       " is answered by the head: call it on rank 0 (the driver or a task "
+                       "running there)");
+  }
+  return *rt.head;
+}
+}  // namespace
+
+std::map<std::string, double> ClusterResources() {
   internal::ResourceSet total;
-  for (const auto& c : rt->capacities) total.Add(c);
+  for (const auto& c : LiveRuntime("ClusterResources").capacities) total.Add(c);
   return total.ToMap();
 }
 
 std::map<std::string, double> AvailableResources() {
-  auto* rt = internal::g_runtime.load();
-  if (rt == nullptr) throw RuntimeError("prism: AvailableResources called before Init");
-  if (!rt->head) {
-    throw RuntimeError("prism: AvailableResources is answered by the head: call it on rank 0 "
-                       "(the driver or a task running there)");
-  }
-  return rt->head->Available();
+  return DriverHead("AvailableResources").Available();
 }
-
-namespace {
-internal::Head& DriverHead(const char* what) {
-  auto* rt = internal::g_runtime.load();
-  if (rt == nullptr) throw RuntimeError(std::string("prism: ") + what + " called before Init");
-  if (!rt->head) {
-    throw RuntimeError(std::string("prism: ") + what +
-                       " is answered by the head: call it from the driver (rank 0)");
-  }
-  return *rt->head;
-}
-}  // namespace
 
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
   std::string id = DriverHead("CreatePlacementGroup").CreatePlacementGroup(options);
@@ -455,21 +458,13 @@ bool PlacementGroup::Wait(int timeout_seconds) const {
   }
 }
 
-namespace {
-internal::Runtime& LiveRuntime() {
-  auto* rt = internal::g_runtime.load();
-  if (rt == nullptr) throw RuntimeError("prism: RuntimeContext used after Shutdown (or before Init)");
-  return *rt;
-}
-}  // namespace
-
-int RuntimeContext::GetRank() const { return LiveRuntime().rank; }
-int RuntimeContext::GetWorldSize() const { return LiveRuntime().world; }
+int RuntimeContext::GetRank() const { return LiveRuntime("RuntimeContext").rank; }
+int RuntimeContext::GetWorldSize() const { return LiveRuntime("RuntimeContext").world; }
 std::string RuntimeContext::GetNodeId() const {
-  auto& rt = LiveRuntime();
+  auto& rt = LiveRuntime("RuntimeContext");
   return rt.node_ids[rt.rank];
 }
-std::string RuntimeContext::GetJobId() const { return LiveRuntime().settings.job_id; }
+std::string RuntimeContext::GetJobId() const { return LiveRuntime("RuntimeContext").settings.job_id; }
 TaskId RuntimeContext::GetTaskId() const { return internal::CurrentTaskId(); }
 bool RuntimeContext::IsDriver() const { return GetRank() == 0 && GetTaskId().IsNil(); }
 

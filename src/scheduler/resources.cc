@@ -68,4 +68,17 @@ std::string ResourceSet::ToString() const {
   return s + "}";
 }
 
+std::string DescribeRankCapacities(const std::vector<ResourceSet>& capacities, size_t max_ranks) {
+  std::string s;
+  for (size_t i = 0; i < capacities.size() && i < max_ranks; ++i) {
+    ResourceSet shown;
+    for (const auto& [name, units] : capacities[i].Entries()) {
+      if (name.rfind("rank:", 0) != 0) shown.Set(name, units);
+    }
+    s += " rank " + std::to_string(i) + " " + shown.ToString() + ";";
+  }
+  if (capacities.size() > max_ranks) s += " ...";
+  return s;
+}
+
 }  // namespace prism::internal

@@ -45,4 +45,8 @@ class ResourceSet {
   std::vector<std::pair<std::string, int64_t>> entries_;  // sorted by name, no zeros kept
 };
 
+/// " rank 0 {CPU: 2}; rank 1 {...};" for the first `max_ranks` ranks (the per-rank
+/// "rank:N" resources left out), with " ..." if there are more. Used in infeasibility errors.
+std::string DescribeRankCapacities(const std::vector<ResourceSet>& capacities, size_t max_ranks);
+
 }  // namespace prism::internal

@@ -16,16 +16,10 @@ bool Scheduler::Feasible(const ResourceSet& demand) const {
 }
 
 std::string Scheduler::DescribeInfeasible(const ResourceSet& demand) const {
-  std::string s = "no rank can ever provide " + demand.ToString() + "; ranks offer:";
-  for (size_t i = 0; i < ranks_.size() && i < 8; ++i) {
-    ResourceSet shown;
-    for (const auto& [name, units] : ranks_[i].capacity.Entries()) {
-      if (name.rfind("rank:", 0) != 0) shown.Set(name, units);
-    }
-    s += " rank " + std::to_string(i) + " " + shown.ToString() + ";";
-  }
-  if (ranks_.size() > 8) s += " ...";
-  return s;
+  std::vector<ResourceSet> capacities;
+  for (const auto& r : ranks_) capacities.push_back(r.capacity);
+  return "no rank can ever provide " + demand.ToString() +
+         "; ranks offer:" + DescribeRankCapacities(capacities, 8);
 }
 
 double Scheduler::Load(int rank) const {
@@ -72,6 +66,14 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
   }
   if (best >= 0) next_ = (best + 1) % n;
   return best;
+}
+
+ResourceSet Scheduler::Free(int rank) const {
+  ResourceSet free = ranks_[rank].capacity;
+  for (const auto& [name, units] : ranks_[rank].committed.Entries()) {
+    free.Set(name, std::max<int64_t>(0, free.Get(name) - units));
+  }
+  return free;
 }
 
 void Scheduler::RecordRunTime(const std::string& function, uint64_t ns) {

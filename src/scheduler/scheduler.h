@@ -52,6 +52,8 @@ class Scheduler {
   /// bytes of large arguments held per rank, for locality.
   int Place(const std::string& function, const ResourceSet& demand, int submitter,
             const std::vector<uint64_t>& bytes_on_rank);
+  /// Capacity minus committed, never below zero (pipelining may over-commit a rank).
+  ResourceSet Free(int rank) const;
   void Commit(int rank, const ResourceSet& demand) { ranks_[rank].committed.Add(demand); }
   void Release(int rank, const ResourceSet& demand) { ranks_[rank].committed.Subtract(demand); }
 
