@@ -21,10 +21,12 @@
 #include "prism/actor_pool.h"
 #include "prism/config.h"
 #include "prism/errors.h"
+#include "prism/kv.h"
 #include "prism/object_ref.h"
 #include "prism/placement_group.h"
 #include "prism/remote.h"
 #include "prism/runtime_context.h"
+#include "prism/state.h"
 #include "prism/task_caller.h"
 #include "prism/wait_result.h"
 

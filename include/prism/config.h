@@ -15,6 +15,7 @@
 //   max_inline_bytes      --prism-max-inline-bytes=     PRISM_MAX_INLINE_BYTES
 //   rank_timeout_s        --prism-rank-timeout=30       PRISM_RANK_TIMEOUT
 //   log_level             --prism-log-level=info        PRISM_LOG_LEVEL (error|warn|info|debug)
+//   task_table_size       --prism-task-table-size=N     PRISM_TASK_TABLE_SIZE
 
 #include <cstdint>
 #include <map>
@@ -46,6 +47,9 @@ struct Config {
   std::optional<double> rank_timeout_s;
   /// error, warn, info or debug. Default warn.
   std::optional<std::string> log_level;
+  /// How many ended tasks the head keeps for prism::state::ListTasks (the most recent);
+  /// SummarizeTasks counts all of them regardless. Default 10000.
+  std::optional<uint64_t> task_table_size;
 };
 
 }  // namespace prism

@@ -58,17 +58,20 @@ class PlacementGroup {
   PlacementGroupCreationOptions options_;
 };
 
+// These calls work on the driver and inside any task or actor on any rank (each is one
+// round trip to the head).
+
 /// Reserves the bundles (asynchronously: use Wait). Throws ResourceError if the group could
 /// never be placed (a bundle larger than any rank, STRICT_SPREAD over more bundles than
-/// nodes, ...), Error on an empty bundle list or a duplicate name. Driver only (rank 0).
+/// nodes, ...), Error on an empty bundle list or a duplicate name.
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
-/// Frees the group's resources; its queued tasks fail, running ones finish. Driver only.
+/// Frees the group's resources; its queued tasks fail, running ones finish.
 void RemovePlacementGroup(const std::string& placement_group_id);
-/// The live group with this name, or an empty handle. Driver only.
+/// The live group with this name, or an empty handle.
 PlacementGroup GetPlacementGroup(const std::string& name);
-/// The live group with this id, or an empty handle. Driver only.
+/// The live group with this id, or an empty handle.
 PlacementGroup GetPlacementGroupById(const std::string& id);
-/// Every group not yet removed. Driver only.
+/// Every group not yet removed.
 std::vector<PlacementGroup> GetAllPlacementGroups();
 
 }  // namespace prism

@@ -47,6 +47,27 @@
 #include "prism/internal/buffer.h"
 #include "prism/internal/ids.h"
 
+// Boost 1.74 (Debian bookworm) serializes boost::optional but not std::optional or
+// std::tuple: these make both work anywhere inside a value (e.g. map<string, optional<int>>).
+namespace boost::serialization {
+// (save/load overloads would collide with Boost's shared_ptr helpers: one serialize.)
+template <class Archive, class T>
+void serialize(Archive& ar, std::optional<T>& o, unsigned) {
+  bool has = o.has_value();
+  ar & has;
+  if constexpr (Archive::is_saving::value) {
+    if (has) ar & *o;
+  } else {
+    o.reset();
+    if (has) ar & o.emplace();
+  }
+}
+template <class Archive, class... Ts>
+void serialize(Archive& ar, std::tuple<Ts...>& t, unsigned) {
+  std::apply([&ar](auto&... element) { ((ar & element), ...); }, t);
+}
+}  // namespace boost::serialization
+
 namespace prism::internal {
 
 // ---- What can be serialized ------------------------------------------------------------

@@ -16,12 +16,17 @@ ErrorInfo LostError(ObjectId id, const std::string& task_name) {
 Head::Head(std::vector<ResourceSet> capacities, SendFn send, std::vector<std::string> node_of_rank)
     : send_(std::move(send)), scheduler_(std::move(capacities)), node_of_rank_(std::move(node_of_rank)) {
   actors_per_rank_.assign(scheduler_.NumRanks(), 0);
+  finished_per_rank_.assign(scheduler_.NumRanks(), 0);
   if (node_of_rank_.empty()) {
     for (int r = 0; r < scheduler_.NumRanks(); ++r) node_of_rank_.push_back("rank-" + std::to_string(r));
   }
 }
 
 void Head::Handle(int from, Message&& msg) {
+  if (auto* call = std::get_if<HeadCall>(&msg)) {
+    OnHeadCall(from, std::move(*call));  // locks per call
+    return;
+  }
   std::lock_guard<AdaptiveMutex> lock(mu_);
   std::visit(
       [&](auto&& m) {
@@ -49,14 +54,6 @@ void Head::Handle(int from, Message&& msg) {
           OnKillRequest(m);
         } else if constexpr (std::is_same_v<T, ActorDied>) {
           ActorDead(m.actor, m.cause);
-        } else if constexpr (std::is_same_v<T, LookupActor>) {
-          ActorFound found{m.request, ObjectId(), ""};
-          auto it = actor_names_.find(m.name);
-          if (it != actor_names_.end()) {
-            found.actor = it->second;
-            found.class_name = actors_.at(it->second).creation->class_name;
-          }
-          send_(from, std::move(found));
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           // Liveness is tracked by the transport; nothing to do here.
         } else {
@@ -86,6 +83,7 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
   for (ObjectId c : spec.contained) objects_.AddTaskUse(c);
   TaskEntry& task = tasks_[id];
   task.spec = std::make_shared<TaskSpec>(std::move(spec));
+  task.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = WallNowNs();
   // Count every use first: however the task ends, Complete drops exactly these.
   for (const auto& arg : task.spec->args) {
     if (arg.is_ref) objects_.AddTaskUse(arg.ref);
@@ -158,6 +156,7 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
 
 void Head::Enqueue(TaskId id) {
   TaskEntry& task = tasks_.at(id);
+  task.times[static_cast<size_t>(TaskPhase::kPendingNode)] = WallNowNs();
   if (queued_ == 0 && TryDispatch(task)) return;  // common case: nothing ahead of it
   auto key = ClassKey(*task.spec);
   auto it = queues_.find(key);
@@ -187,7 +186,11 @@ bool Head::TryDispatch(TaskEntry& task) {
     out.refs.push_back(std::move(loc));
   }
   if (!spec.placement_group.empty()) {
-    if (!TryDispatchInGroup(task, out)) return false;
+    switch (TryDispatchInGroup(task, out)) {
+      case GroupDispatch::kWait: return false;
+      case GroupDispatch::kFailed: return true;  // handled: the task is gone
+      case GroupDispatch::kSent: break;
+    }
   } else {
     int rank = spec.kind == TaskKind::kActorCreation
                    ? PickActorRank(spec.demand)
@@ -198,6 +201,8 @@ bool Head::TryDispatch(TaskEntry& task) {
     out.spec = task.spec;
     send_(rank, std::move(out));
   }
+  const int64_t now = WallNowNs();
+  task.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
   if (spec.kind == TaskKind::kActorCreation) {
     // The creation is on its way: calls that waited for a rank follow it, in order.
     auto a = actors_.find(spec.id);
@@ -205,36 +210,43 @@ bool Head::TryDispatch(TaskEntry& task) {
       a->second.rank = task.rank;
       a->second.bundle = task.bundle;
       ++actors_per_rank_[task.rank];
-      for (auto& call : a->second.waiting_calls) send_(task.rank, std::move(call));
+      for (auto& call : a->second.waiting_calls) {
+        auto c = tasks_.find(call.spec->id);
+        if (c != tasks_.end()) {
+          c->second.rank = task.rank;
+          c->second.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
+        }
+        send_(task.rank, std::move(call));
+      }
       a->second.waiting_calls.clear();
     }
   }
   return true;
 }
 
-bool Head::TryDispatchInGroup(TaskEntry& task, DispatchTask& out) {
+Head::GroupDispatch Head::TryDispatchInGroup(TaskEntry& task, DispatchTask& out) {
   const TaskSpec& spec = *task.spec;
   auto g = groups_.find(spec.placement_group);
   if (g == groups_.end()) {
     FailTask(spec.id, {"PlacementGroupRemoved",
                        "placement group " + spec.placement_group + " was removed", spec.name, -1});
-    return true;  // handled: the task is gone
+    return GroupDispatch::kFailed;
   }
   PgEntry& pg = g->second;
-  if (!pg.created) return false;
+  if (!pg.created) return GroupDispatch::kWait;
   int chosen = -1;
   for (int b = 0; b < static_cast<int>(pg.bundles.size()); ++b) {
     if (spec.bundle_index >= 0 && b != spec.bundle_index) continue;
     if (!spec.demand.FitsIn(pg.free[b])) continue;
     if (chosen < 0 || pg.ranks[b] == spec.submitter) chosen = b;
   }
-  if (chosen < 0) return false;
+  if (chosen < 0) return GroupDispatch::kWait;
   pg.free[chosen].Subtract(spec.demand);
   task.bundle = chosen;
   task.rank = pg.ranks[chosen];
   out.spec = task.spec;
   send_(task.rank, std::move(out));
-  return true;
+  return GroupDispatch::kSent;
 }
 
 void Head::AdjustHeld(TaskEntry& task, const ResourceSet& amount, bool release) {
@@ -269,7 +281,15 @@ void Head::DrainQueues() {
 
 void Head::OnTaskDone(int from, TaskDone&& done) {
   auto it = tasks_.find(done.id);
-  if (it == tasks_.end() || it->second.spec->attempt != done.attempt) return;
+  if (it == tasks_.end()) {
+    // A restarted actor's creation (its first one completed long ago).
+    auto a = actors_.find(done.id);
+    if (a != actors_.end() && done.ok && a->second.state == ActorEntry::State::kRestarting) {
+      a->second.state = ActorEntry::State::kAlive;
+    }
+    return;
+  }
+  if (it->second.spec->attempt != done.attempt) return;
   TaskEntry& task = it->second;
   ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
@@ -303,6 +323,7 @@ void Head::OnTaskDone(int from, TaskDone&& done) {
                             << task.spec->max_retries);
     task.rank = -1;
     task.blocked = false;
+    task.times[static_cast<size_t>(TaskPhase::kBlocked)] = 0;
     Enqueue(done.id);
   } else {
     Complete(done.id, std::move(done), from);
@@ -313,10 +334,12 @@ void Head::OnTaskDone(int from, TaskDone&& done) {
 void Head::Complete(TaskId id, TaskDone&& done, int from) {
   std::vector<FreedObject> freed;
   std::vector<TaskId> failed_dependents;
-  ErrorInfo failure = done.error;
+  std::shared_ptr<ErrorInfo> failure;
+  if (!done.ok) failure = std::make_shared<ErrorInfo>(std::move(done.error));
   {
     auto node = tasks_.extract(id);
     const TaskSpec& spec = *node.mapped().spec;
+    RecordEnded(node.mapped(), done, failure, from);
     ObjectEntry* e = objects_.Find(id);
     if (e != nullptr) {
       if (done.ok) {
@@ -326,7 +349,7 @@ void Head::Complete(TaskId id, TaskDone&& done, int from) {
         if (!e->inline_value) e->locations.push_back(from);
       } else {
         e->state = ObjectEntry::State::kFailed;
-        e->error = std::make_shared<ErrorInfo>(std::move(done.error));
+        e->error = failure;
       }
       objects_.SetContained(id, std::move(done.contained));
       // Small results go straight to the submitter while it holds a ref (Ray's owner), so
@@ -357,8 +380,38 @@ void Head::Complete(TaskId id, TaskDone&& done, int from) {
     for (ObjectId c : spec.contained) objects_.RemoveTaskUse(c, freed);
     objects_.ProducerDone(id, freed);
   }
-  for (TaskId dep : failed_dependents) FailTask(dep, failure);
+  for (TaskId dep : failed_dependents) FailTask(dep, *failure);
   SendFrees(freed);
+}
+
+void Head::RecordEnded(const TaskEntry& task, const TaskDone& done,
+                       const std::shared_ptr<ErrorInfo>& failure, int from) {
+  const TaskSpec& spec = *task.spec;
+  TaskRecord r;
+  r.id = spec.id;
+  r.kind = spec.kind;
+  r.phase = done.ok ? TaskPhase::kFinished : TaskPhase::kFailed;
+  r.actor = spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId();
+  if (spec.kind == TaskKind::kActorCreation) r.actor = spec.id;
+  r.name = spec.name;
+  r.function = spec.function;
+  r.placement_group = spec.placement_group;
+  r.rank = from >= 0 ? from : task.rank;
+  r.attempt = spec.attempt;
+  r.times = task.times;
+  const int64_t now = WallNowNs();
+  r.times[static_cast<size_t>(r.phase)] = now;
+  if (done.exec_ns > 0) r.times[static_cast<size_t>(TaskPhase::kRunning)] = now - done.exec_ns;
+  r.error = failure;
+  if (from >= 0) ++finished_per_rank_[from];
+  if (failure) RecordError("TASK_FAILED", failure->Render(), spec.id, r.rank);
+  task_table_.Ended(std::move(r));
+}
+
+void Head::RecordError(const char* type, const std::string& message, ObjectId id, int rank) {
+  constexpr size_t kMaxErrors = 1000;
+  if (errors_.size() == kMaxErrors) errors_.pop_front();
+  errors_.push_back({WallNowNs(), type, message, id.Hex(), rank});
 }
 
 void Head::FailTask(TaskId id, const ErrorInfo& error) {
@@ -403,6 +456,7 @@ void Head::OnTaskBlocked(int from, const TaskBlocked& m) {
   ResourceSet cpu;
   cpu.Set("CPU", task.spec->demand.Get("CPU"));
   task.blocked = m.blocked;
+  task.times[static_cast<size_t>(TaskPhase::kBlocked)] = m.blocked ? WallNowNs() : 0;
   if (m.blocked) {
     AdjustHeld(task, cpu, /*release=*/true);
     DrainQueues();
@@ -669,6 +723,7 @@ void Head::RouteActorCall(TaskEntry& task) {
     return;
   }
   task.rank = actor.rank;
+  task.times[static_cast<size_t>(TaskPhase::kSubmitted)] = task.times[0];
   send_(actor.rank, std::move(out));
 }
 
@@ -678,6 +733,7 @@ void Head::OnKillRequest(const KillActorRequest& m) {
   ActorEntry& actor = a->second;
   if (!m.no_restart && actor.restarts < actor.creation->max_restarts && actor.rank >= 0) {
     ++actor.restarts;
+    actor.state = ActorEntry::State::kRestarting;
     PRISM_LOG_INFO("restarting actor " << m.actor.Hex() << " (" << actor.restarts << "/"
                                        << actor.creation->max_restarts << ")");
     send_(actor.rank, KillActor{m.actor, /*restart=*/true, "the actor was killed and is restarting"});
@@ -701,6 +757,9 @@ void Head::ActorDead(ObjectId id, const std::string& cause) {
   ActorEntry& actor = a->second;
   actor.state = ActorEntry::State::kDead;
   actor.cause = cause;
+  RecordError("ACTOR_DIED", "actor " + id.Hex() + (actor.name.empty() ? "" : " (\"" + actor.name + "\")") +
+                                " died: " + cause,
+              id, actor.rank);
   if (actor.rank >= 0) {
     send_(actor.rank, KillActor{id, /*restart=*/false, cause});
     // Give back what the live actor held (a failed creation gave it back already).

@@ -9,18 +9,31 @@
 #include <functional>
 #include <map>
 #include <mutex>
-
-#include "common/adaptive_mutex.h"
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/adaptive_mutex.h"
+#include "gcs/kv_store.h"
 #include "gcs/object_directory.h"
+#include "gcs/task_table.h"
 #include "prism/placement_group.h"
+#include "prism/state.h"
 #include "scheduler/scheduler.h"
 #include "transport/messages.h"
 
 namespace prism::internal {
+
+/// What the state API reports about the job and its ranks (set once at Init).
+struct JobInfo {
+  std::string job_id;
+  std::string entrypoint;
+  std::string launcher;
+  int64_t start_time_ns = 0;
+  std::vector<std::string> hosts;  // per rank
+  std::vector<int> pids;           // per rank
+  size_t task_table_size = 10000;  // ended tasks kept for ListTasks
+};
 
 class Head {
  public:
@@ -30,10 +43,22 @@ class Head {
   Head(std::vector<ResourceSet> capacities, SendFn send,
        std::vector<std::string> node_of_rank = {});
 
+  void SetJobInfo(JobInfo info);
+
   /// Handles one message from `from`'s node manager. Thread-safe.
   void Handle(int from, Message&& msg);
 
   std::map<std::string, double> Available();
+
+  // The state API (prism/state.h). Thread-safe.
+  std::vector<state::NodeState> ListNodes();
+  std::vector<state::ActorState> ListActors();
+  std::vector<state::TaskState> ListTasks(const state::TaskFilter& filter);
+  std::vector<state::PlacementGroupState> ListPlacementGroups();
+  state::TaskSummary SummarizeTasks();
+  std::vector<state::JobState> ListJobs();
+  std::vector<state::WorkerState> ListWorkers();
+  std::vector<state::ErrorState> ListErrors(size_t limit);
 
   // Placement groups (see prism/placement_group.h). Thread-safe.
   enum class PgState { kUnknown, kPending, kCreated };
@@ -58,9 +83,10 @@ class Head {
     int rank = -1;       // where it was dispatched, -1 while waiting
     int bundle = -1;     // bundle of its placement group it runs in, -1: none
     bool blocked = false;
+    TaskTimes times{};   // when it entered each phase, for the state API
   };
   struct ActorEntry {
-    enum class State { kPending, kAlive, kDead };
+    enum class State { kPending, kAlive, kRestarting, kDead };
     State state = State::kPending;
     std::shared_ptr<TaskSpec> creation;
     int rank = -1;
@@ -84,6 +110,12 @@ class Head {
   void OnPut(int from, PutObject&& put);
   void OnRefUpdate(int from, const RefUpdate& m);
   void OnSubscribe(int from, const Subscribe& m);
+  /// Runs a control-plane call (defined in head_calls.cc) and answers it. Takes the lock
+  /// itself, per call.
+  void OnHeadCall(int from, HeadCall&& call);
+  /// The state-API view of the live tasks. Lock held.
+  std::vector<TaskRecord> LiveTaskRecords() const;
+  void RecordError(const char* type, const std::string& message, ObjectId id, int rank);
 
   void Enqueue(TaskId id);
   bool TryDispatch(TaskEntry& task);
@@ -91,6 +123,9 @@ class Head {
   /// Marks the task's return object ready/failed and finishes the task's bookkeeping.
   void Complete(TaskId id, TaskDone&& done, int from);
   void FailTask(TaskId id, const ErrorInfo& error);
+  /// Moves an ended task's record into the task table.
+  void RecordEnded(const TaskEntry& task, const TaskDone& done,
+                   const std::shared_ptr<ErrorInfo>& failure, int from);
   void NotifyReady(ObjectId id, ObjectEntry& e);
   ObjectReady ReadyMessage(ObjectId id, const ObjectEntry& e) const;
   void SendFrees(std::vector<FreedObject>& freed);
@@ -102,8 +137,10 @@ class Head {
   int PickActorRank(const ResourceSet& demand);
   /// Reserves pending placement groups that fit now, oldest first.
   void PlacePendingGroups();
-  /// Dispatch of a task that asked for a placement group; false if it must wait.
-  bool TryDispatchInGroup(TaskEntry& task, DispatchTask& out);
+  /// Dispatch of a task that asked for a placement group. kFailed: the group is gone, and
+  /// so is the task (its entry was erased).
+  enum class GroupDispatch { kWait, kSent, kFailed };
+  GroupDispatch TryDispatchInGroup(TaskEntry& task, DispatchTask& out);
   /// Gives back (release) or takes again what a task holds, in its bundle or on its rank.
   void AdjustHeld(TaskEntry& task, const ResourceSet& amount, bool release);
   static std::string ClassKey(const TaskSpec& spec);
@@ -123,6 +160,12 @@ class Head {
   std::vector<int> actors_per_rank_;
   std::vector<std::string> pending_groups_;  // ids, oldest first
   uint64_t next_group_ = 0;
+  // GCS tables for the state API and the KV.
+  JobInfo job_;
+  KvStore kv_;
+  TaskTable task_table_{10000};
+  std::deque<state::ErrorState> errors_;  // the most recent kMaxErrors
+  std::vector<uint64_t> finished_per_rank_;
 };
 
 }  // namespace prism::internal

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "prism/remote.h"
+#include "prism/serialization.h"
 
 namespace prism::internal {
 
@@ -305,10 +306,10 @@ void Node::Handle(Message&& msg) {
       auto shared = std::make_shared<std::deque<DispatchTask>>(std::move(failed));
       Defer([this, shared, cause = k->cause] { FailCalls(std::move(*shared), cause); });
     }
-  } else if (auto* f = std::get_if<ActorFound>(&msg)) {
-    std::lock_guard<std::mutex> lock(lookups_mu_);
-    lookups_[f->request] = std::move(*f);
-    lookups_cv_.notify_all();
+  } else if (auto* reply = std::get_if<HeadReply>(&msg)) {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    replies_[reply->request] = std::move(*reply);
+    calls_cv_.notify_all();
   } else if (auto* r = std::get_if<ObjectReady>(&msg)) {
     OnObjectReady(std::move(*r));
   } else if (auto* f = std::get_if<FreeObjects>(&msg)) {
@@ -419,20 +420,37 @@ void Node::FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause)
 void Node::KillActor(ObjectId actor, bool no_restart) { to_head_(KillActorRequest{actor, no_restart}); }
 
 std::pair<ObjectId, std::string> Node::LookupActor(const std::string& name) {
-  uint64_t request;
+  Payload reply = CallHead(HeadOp::kLookupActor, Serialize(name));
+  auto [id, class_name] =
+      Deserialize<std::pair<uint64_t, std::string>>(reply->data(), reply->size());
+  return {ObjectId(id), class_name};
+}
+
+Payload Node::CallHead(HeadOp op, Buffer&& args, std::chrono::milliseconds timeout) {
+  HeadCall call;
+  call.op = static_cast<uint16_t>(op);
+  call.args = std::make_shared<const Buffer>(std::move(args));
   {
-    std::lock_guard<std::mutex> lock(lookups_mu_);
-    request = ++next_lookup_;
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    call.request = ++next_call_;
   }
-  to_head_(::prism::internal::LookupActor{request, name});
-  std::unique_lock<std::mutex> lock(lookups_mu_);
-  // The head answers at once; the bound only guards against a lost reply.
-  if (!lookups_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return lookups_.count(request) > 0; })) {
-    throw Error("prism: GetActor(\"" + name + "\"): no answer from the head in 30 s");
+  const uint64_t request = call.request;
+  to_head_(std::move(call));
+  HeadReply reply;
+  {
+    std::unique_lock<std::mutex> lock(calls_mu_);
+    if (!calls_cv_.wait_for(lock, timeout, [&] { return replies_.count(request) > 0; })) {
+      throw Error("prism: no answer from the head (rank 0) in " +
+                  std::to_string(timeout.count() / 1000) + " s to a control call");
+    }
+    reply = std::move(replies_[request]);
+    replies_.erase(request);
   }
-  ActorFound found = std::move(lookups_[request]);
-  lookups_.erase(request);
-  return {found.actor, found.class_name};
+  if (!reply.ok) {
+    if (reply.error_type == "ResourceError") throw ResourceError(reply.error);
+    throw Error(reply.error);
+  }
+  return reply.result;
 }
 
 void Node::Execute(DispatchTask& d, ActorHost* host) {

@@ -58,6 +58,13 @@ class Node : public CoreApi {
                          int64_t timeout_ms) override;
   void KillActor(ObjectId actor, bool no_restart) override;
   std::pair<ObjectId, std::string> LookupActor(const std::string& name) override;
+
+  /// One control-plane call to the head (see HeadOp in transport/messages.h): sends `args`,
+  /// waits for the answer and returns its result. Rethrows the head's error (ResourceError
+  /// or Error). Throws Error if no answer comes within `timeout` (the head answers at
+  /// once; only a lost rank 0 could delay it, and that ends the job).
+  Payload CallHead(HeadOp op, Buffer&& args,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
   void AddLocalRef(ObjectId id) override;
   void RemoveLocalRef(ObjectId id) override;
 
@@ -120,10 +127,14 @@ class Node : public CoreApi {
   std::thread deferred_thread_;
   bool deferred_stop_ = false;
 
-  std::mutex lookups_mu_;
-  std::condition_variable lookups_cv_;
-  uint64_t next_lookup_ = 0;
-  std::unordered_map<uint64_t, ActorFound> lookups_;  // answered lookups, by request id
+  std::mutex calls_mu_;
+  std::condition_variable calls_cv_;
+  uint64_t next_call_ = 0;
+  std::unordered_map<uint64_t, HeadReply> replies_;  // answered head calls, by request id
 };
+
+/// The running runtime's node manager (runtime.cc). Throws RuntimeError naming `what`
+/// outside Init..Shutdown.
+Node& LiveNode(const char* what);
 
 }  // namespace prism::internal

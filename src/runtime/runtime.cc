@@ -48,6 +48,8 @@ struct Runtime {
   int world = 1;
   std::vector<ResourceSet> capacities;
   std::vector<std::string> node_ids;
+  std::vector<std::string> hosts;  // per rank
+  std::vector<int> pids;           // per rank
   std::unique_ptr<MpiTransport> transport;
   std::unique_ptr<Head> head;
   std::unique_ptr<Node> node;
@@ -127,10 +129,13 @@ ResourceSet OwnResources(const Settings& s, const HostFacts& host, const LaunchI
 }
 
 /// Every rank's resources and node id, gathered to all (one MPI_Allgatherv of strings).
-void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& node_id) {
+void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& node_id,
+                      const std::string& host) {
   Buffer mine;
   Writer w(mine);
   w.Str(node_id);
+  w.Str(host);
+  w.Pod<int32_t>(static_cast<int32_t>(getpid()));
   w.Pod<uint64_t>(own.Entries().size());
   for (const auto& [name, units] : own.Entries()) {
     w.Str(name);
@@ -157,6 +162,8 @@ void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& no
   for (int r = 0; r < rt.world; ++r) {
     Reader rd(raw[r].data(), raw[r].size());
     rt.node_ids.push_back(rd.Str());
+    rt.hosts.push_back(rd.Str());
+    rt.pids.push_back(rd.Pod<int32_t>());
     ResourceSet set;
     auto n = rd.Pod<uint64_t>();
     for (uint64_t i = 0; i < n; ++i) {
@@ -318,8 +325,22 @@ void DoInit(const Config& config, int argc, char** argv) {
   std::string node_id = rt->settings.ranks_per_node > 0
                             ? "node-" + std::to_string(rt->rank / rt->settings.ranks_per_node)
                             : host.hostname;
-  ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id);
+  ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id,
+                   host.hostname);
   Build(*rt);
+  if (rt->head) {
+    JobInfo job;
+    job.job_id = rt->settings.job_id;
+    for (int i = 0; i < argc && argv != nullptr; ++i) {
+      job.entrypoint += (i ? " " : "") + std::string(argv[i]);
+    }
+    job.launcher = rt->launch.launcher_name();
+    job.start_time_ns = WallNowNs();
+    job.hosts = rt->hosts;
+    job.pids = rt->pids;
+    job.task_table_size = rt->settings.task_table_size;
+    rt->head->SetJobInfo(std::move(job));
+  }
 
   // Publish the runtime before the transport starts: a task may arrive at once and must
   // find it (GetRuntimeContext, ObjectRef counting).
@@ -395,67 +416,16 @@ internal::Runtime& LiveRuntime(const char* what) {
   return *rt;
 }
 
-/// The head, for calls it answers; throws RuntimeError on ranks other than 0.
-internal::Head& DriverHead(const char* what) {
-  internal::Runtime& rt = LiveRuntime(what);
-  if (!rt.head) {
-    throw RuntimeError(std::string("prism: ") + what +
-                       " is answered by the head: call it on rank 0 (the driver or a task "
-                       "running there)");
-  }
-  return *rt.head;
-}
 }  // namespace
+
+namespace internal {
+Node& LiveNode(const char* what) { return *LiveRuntime(what).node; }
+}  // namespace internal
 
 std::map<std::string, double> ClusterResources() {
   internal::ResourceSet total;
   for (const auto& c : LiveRuntime("ClusterResources").capacities) total.Add(c);
   return total.ToMap();
-}
-
-std::map<std::string, double> AvailableResources() {
-  return DriverHead("AvailableResources").Available();
-}
-
-PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
-  std::string id = DriverHead("CreatePlacementGroup").CreatePlacementGroup(options);
-  return PlacementGroup(id, options);
-}
-
-void RemovePlacementGroup(const std::string& placement_group_id) {
-  if (!DriverHead("RemovePlacementGroup").RemovePlacementGroup(placement_group_id)) {
-    throw Error("prism: RemovePlacementGroup: no placement group " + placement_group_id);
-  }
-}
-
-PlacementGroup GetPlacementGroup(const std::string& name) {
-  auto found = DriverHead("GetPlacementGroup").PlacementGroups(name, "");
-  return found.empty() ? PlacementGroup() : found.front();
-}
-
-PlacementGroup GetPlacementGroupById(const std::string& id) {
-  auto found = DriverHead("GetPlacementGroupById").PlacementGroups("", id);
-  return found.empty() ? PlacementGroup() : found.front();
-}
-
-std::vector<PlacementGroup> GetAllPlacementGroups() {
-  return DriverHead("GetAllPlacementGroups").PlacementGroups();
-}
-
-bool PlacementGroup::Wait(int timeout_seconds) const {
-  if (id_.empty()) throw Error("prism: Wait on an empty PlacementGroup handle");
-  internal::Head& head = DriverHead("PlacementGroup::Wait");
-  // The head places groups when resources free up; poll its state (cheap, local).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
-  auto nap = std::chrono::microseconds(50);
-  for (;;) {
-    auto state = head.PlacementGroupState(id_);
-    if (state == internal::Head::PgState::kCreated) return true;
-    if (state == internal::Head::PgState::kUnknown) return false;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(5000));
-  }
 }
 
 int RuntimeContext::GetRank() const { return LiveRuntime("RuntimeContext").rank; }

@@ -45,9 +45,11 @@ constexpr Option kMaxInline{"max_inline_bytes", "--prism-max-inline-bytes",
                             "PRISM_MAX_INLINE_BYTES", "100K"};
 constexpr Option kRankTimeout{"rank_timeout_s", "--prism-rank-timeout", "PRISM_RANK_TIMEOUT", "30"};
 constexpr Option kLogLevel{"log_level", "--prism-log-level", "PRISM_LOG_LEVEL", "info"};
-constexpr const Option* kOptions[] = {&kNumCpus,   &kNumGpus,     &kObjectStore,
-                                      &kResources, &kLogDir,      &kRanksPerNode,
-                                      &kMaxInline, &kRankTimeout, &kLogLevel};
+constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM_TASK_TABLE_SIZE",
+                            "100000"};
+constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
+                                      &kLogDir,      &kRanksPerNode, &kMaxInline,
+                                      &kRankTimeout, &kLogLevel, &kTaskTable};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -98,6 +100,15 @@ int ParseInteger(const std::string& what, const std::string& text) {
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
     FailNotA(what, text, "a whole number", "2");
+  }
+  return v;
+}
+
+uint64_t ParseCount(const std::string& what, const std::string& text) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
+    FailNotA(what, text, "a count (a whole number >= 0)", "100000");
   }
   return v;
 }
@@ -300,6 +311,7 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   Resolve(s.max_inline_bytes, code.max_inline_bytes, kMaxInline, src, ParseBytes, any, "");
   Resolve(s.rank_timeout_s, code.rank_timeout_s, kRankTimeout, src, ParseNumber, positive,
           "must be > 0 seconds");
+  Resolve(s.task_table_size, code.task_table_size, kTaskTable, src, ParseCount, any, "");
 
   if (!code.resources.empty()) {
     for (const auto& [name, amount] : code.resources) {

@@ -40,6 +40,8 @@ struct Settings {
   uint64_t max_inline_bytes = 100 * 1024;
   double rank_timeout_s = 60;
   LogLevel log_level = LogLevel::kWarn;
+  /// Ended tasks the head keeps for prism::state::ListTasks.
+  uint64_t task_table_size = 10000;
   /// LaunchInfo::job_id, else the fallback given to ResolveSettings.
   std::string job_id;
   /// $TMPDIR (else /tmp) + "/prism-" + job_id, as an absolute path.

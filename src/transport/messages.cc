@@ -28,6 +28,7 @@ template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_v
 struct Enc {
   Writer& w;
   void operator()(uint8_t v) { w.Pod(v); }
+  void operator()(uint16_t v) { w.Pod(v); }
   void operator()(TaskKind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(bool v) { w.Pod<uint8_t>(v); }
   void operator()(int v) { w.Pod<int32_t>(v); }
@@ -69,6 +70,7 @@ struct Enc {
 struct Dec {
   Reader& r;
   void operator()(uint8_t& v) { v = r.Pod<uint8_t>(); }
+  void operator()(uint16_t& v) { v = r.Pod<uint16_t>(); }
   void operator()(TaskKind& v) { v = static_cast<TaskKind>(r.Pod<uint8_t>()); }
   void operator()(bool& v) { v = r.Pod<uint8_t>() != 0; }
   void operator()(int& v) { v = r.Pod<int32_t>(); }
@@ -142,8 +144,10 @@ template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason);
 template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.no_restart); }
 template <typename F> void Fields(KillActor& m, F&& f) { f(m.actor); f(m.restart); f(m.cause); }
 template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); }
-template <typename F> void Fields(LookupActor& m, F&& f) { f(m.request); f(m.name); }
-template <typename F> void Fields(ActorFound& m, F&& f) { f(m.request); f(m.actor); f(m.class_name); }
+template <typename F> void Fields(HeadCall& m, F&& f) { f(m.request); f(m.op); f(m.args); }
+template <typename F> void Fields(HeadReply& m, F&& f) {
+  f(m.request); f(m.ok); f(m.error_type); f(m.error); f(m.result);
+}
 
 template <size_t I = 0>
 Message MakeKind(size_t index) {
@@ -162,7 +166,7 @@ bool IsForHead(const Message& m) {
          std::holds_alternative<TaskBlocked>(m) || std::holds_alternative<PutObject>(m) ||
          std::holds_alternative<RefUpdate>(m) || std::holds_alternative<Subscribe>(m) ||
          std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m) ||
-         std::holds_alternative<ActorDied>(m) || std::holds_alternative<LookupActor>(m) ||
+         std::holds_alternative<ActorDied>(m) || std::holds_alternative<HeadCall>(m) ||
          std::holds_alternative<KillActorRequest>(m);
 }
 
@@ -171,7 +175,7 @@ const char* KindName(const Message& m) {
       "SubmitTask", "DispatchTask", "TaskDone",     "TaskBlocked", "PutObject",
       "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
       "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
-      "KillActor",  "ActorDied",    "LookupActor", "ActorFound"};
+      "KillActor",  "ActorDied",    "HeadCall",    "HeadReply"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -6,8 +6,8 @@
 // Who sends what (W = any rank's node manager, H = the head on rank 0):
 //   W->H  SubmitTask, TaskDone, TaskBlocked, PutObject, RefUpdate, Subscribe, AddLocation,
 //         Heartbeat
-//         KillActorRequest, ActorDied, LookupActor
-//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, ActorFound
+//         KillActorRequest, ActorDied, HeadCall
+//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply
 //   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
 
 #include <cstdint>
@@ -145,15 +145,36 @@ struct ActorDied {
   ObjectId actor;
   std::string cause;
 };
-/// Node -> head: look an actor up by name; answered by ActorFound with the same request id.
-struct LookupActor {
-  uint64_t request = 0;
-  std::string name;
+/// The control-plane calls any rank can make of the head (GCS tables, KV, placement
+/// groups, actor lookup). Arguments and results are serialized with prism::internal::
+/// Serialize as the tuple / value listed; the head answers each HeadCall with one HeadReply.
+enum class HeadOp : uint16_t {
+  kLookupActor,        // (name) -> pair<ObjectId, class_name>; nil id if none
+  kAvailable,          // () -> map<string, double>
+  kCreatePlacementGroup,  // (PlacementGroup with options, no id) -> id
+  kRemovePlacementGroup,  // (id) -> bool found
+  kPlacementGroupState,   // (id) -> int: 0 unknown, 1 pending, 2 created
+  kGetPlacementGroups,    // (name, id) -> vector<PlacementGroup> (empty filters: all)
+  kKvPut,     // (key, value, overwrite) -> bool existed
+  kKvGet,     // (key) -> optional<string>
+  kKvExists,  // (key) -> bool
+  kKvDelete,  // (key, by_prefix) -> int64 deleted
+  kKvList,    // (prefix) -> vector<string> keys
+  kListNodes, kListActors, kListTasks, kListPlacementGroups, kSummarizeTasks, kListJobs,
+  kListWorkers, kListErrors,  // state API: (filter or limit) -> vector<prism::state::...>
 };
-struct ActorFound {
+/// Node -> head: a control-plane call, answered by HeadReply with the same request id.
+struct HeadCall {
   uint64_t request = 0;
-  ObjectId actor;  // nil if none
-  std::string class_name;
+  uint16_t op = 0;  // HeadOp
+  Payload args;
+};
+struct HeadReply {
+  uint64_t request = 0;
+  bool ok = true;
+  std::string error_type;  // "ResourceError" or "Error" when !ok
+  std::string error;
+  Payload result;
 };
 struct Heartbeat {};
 struct Stop {
@@ -164,7 +185,7 @@ struct Stop {
 using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, PutObject,
                              RefUpdate, Subscribe, ObjectReady, FetchRequest, FetchReply,
                              FreeObjects, AddLocation, Heartbeat, Stop, KillActorRequest,
-                             KillActor, ActorDied, LookupActor, ActorFound>;
+                             KillActor, ActorDied, HeadCall, HeadReply>;
 
 /// True for kinds the head handles; the rest go to the node manager.
 bool IsForHead(const Message& m);

@@ -81,6 +81,12 @@ TEST(Memory, ManyNoopTasksInBatches) {
   }
   // A batch late in the run must not be much slower than the first one.
   EXPECT_LT(last_batch_s, 4 * first_batch_s + 0.5);
+  // The head's task table kept only the most recent ended tasks, but counted all of them.
+  prism::state::TaskFilter all;
+  all.limit = 1u << 30;
+  EXPECT_LE(prism::state::ListTasks(all).size(), 10000u);
+  EXPECT_GE(prism::state::SummarizeTasks().summary.at("MmNoop").state_counts.at("FINISHED"),
+            static_cast<uint64_t>(total));
 
   // After all refs are gone the runtime is still healthy: a round with values.
   std::vector<prism::ObjectRef<int>> refs;

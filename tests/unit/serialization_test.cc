@@ -53,6 +53,17 @@ TEST(SerializationTest, BoostTypesAndContainers) {
   EXPECT_EQ(RoundTrip(std::vector<Record>{r, r}), (std::vector<Record>{r, r}));
 }
 
+TEST(SerializationTest, StdOptionalAndTupleWorkAtTopLevelAndNested) {
+  EXPECT_EQ(RoundTrip(std::optional<std::string>("x")), std::optional<std::string>("x"));
+  EXPECT_EQ(RoundTrip(std::optional<std::string>()), std::nullopt);
+  auto t = std::tuple<int, std::string, bool>(7, "seven", true);
+  EXPECT_EQ(RoundTrip(t), t);
+  std::map<std::string, std::optional<Record>> nested{{"a", Record{"r", {1}, {}}}, {"b", std::nullopt}};
+  EXPECT_EQ(RoundTrip(nested), nested);
+  std::vector<std::tuple<int, std::optional<double>>> rows{{1, 0.5}, {2, std::nullopt}};
+  EXPECT_EQ(RoundTrip(rows), rows);
+}
+
 TEST(SerializationTest, TypeMismatchAndTruncationAreErrorsNotCrashes) {
   Buffer b = Serialize(std::string("hello"));
   EXPECT_THROW(Deserialize<std::string>(b.data(), b.size() - 1), SerializationError);

@@ -253,6 +253,9 @@ TEST(SettingsTest, OtherFieldsFromFlagsAndEnv) {
   EXPECT_EQ(s.max_inline_bytes, 1024u);
   EXPECT_EQ(s.log_dir, "/var/log/prism");
   EXPECT_EQ(s.num_gpus, 1.0);
+  EXPECT_EQ(s.task_table_size, 10000u);
+  EXPECT_EQ(Resolve({{"PRISM_TASK_TABLE_SIZE", "0"}}).task_table_size, 0u);
+  EXPECT_EQ(Resolve({}, {"--prism-task-table-size=250000"}).task_table_size, 250000u);
 }
 
 TEST(SettingsTest, CustomResources) {
@@ -323,6 +326,8 @@ TEST(SettingsTest, OutOfRangeValues) {
       },
       {"PRISM_LOG_LEVEL=\"loud\"", "error, warn, info or debug"});
   ExpectError([] { Resolve({}, {"--prism-log-dir="}); }, {"--prism-log-dir", "empty"});
+  ExpectError([] { Resolve({{"PRISM_TASK_TABLE_SIZE", "-5"}}); },
+              {"PRISM_TASK_TABLE_SIZE=\"-5\"", "whole number >= 0"});
 }
 
 TEST(SettingsTest, BadValuesInConfigAreRejected) {

@@ -1,0 +1,194 @@
+#pragma once
+// The state API, like `ray list ...` and `ray summary tasks`: what the head (rank 0) knows
+// about the job right now. Callable from the driver and from any task or actor on any rank;
+// each call is one round trip to the head.
+//
+//   for (const auto& a : prism::state::ListActors()) std::cout << a.name << " " << a.state;
+//   prism::state::TaskFilter failed;
+//   failed.state = "FAILED";
+//   auto tasks = prism::state::ListTasks(failed);
+//   auto summary = prism::state::SummarizeTasks();   // counts by function and state
+//
+// Task states (Ray's names): PENDING_ARGS_AVAIL (waiting for argument objects),
+// PENDING_NODE_ASSIGNMENT (ready, waiting for resources), SUBMITTED_TO_WORKER (sent to its
+// rank: queued there or running), RUNNING_IN_RAY_GET (running, blocked in Get/Wait),
+// FINISHED, FAILED. Finished and failed tasks are kept in a bounded table (the most recent
+// task_table_size, default 10000, see config.h); SummarizeTasks counts every task ever
+// submitted, whatever the table dropped.
+//
+// Times are nanoseconds since the Unix epoch, from rank 0's clock.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace prism::state {
+
+/// One rank: Prism's unit of scheduling (Ray's node/raylet). `node_id` names the host (or
+/// the simulated node with PRISM_RANKS_PER_NODE) it shares with other ranks.
+struct NodeState {
+  int rank = 0;
+  std::string node_id;
+  std::string host;
+  std::string state;  // "ALIVE" (a lost rank ends the whole job)
+  bool is_head = false;
+  std::map<std::string, double> resources_total;
+  std::map<std::string, double> resources_available;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & rank & node_id & host & state & is_head & resources_total & resources_available;
+  }
+};
+
+struct ActorState {
+  std::string actor_id;  // 16 hex digits
+  std::string class_name;
+  std::string name;   // SetName, else empty
+  std::string state;  // PENDING_CREATION, ALIVE, RESTARTING, DEAD
+  int rank = -1;      // where it lives (or lived); -1 before placement
+  int num_restarts = 0;
+  int max_restarts = 0;
+  std::string death_cause;
+  std::string placement_group_id;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & actor_id & class_name & name & state & rank & num_restarts & max_restarts &
+        death_cause & placement_group_id;
+  }
+};
+
+/// A state a task entered, and when.
+struct TaskEvent {
+  std::string state;
+  int64_t time_ns = 0;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) { ar & state & time_ns; }
+};
+
+struct TaskState {
+  std::string task_id;  // 16 hex digits: the id of the object it returns
+  std::string name;     // SetName, else the function
+  std::string func_name;
+  std::string type;   // NORMAL_TASK, ACTOR_CREATION_TASK, ACTOR_TASK
+  std::string state;  // see the top of this file
+  int rank = -1;      // where it ran (or runs); -1 before dispatch
+  int attempt = 0;    // retries so far
+  std::string actor_id;            // actor tasks and creations
+  std::string placement_group_id;  // if it asked for one
+  std::string error_type;          // FAILED: the exception type, e.g. "std::runtime_error"
+  std::string error_message;
+  std::vector<TaskEvent> events;  // every state change, oldest first
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & task_id & name & func_name & type & state & rank & attempt & actor_id &
+        placement_group_id & error_type & error_message & events;
+  }
+};
+
+/// Which tasks ListTasks returns: every non-empty field must match. The `limit` most
+/// recently submitted matches come back, oldest first (Ray's default limit, 100).
+struct TaskFilter {
+  std::string state;
+  std::string name;
+  std::string func_name;
+  std::string type;
+  std::string actor_id;
+  int rank = -1;
+  size_t limit = 100;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & state & name & func_name & type & actor_id & rank & limit;
+  }
+};
+
+struct PlacementGroupState {
+  std::string placement_group_id;
+  std::string name;
+  std::string strategy;  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  std::string state;     // PENDING, CREATED
+  std::vector<std::map<std::string, double>> bundles;
+  std::vector<int> bundle_ranks;  // where each bundle is reserved; empty while PENDING
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & placement_group_id & name & strategy & state & bundles & bundle_ranks;
+  }
+};
+
+/// Task counts of one function (or actor class, for its methods and creation).
+struct TaskSummaryEntry {
+  std::string func_or_class_name;
+  std::string type;  // NORMAL_TASK, ACTOR_CREATION_TASK, ACTOR_TASK
+  std::map<std::string, uint64_t> state_counts;  // state -> tasks now in it
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) { ar & func_or_class_name & type & state_counts; }
+};
+
+struct TaskSummary {
+  std::map<std::string, TaskSummaryEntry> summary;  // by func_or_class_name
+  uint64_t total_tasks = 0;         // NORMAL_TASK
+  uint64_t total_actor_tasks = 0;   // ACTOR_TASK
+  uint64_t total_actor_scheduled = 0;  // ACTOR_CREATION_TASK
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & summary & total_tasks & total_actor_tasks & total_actor_scheduled;
+  }
+};
+
+/// The job: one per Prism run (one MPI job).
+struct JobState {
+  std::string job_id;
+  std::string status;  // RUNNING (the state API only answers while the job runs)
+  std::string entrypoint;  // the driver's command line
+  std::string launcher;    // srun, mpirun or none
+  int64_t start_time_ns = 0;
+  int num_ranks = 0;
+  int driver_pid = 0;
+  std::string driver_host;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & job_id & status & entrypoint & launcher & start_time_ns & num_ranks & driver_pid &
+        driver_host;
+  }
+};
+
+/// One worker process: a rank. Rank 0 is the DRIVER (it also runs tasks).
+struct WorkerState {
+  int rank = 0;
+  int pid = 0;
+  std::string host;
+  std::string node_id;
+  std::string worker_type;  // DRIVER or WORKER
+  bool is_alive = true;
+  uint64_t num_tasks_finished = 0;  // tasks and actor calls it completed (any outcome)
+  int num_actors = 0;               // live actors it hosts
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & rank & pid & host & node_id & worker_type & is_alive & num_tasks_finished & num_actors;
+  }
+};
+
+/// Something that went wrong in the job (bounded: the most recent 1000).
+struct ErrorState {
+  int64_t time_ns = 0;
+  std::string type;  // TASK_FAILED, ACTOR_DIED
+  std::string message;
+  std::string id;  // the task or actor
+  int rank = -1;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) { ar & time_ns & type & message & id & rank; }
+};
+
+std::vector<NodeState> ListNodes();
+/// Every actor of the job, dead ones included.
+std::vector<ActorState> ListActors();
+std::vector<TaskState> ListTasks(const TaskFilter& filter = {});
+/// Live placement groups (removed ones are gone).
+std::vector<PlacementGroupState> ListPlacementGroups();
+TaskSummary SummarizeTasks();
+std::vector<JobState> ListJobs();
+std::vector<WorkerState> ListWorkers();
+/// The most recent `limit` errors, oldest first.
+std::vector<ErrorState> ListErrors(size_t limit = 100);
+
+}  // namespace prism::state

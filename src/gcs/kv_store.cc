@@ -1,0 +1,81 @@
+#include "gcs/kv_store.h"
+
+#include "prism/errors.h"
+#include "prism/kv.h"
+
+namespace prism::internal {
+
+namespace {
+void CheckKey(const std::string& key, const char* what) {
+  if (key.empty()) throw Error(std::string("prism: kv::") + what + ": the key is empty");
+}
+
+/// First key after every key starting with `prefix` (empty: none).
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    unsigned char last = static_cast<unsigned char>(prefix.back());
+    if (last != 0xff) {
+      prefix.back() = static_cast<char>(last + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return prefix;
+}
+}  // namespace
+
+bool KvStore::Put(const std::string& key, std::string value, bool overwrite) {
+  CheckKey(key, "Put");
+  if (value.size() > kv::kMaxValueBytes) {
+    throw Error("prism: kv::Put(\"" + key + "\"): the value has " + std::to_string(value.size()) +
+                " bytes, above the limit of " + std::to_string(kv::kMaxValueBytes) +
+                "; keep large data in the object store (prism::Put)");
+  }
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    bytes_ += key.size() + value.size();
+    entries_.emplace(key, std::move(value));
+    return false;
+  }
+  if (overwrite) {
+    bytes_ += value.size();
+    bytes_ -= it->second.size();
+    it->second = std::move(value);
+  }
+  return true;
+}
+
+std::optional<std::string> KvStore::Get(const std::string& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+int64_t KvStore::Delete(const std::string& key, bool by_prefix) {
+  if (!by_prefix) {
+    CheckKey(key, "Delete");
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return 0;
+    bytes_ -= it->first.size() + it->second.size();
+    entries_.erase(it);
+    return 1;
+  }
+  auto first = entries_.lower_bound(key);
+  std::string end = PrefixEnd(key);
+  auto last = end.empty() ? entries_.end() : entries_.lower_bound(end);
+  int64_t n = 0;
+  for (auto it = first; it != last; ++it, ++n) bytes_ -= it->first.size() + it->second.size();
+  entries_.erase(first, last);
+  return n;
+}
+
+std::vector<std::string> KvStore::Keys(const std::string& prefix) const {
+  std::vector<std::string> out;
+  for (auto it = entries_.lower_bound(prefix);
+       it != entries_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    out.push_back(it->first);
+  }
+  return out;
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,261 @@
+// The head's control-plane calls (HeadCall -> HeadReply): actor lookup, resources,
+// placement groups, the internal KV and the state API, from any rank. Each call takes the
+// head's lock once and answers at once; nothing here waits.
+#include <unistd.h>
+
+#include "common/log.h"
+#include "prism/errors.h"
+#include "prism/serialization.h"
+#include "runtime/head.h"
+
+namespace prism::internal {
+
+namespace {
+
+template <typename T>
+T Args(const HeadCall& call) {
+  if (!call.args) throw Error("prism: control call without arguments");
+  return Deserialize<T>(call.args->data(), call.args->size());
+}
+
+template <typename T>
+Payload Result(const T& value) {
+  return std::make_shared<const Buffer>(Serialize(value));
+}
+
+const char* StrategyName(PlacementStrategy s) {
+  static const char* const kNames[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+  return kNames[static_cast<int>(s)];
+}
+
+}  // namespace
+
+void Head::SetJobInfo(JobInfo info) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  task_table_ = TaskTable(info.task_table_size);
+  job_ = std::move(info);
+}
+
+void Head::OnHeadCall(int from, HeadCall&& call) {
+  HeadReply reply;
+  reply.request = call.request;
+  try {
+    switch (static_cast<HeadOp>(call.op)) {
+      case HeadOp::kLookupActor: {
+        auto name = Args<std::string>(call);
+        std::pair<uint64_t, std::string> found{0, ""};
+        {
+          std::lock_guard<AdaptiveMutex> lock(mu_);
+          auto it = actor_names_.find(name);
+          if (it != actor_names_.end()) {
+            found = {it->second.Value(), actors_.at(it->second).creation->class_name};
+          }
+        }
+        reply.result = Result(found);
+        break;
+      }
+      case HeadOp::kAvailable:
+        reply.result = Result(Available());
+        break;
+      case HeadOp::kCreatePlacementGroup: {
+        auto group = Args<PlacementGroup>(call);
+        PlacementGroupCreationOptions options{group.GetName(), group.GetBundles(), group.GetStrategy()};
+        reply.result = Result(CreatePlacementGroup(options));
+        break;
+      }
+      case HeadOp::kRemovePlacementGroup:
+        reply.result = Result(RemovePlacementGroup(Args<std::string>(call)));
+        break;
+      case HeadOp::kPlacementGroupState:
+        reply.result = Result(static_cast<int>(PlacementGroupState(Args<std::string>(call))));
+        break;
+      case HeadOp::kGetPlacementGroups: {
+        auto [name, id] = Args<std::pair<std::string, std::string>>(call);
+        reply.result = Result(PlacementGroups(name, id));
+        break;
+      }
+      case HeadOp::kKvPut: {
+        auto [key, value, overwrite] = Args<std::tuple<std::string, std::string, bool>>(call);
+        std::lock_guard<AdaptiveMutex> lock(mu_);
+        reply.result = Result(kv_.Put(key, std::move(value), overwrite));
+        break;
+      }
+      case HeadOp::kKvGet: {
+        auto key = Args<std::string>(call);
+        std::lock_guard<AdaptiveMutex> lock(mu_);
+        reply.result = Result(kv_.Get(key));
+        break;
+      }
+      case HeadOp::kKvExists: {
+        auto key = Args<std::string>(call);
+        std::lock_guard<AdaptiveMutex> lock(mu_);
+        reply.result = Result(kv_.Exists(key));
+        break;
+      }
+      case HeadOp::kKvDelete: {
+        auto [key, by_prefix] = Args<std::pair<std::string, bool>>(call);
+        std::lock_guard<AdaptiveMutex> lock(mu_);
+        reply.result = Result(kv_.Delete(key, by_prefix));
+        break;
+      }
+      case HeadOp::kKvList: {
+        auto prefix = Args<std::string>(call);
+        std::lock_guard<AdaptiveMutex> lock(mu_);
+        reply.result = Result(kv_.Keys(prefix));
+        break;
+      }
+      case HeadOp::kListNodes: reply.result = Result(ListNodes()); break;
+      case HeadOp::kListActors: reply.result = Result(ListActors()); break;
+      case HeadOp::kListTasks: reply.result = Result(ListTasks(Args<state::TaskFilter>(call))); break;
+      case HeadOp::kListPlacementGroups: reply.result = Result(ListPlacementGroups()); break;
+      case HeadOp::kSummarizeTasks: reply.result = Result(SummarizeTasks()); break;
+      case HeadOp::kListJobs: reply.result = Result(ListJobs()); break;
+      case HeadOp::kListWorkers: reply.result = Result(ListWorkers()); break;
+      case HeadOp::kListErrors: reply.result = Result(ListErrors(Args<uint64_t>(call))); break;
+      default:
+        throw Error("prism: unknown control call " + std::to_string(call.op) + " from rank " +
+                    std::to_string(from) + " (ranks running different binaries?)");
+    }
+  } catch (const ResourceError& e) {
+    reply.ok = false;
+    reply.error_type = "ResourceError";
+    reply.error = e.what();
+  } catch (const std::exception& e) {
+    reply.ok = false;
+    reply.error_type = "Error";
+    reply.error = e.what();
+  }
+  send_(from, std::move(reply));
+}
+
+// ---- State API ----------------------------------------------------------------------------
+
+std::vector<state::NodeState> Head::ListNodes() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  std::vector<state::NodeState> out;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    state::NodeState n;
+    n.rank = r;
+    n.node_id = node_of_rank_[r];
+    n.host = r < static_cast<int>(job_.hosts.size()) ? job_.hosts[r] : node_of_rank_[r];
+    n.state = "ALIVE";
+    n.is_head = r == 0;
+    n.resources_total = scheduler_.Capacity(r).ToMap();
+    n.resources_available = scheduler_.Free(r).ToMap();
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::vector<state::ActorState> Head::ListActors() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  static const char* const kStates[] = {"PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"};
+  std::vector<state::ActorState> out;
+  for (const auto& [id, a] : actors_) {
+    state::ActorState s;
+    s.actor_id = id.Hex();
+    s.class_name = a.creation->class_name;
+    s.name = a.creation->actor_name;
+    s.state = kStates[static_cast<int>(a.state)];
+    s.rank = a.rank;
+    s.num_restarts = a.restarts;
+    s.max_restarts = a.creation->max_restarts;
+    s.death_cause = a.cause;
+    s.placement_group_id = a.creation->placement_group;
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& x, const auto& y) { return x.actor_id < y.actor_id; });
+  return out;
+}
+
+std::vector<TaskRecord> Head::LiveTaskRecords() const {
+  std::vector<TaskRecord> out;
+  out.reserve(tasks_.size());
+  for (const auto& [id, t] : tasks_) {
+    const TaskSpec& spec = *t.spec;
+    TaskRecord r;
+    r.id = id;
+    r.kind = spec.kind;
+    r.phase = t.unresolved > 0 ? TaskPhase::kPendingArgs
+              : t.rank < 0     ? TaskPhase::kPendingNode
+              : t.blocked      ? TaskPhase::kBlocked
+                               : TaskPhase::kSubmitted;
+    r.actor = spec.kind == TaskKind::kActorCall ? spec.actor
+              : spec.kind == TaskKind::kActorCreation ? spec.id
+                                                      : ObjectId();
+    r.name = spec.name;
+    r.function = spec.function;
+    r.placement_group = spec.placement_group;
+    r.rank = t.rank;
+    r.attempt = spec.attempt;
+    r.times = t.times;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<state::TaskState> Head::ListTasks(const state::TaskFilter& filter) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  return task_table_.List(filter, LiveTaskRecords());
+}
+
+state::TaskSummary Head::SummarizeTasks() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  return task_table_.Summarize(LiveTaskRecords());
+}
+
+std::vector<state::PlacementGroupState> Head::ListPlacementGroups() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  std::vector<state::PlacementGroupState> out;
+  for (const auto& [id, g] : groups_) {
+    state::PlacementGroupState s;
+    s.placement_group_id = id;
+    s.name = g.options.name;
+    s.strategy = StrategyName(g.options.strategy);
+    s.state = g.created ? "CREATED" : "PENDING";
+    for (const auto& b : g.bundles) s.bundles.push_back(b.ToMap());
+    s.bundle_ranks = g.ranks;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<state::JobState> Head::ListJobs() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  state::JobState j;
+  j.job_id = job_.job_id;
+  j.status = "RUNNING";
+  j.entrypoint = job_.entrypoint;
+  j.launcher = job_.launcher;
+  j.start_time_ns = job_.start_time_ns;
+  j.num_ranks = scheduler_.NumRanks();
+  j.driver_pid = job_.pids.empty() ? static_cast<int>(getpid()) : job_.pids[0];
+  j.driver_host = job_.hosts.empty() ? node_of_rank_[0] : job_.hosts[0];
+  return {j};
+}
+
+std::vector<state::WorkerState> Head::ListWorkers() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  std::vector<state::WorkerState> out;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    state::WorkerState w;
+    w.rank = r;
+    w.pid = r < static_cast<int>(job_.pids.size()) ? job_.pids[r] : 0;
+    w.host = r < static_cast<int>(job_.hosts.size()) ? job_.hosts[r] : node_of_rank_[r];
+    w.node_id = node_of_rank_[r];
+    w.worker_type = r == 0 ? "DRIVER" : "WORKER";
+    w.num_tasks_finished = finished_per_rank_[r];
+    w.num_actors = actors_per_rank_[r];
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::vector<state::ErrorState> Head::ListErrors(size_t limit) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  size_t first = errors_.size() > limit ? errors_.size() - limit : 0;
+  return {errors_.begin() + static_cast<std::ptrdiff_t>(first), errors_.end()};
+}
+
+}  // namespace prism::internal
