@@ -30,8 +30,8 @@ int64_t WallNowNs() {
 state::TaskState ToTaskState(const TaskRecord& r) {
   state::TaskState s;
   s.task_id = r.id.Hex();
-  s.name = r.name;
-  s.func_name = r.function;
+  s.func_name = r.function ? *r.function : "";
+  s.name = r.name.empty() ? s.func_name : r.name;
   s.type = TaskKindName(r.kind);
   s.state = TaskPhaseName(r.phase);
   s.rank = r.rank;
@@ -51,19 +51,27 @@ state::TaskState ToTaskState(const TaskRecord& r) {
 }
 
 void TaskTable::Ended(TaskRecord&& record) {
-  Counts& c = counts_[record.function];
-  c.kind = record.kind;
-  ++(record.phase == TaskPhase::kFailed ? c.failed : c.finished);
+  static const std::string kUnknown;
+  auto& slot = Slot(record.function ? *record.function : kUnknown);
+  record.function = &slot.first;
+  slot.second.kind = record.kind;
+  ++(record.phase == TaskPhase::kFailed ? slot.second.failed : slot.second.finished);
   if (capacity_ == 0) return;
-  if (ended_.size() == capacity_) ended_.pop_front();
-  ended_.push_back(std::move(record));
+  if (ended_.size() < capacity_) {
+    ended_.push_back(std::move(record));
+  } else {
+    ended_[next_] = std::move(record);
+    next_ = (next_ + 1) % capacity_;
+  }
 }
 
 namespace {
 bool Matches(const state::TaskFilter& f, const TaskRecord& r) {
+  static const std::string kNone;
+  const std::string& function = r.function ? *r.function : kNone;
   if (!f.state.empty() && f.state != TaskPhaseName(r.phase)) return false;
-  if (!f.name.empty() && f.name != r.name) return false;
-  if (!f.func_name.empty() && f.func_name != r.function) return false;
+  if (!f.name.empty() && f.name != (r.name.empty() ? function : r.name)) return false;
+  if (!f.func_name.empty() && f.func_name != function) return false;
   if (!f.type.empty() && f.type != TaskKindName(r.kind)) return false;
   if (!f.actor_id.empty() && (r.actor.IsNil() || f.actor_id != r.actor.Hex())) return false;
   if (f.rank >= 0 && f.rank != r.rank) return false;
@@ -80,9 +88,9 @@ int64_t Submitted(const TaskRecord& r) {
 std::vector<state::TaskState> TaskTable::List(const state::TaskFilter& filter,
                                               const std::vector<TaskRecord>& live) const {
   std::vector<const TaskRecord*> hits;
-  for (const auto& r : ended_) {
+  ForEachEnded([&](const TaskRecord& r) {
     if (Matches(filter, r)) hits.push_back(&r);
-  }
+  });
   for (const auto& r : live) {
     if (Matches(filter, r)) hits.push_back(&r);
   }
@@ -110,13 +118,14 @@ state::TaskSummary TaskTable::Summarize(const std::vector<TaskRecord>& live) con
                                               : s.total_tasks;
   };
   for (const auto& [function, c] : counts_) {
+    if (c.finished + c.failed == 0) continue;  // interned for live tasks only
     auto& e = entry(function, c.kind);
     if (c.finished) e.state_counts["FINISHED"] += c.finished;
     if (c.failed) e.state_counts["FAILED"] += c.failed;
     total(c.kind) += c.finished + c.failed;
   }
   for (const auto& r : live) {
-    ++entry(r.function, r.kind).state_counts[TaskPhaseName(r.phase)];
+    ++entry(r.function ? *r.function : "", r.kind).state_counts[TaskPhaseName(r.phase)];
     ++total(r.kind);
   }
   return s;

@@ -40,14 +40,16 @@ int64_t WallNowNs();
 /// When a task entered each phase (0: never).
 using TaskTimes = std::array<int64_t, kNumTaskPhases>;
 
-/// What ListTasks shows of one task, live or ended.
+/// What ListTasks shows of one task, live or ended. Made for every task on the head's hot
+/// path, so it allocates nothing in the common case: the function name is interned by the
+/// table and `name` stays empty unless SetName gave another one.
 struct TaskRecord {
   TaskId id;
   TaskKind kind = TaskKind::kTask;
   TaskPhase phase = TaskPhase::kPendingArgs;
   ObjectId actor;
-  std::string name;
-  std::string function;
+  const std::string* function = nullptr;  // interned by TaskTable::Intern
+  std::string name;                       // empty: same as the function
   std::string placement_group;
   int rank = -1;
   int attempt = 0;
@@ -60,9 +62,15 @@ state::TaskState ToTaskState(const TaskRecord& r);
 class TaskTable {
  public:
   explicit TaskTable(size_t capacity) : capacity_(capacity) {}
+  TaskTable(TaskTable&&) = default;
+  TaskTable& operator=(TaskTable&&) = default;
 
-  /// Records an ended task (phase kFinished or kFailed), dropping the oldest record when
-  /// the ring is full.
+  /// The table's copy of a function name (stable for the table's life) for
+  /// TaskRecord::function.
+  const std::string* Intern(const std::string& function) { return &Slot(function).first; }
+
+  /// Records an ended task (phase kFinished or kFailed; function interned here), dropping
+  /// the oldest record when the ring is full.
   void Ended(TaskRecord&& record);
 
   /// Tasks matching `filter` among the ended ones and `live` (records of tasks still
@@ -81,9 +89,20 @@ class TaskTable {
     uint64_t finished = 0;
     uint64_t failed = 0;
   };
+  std::pair<const std::string, Counts>& Slot(const std::string& function) {
+    return *counts_.try_emplace(function).first;
+  }
+  /// Ended records, oldest first.
+  template <typename F>
+  void ForEachEnded(F&& f) const {
+    for (size_t i = 0; i < ended_.size(); ++i) f(ended_[(next_ + i) % ended_.size()]);
+  }
+
   size_t capacity_;
-  std::deque<TaskRecord> ended_;  // oldest first
-  std::unordered_map<std::string, Counts> counts_;  // by function
+  // A ring: grows to capacity_, then next_ is the oldest record, overwritten next.
+  std::vector<TaskRecord> ended_;
+  size_t next_ = 0;
+  std::unordered_map<std::string, Counts> counts_;  // by function; nodes never move
 };
 
 }  // namespace prism::internal

@@ -1,5 +1,7 @@
 #include "runtime/actor_host.h"
 
+#include "common/spin_wait.h"
+
 namespace prism::internal {
 
 ActorHost::ActorHost(ObjectId id, int max_concurrency, RunFn run)
@@ -36,26 +38,37 @@ bool ActorHost::Enqueue(DispatchTask&& task) {
     creating_ = true;
   }
   mailbox_.push_back(std::move(task));
+  queued_.store(mailbox_.size(), std::memory_order_relaxed);
   if (threads_.size() < static_cast<size_t>(max_concurrency_)) {
     threads_.emplace_back([this] { ThreadMain(); });
   }
-  cv_.notify_all();
+  if (sleeping_ > 0) cv_.notify_all();  // a spinning thread sees queued_ change by itself
   return true;
 }
 
 void ActorHost::ThreadMain() {
   std::unique_lock<std::mutex> lock(mu_);
+  // A creation runs alone; calls run once the instance exists.
+  auto runnable = [&] {
+    if (stop_) return true;
+    if (mailbox_.empty()) return false;
+    const bool creation = mailbox_.front().spec->kind == TaskKind::kActorCreation;
+    return creation ? running_ == 0 : !creating_;
+  };
   for (;;) {
-    // A creation runs alone; calls run once the instance exists.
-    cv_.wait(lock, [&] {
-      if (stop_) return true;
-      if (mailbox_.empty()) return false;
-      const bool creation = mailbox_.front().spec->kind == TaskKind::kActorCreation;
-      return creation ? running_ == 0 : !creating_;
-    });
+    if (!runnable()) {
+      // Calls often arrive back to back: look again for a few microseconds first.
+      lock.unlock();
+      SpinWhile([&] { return queued_.load(std::memory_order_relaxed) == 0; }, kSpinUs);
+      lock.lock();
+      ++sleeping_;
+      cv_.wait(lock, runnable);
+      --sleeping_;
+    }
     if (stop_) return;
     DispatchTask task = std::move(mailbox_.front());
     mailbox_.pop_front();
+    queued_.store(mailbox_.size(), std::memory_order_relaxed);
     const bool creation = task.spec->kind == TaskKind::kActorCreation;
     if (creation) ++incarnation_;
     ++running_;
@@ -94,6 +107,7 @@ std::deque<DispatchTask> ActorHost::Kill(bool restart, const std::string& cause)
   std::deque<DispatchTask> failed;
   for (auto& t : mailbox_) failed.push_back(std::move(t));
   mailbox_.clear();
+  queued_.store(0, std::memory_order_relaxed);
   destroy_pending_ = true;
   DestroyIfIdle();
   dead_ = !restart;

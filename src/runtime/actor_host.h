@@ -5,6 +5,7 @@
 // always the first item of an incarnation; calls wait behind it. Kill destroys the
 // instance (once no call is running) and hands back the queued calls to be failed.
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,6 +35,7 @@ class ActorHost {
   void* instance() const { return instance_; }
   void SetInstance(void* instance, std::function<void(void*)> destroy);
   int incarnation() const { return incarnation_; }
+
   bool dead() const;
   /// Marks the actor dead (ExitActor or a failed creation); returns the queued calls.
   std::deque<DispatchTask> Die(const std::string& cause);
@@ -47,6 +49,7 @@ class ActorHost {
   ObjectId id_;
   int max_concurrency_;
   RunFn run_;
+  std::atomic<size_t> queued_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<DispatchTask> mailbox_;
@@ -58,6 +61,8 @@ class ActorHost {
   bool dead_ = false;
   bool stop_ = false;
   int running_ = 0;
+  int sleeping_ = 0;  // threads in cv_.wait: Enqueue wakes only those
+  static constexpr int kSpinUs = 50;
   int incarnation_ = -1;
   std::string cause_;
 };

@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include "common/spin_wait.h"
+
 #include <chrono>
 
 namespace prism::internal {
@@ -53,11 +55,7 @@ void Executor::ThreadMain() {
       // for a sleep and a wake-up.
       ++spinning_;
       lock.unlock();
-      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinUs);
-      while (num_runnable_.load(std::memory_order_relaxed) == 0 &&
-             std::chrono::steady_clock::now() < until) {
-        for (int i = 0; i < 32; ++i) __builtin_ia32_pause();  // no syscall: futexes are slow here
-      }
+      SpinWhile([&] { return num_runnable_.load(std::memory_order_relaxed) == 0; }, kSpinUs);
       lock.lock();
       --spinning_;
     }

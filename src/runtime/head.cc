@@ -27,7 +27,46 @@ void Head::Handle(int from, Message&& msg) {
     OnHeadCall(from, std::move(*call));  // locks per call
     return;
   }
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
+  HandleLocked(from, std::move(msg));
+}
+
+void Head::Post(int from, Message&& msg) {
+  if (auto* call = std::get_if<HeadCall>(&msg)) {
+    OnHeadCall(from, std::move(*call));  // its caller waits for the answer anyway
+    return;
+  }
+  {
+    std::lock_guard<AdaptiveMutex> lock(posted_mu_);
+    posted_.emplace_back(from, std::move(msg));
+    has_posted_.store(true, std::memory_order_seq_cst);
+  }
+  if (mu_.try_lock()) UnlockAndDrain();
+}
+
+void Head::DrainPosted() {
+  while (has_posted_.load(std::memory_order_acquire)) {
+    {
+      std::lock_guard<AdaptiveMutex> lock(posted_mu_);
+      draining_.swap(posted_);
+      has_posted_.store(false, std::memory_order_seq_cst);
+    }
+    for (auto& [from, msg] : draining_) HandleLocked(from, std::move(msg));
+    draining_.clear();
+  }
+}
+
+void Head::UnlockAndDrain() {
+  for (;;) {
+    DrainPosted();
+    mu_.unlock();
+    // A message posted after the drain found the lock taken and left it to us: look again.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!has_posted_.load(std::memory_order_seq_cst) || !mu_.try_lock()) return;
+  }
+}
+
+void Head::HandleLocked(int from, Message&& msg) {
   std::visit(
       [&](auto&& m) {
         using T = std::decay_t<decltype(m)>;
@@ -393,8 +432,8 @@ void Head::RecordEnded(const TaskEntry& task, const TaskDone& done,
   r.phase = done.ok ? TaskPhase::kFinished : TaskPhase::kFailed;
   r.actor = spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId();
   if (spec.kind == TaskKind::kActorCreation) r.actor = spec.id;
-  r.name = spec.name;
-  r.function = spec.function;
+  r.function = task_table_.Intern(spec.function);
+  if (spec.name != spec.function) r.name = spec.name;
   r.placement_group = spec.placement_group;
   r.rank = from >= 0 ? from : task.rank;
   r.attempt = spec.attempt;
@@ -524,19 +563,19 @@ void Head::SendFrees(std::vector<FreedObject>& freed) {
 }
 
 std::map<std::string, double> Head::Available() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   ResourceSet total;
   for (int r = 0; r < scheduler_.NumRanks(); ++r) total.Add(scheduler_.Free(r));
   return total.ToMap();
 }
 
 size_t Head::NumObjects() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   return objects_.Size();
 }
 
 size_t Head::NumTasks() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   return tasks_.size();
 }
 
@@ -567,7 +606,7 @@ std::string Head::CreatePlacementGroup(const PlacementGroupCreationOptions& opti
     }
     bundles.emplace_back(amounts);
   }
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   if (!options.name.empty()) {
     for (const auto& [id, g] : groups_) {
       if (g.options.name == options.name) {
@@ -619,7 +658,7 @@ void Head::PlacePendingGroups() {
 }
 
 bool Head::RemovePlacementGroup(const std::string& id) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   auto g = groups_.find(id);
   if (g == groups_.end()) return false;
   std::vector<TaskId> queued;
@@ -654,14 +693,14 @@ bool Head::RemovePlacementGroup(const std::string& id) {
 }
 
 Head::PgState Head::PlacementGroupState(const std::string& id) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   auto g = groups_.find(id);
   if (g == groups_.end()) return PgState::kUnknown;
   return g->second.created ? PgState::kCreated : PgState::kPending;
 }
 
 std::vector<PlacementGroup> Head::PlacementGroups(const std::string& name, const std::string& id) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   std::vector<PlacementGroup> out;
   for (const auto& [gid, g] : groups_) {
     if (!name.empty() && g.options.name != name) continue;
@@ -672,7 +711,7 @@ std::vector<PlacementGroup> Head::PlacementGroups(const std::string& name, const
 }
 
 std::vector<int> Head::BundleRanks(const std::string& id) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   auto g = groups_.find(id);
   return g == groups_.end() ? std::vector<int>{} : g->second.ranks;
 }

@@ -5,6 +5,7 @@
 // to the transport, or hands rank 0's messages to its node, which never calls back while
 // the head's lock is held).
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -45,8 +46,14 @@ class Head {
 
   void SetJobInfo(JobInfo info);
 
-  /// Handles one message from `from`'s node manager. Thread-safe.
+  /// Handles one message from `from`'s node manager, now. Thread-safe.
   void Handle(int from, Message&& msg);
+  /// Like Handle, but never waits for the head's lock: the message is queued, and handled
+  /// by this thread if the lock is free, else by the thread holding it before it lets go.
+  /// Messages posted by one thread are handled in order, and before anything that thread
+  /// asks the head afterwards. For rank 0's node and the transport's progress thread, so
+  /// that a busy head never puts them to sleep (HeadCalls are answered at once instead).
+  void Post(int from, Message&& msg);
 
   std::map<std::string, double> Available();
 
@@ -104,6 +111,26 @@ class Head {
     std::vector<ResourceSet> free;  // per bundle: reserved minus what its tasks hold
   };
 
+  /// Holds the head's lock; handles posted messages after taking it and before letting go.
+  class Locked {
+   public:
+    explicit Locked(Head& head) : head_(head) {
+      head_.mu_.lock();
+      head_.DrainPosted();
+    }
+    ~Locked() { head_.UnlockAndDrain(); }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    Head& head_;
+  };
+  /// Handles every posted message. Lock held.
+  void DrainPosted();
+  /// Drains, unlocks, and drains again if something was posted meanwhile and the lock is
+  /// still free (else its new holder will).
+  void UnlockAndDrain();
+  void HandleLocked(int from, Message&& msg);
   void OnSubmit(int from, TaskSpec&& spec);
   void OnTaskDone(int from, TaskDone&& done);
   void OnTaskBlocked(int from, const TaskBlocked& m);
@@ -114,7 +141,7 @@ class Head {
   /// itself, per call.
   void OnHeadCall(int from, HeadCall&& call);
   /// The state-API view of the live tasks. Lock held.
-  std::vector<TaskRecord> LiveTaskRecords() const;
+  std::vector<TaskRecord> LiveTaskRecords();
   void RecordError(const char* type, const std::string& message, ObjectId id, int rank);
 
   void Enqueue(TaskId id);
@@ -146,6 +173,11 @@ class Head {
   static std::string ClassKey(const TaskSpec& spec);
 
   AdaptiveMutex mu_;
+  // Posted messages (see Post), guarded by posted_mu_ alone.
+  AdaptiveMutex posted_mu_;
+  std::vector<std::pair<int, Message>> posted_;
+  std::vector<std::pair<int, Message>> draining_;  // reused; lock (mu_) held
+  std::atomic<bool> has_posted_{false};
   SendFn send_;
   ObjectDirectory objects_;
   Scheduler scheduler_;

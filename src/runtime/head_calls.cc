@@ -31,7 +31,7 @@ const char* StrategyName(PlacementStrategy s) {
 }  // namespace
 
 void Head::SetJobInfo(JobInfo info) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   task_table_ = TaskTable(info.task_table_size);
   job_ = std::move(info);
 }
@@ -45,7 +45,7 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
         auto name = Args<std::string>(call);
         std::pair<uint64_t, std::string> found{0, ""};
         {
-          std::lock_guard<AdaptiveMutex> lock(mu_);
+          Locked lock(*this);
           auto it = actor_names_.find(name);
           if (it != actor_names_.end()) {
             found = {it->second.Value(), actors_.at(it->second).creation->class_name};
@@ -76,31 +76,31 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
       }
       case HeadOp::kKvPut: {
         auto [key, value, overwrite] = Args<std::tuple<std::string, std::string, bool>>(call);
-        std::lock_guard<AdaptiveMutex> lock(mu_);
+        Locked lock(*this);
         reply.result = Result(kv_.Put(key, std::move(value), overwrite));
         break;
       }
       case HeadOp::kKvGet: {
         auto key = Args<std::string>(call);
-        std::lock_guard<AdaptiveMutex> lock(mu_);
+        Locked lock(*this);
         reply.result = Result(kv_.Get(key));
         break;
       }
       case HeadOp::kKvExists: {
         auto key = Args<std::string>(call);
-        std::lock_guard<AdaptiveMutex> lock(mu_);
+        Locked lock(*this);
         reply.result = Result(kv_.Exists(key));
         break;
       }
       case HeadOp::kKvDelete: {
         auto [key, by_prefix] = Args<std::pair<std::string, bool>>(call);
-        std::lock_guard<AdaptiveMutex> lock(mu_);
+        Locked lock(*this);
         reply.result = Result(kv_.Delete(key, by_prefix));
         break;
       }
       case HeadOp::kKvList: {
         auto prefix = Args<std::string>(call);
-        std::lock_guard<AdaptiveMutex> lock(mu_);
+        Locked lock(*this);
         reply.result = Result(kv_.Keys(prefix));
         break;
       }
@@ -131,7 +131,7 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
 // ---- State API ----------------------------------------------------------------------------
 
 std::vector<state::NodeState> Head::ListNodes() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   std::vector<state::NodeState> out;
   for (int r = 0; r < scheduler_.NumRanks(); ++r) {
     state::NodeState n;
@@ -148,7 +148,7 @@ std::vector<state::NodeState> Head::ListNodes() {
 }
 
 std::vector<state::ActorState> Head::ListActors() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   static const char* const kStates[] = {"PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"};
   std::vector<state::ActorState> out;
   for (const auto& [id, a] : actors_) {
@@ -169,7 +169,7 @@ std::vector<state::ActorState> Head::ListActors() {
   return out;
 }
 
-std::vector<TaskRecord> Head::LiveTaskRecords() const {
+std::vector<TaskRecord> Head::LiveTaskRecords() {
   std::vector<TaskRecord> out;
   out.reserve(tasks_.size());
   for (const auto& [id, t] : tasks_) {
@@ -184,8 +184,8 @@ std::vector<TaskRecord> Head::LiveTaskRecords() const {
     r.actor = spec.kind == TaskKind::kActorCall ? spec.actor
               : spec.kind == TaskKind::kActorCreation ? spec.id
                                                       : ObjectId();
-    r.name = spec.name;
-    r.function = spec.function;
+    r.function = task_table_.Intern(spec.function);
+    if (spec.name != spec.function) r.name = spec.name;
     r.placement_group = spec.placement_group;
     r.rank = t.rank;
     r.attempt = spec.attempt;
@@ -196,17 +196,17 @@ std::vector<TaskRecord> Head::LiveTaskRecords() const {
 }
 
 std::vector<state::TaskState> Head::ListTasks(const state::TaskFilter& filter) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   return task_table_.List(filter, LiveTaskRecords());
 }
 
 state::TaskSummary Head::SummarizeTasks() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   return task_table_.Summarize(LiveTaskRecords());
 }
 
 std::vector<state::PlacementGroupState> Head::ListPlacementGroups() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   std::vector<state::PlacementGroupState> out;
   for (const auto& [id, g] : groups_) {
     state::PlacementGroupState s;
@@ -222,7 +222,7 @@ std::vector<state::PlacementGroupState> Head::ListPlacementGroups() {
 }
 
 std::vector<state::JobState> Head::ListJobs() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   state::JobState j;
   j.job_id = job_.job_id;
   j.status = "RUNNING";
@@ -236,7 +236,7 @@ std::vector<state::JobState> Head::ListJobs() {
 }
 
 std::vector<state::WorkerState> Head::ListWorkers() {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   std::vector<state::WorkerState> out;
   for (int r = 0; r < scheduler_.NumRanks(); ++r) {
     state::WorkerState w;
@@ -253,7 +253,7 @@ std::vector<state::WorkerState> Head::ListWorkers() {
 }
 
 std::vector<state::ErrorState> Head::ListErrors(size_t limit) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Locked lock(*this);
   size_t first = errors_.size() > limit ? errors_.size() - limit : 0;
   return {errors_.begin() + static_cast<std::ptrdiff_t>(first), errors_.end()};
 }

@@ -209,7 +209,7 @@ void Build(Runtime& rt) {
       if (auto* stop = std::get_if<Stop>(&m)) {
         RequestStop(*self, stop->exit_code);
       } else if (IsForHead(m)) {
-        if (self->head) self->head->Handle(from, std::move(m));
+        if (self->head) self->head->Post(from, std::move(m));
       } else {
         self->node->Handle(std::move(m));
       }
@@ -231,7 +231,7 @@ void Build(Runtime& rt) {
         },
         rt.node_ids);
     rt.node = std::make_unique<Node>(
-        options, [self](Message&& m) { self->head->Handle(0, std::move(m)); },
+        options, [self](Message&& m) { self->head->Post(0, std::move(m)); },
         rt.transport.get());
   } else {
     rt.node = std::make_unique<Node>(

@@ -58,10 +58,10 @@ TEST(KvStore, BadInputIsAClearError) {
 
 // ---- TaskTable --------------------------------------------------------------------------
 
-TaskRecord Ended(uint64_t id, const std::string& fn, bool ok, int64_t t0) {
+TaskRecord Ended(TaskTable& table, uint64_t id, const std::string& fn, bool ok, int64_t t0) {
   TaskRecord r;
   r.id = ObjectId(id);
-  r.name = r.function = fn;
+  r.function = table.Intern(fn);
   r.phase = ok ? TaskPhase::kFinished : TaskPhase::kFailed;
   r.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = t0;
   r.times[static_cast<size_t>(r.phase)] = t0 + 10;
@@ -71,7 +71,7 @@ TaskRecord Ended(uint64_t id, const std::string& fn, bool ok, int64_t t0) {
 
 TEST(TaskTable, KeepsTheMostRecentRecordsButCountsEveryTask) {
   TaskTable table(100);
-  for (uint64_t i = 1; i <= 100000; ++i) table.Ended(Ended(i, i % 10 ? "f" : "g", i % 7 != 0, i));
+  for (uint64_t i = 1; i <= 100000; ++i) table.Ended(Ended(table, i, i % 10 ? "f" : "g", i % 7 != 0, i));
   EXPECT_EQ(table.NumRecords(), 100u);
   state::TaskFilter all;
   all.limit = 1000;
@@ -94,10 +94,10 @@ TEST(TaskTable, KeepsTheMostRecentRecordsButCountsEveryTask) {
 
 TEST(TaskTable, FiltersLimitAndMergesLiveTasks) {
   TaskTable table(1000);
-  for (uint64_t i = 1; i <= 20; ++i) table.Ended(Ended(i, "f", i % 2 == 0, static_cast<int64_t>(i)));
+  for (uint64_t i = 1; i <= 20; ++i) table.Ended(Ended(table, i, "f", i % 2 == 0, static_cast<int64_t>(i)));
   TaskRecord live;
   live.id = ObjectId(99);
-  live.name = live.function = "h";
+  live.function = table.Intern("h");
   live.phase = TaskPhase::kSubmitted;
   live.rank = 2;
   live.times[0] = 1000;
@@ -125,7 +125,7 @@ TEST(TaskTable, FiltersLimitAndMergesLiveTasks) {
 
 TEST(TaskTable, ZeroCapacityKeepsOnlyCounts) {
   TaskTable table(0);
-  table.Ended(Ended(1, "f", true, 1));
+  table.Ended(Ended(table, 1, "f", true, 1));
   EXPECT_EQ(table.NumRecords(), 0u);
   EXPECT_EQ(table.Summarize({}).summary.at("f").state_counts.at("FINISHED"), 1u);
 }
