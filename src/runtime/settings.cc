@@ -95,22 +95,24 @@ double ParseNumber(const std::string& what, const std::string& text) {
   return *v;
 }
 
-int ParseInteger(const std::string& what, const std::string& text) {
-  int v = 0;
+/// A whole number of type T (an unsigned T rejects a sign), else the error names `kind`.
+template <typename T>
+T ParseWhole(const std::string& what, const std::string& text, const char* kind,
+             const char* example) {
+  T v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
-    FailNotA(what, text, "a whole number", "2");
+    FailNotA(what, text, kind, example);
   }
   return v;
 }
 
+int ParseInteger(const std::string& what, const std::string& text) {
+  return ParseWhole<int>(what, text, "a whole number", "2");
+}
+
 uint64_t ParseCount(const std::string& what, const std::string& text) {
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || p != text.data() + text.size()) {
-    FailNotA(what, text, "a count (a whole number >= 0)", "100000");
-  }
-  return v;
+  return ParseWhole<uint64_t>(what, text, "a count (a whole number >= 0)", "100000");
 }
 
 void CheckResourceName(const std::string& what, const std::string& name) {

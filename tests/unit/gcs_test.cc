@@ -7,7 +7,7 @@
 #include "prism/errors.h"
 #include "prism/kv.h"
 #include "prism/serialization.h"
-#include "runtime/head.h"
+#include "head_fixture.h"
 
 namespace prism::internal {
 namespace {
@@ -132,31 +132,8 @@ TEST(TaskTable, ZeroCapacityKeepsOnlyCounts) {
 
 // ---- Through the head -------------------------------------------------------------------
 
-class HeadStateTest : public ::testing::Test {
+class HeadStateTest : public HeadFixture {
  protected:
-  HeadStateTest()
-      : head_({ResourceSet({{"CPU", 1}, {"rank:0", 1}}), ResourceSet({{"CPU", 1}, {"rank:1", 1}})},
-              [this](int dest, Message&& m) { sent_.push_back({dest, std::move(m)}); }) {}
-
-  TaskSpec Spec(uint64_t id, std::vector<TaskSpecArg> args = {}) {
-    TaskSpec s;
-    s.id = ObjectId(id);
-    s.function = "f";
-    s.name = "f";
-    s.args = std::move(args);
-    s.demand = ResourceSet({{"CPU", 1}});
-    return s;
-  }
-  void Done(int from, uint64_t id, bool ok = true, uint64_t exec_ns = 1000) {
-    TaskDone d;
-    d.id = ObjectId(id);
-    d.ok = ok;
-    d.size = 4;
-    d.exec_ns = exec_ns;
-    if (ok) d.inline_value = std::make_shared<const Buffer>("abcd", 4);
-    if (!ok) d.error = {"std::runtime_error", "boom", "f", from};
-    head_.Handle(from, std::move(d));
-  }
   /// Sends a HeadCall from `from` and returns the reply the head sent back to it.
   template <typename A>
   HeadReply Call(int from, HeadOp op, const A& args) {
@@ -183,13 +160,7 @@ class HeadStateTest : public ::testing::Test {
     return Deserialize<R>(r.result->data(), r.result->size());
   }
 
-  struct Sent {
-    int dest;
-    Message msg;
-  };
-  std::vector<Sent> sent_;
   uint64_t request_ = 0;
-  Head head_;
 };
 
 TEST_F(HeadStateTest, KvCallsAnswerTheCallingRank) {
