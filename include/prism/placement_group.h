@@ -65,7 +65,8 @@ class PlacementGroup {
 /// never be placed (a bundle larger than any rank, STRICT_SPREAD over more bundles than
 /// nodes, ...), Error on an empty bundle list or a duplicate name.
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
-/// Frees the group's resources; its queued tasks fail, running ones finish.
+/// Frees the group's resources and kills its actors; its queued tasks fail, running ones
+/// finish.
 void RemovePlacementGroup(const std::string& placement_group_id);
 /// The live group with this name, or an empty handle.
 PlacementGroup GetPlacementGroup(const std::string& name);

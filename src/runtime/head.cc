@@ -664,6 +664,7 @@ bool Head::RemovePlacementGroup(const std::string& id) {
   std::vector<TaskId> queued;
   for (auto& [task_id, task] : tasks_) {
     if (task.spec->placement_group != id) continue;
+    if (task.spec->kind == TaskKind::kActorCreation) continue;  // its actor dies below
     if (task.bundle >= 0) {
       // Still running: from now on it holds its resources as a plain task of its rank.
       ResourceSet held = task.spec->demand;
@@ -674,6 +675,13 @@ bool Head::RemovePlacementGroup(const std::string& id) {
       queued.push_back(task_id);
     }
   }
+  std::vector<ObjectId> doomed;  // the group's actors (Ray kills them with it)
+  for (const auto& [actor_id, actor] : actors_) {
+    if (actor.state != ActorEntry::State::kDead && actor.creation->placement_group == id) {
+      doomed.push_back(actor_id);
+    }
+  }
+  // The whole reservation goes back at once; what its actors held inside it goes with it.
   if (g->second.created) {
     for (size_t b = 0; b < g->second.ranks.size(); ++b) {
       scheduler_.Release(g->second.ranks[b], g->second.bundles[b]);
@@ -682,6 +690,14 @@ bool Head::RemovePlacementGroup(const std::string& id) {
   pending_groups_.erase(std::remove(pending_groups_.begin(), pending_groups_.end(), id),
                         pending_groups_.end());
   groups_.erase(g);
+  const std::string cause = "its placement group " + id + " was removed";
+  for (ObjectId actor_id : doomed) {
+    ActorDead(actor_id, cause);
+    auto creation = tasks_.find(actor_id);
+    if (creation != tasks_.end() && creation->second.rank < 0) {
+      FailTask(actor_id, {"ActorError", cause, creation->second.spec->name, -1});
+    }
+  }
   for (TaskId t : queued) {
     auto it = tasks_.find(t);
     if (it == tasks_.end()) continue;

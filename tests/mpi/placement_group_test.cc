@@ -13,6 +13,13 @@ int SleepThenRank(int ms) {
 }
 PRISM_REMOTE(RankOfTask, NodeOfTask, SleepThenRank);
 
+class Worker {
+ public:
+  static Worker* Create() { return new Worker(); }
+  int Rank() { return prism::GetRuntimeContext().GetRank(); }
+};
+PRISM_REMOTE(Worker::Create, &Worker::Rank);
+
 using prism::PlacementStrategy;
 
 TEST(PlacementGroup, StrictSpreadPutsBundlesOnDifferentNodesAndTasksFollowThem) {
@@ -92,6 +99,32 @@ TEST(PlacementGroup, RemovalFailsQueuedTasksAndLetsRunningOnesFinish) {
   }
   // Tasks naming a group that no longer exists fail too.
   EXPECT_THROW(prism::Task(RankOfTask).SetPlacementGroup(pg, 0).Remote().Get(10000), prism::TaskError);
+}
+
+TEST(PlacementGroup, ActorsLiveInTheirBundleAndDieWithTheGroup) {
+  auto pg = prism::CreatePlacementGroup(
+      {"actors", {{{"CPU", 1}}, {{"CPU", 1}}}, PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(pg.Wait(10));
+  auto a = prism::Actor(Worker::Create).SetPlacementGroup(pg, 0).Remote();
+  auto b = prism::Actor(Worker::Create).SetPlacementGroup(pg, 1).Remote();
+  std::vector<int> bundle_ranks;  // as the state API shows them
+  for (const auto& g : prism::state::ListPlacementGroups()) {
+    if (g.placement_group_id == pg.GetID()) bundle_ranks = g.bundle_ranks;
+  }
+  ASSERT_EQ(bundle_ranks.size(), 2u);
+  EXPECT_EQ(*a.Task(&Worker::Rank).Remote().Get(10000), bundle_ranks[0]);
+  EXPECT_EQ(*b.Task(&Worker::Rank).Remote().Get(10000), bundle_ranks[1]);
+  const double cpu_before = prism::AvailableResources().at("CPU");
+
+  prism::RemovePlacementGroup(pg.GetID());
+  try {
+    a.Task(&Worker::Rank).Remote().Get(10000);
+    ADD_FAILURE() << "an actor of a removed group must be dead";
+  } catch (const prism::ActorError& e) {
+    EXPECT_NE(std::string(e.what()).find("placement group"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(b.Task(&Worker::Rank).Remote().Get(10000), prism::ActorError);
+  EXPECT_EQ(prism::AvailableResources().at("CPU"), cpu_before + 2);
 }
 
 TEST(PlacementGroup, TaskLargerThanItsBundleFails) {

@@ -297,3 +297,33 @@ TEST_F(HeadStateTest, PlacementGroupCallsWorkFromAnyRank) {
 
 }  // namespace
 }  // namespace prism::internal
+
+namespace prism::internal {
+namespace {
+
+TEST_F(HeadStateTest, RemovingAGroupKillsItsActorsAndFreesEverything) {
+  std::string pg = head_.CreatePlacementGroup({"", {{{"CPU", 1}}}, PlacementStrategy::PACK});
+  TaskSpec creation = Spec(70);
+  creation.kind = TaskKind::kActorCreation;
+  creation.class_name = "InGroup";
+  creation.placement_group = pg;
+  creation.bundle_index = 0;
+  head_.Handle(0, SubmitTask{std::move(creation)});
+  auto placed = Take<DispatchTask>();
+  ASSERT_EQ(placed.size(), 1u);
+  Done(placed[0].first, 70);
+  EXPECT_EQ(head_.ListActors()[0].state, "ALIVE");
+  EXPECT_EQ(head_.Available().at("CPU"), 1);  // one CPU reserved by the group
+
+  EXPECT_TRUE(head_.RemovePlacementGroup(pg));
+  auto actors = head_.ListActors();
+  EXPECT_EQ(actors[0].state, "DEAD");
+  EXPECT_NE(actors[0].death_cause.find("placement group"), std::string::npos);
+  auto kills = Take<KillActor>();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].first, placed[0].first);
+  EXPECT_EQ(head_.Available().at("CPU"), 2);  // nothing held twice, nothing leaked
+}
+
+}  // namespace
+}  // namespace prism::internal
