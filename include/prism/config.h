@@ -31,8 +31,8 @@ struct Config {
   /// GPUs this rank offers. Default: SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES shared
   /// among the ranks on the host.
   std::optional<double> num_gpus;
-  /// Bytes of object memory per rank. Default: 30% of the host's memory divided among its
-  /// ranks.
+  /// Bytes of object memory per rank; beyond it the least recently used objects spill to
+  /// disk (see README). Default: 30% of the host's memory divided among its ranks.
   std::optional<uint64_t> object_store_memory;
   /// Custom resources this rank offers, e.g. {{"ssd", 1}}.
   std::map<std::string, double> resources;

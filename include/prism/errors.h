@@ -80,6 +80,14 @@ class ObjectLostError : public Error {
   using Error::Error;
 };
 
+/// A rank's object store is full (object_store_memory) and nothing more could be spilled
+/// to disk to make room: the message gives the sizes involved. Free some ObjectRefs, raise
+/// object_store_memory, or use fewer ranks per node.
+class ObjectStoreFullError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The runtime is not in a state for this call (Init twice, a call before Init or after
 /// Shutdown, a bad configuration value).
 class RuntimeError : public Error {

@@ -3,12 +3,22 @@
 // or received inline. A reader waiting for k of n objects registers one countdown on each
 // missing id and is woken once, when its count is reached: waiting on 10k results costs
 // 10k decrements, not 10k rescans of 10k ids. Thread-safe.
+//
+// Memory is capped (object_store_memory). To make room, the least recently used objects
+// that nobody is reading are spilled to files in the spill directory (private to the job
+// and rank) and read back transparently when asked for; reading one back keeps it in
+// memory only if it fits. If even spilling everything spillable cannot make room, Put
+// throws ObjectStoreFullError with the sizes involved. Files go when their objects are
+// freed and when the store is destroyed. Disk I/O never happens under the store's lock.
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -25,10 +35,16 @@ struct StoredObject {
 
 class MemoryStore {
  public:
+  /// `capacity` bytes in memory; `spill_dir` is created on first spill (empty: never spill).
+  explicit MemoryStore(uint64_t capacity = UINT64_MAX, std::string spill_dir = "");
+  ~MemoryStore();
+
+  /// Stores a value, spilling others first if it does not fit. Throws ObjectStoreFullError
+  /// if it cannot fit even then (the store is left as it was).
   void Put(ObjectId id, Payload value);
   void PutError(ObjectId id, ErrorInfo error);
   std::optional<StoredObject> Find(ObjectId id);
-  /// Find for many ids under one lock.
+  /// Find for many ids, with one lock for those in memory.
   std::vector<std::optional<StoredObject>> FindMany(const std::vector<ObjectId>& ids);
   void Erase(const std::vector<ObjectId>& ids);
   /// Waits until at least `need` of `ids` are present or the deadline passes; returns
@@ -36,7 +52,12 @@ class MemoryStore {
   std::vector<bool> WaitFor(const std::vector<ObjectId>& ids, size_t need,
                             std::optional<std::chrono::steady_clock::time_point> deadline);
   size_t Size();
+  /// Bytes held in memory.
   uint64_t Bytes();
+  /// Bytes and objects currently spilled to disk.
+  uint64_t SpilledBytes();
+  size_t NumSpilled();
+  uint64_t capacity() const { return capacity_; }
 
  private:
   struct Waiter {
@@ -44,12 +65,35 @@ class MemoryStore {
     size_t have = 0;
     std::condition_variable_any cv;
   };
+  struct Entry {
+    Payload value;  // null while spilled
+    std::shared_ptr<ErrorInfo> error;
+    uint64_t size = 0;
+    bool spilled = false;
+    bool spilling = false;  // being written out: not a candidate again
+    bool in_lru = false;
+    std::list<ObjectId>::iterator lru;
+  };
   std::vector<bool> Present(const std::vector<ObjectId>& ids, size_t& count);
   void Arrived(ObjectId id);  // requires mu_
+  void Touch(Entry& e, ObjectId id);    // requires mu_: most recently used
+  void Unlink(Entry& e);                // requires mu_: out of the LRU list
+  /// Spills until `need` more bytes fit; throws ObjectStoreFullError if they cannot.
+  void MakeRoom(uint64_t need);
+  /// Reads a spilled object back (no lock held); keeps it in memory if it fits.
+  Payload Restore(ObjectId id);
+  std::string PathOf(ObjectId id) const;
+
+  const uint64_t capacity_;
+  const std::string spill_dir_;
   AdaptiveMutex mu_;
-  std::unordered_map<ObjectId, StoredObject> objects_;
+  std::unordered_map<ObjectId, Entry> objects_;
   std::unordered_map<ObjectId, std::vector<Waiter*>> waiters_;
-  uint64_t bytes_ = 0;
+  std::list<ObjectId> lru_;  // values in memory, least recently used first
+  uint64_t bytes_ = 0;       // in memory
+  uint64_t spilled_bytes_ = 0;
+  size_t num_spilled_ = 0;
+  bool spill_dir_made_ = false;
 };
 
 }  // namespace prism::internal

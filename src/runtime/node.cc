@@ -44,6 +44,7 @@ uint64_t NowNs() {
 [[noreturn]] void ThrowStored(const ErrorInfo& e) {
   if (e.type == "ObjectLost") throw ObjectLostError("prism: " + e.message);
   if (e.type == "ActorError") throw ActorError("prism: " + e.message);
+  if (e.type == "ObjectStoreFull") throw ObjectStoreFullError(e.message);
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }
 
@@ -53,7 +54,10 @@ TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
 bool CurrentActorRestarted() { return t_task.active && t_task.in_actor && t_task.actor_restarted; }
 
 Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
-    : options_(std::move(options)), to_head_(std::move(to_head)), fetcher_(fetcher) {
+    : options_(std::move(options)),
+      to_head_(std::move(to_head)),
+      fetcher_(fetcher),
+      store_(options_.object_store_memory, options_.spill_dir) {
   executor_ = std::make_unique<Executor>(options_.capacities.at(options_.rank),
                                          [this](DispatchTask& t) { Execute(t); });
 }
@@ -329,7 +333,7 @@ void Node::OnObjectReady(ObjectReady&& m) {
     store_.PutError(m.id, std::move(m.error));
   } else if (m.inline_value) {
     done();
-    store_.Put(m.id, std::move(m.inline_value));
+    StoreArrived(m.id, std::move(m.inline_value));
   } else {
     StartFetch(m.id, m.holders, m.size);
   }
@@ -366,14 +370,28 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t siz
                            "", -1});
       return;
     }
-    store_.Put(id, std::move(value));
-    to_head_(AddLocation{id});
+    if (StoreArrived(id, std::move(value))) to_head_(AddLocation{id});
   });
 }
 
+bool Node::StoreArrived(ObjectId id, Payload value) {
+  try {
+    store_.Put(id, std::move(value));
+    return true;
+  } catch (const ObjectStoreFullError& e) {
+    store_.PutError(id, {"ObjectStoreFull", e.what(), "", options_.rank});
+    return false;
+  }
+}
+
 Payload Node::LocalValue(ObjectId id) {
-  auto obj = store_.Find(id);
-  return obj ? obj->value : nullptr;
+  try {
+    auto obj = store_.Find(id);
+    return obj ? obj->value : nullptr;
+  } catch (const std::exception& e) {  // a spilled copy that cannot be read back
+    PRISM_LOG_ERROR("serving object " << id.Hex() << ": " << e.what());
+    return nullptr;
+  }
 }
 
 // ---- Running tasks ---------------------------------------------------------------------
@@ -544,6 +562,11 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
   } catch (const ActorError& e) {
     done.ok = false;
     done.error = {"ActorError", e.what(), spec.name, options_.rank};
+  } catch (const ObjectStoreFullError& e) {
+    done.ok = false;
+    done.error = {"ObjectStoreFull", std::string(e.what()) + " (storing the result of task " +
+                                         spec.name + " on rank " + std::to_string(options_.rank) + ")",
+                  spec.name, options_.rank};
   } catch (const TaskError& e) {
     // A failure of something this task waited on: pass the original cause through.
     done.ok = false;

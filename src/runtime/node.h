@@ -42,6 +42,8 @@ struct NodeOptions {
   int world_size = 1;
   std::vector<ResourceSet> capacities;  // every rank's, for the submit-time feasibility check
   uint64_t max_inline_bytes = 100 * 1024;
+  uint64_t object_store_memory = UINT64_MAX;  // this rank's cap
+  std::string spill_dir;                       // private to the job and rank; "" = no spilling
 };
 
 class Node : public CoreApi {
@@ -96,6 +98,8 @@ class Node : public CoreApi {
   /// Throws ResourceError if no rank's whole capacity covers the task's demand.
   void CheckFeasible(const TaskSpec& spec) const;
   void OnObjectReady(ObjectReady&& m);
+  /// Stores a copy that arrived; if the store is full, readers get ObjectStoreFullError.
+  bool StoreArrived(ObjectId id, Payload value);
   /// Makes sure each missing id is on its way here (subscribe once per id).
   void Request(const std::vector<ObjectId>& ids);
   void StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size);

@@ -202,6 +202,8 @@ void Build(Runtime& rt) {
   options.world_size = rt.world;
   options.capacities = rt.capacities;
   options.max_inline_bytes = rt.settings.max_inline_bytes;
+  options.object_store_memory = rt.settings.object_store_memory;
+  options.spill_dir = rt.settings.session_dir + "/spill/rank-" + std::to_string(rt.rank);
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;

@@ -1,0 +1,85 @@
+// The object store under a small cap (--prism-object-store-memory=64M per rank): objects
+// spill to disk and come back intact, wherever they are read; a result that can never fit
+// fails with ObjectStoreFullError; spill files go when their objects are freed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "test_util.h"
+
+using namespace prism_test;
+
+namespace {
+
+constexpr uint64_t kDoubles = (8u << 20) / sizeof(double);  // 8 MiB objects
+
+std::vector<double> SpMake(uint64_t n, uint64_t seed) { return MakeDoubles(n, seed); }
+uint64_t SpChecksum(std::vector<double> v) { return Checksum(v); }
+/// Spill files of the rank this runs on.
+size_t SpSpillFiles() {
+  const char* tmp = std::getenv("TMPDIR");
+  auto dir = std::filesystem::path(tmp && *tmp ? tmp : "/tmp") /
+             ("prism-" + prism::GetRuntimeContext().GetJobId()) / "spill" /
+             ("rank-" + std::to_string(prism::GetRuntimeContext().GetRank()));
+  if (!std::filesystem::exists(dir)) return 0;
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& f : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+PRISM_REMOTE(SpMake, SpChecksum, SpSpillFiles);
+
+size_t FilesOn(int rank) { return *On(rank, SpSpillFiles).SetResource("CPU", 0).Remote().Get(30000); }
+
+TEST(Spill, PutsBeyondTheCapSpillAndComeBackIntact) {
+  std::vector<prism::ObjectRef<std::vector<double>>> refs;
+  std::vector<uint64_t> sums;
+  for (uint64_t i = 0; i < 16; ++i) {  // 128 MiB into a 64 MiB store
+    auto v = MakeDoubles(kDoubles, i);
+    sums.push_back(Checksum(v));
+    refs.push_back(prism::Put(v));
+  }
+  EXPECT_GE(FilesOn(0), 8u);
+  for (uint64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(Checksum(*refs[i].Get(30000)), sums[i]) << "object " << i;
+  }
+  // Read on another rank too: its holder serves it from disk.
+  const int other = World() > 1 ? 1 : 0;
+  for (uint64_t i = 0; i < 16; i += 5) {
+    EXPECT_EQ(*On(other, SpChecksum).Remote(refs[i]).Get(30000), sums[i]) << "object " << i;
+  }
+  refs.clear();  // freed: the files go
+  for (int i = 0; i < 200 && FilesOn(0) > 0; ++i) SleepMs(10);
+  EXPECT_EQ(FilesOn(0), 0u);
+}
+
+TEST(Spill, TaskResultsSpillOnTheRankThatMadeThem) {
+  const int last = World() - 1;
+  std::vector<prism::ObjectRef<std::vector<double>>> refs;
+  for (uint64_t i = 0; i < 12; ++i) refs.push_back(On(last, SpMake).Remote(kDoubles, 100 + i));
+  prism::Wait(refs, static_cast<int>(refs.size()), 60000);
+  EXPECT_GE(FilesOn(last), 4u);  // 96 MiB made on one 64 MiB rank
+  for (uint64_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(*On(last, SpChecksum).Remote(refs[i]).Get(30000), Checksum(MakeDoubles(kDoubles, 100 + i)));
+  }
+  refs.clear();
+  for (int i = 0; i < 200 && FilesOn(last) > 0; ++i) SleepMs(10);
+  EXPECT_EQ(FilesOn(last), 0u);
+}
+
+TEST(Spill, AResultLargerThanTheWholeStoreFailsClearly) {
+  auto too_big = prism::Task(SpMake).Remote((80u << 20) / sizeof(double), 1);
+  try {
+    too_big.Get(30000);
+    FAIL() << "an 80 MiB result cannot fit a 64 MiB store";
+  } catch (const prism::ObjectStoreFullError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("object_store_memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("SpMake"), std::string::npos) << what;
+  }
+  EXPECT_THROW(prism::Put(std::vector<double>((80u << 20) / sizeof(double), 1.0)),
+               prism::ObjectStoreFullError);
+  // The store still works afterwards.
+  EXPECT_EQ(Checksum(*prism::Put(MakeDoubles(1000, 7)).Get()), Checksum(MakeDoubles(1000, 7)));
+}
+
+}  // namespace
