@@ -83,8 +83,27 @@ int64_t ActorClientBatch(int n) {
   return sum;
 }
 
+using XferRefs = std::vector<prism::ObjectRef<std::vector<uint8_t>>>;
+
+/// Puts an object of n bytes on the rank it runs on and returns the ref, nested so that it
+/// is passed on as a reference (the object stays here until it is pulled).
+XferRefs XferMake(uint64_t n, uint8_t fill) {
+  std::vector<uint8_t> v(n, fill);
+  return {prism::Put(v)};
+}
+
+/// Makes the object local to this rank and returns the seconds that took: a Wait moves
+/// the bytes but does not deserialize them (the transfer alone).
+double XferPull(XferRefs refs) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = prism::Wait(refs, 1, 600000);
+  auto t1 = std::chrono::steady_clock::now();
+  if (r.ready.size() != 1) throw std::runtime_error("transfer timed out");
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
 PRISM_REMOTE(SmallValue, ClientBatch, BenchActor::Create, &BenchActor::SmallValue,
-             &BenchActor::Rank,              ActorClientBatch);
+             &BenchActor::Rank,              ActorClientBatch, XferMake, XferPull);
 
 namespace {
 
@@ -673,6 +692,24 @@ Result TasksAndGetBatch(const Env& env) {
 
 /// single_client_put_gigabytes with its memcpy references, interleaved round by round so the
 /// three see the same machine conditions. Returns {put, memcpy reuse, memcpy first touch}.
+/// A bandwidth result: GB/s per round (the headline), time per operation in ms.
+Result BandwidthResult(const std::string& name, bool extra, const std::vector<double>& gbps,
+                       const std::vector<double>& seconds_per_op, uint64_t bytes) {
+  Result r;
+  r.name = name;
+  r.extra = extra;
+  r.unit = "GB/s";
+  r.rounds = gbps;
+  r.time_unit = "ms";
+  r.real_time = Median(seconds_per_op) * 1e3;
+  r.cpu_time = r.real_time;
+  r.items_per_second = 1.0 / Median(seconds_per_op);
+  r.bytes_per_second = Median(gbps) * 1e9;
+  r.iterations = static_cast<int64_t>(gbps.size());
+  r.counters.push_back({"bytes", static_cast<double>(bytes)});
+  return r;
+}
+
 std::vector<Result> PutGigabytes(const Env& env) {
   const size_t bytes = env.opt.put_bytes;
   std::vector<uint8_t> src(bytes);
@@ -732,19 +769,7 @@ std::vector<Result> PutGigabytes(const Env& env) {
     ratio_first.push_back(s_put.gbps.back() / s_first.gbps.back());
   }
   auto make = [&](const std::string& name, Series& s, bool extra) {
-    Result r;
-    r.name = name;
-    r.extra = extra;
-    r.unit = "GB/s";
-    r.rounds = s.gbps;
-    r.time_unit = "ms";
-    r.real_time = Median(s.round_seconds_per_op) * 1e3;
-    r.cpu_time = r.real_time;
-    r.items_per_second = 1.0 / Median(s.round_seconds_per_op);
-    r.bytes_per_second = Median(s.gbps) * 1e9;
-    r.iterations = static_cast<int64_t>(s.gbps.size());
-    r.counters.push_back({"bytes", static_cast<double>(bytes)});
-    return r;
+    return BandwidthResult(name, extra, s.gbps, s.round_seconds_per_op, bytes);
   };
   Result p = make("single_client_put_gigabytes", s_put, false);
   p.counters.push_back({"ratio_to_memcpy", Median(ratio)});
@@ -762,6 +787,74 @@ std::vector<Result> PutGigabytes(const Env& env) {
   Result f = make("memcpy_gigabytes_first_touch", s_first, true);
   f.note = "reference: new char[] + memcpy (fresh pages, like a Put)";
   return {p, m, f};
+}
+
+// ---- Object transfer -----------------------------------------------------------------------
+
+/// Runs ucx_perftest's ucp_put_bw for `bytes` between two local processes (the reference the
+/// data plane is measured against) and returns GB/s, or 0 if it cannot be run.
+double UcxPerftestPutGbps(uint64_t bytes) {
+  char cmd[512];
+  std::snprintf(cmd, sizeof cmd,
+                "command -v ucx_perftest >/dev/null || exit 1; port=$((20000 + $$ %% 20000)); "
+                "timeout 60 ucx_perftest -p $port >/dev/null 2>&1 & sleep 1; "
+                "timeout 60 ucx_perftest localhost -p $port -t ucp_put_bw -s %llu -n 20 2>/dev/null "
+                "| awk '/Final:/ {print $6}'; wait",
+                static_cast<unsigned long long>(bytes));
+  FILE* pipe = popen(cmd, "r");
+  if (pipe == nullptr) return 0;
+  double mbps = 0;
+  if (std::fscanf(pipe, "%lf", &mbps) != 1) mbps = 0;
+  pclose(pipe);
+  return mbps * 1e6 / 1e9;  // ucx_perftest's MB/s are 10^6 bytes
+}
+
+/// An object made on rank 1 and pulled by a task on rank 2 (Ray: object on one node, Get on
+/// another), one benchmark per size; each pull gets a fresh object.
+std::vector<Result> CrossRankGet(const Env& env) {
+  if (env.world < 3) return {};
+  std::vector<uint64_t> sizes = env.opt.quick ? std::vector<uint64_t>{1u << 20, 4u << 20}
+                                              : std::vector<uint64_t>{1u << 20, 16u << 20,
+                                                                      256u << 20, 1u << 30};
+  const double perftest = UcxPerftestPutGbps(256u << 20);
+  std::vector<Result> out;
+  for (uint64_t bytes : sizes) {
+    auto make = prism::Task(XferMake).SetResource("rank:1", 0.01);
+    auto pull = prism::Task(XferPull).SetResource("rank:2", 0.01);
+    auto one = [&]() {
+      XferRefs refs = *make.Remote(bytes, static_cast<uint8_t>(bytes & 0xff)).Get(600000);
+      return *pull.Remote(refs).Get(600000);
+    };
+    one();  // warm-up
+    std::vector<double> gbps, seconds;
+    for (int i = 0; i < env.opt.rounds; ++i) {
+      double timed = 0;
+      int n = 0;
+      auto t0 = Clock::now();
+      do {
+        timed += one();
+        ++n;
+      } while (Seconds(Clock::now() - t0) < env.opt.min_time_s || n < 2);
+      seconds.push_back(timed / n);
+      gbps.push_back(static_cast<double>(bytes) / (timed / n) / 1e9);
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "cross_rank_get_gigabytes/%lluMiB",
+                  static_cast<unsigned long long>(bytes >> 20));
+    Result r = BandwidthResult(name, true, gbps, seconds, bytes);
+    char note[200];
+    if (perftest > 0) {
+      r.counters.push_back({"ucx_perftest_put_bw_gigabytes", perftest});
+      r.counters.push_back({"ratio_to_ucx_perftest", Median(gbps) / perftest});
+      std::snprintf(note, sizeof note, "rank 1 -> rank 2; %.2fx ucx_perftest put_bw (%.1f GB/s, 256 MiB)",
+                    Median(gbps) / perftest, perftest);
+    } else {
+      std::snprintf(note, sizeof note, "rank 1 -> rank 2; ucx_perftest not found");
+    }
+    r.note = note;
+    out.push_back(r);
+  }
+  return out;
 }
 
 // ---- Actors and placement groups ---------------------------------------------------------
@@ -1143,6 +1236,7 @@ int main(int argc, char** argv) {
        }},
       {"multi_client_tasks_async_threads", one(MultiThreadTasks)},
       {"single_client_wait_1k_refs_ready", one(WaitReadyRefs)},
+      {"cross_rank_get_gigabytes", CrossRankGet},
   };
   if (opt.list) {
     for (const auto& [name, fn] : benches) std::printf("%s\n", name.c_str());

@@ -16,6 +16,7 @@
 //   rank_timeout_s        --prism-rank-timeout=30       PRISM_RANK_TIMEOUT
 //   log_level             --prism-log-level=info        PRISM_LOG_LEVEL (error|warn|info|debug)
 //   task_table_size       --prism-task-table-size=N     PRISM_TASK_TABLE_SIZE
+//   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
 
 #include <cstdint>
 #include <map>
@@ -50,6 +51,9 @@ struct Config {
   /// How many ended tasks the head keeps for prism::state::ListTasks (the most recent);
   /// SummarizeTasks counts all of them regardless. Default 10000.
   std::optional<uint64_t> task_table_size;
+  /// How objects move between ranks: "ucx" (default; UCX picks shared memory, RDMA or
+  /// TCP) or "mpi" (point-to-point over the control plane's MPI, the fallback).
+  std::optional<std::string> data_plane;
 };
 
 }  // namespace prism

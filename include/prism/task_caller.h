@@ -71,16 +71,18 @@ void PackArgs(TaskRequest& request, Args&&... args) {
 /// reference the caller's ObjectRef adopts. `what` names the call in the not-initialized
 /// error.
 template <typename Params, typename... Args>
-ObjectId SubmitRequest(TaskRequest& request, const char* what, Args&&... args) {
+ObjectId SubmitRequest(const TaskRequest& options, const char* what, Args&&... args) {
   CoreApi& core = RequireCore(what);
+  TaskRequest request = options;  // the builder stays usable for more calls
   PackArgs<Params>(request, std::forward<Args>(args)...);
   return core.Submit(std::move(request));
 }
 
 }  // namespace internal
 
-/// Builder for one remote call of a registered function. Options chain; Remote submits.
-/// Not thread-safe (make one per call); cheap to build.
+/// Builder for remote calls of a registered function. Options chain; Remote submits, and
+/// can be called again for more calls with the same options. Not thread-safe; cheap to
+/// build.
 template <typename F>
 class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
  public:

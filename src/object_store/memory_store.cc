@@ -76,10 +76,14 @@ Payload ReadFile(const std::string& path, uint64_t size) {
 MemoryStore::MemoryStore(uint64_t capacity, std::string spill_dir)
     : capacity_(capacity), spill_dir_(std::move(spill_dir)) {}
 
-MemoryStore::~MemoryStore() {
+MemoryStore::~MemoryStore() { RemoveSpillFiles(); }
+
+void MemoryStore::RemoveSpillFiles() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
   if (!spill_dir_made_) return;
   std::error_code ec;
   std::filesystem::remove_all(spill_dir_, ec);
+  spill_dir_made_ = false;
 }
 
 std::string MemoryStore::PathOf(ObjectId id) const { return spill_dir_ + "/" + id.Hex(); }

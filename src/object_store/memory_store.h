@@ -58,6 +58,8 @@ class MemoryStore {
   uint64_t SpilledBytes();
   size_t NumSpilled();
   uint64_t capacity() const { return capacity_; }
+  /// Deletes the spill directory and every spilled object with it (at shutdown).
+  void RemoveSpillFiles();
 
  private:
   struct Waiter {

@@ -32,6 +32,7 @@
 #include "runtime/node.h"
 #include "runtime/settings.h"
 #include "transport/mpi/mpi_transport.h"
+#include "transport/ucx/ucx_data_plane.h"
 
 namespace prism {
 namespace internal {
@@ -51,6 +52,7 @@ struct Runtime {
   std::vector<std::string> hosts;  // per rank
   std::vector<int> pids;           // per rank
   std::unique_ptr<MpiTransport> transport;
+  std::unique_ptr<UcxDataPlane> ucx;  // the data plane, unless PRISM_DATA_PLANE=mpi
   std::unique_ptr<Head> head;
   std::unique_ptr<Node> node;
 
@@ -129,6 +131,28 @@ ResourceSet OwnResources(const Settings& s, const HostFacts& host, const LaunchI
 }
 
 /// Every rank's resources and node id, gathered to all (one MPI_Allgatherv of strings).
+/// Every rank's bytes, by rank (an all-gather of variable-length blocks).
+std::vector<Buffer> AllGatherBytes(const Runtime& rt, const Buffer& mine) {
+  std::vector<Buffer> all(rt.world);
+  if (rt.world == 1) {
+    all[0] = mine;
+    return all;
+  }
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(rt.world), offsets(rt.world);
+  PRISM_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  int total = 0;
+  for (int r = 0; r < rt.world; ++r) {
+    offsets[r] = total;
+    total += sizes[r];
+  }
+  Buffer gathered(static_cast<size_t>(total));
+  PRISM_MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_BYTE, gathered.data(), sizes.data(),
+                                 offsets.data(), MPI_BYTE, MPI_COMM_WORLD));
+  for (int r = 0; r < rt.world; ++r) all[r] = Buffer(gathered.data() + offsets[r], sizes[r]);
+  return all;
+}
+
 void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& node_id,
                       const std::string& host) {
   Buffer mine;
@@ -141,24 +165,7 @@ void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& no
     w.Str(name);
     w.Pod(units);
   }
-  std::vector<std::pair<std::string, Buffer>> all;
-  std::vector<Buffer> raw(rt.world);
-  if (rt.world == 1) {
-    raw[0] = mine;
-  } else {
-    int n = static_cast<int>(mine.size());
-    std::vector<int> sizes(rt.world), offsets(rt.world);
-    PRISM_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD));
-    int total = 0;
-    for (int r = 0; r < rt.world; ++r) {
-      offsets[r] = total;
-      total += sizes[r];
-    }
-    Buffer gathered(static_cast<size_t>(total));
-    PRISM_MPI_CHECK(MPI_Allgatherv(mine.data(), n, MPI_BYTE, gathered.data(), sizes.data(),
-                                   offsets.data(), MPI_BYTE, MPI_COMM_WORLD));
-    for (int r = 0; r < rt.world; ++r) raw[r] = Buffer(gathered.data() + offsets[r], sizes[r]);
-  }
+  std::vector<Buffer> raw = AllGatherBytes(rt, mine);
   for (int r = 0; r < rt.world; ++r) {
     Reader rd(raw[r].data(), raw[r].size());
     rt.node_ids.push_back(rd.Str());
@@ -189,11 +196,44 @@ void RequestStop(Runtime& rt, int code) {
   int code = rt.stop_code;
   rt.node->Stop();
   rt.transport->Stop(std::chrono::milliseconds(2000));
+  if (rt.ucx) rt.ucx->Stop();
+  rt.node->store().RemoveSpillFiles();  // _Exit below runs no destructors
   g_runtime.store(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
   MPI_Finalize();
   std::_Exit(code);
+}
+
+/// Creates the UCX data plane on every rank and exchanges worker addresses (collective).
+/// If UCX cannot start on some rank, every rank falls back to MPI transfers, and rank 0
+/// says why.
+void StartUcx(Runtime& rt) {
+  Runtime* self = &rt;
+  std::string error;
+  try {
+    rt.ucx = std::make_unique<UcxDataPlane>(rt.rank, rt.world, [self](ObjectId id) {
+      return self->node ? self->node->LocalValue(id) : nullptr;
+    });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  int ok = error.empty() ? 1 : 0, all_ok = 0;
+  PRISM_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (!all_ok) {
+    if (!error.empty()) PRISM_LOG_WARN(error);
+    if (rt.rank == 0) {
+      std::fprintf(stderr, "prism: UCX could not start on every rank; objects move over MPI "
+                           "instead (see the rank logs for the reason)\n");
+    }
+    rt.ucx.reset();
+    return;
+  }
+  const auto& address = rt.ucx->Address();
+  std::vector<Buffer> all = AllGatherBytes(rt, Buffer(address.data(), address.size()));
+  std::vector<std::vector<char>> peers;
+  for (auto& b : all) peers.emplace_back(b.data(), b.data() + b.size());
+  rt.ucx->Start(std::move(peers));
 }
 
 void Build(Runtime& rt) {
@@ -221,6 +261,11 @@ void Build(Runtime& rt) {
     rt.transport =
         std::make_unique<MpiTransport>(MPI_COMM_WORLD, rt.settings.rank_timeout_s, handlers);
   }
+  ObjectFetcher* fetcher = rt.transport.get();
+  if (rt.world > 1 && rt.settings.data_plane == "ucx") {
+    StartUcx(rt);
+    if (rt.ucx) fetcher = rt.ucx.get();
+  }
   if (rt.rank == 0) {
     rt.head = std::make_unique<Head>(
         rt.capacities,
@@ -233,11 +278,10 @@ void Build(Runtime& rt) {
         },
         rt.node_ids);
     rt.node = std::make_unique<Node>(
-        options, [self](Message&& m) { self->head->Post(0, std::move(m)); },
-        rt.transport.get());
+        options, [self](Message&& m) { self->head->Post(0, std::move(m)); }, fetcher);
   } else {
     rt.node = std::make_unique<Node>(
-        options, [self](Message&& m) { self->transport->Send(0, m); }, rt.transport.get());
+        options, [self](Message&& m) { self->transport->Send(0, m); }, fetcher);
   }
 }
 
@@ -321,7 +365,7 @@ void DoInit(const Config& config, int argc, char** argv) {
     throw RuntimeError(error);
   }
   SetLogLevelValue(static_cast<int>(rt->settings.log_level));
-  SetBufferPoolLimit(rt->settings.object_store_memory / 4);
+  SetBufferPoolLimit(rt->settings.object_store_memory / 2);
   SetLogFile(rt->settings.log_dir + "/rank-" + std::to_string(rt->rank) + ".log");
 
   std::string node_id = rt->settings.ranks_per_node > 0
@@ -399,6 +443,8 @@ void Shutdown() {
     rt->transport->Stop(std::chrono::milliseconds(5000));
   }
   bool clean = rt->node->Stop();
+  if (rt->ucx) rt->ucx->Stop();
+  rt->node->store().RemoveSpillFiles();
   if (rt->mpi) {
     MPI_Finalize();
     g_mpi_finalized = true;

@@ -47,9 +47,10 @@ constexpr Option kRankTimeout{"rank_timeout_s", "--prism-rank-timeout", "PRISM_R
 constexpr Option kLogLevel{"log_level", "--prism-log-level", "PRISM_LOG_LEVEL", "info"};
 constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM_TASK_TABLE_SIZE",
                             "100000"};
+constexpr Option kDataPlane{"data_plane", "--prism-data-plane", "PRISM_DATA_PLANE", "mpi"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
-                                      &kRankTimeout, &kLogLevel, &kTaskTable};
+                                      &kRankTimeout, &kLogLevel, &kTaskTable, &kDataPlane};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -325,6 +326,13 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   src.ForEachText(kResources, [&](const std::string& what, const std::string& text) {
     s.custom_resources = ParseResourceList(what, text);
   });
+
+  auto take_plane = [&](const std::string& what, const std::string& text) {
+    if (text != "ucx" && text != "mpi") FailNotA(what, text, "a data plane (ucx or mpi)", "mpi");
+    s.data_plane = text;
+  };
+  if (code.data_plane) take_plane("Config::data_plane", *code.data_plane);
+  src.ForEachText(kDataPlane, take_plane);
 
   if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
   src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {

@@ -42,6 +42,8 @@ struct Settings {
   LogLevel log_level = LogLevel::kWarn;
   /// Ended tasks the head keeps for prism::state::ListTasks.
   uint64_t task_table_size = 10000;
+  /// "ucx" or "mpi".
+  std::string data_plane = "ucx";
   /// LaunchInfo::job_id, else the fallback given to ResolveSettings.
   std::string job_id;
   /// $TMPDIR (else /tmp) + "/prism-" + job_id, as an absolute path.

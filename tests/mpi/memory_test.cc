@@ -17,15 +17,7 @@ namespace {
 
 void MmNoop() {}
 int MmInc(int x) { return x + 1; }
-// Resident set size of this rank after handing free heap memory back to the system (so
-// that freed-but-cached allocator memory does not count).
-double MmRssMiB() {
-  malloc_trim(0);
-  std::ifstream in("/proc/self/statm");
-  long size = 0, resident = 0;
-  in >> size >> resident;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
-}
+double MmRssMiB() { return RssMiB(); }
 uint64_t MmChecksum(std::vector<double> v) { return Checksum(v); }
 std::vector<double> MmMakeBig(uint64_t n, uint64_t seed) { return MakeDoubles(n, seed); }
 uint64_t MmSize(std::vector<double> v) { return v.size(); }

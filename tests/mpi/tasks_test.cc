@@ -107,6 +107,15 @@ TEST(Tasks, ReturnValues) {
   EXPECT_DOUBLE_EQ(*prism::Task(TkScale).Remote(3, 2).Get(), 6.0);
 }
 
+TEST(Tasks, OneBuilderServesManyCalls) {
+  // As with Ray's f.options(...): set the options once, call Remote many times.
+  auto square = prism::Task(TkSquare).SetName("square").SetResource("CPU", 1);
+  std::vector<prism::ObjectRef<int>> refs;
+  for (int i = 0; i < 20; ++i) refs.push_back(square.Remote(i));
+  auto values = prism::Get(refs);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(*values[i], i * i);
+}
+
 TEST(Tasks, ResultsFromEveryRank) {
   for (int r = 0; r < World(); ++r) {
     EXPECT_EQ(*On(r, TkSquare).Remote(r + 3).Get(), (r + 3) * (r + 3)) << "rank " << r;

@@ -2,6 +2,7 @@
 // Helpers shared by the multi-rank tests (tests/mpi). Everything here runs on the driver
 // (rank 0) or inside tasks; no test code runs on other ranks outside tasks.
 #include <prism/api.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +27,16 @@ prism::TaskCaller<F> On(int rank, F f) {
   prism::TaskCaller<F> caller = prism::Task(f);
   caller.SetResource(RankRes(rank), 0.01);
   return caller;
+}
+
+/// Resident set size of this process in MiB, after handing free heap memory back to the
+/// system (so that freed-but-cached allocator memory does not count).
+inline double RssMiB() {
+  malloc_trim(0);
+  std::ifstream in("/proc/self/statm");
+  long size = 0, resident = 0;
+  in >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
 }
 
 inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
