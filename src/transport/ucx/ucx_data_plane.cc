@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -295,6 +296,10 @@ void UcxDataPlane::Finish(uint64_t request, Payload value, const std::string& er
 }
 
 void UcxDataPlane::Loop() {
+  // Replies and requests come in bursts: keep polling for a moment after the last piece of
+  // work before paying for a sleep and a wake-up (each costs tens of microseconds here).
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  auto last_busy = std::chrono::steady_clock::now();
   while (!stop_) {
     bool busy = false;
     std::deque<std::unique_ptr<Fetching>> fresh;
@@ -329,7 +334,15 @@ void UcxDataPlane::Loop() {
       busy = true;
     }
     while (ucp_worker_progress(worker_) != 0) busy = true;
-    if (busy || !replies_.empty()) continue;
+    auto now = std::chrono::steady_clock::now();
+    if (busy || !replies_.empty()) {
+      last_busy = now;
+      continue;
+    }
+    if (now - last_busy < kSpin) {
+      for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+      continue;
+    }
     // Nothing to do: sleep until UCX or another thread has something.
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;
