@@ -23,7 +23,7 @@ void Executor::Submit(DispatchTask&& task) {
   Admit();
 }
 
-void Executor::Admit() {
+void Executor::Admit(size_t caller_takes) {
   // Strict FIFO: the head already sized what it sent here (capacity x pipeline depth), so
   // the queue is short-lived; scanning past a task that does not fit would cost a demand
   // comparison per queued task on every completion.
@@ -33,13 +33,14 @@ void Executor::Admit() {
     waiting_.pop_front();
   }
   num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
-  if (runnable_.empty() || stop_) return;
-  if (spinning_ >= runnable_.size()) return;  // a spinning thread will take it: no wake-up
-  if (idle_ >= runnable_.size()) {
+  if (runnable_.size() <= caller_takes || stop_) return;  // the caller runs it: nobody to wake
+  const size_t need = runnable_.size() - caller_takes;
+  if (spinning_ >= need) return;  // spinning threads will take them: no wake-up
+  if (idle_ >= need) {
     cv_.notify_one();
     return;
   }
-  size_t missing = runnable_.size() - idle_;
+  size_t missing = need - idle_;
   for (size_t i = 0; i < missing; ++i) {
     threads_.emplace_back([this] { ThreadMain(); });
   }
@@ -69,7 +70,9 @@ void Executor::ThreadMain() {
     run_(task);
     lock.lock();
     available_.Add(task.spec->demand);
-    Admit();
+    // This thread takes the next runnable task itself (the lock is held until it does), so
+    // Admit wakes or starts threads only for the rest.
+    Admit(/*caller_takes=*/1);
   }
 }
 

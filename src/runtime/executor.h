@@ -36,7 +36,9 @@ class Executor {
   size_t NumThreads();
 
  private:
-  void Admit();  // requires mu_
+  /// Moves waiting tasks that fit into runnable_ and makes sure threads are there for them,
+  /// beyond `caller_takes` that the calling pool thread will run itself. Requires mu_.
+  void Admit(size_t caller_takes = 0);
   void ThreadMain();
   static ResourceSet CpuOnly(const ResourceSet& demand);
 
