@@ -857,6 +857,58 @@ std::vector<Result> CrossRankGet(const Env& env) {
   return out;
 }
 
+/// One object Put on the driver and pulled by a task on every other rank at once: the time
+/// until every rank has it. Copies serve as sources as they land, so this should grow with
+/// log(ranks), not with ranks.
+std::vector<Result> Broadcast(const Env& env) {
+  if (env.world < 2) return {};
+  const uint64_t bytes = env.opt.quick ? (4u << 20) : (256u << 20);
+  std::vector<uint8_t> value(bytes, 7);
+  auto one = [&]() {
+    XferRefs refs{prism::Put(value)};
+    auto t0 = Clock::now();
+    std::vector<prism::ObjectRef<double>> pulls;
+    for (int r = 1; r < env.world; ++r) {
+      pulls.push_back(prism::Task(XferPull).SetResource("rank:" + std::to_string(r), 0.01).Remote(refs));
+    }
+    prism::Get(pulls, 600000);
+    return Seconds(Clock::now() - t0);
+  };
+  one();  // warm-up
+  std::vector<double> ms;
+  for (int i = 0; i < env.opt.rounds; ++i) {
+    double timed = 0;
+    int n = 0;
+    auto t0 = Clock::now();
+    do {
+      timed += one();
+      ++n;
+    } while (Seconds(Clock::now() - t0) < env.opt.min_time_s || n < 2);
+    ms.push_back(timed / n * 1e3);
+  }
+  Result r;
+  char name[64];
+  std::snprintf(name, sizeof name, "broadcast/%lluMiB", static_cast<unsigned long long>(bytes >> 20));
+  r.name = name;
+  r.extra = true;
+  r.unit = "ms";
+  r.lower_is_better = true;
+  r.rounds = ms;
+  r.time_unit = "ms";
+  r.real_time = Median(ms);
+  r.cpu_time = r.real_time;
+  r.items_per_second = 1e3 / Median(ms);
+  r.bytes_per_second = static_cast<double>(bytes) * (env.world - 1) / (Median(ms) / 1e3);
+  r.iterations = static_cast<int64_t>(ms.size());
+  r.counters.push_back({"bytes", static_cast<double>(bytes)});
+  r.counters.push_back({"receivers", static_cast<double>(env.world - 1)});
+  char note[160];
+  std::snprintf(note, sizeof note, "rank 0 -> %d ranks at once; %.1f GB/s delivered in total",
+                env.world - 1, r.bytes_per_second / 1e9);
+  r.note = note;
+  return {r};
+}
+
 // ---- Actors and placement groups ---------------------------------------------------------
 
 using BenchActorHandle = prism::ActorHandle<BenchActor>;
@@ -1237,6 +1289,7 @@ int main(int argc, char** argv) {
       {"multi_client_tasks_async_threads", one(MultiThreadTasks)},
       {"single_client_wait_1k_refs_ready", one(WaitReadyRefs)},
       {"cross_rank_get_gigabytes", CrossRankGet},
+      {"broadcast", Broadcast},
   };
   if (opt.list) {
     for (const auto& [name, fn] : benches) std::printf("%s\n", name.c_str());

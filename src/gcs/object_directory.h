@@ -34,6 +34,10 @@ struct ObjectEntry {
   std::vector<ObjectId> contained;
   std::vector<int> subscribers;  // ranks waiting for it to become ready
   std::vector<TaskId> dependents;  // tasks waiting for it as an argument
+  // Fan-out of a large object: which rank each reader pulls from, readers waiting for a
+  // free source (every copy is already serving its share), and transfers per source.
+  std::vector<std::pair<int, int>> pulls;      // (reader, source)
+  std::vector<int> waiting_readers;
 };
 
 struct FreedObject {

@@ -83,12 +83,7 @@ void Head::HandleLocked(int from, Message&& msg) {
         } else if constexpr (std::is_same_v<T, Subscribe>) {
           OnSubscribe(from, m);
         } else if constexpr (std::is_same_v<T, AddLocation>) {
-          if (objects_.Find(m.id) != nullptr) {
-            objects_.AddLocation(m.id, from);
-          } else {
-            // Freed while that copy was in flight: nobody else will ever tell it to go.
-            send_(from, FreeObjects{{m.id}});
-          }
+          OnPullDone(from, m);
         } else if constexpr (std::is_same_v<T, KillActorRequest>) {
           OnKillRequest(m);
         } else if constexpr (std::is_same_v<T, ActorDied>) {
@@ -477,7 +472,12 @@ ObjectReady Head::ReadyMessage(ObjectId id, const ObjectEntry& e) const {
 }
 
 void Head::NotifyReady(ObjectId id, ObjectEntry& e) {
+  const bool pulled = e.state == ObjectEntry::State::kReady && !e.inline_value && !e.locations.empty();
   for (int rank : e.subscribers) {
+    if (pulled) {
+      AssignPull(id, e, rank);
+      continue;
+    }
     // A rank sent an inline value keeps a cached copy: it must hear when it is freed.
     if (e.inline_value && std::find(e.locations.begin(), e.locations.end(), rank) ==
                               e.locations.end()) {
@@ -486,6 +486,54 @@ void Head::NotifyReady(ObjectId id, ObjectEntry& e) {
     send_(rank, ReadyMessage(id, e));
   }
   e.subscribers.clear();
+}
+
+void Head::AssignPull(ObjectId id, ObjectEntry& e, int reader) {
+  auto pulling = [&](int rank) {
+    return std::any_of(e.pulls.begin(), e.pulls.end(), [&](const auto& p) { return p.first == rank; });
+  };
+  if (pulling(reader)) return;  // one pull per rank at a time
+  ObjectReady ready = ReadyMessage(id, e);
+  if (std::find(e.locations.begin(), e.locations.end(), reader) != e.locations.end()) {
+    send_(reader, std::move(ready));  // it has a copy already
+    return;
+  }
+  // The copy serving the fewest readers, if it has room: each copy serves at most
+  // kMaxPullsPerCopy readers at once, and every finished reader becomes a copy, so a
+  // broadcast spreads as a tree instead of queueing on the first holder.
+  int source = -1;
+  size_t load = 0;
+  for (int rank : e.locations) {
+    size_t n = static_cast<size_t>(std::count_if(e.pulls.begin(), e.pulls.end(),
+                                                 [&](const auto& p) { return p.second == rank; }));
+    if (source < 0 || n < load) {
+      source = rank;
+      load = n;
+    }
+  }
+  if (source < 0 || load >= kMaxPullsPerCopy) {
+    e.waiting_readers.push_back(reader);
+    return;
+  }
+  e.pulls.emplace_back(reader, source);
+  ready.holders = {source};
+  send_(reader, std::move(ready));
+}
+
+void Head::OnPullDone(int from, const AddLocation& m) {
+  ObjectEntry* e = objects_.Find(m.id);
+  if (e == nullptr) {
+    // Freed while that copy was in flight: nobody else will ever tell it to go.
+    if (m.stored) send_(from, FreeObjects{{m.id}});
+    return;
+  }
+  if (m.stored) objects_.AddLocation(m.id, from);
+  e->pulls.erase(std::remove_if(e->pulls.begin(), e->pulls.end(),
+                                [&](const auto& p) { return p.first == from; }),
+                 e->pulls.end());
+  std::vector<int> waiting;
+  waiting.swap(e->waiting_readers);
+  for (int reader : waiting) AssignPull(m.id, *e, reader);
 }
 
 void Head::OnTaskBlocked(int from, const TaskBlocked& m) {

@@ -154,6 +154,11 @@ class Head {
   void RecordEnded(const TaskEntry& task, const TaskDone& done,
                    const std::shared_ptr<ErrorInfo>& failure, int from);
   void NotifyReady(ObjectId id, ObjectEntry& e);
+  /// Tells `reader` where to pull a large object from, or queues it until a copy is free.
+  void AssignPull(ObjectId id, ObjectEntry& e, int reader);
+  /// A pull ended (AddLocation): a new copy, maybe, and room for a waiting reader.
+  void OnPullDone(int from, const AddLocation& m);
+  static constexpr size_t kMaxPullsPerCopy = 2;
   ObjectReady ReadyMessage(ObjectId id, const ObjectEntry& e) const;
   void SendFrees(std::vector<FreedObject>& freed);
   // Actors.

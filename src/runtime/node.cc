@@ -340,7 +340,16 @@ void Node::OnObjectReady(ObjectReady&& m) {
 }
 
 void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size) {
-  if (store_.Find(id)) return;
+  // The head assigned this pull: however it ends, it hears back (AddLocation), so that the
+  // copy it drew from can serve the next reader.
+  if (store_.Find(id)) {
+    {
+      std::lock_guard<AdaptiveMutex> lock(requests_mu_);
+      requested_.erase(id);
+    }
+    to_head_(AddLocation{id, true});
+    return;
+  }
   {
     // One transfer per object per rank, however many tasks and Gets want it at once.
     std::lock_guard<AdaptiveMutex> lock(requests_mu_);
@@ -350,12 +359,13 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t siz
     {
       std::lock_guard<AdaptiveMutex> lock(requests_mu_);
       fetching_.erase(id);
+      requested_.erase(id);
     }
     store_.PutError(id, {"ObjectLost", "object " + id.Hex() + " has no copy left on any rank",
                          "", -1});
+    to_head_(AddLocation{id, false});
     return;
   }
-  // Spread readers over the copies so the first holder is not the only source.
   int holder = holders[static_cast<size_t>(options_.rank) % holders.size()];
   fetcher_->Fetch(holder, id, [this, id, holder](Payload value, const std::string& error) {
     {
@@ -363,14 +373,16 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t siz
       requested_.erase(id);
       fetching_.erase(id);
     }
+    bool stored = false;
     if (!value) {
       store_.PutError(id, {"ObjectLost",
                            "object " + id.Hex() + " could not be fetched from rank " +
                                std::to_string(holder) + ": " + error,
                            "", -1});
-      return;
+    } else {
+      stored = StoreArrived(id, std::move(value));
     }
-    if (StoreArrived(id, std::move(value))) to_head_(AddLocation{id});
+    to_head_(AddLocation{id, stored});
   });
 }
 
@@ -494,16 +506,10 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
       } else if (auto local = store_.Find(loc.id)) {
         if (local->error) ThrowStored(*local->error);
         ref_values[i] = local->value;
-      } else if (loc.holders.empty()) {
-        // Not ready when the head routed it (actor calls do not wait at the head): ask.
-        Request({loc.id});
-        to_fetch.push_back(loc.id);
       } else {
-        {
-          std::lock_guard<AdaptiveMutex> lock(requests_mu_);
-          requested_.insert(loc.id);
-        }
-        StartFetch(loc.id, loc.holders, loc.size);
+        // Ask the head, which says where to pull it from (spreading readers over the
+        // copies), or, for an actor call routed before it was ready, when it is.
+        Request({loc.id});
         to_fetch.push_back(loc.id);
       }
     }

@@ -138,7 +138,7 @@ template <typename F> void Fields(ObjectReady& m, F&& f) {
 template <typename F> void Fields(FetchRequest& m, F&& f) { f(m.id); f(m.tag); }
 template <typename F> void Fields(FetchReply& m, F&& f) { f(m.id); f(m.tag); f(m.found); f(m.size); }
 template <typename F> void Fields(FreeObjects& m, F&& f) { f(m.ids); }
-template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); }
+template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); f(m.stored); }
 template <typename F> void Fields(Heartbeat&, F&&) {}
 template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); }
 template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.no_restart); }

@@ -125,8 +125,10 @@ struct FetchReply {
 struct FreeObjects {
   std::vector<ObjectId> ids;
 };
+/// Node -> head: a pull the head assigned ended; with `stored`, this rank now has a copy.
 struct AddLocation {
   ObjectId id;
+  bool stored = true;
 };
 /// Node -> head: handle.Kill(no_restart).
 struct KillActorRequest {

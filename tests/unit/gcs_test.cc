@@ -327,3 +327,42 @@ TEST_F(HeadStateTest, RemovingAGroupKillsItsActorsAndFreesEverything) {
 
 }  // namespace
 }  // namespace prism::internal
+
+namespace prism::internal {
+namespace {
+
+TEST(FanOut, ReadersSpreadOverCopiesAndWaitersGetTheNextFreeCopy) {
+  std::vector<std::pair<int, Message>> sent;
+  std::vector<ResourceSet> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back(ResourceSet({{"CPU", 1}}));
+  Head head(ranks, [&](int dest, Message&& m) { sent.emplace_back(dest, std::move(m)); });
+  PutObject put;
+  put.id = ObjectId(9);
+  put.size = 64 << 20;  // large: stays on rank 0
+  head.Handle(0, std::move(put));
+  head.Handle(0, RefUpdate{{ObjectId(9)}, {}});
+  auto source_of = [&](int reader) {
+    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+      auto* r = std::get_if<ObjectReady>(&it->second);
+      if (it->first == reader && r != nullptr && r->id == ObjectId(9)) {
+        return r->holders.size() == 1 ? r->holders[0] : -2;
+      }
+    }
+    return -1;  // not told yet
+  };
+  for (int r : {1, 2, 3}) head.Handle(r, Subscribe{{ObjectId(9)}});
+  EXPECT_EQ(source_of(1), 0);
+  EXPECT_EQ(source_of(2), 0);
+  EXPECT_EQ(source_of(3), -1);  // rank 0 already serves two readers
+  head.Handle(1, AddLocation{ObjectId(9), true});  // rank 1 has a copy now
+  EXPECT_EQ(source_of(3), 1);   // the new copy serves the waiting reader
+  head.Handle(2, AddLocation{ObjectId(9), false});  // a failed pull frees its slot too
+  head.Handle(3, AddLocation{ObjectId(9), true});
+  sent.clear();
+  head.Handle(2, Subscribe{{ObjectId(9)}});  // tries again
+  EXPECT_GE(source_of(2), 0);
+  EXPECT_NE(source_of(2), 2);
+}
+
+}  // namespace
+}  // namespace prism::internal

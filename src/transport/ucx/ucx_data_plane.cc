@@ -1,6 +1,7 @@
 #include "transport/ucx/ucx_data_plane.h"
 
 #include <sys/epoll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -340,7 +341,7 @@ void UcxDataPlane::Loop() {
       continue;
     }
     if (now - last_busy < kSpin) {
-      for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+      sched_yield();  // oversubscribed (more ranks than cores): let the others run
       continue;
     }
     // Nothing to do: sleep until UCX or another thread has something.
