@@ -2,17 +2,21 @@
 // Busy-wait briefly for work that usually arrives within microseconds, before paying for a
 // sleep and a wake-up (a futex round trip costs several microseconds on virtual machines).
 
+#include <sched.h>
+
 #include <chrono>
 
 namespace prism::internal {
 
-/// Spins (with pause instructions, no syscalls) while `keep_waiting()` holds, for at most
-/// `max_us` microseconds.
+/// Polls while `keep_waiting()` holds, for at most `max_us` microseconds, yielding the core
+/// between looks: on a dedicated core that is a cheap busy-wait, and when ranks outnumber
+/// cores the threads doing the work run meanwhile (measured: a 4-rank broadcast on 2 cores
+/// went from 550 to 87 ms when the data plane's poll loop yielded instead of pausing).
 template <typename Pred>
 void SpinWhile(Pred&& keep_waiting, int max_us) {
   auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(max_us);
   while (keep_waiting() && std::chrono::steady_clock::now() < until) {
-    for (int i = 0; i < 32; ++i) __builtin_ia32_pause();
+    sched_yield();  // with more threads than cores, the others run meanwhile
   }
 }
 

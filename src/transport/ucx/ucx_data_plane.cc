@@ -341,7 +341,7 @@ void UcxDataPlane::Loop() {
       continue;
     }
     if (now - last_busy < kSpin) {
-      sched_yield();  // oversubscribed (more ranks than cores): let the others run
+      sched_yield();  // see SpinWhile: the core goes to whoever has work meanwhile
       continue;
     }
     // Nothing to do: sleep until UCX or another thread has something.
