@@ -791,6 +791,24 @@ std::vector<Result> PutGigabytes(const Env& env) {
 
 // ---- Object transfer -----------------------------------------------------------------------
 
+/// After one warm-up call, env.opt.rounds rounds; each repeats `op` (which returns the
+/// seconds of its timed part) for at least min_time_s and gives the mean seconds per op.
+std::vector<double> SecondsPerOp(const Env& env, const std::function<double()>& op) {
+  op();  // warm-up
+  std::vector<double> out;
+  for (int i = 0; i < env.opt.rounds; ++i) {
+    double timed = 0;
+    int n = 0;
+    auto t0 = Clock::now();
+    do {
+      timed += op();
+      ++n;
+    } while (Seconds(Clock::now() - t0) < env.opt.min_time_s || n < 2);
+    out.push_back(timed / n);
+  }
+  return out;
+}
+
 /// Runs ucx_perftest's ucp_put_bw for `bytes` between two local processes (the reference the
 /// data plane is measured against) and returns GB/s, or 0 if it cannot be run.
 double UcxPerftestPutGbps(uint64_t bytes) {
@@ -825,19 +843,8 @@ std::vector<Result> CrossRankGet(const Env& env) {
       XferRefs refs = *make.Remote(bytes, static_cast<uint8_t>(bytes & 0xff)).Get(600000);
       return *pull.Remote(refs).Get(600000);
     };
-    one();  // warm-up
-    std::vector<double> gbps, seconds;
-    for (int i = 0; i < env.opt.rounds; ++i) {
-      double timed = 0;
-      int n = 0;
-      auto t0 = Clock::now();
-      do {
-        timed += one();
-        ++n;
-      } while (Seconds(Clock::now() - t0) < env.opt.min_time_s || n < 2);
-      seconds.push_back(timed / n);
-      gbps.push_back(static_cast<double>(bytes) / (timed / n) / 1e9);
-    }
+    std::vector<double> seconds = SecondsPerOp(env, one), gbps;
+    for (double t : seconds) gbps.push_back(static_cast<double>(bytes) / t / 1e9);
     char name[64];
     std::snprintf(name, sizeof name, "cross_rank_get_gigabytes/%lluMiB",
                   static_cast<unsigned long long>(bytes >> 20));
@@ -874,18 +881,8 @@ std::vector<Result> Broadcast(const Env& env) {
     prism::Get(pulls, 600000);
     return Seconds(Clock::now() - t0);
   };
-  one();  // warm-up
   std::vector<double> ms;
-  for (int i = 0; i < env.opt.rounds; ++i) {
-    double timed = 0;
-    int n = 0;
-    auto t0 = Clock::now();
-    do {
-      timed += one();
-      ++n;
-    } while (Seconds(Clock::now() - t0) < env.opt.min_time_s || n < 2);
-    ms.push_back(timed / n * 1e3);
-  }
+  for (double t : SecondsPerOp(env, one)) ms.push_back(t * 1e3);
   Result r;
   char name[64];
   std::snprintf(name, sizeof name, "broadcast/%lluMiB", static_cast<unsigned long long>(bytes >> 20));
