@@ -41,10 +41,15 @@ uint64_t NowNs() {
       .count();
 }
 
+// The error a rank keeps for an object whose fetched copy did not fit its store. Unlike a
+// failed task, it is not the object's fate: it is dropped once read, and the next Get
+// fetches again (memory may have been freed meanwhile).
+constexpr const char* kCopyDidNotFit = "CopyDidNotFit";
+
 [[noreturn]] void ThrowStored(const ErrorInfo& e) {
   if (e.type == "ObjectLost") throw ObjectLostError("prism: " + e.message);
   if (e.type == "ActorError") throw ActorError("prism: " + e.message);
-  if (e.type == "ObjectStoreFull") throw ObjectStoreFullError(e.message);
+  if (e.type == "ObjectStoreFull" || e.type == kCopyDidNotFit) throw ObjectStoreFullError(e.message);
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }
 
@@ -274,7 +279,7 @@ std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout
     if (!found[i]) {  // freed between the wait and now: cannot happen while the caller holds refs
       throw ObjectLostError("prism: object " + ids[i].Hex() + " was freed while being read");
     }
-    if (found[i]->error) ThrowStored(*found[i]->error);
+    if (found[i]->error) ThrowLocal(ids[i], *found[i]->error);
     out.push_back(std::move(found[i]->value));
   }
   return out;
@@ -391,9 +396,17 @@ bool Node::StoreArrived(ObjectId id, Payload value) {
     store_.Put(id, std::move(value));
     return true;
   } catch (const ObjectStoreFullError& e) {
-    store_.PutError(id, {"ObjectStoreFull", e.what(), "", options_.rank});
+    store_.PutError(id, {kCopyDidNotFit,
+                         std::string(e.what()) + " (a copy of object " + id.Hex() + " fetched to rank " +
+                             std::to_string(options_.rank) + "; a later Get tries again)",
+                         "", options_.rank});
     return false;
   }
+}
+
+void Node::ThrowLocal(ObjectId id, const ErrorInfo& error) {
+  if (error.type == kCopyDidNotFit) store_.Erase({id});  // read once; the next Get refetches
+  ThrowStored(error);
 }
 
 Payload Node::LocalValue(ObjectId id) {
@@ -504,7 +517,7 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
       if (loc.inline_value) {
         ref_values[i] = loc.inline_value;
       } else if (auto local = store_.Find(loc.id)) {
-        if (local->error) ThrowStored(*local->error);
+        if (local->error) ThrowLocal(loc.id, *local->error);
         ref_values[i] = local->value;
       } else {
         // Ask the head, which says where to pull it from (spreading readers over the
@@ -519,7 +532,7 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
         if (ref_values[i]) continue;
         auto obj = store_.Find(d.refs[i].id);
         if (!obj) throw ObjectLostError("prism: argument " + d.refs[i].id.Hex() + " vanished");
-        if (obj->error) ThrowStored(*obj->error);
+        if (obj->error) ThrowLocal(d.refs[i].id, *obj->error);
         ref_values[i] = obj->value;
       }
     }

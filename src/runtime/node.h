@@ -100,6 +100,8 @@ class Node : public CoreApi {
   void OnObjectReady(ObjectReady&& m);
   /// Stores a copy that arrived; if the store is full, readers get ObjectStoreFullError.
   bool StoreArrived(ObjectId id, Payload value);
+  /// Throws the error stored for `id` (dropping it first if it was a copy that did not fit).
+  [[noreturn]] void ThrowLocal(ObjectId id, const ErrorInfo& error);
   /// Makes sure each missing id is on its way here (subscribe once per id).
   void Request(const std::vector<ObjectId>& ids);
   void StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size);
