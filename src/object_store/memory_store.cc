@@ -312,6 +312,12 @@ void MemoryStore::Erase(const std::vector<ObjectId>& ids) {
   }
 }
 
+std::vector<bool> MemoryStore::Contains(const std::vector<ObjectId>& ids) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  size_t count = 0;
+  return Present(ids, count);
+}
+
 std::vector<bool> MemoryStore::Present(const std::vector<ObjectId>& ids, size_t& count) {
   std::vector<bool> present(ids.size());
   count = 0;

@@ -47,6 +47,9 @@ class MemoryStore {
   /// Find for many ids, with one lock for those in memory.
   std::vector<std::optional<StoredObject>> FindMany(const std::vector<ObjectId>& ids);
   void Erase(const std::vector<ObjectId>& ids);
+  /// Which of `ids` are here (in memory, spilled, or as an error), without reading any
+  /// spilled object back.
+  std::vector<bool> Contains(const std::vector<ObjectId>& ids);
   /// Waits until at least `need` of `ids` are present or the deadline passes; returns
   /// presence flags.
   std::vector<bool> WaitFor(const std::vector<ObjectId>& ids, size_t need,

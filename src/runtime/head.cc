@@ -199,6 +199,13 @@ void Head::Enqueue(TaskId id) {
   ++queued_;
 }
 
+ArgLocation Head::ArgLocationOf(ObjectId id, const ObjectEntry* e) {
+  ArgLocation loc;
+  loc.id = id;
+  if (e != nullptr && e->state == ObjectEntry::State::kReady) loc.inline_value = e->inline_value;
+  return loc;
+}
+
 bool Head::TryDispatch(TaskEntry& task) {
   const TaskSpec& spec = *task.spec;
   DispatchTask out;
@@ -206,18 +213,11 @@ bool Head::TryDispatch(TaskEntry& task) {
   for (const auto& arg : spec.args) {
     if (!arg.is_ref) continue;
     ObjectEntry* e = objects_.Find(arg.ref);
-    ArgLocation loc;
-    loc.id = arg.ref;
-    if (e != nullptr) {
-      loc.inline_value = e->inline_value;
-      loc.size = e->size;
-      if (!e->inline_value) {
-        loc.holders = e->locations;
-        if (bytes_on_rank.empty()) bytes_on_rank.resize(scheduler_.NumRanks());
-        for (int r : e->locations) bytes_on_rank[r] += e->size;
-      }
+    if (e != nullptr && !e->inline_value) {
+      if (bytes_on_rank.empty()) bytes_on_rank.resize(scheduler_.NumRanks());
+      for (int r : e->locations) bytes_on_rank[r] += e->size;
     }
-    out.refs.push_back(std::move(loc));
+    out.refs.push_back(ArgLocationOf(arg.ref, e));
   }
   if (!spec.placement_group.empty()) {
     switch (TryDispatchInGroup(task, out)) {
@@ -809,15 +809,8 @@ void Head::RouteActorCall(TaskEntry& task) {
   }
   DispatchTask out;
   for (const auto& arg : spec.args) {
-    if (!arg.is_ref) continue;
-    ArgLocation loc;
-    loc.id = arg.ref;
-    if (ObjectEntry* e = objects_.Find(arg.ref); e != nullptr && e->state == ObjectEntry::State::kReady) {
-      loc.inline_value = e->inline_value;
-      loc.size = e->size;
-      if (!e->inline_value) loc.holders = e->locations;
-    }
-    out.refs.push_back(std::move(loc));  // not ready: the actor's node asks for it itself
+    // Not ready yet: the actor's node asks for it itself, in call order.
+    if (arg.is_ref) out.refs.push_back(ArgLocationOf(arg.ref, objects_.Find(arg.ref)));
   }
   out.spec = task.spec;
   ActorEntry& actor = a->second;

@@ -145,6 +145,8 @@ class Head {
   void RecordError(const char* type, const std::string& message, ObjectId id, int rank);
 
   void Enqueue(TaskId id);
+  /// What a dispatched task or call learns of a by-reference argument.
+  static ArgLocation ArgLocationOf(ObjectId id, const ObjectEntry* e);
   bool TryDispatch(TaskEntry& task);
   void DrainQueues();
   /// Marks the task's return object ready/failed and finishes the task's bookkeeping.

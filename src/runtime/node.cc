@@ -225,10 +225,10 @@ size_t Node::NumLocalRefs() {
 void Node::Request(const std::vector<ObjectId>& ids) {
   Subscribe sub;
   {
-    auto found = store_.FindMany(ids);
+    auto here = store_.Contains(ids);
     std::lock_guard<AdaptiveMutex> lock(requests_mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (found[i] || !requested_.insert(ids[i]).second) continue;
+      if (here[i] || !requested_.insert(ids[i]).second) continue;
       sub.ids.push_back(ids[i]);
     }
   }
@@ -340,14 +340,14 @@ void Node::OnObjectReady(ObjectReady&& m) {
     done();
     StoreArrived(m.id, std::move(m.inline_value));
   } else {
-    StartFetch(m.id, m.holders, m.size);
+    StartFetch(m.id, m.holders);
   }
 }
 
-void Node::StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size) {
+void Node::StartFetch(ObjectId id, const std::vector<int>& holders) {
   // The head assigned this pull: however it ends, it hears back (AddLocation), so that the
   // copy it drew from can serve the next reader.
-  if (store_.Find(id)) {
+  if (store_.Contains({id})[0]) {
     {
       std::lock_guard<AdaptiveMutex> lock(requests_mu_);
       requested_.erase(id);

@@ -104,7 +104,7 @@ class Node : public CoreApi {
   [[noreturn]] void ThrowLocal(ObjectId id, const ErrorInfo& error);
   /// Makes sure each missing id is on its way here (subscribe once per id).
   void Request(const std::vector<ObjectId>& ids);
-  void StartFetch(ObjectId id, const std::vector<int>& holders, uint64_t size);
+  void StartFetch(ObjectId id, const std::vector<int>& holders);
   /// Waits for ids; while inside a task, gives its CPU back for the duration.
   std::vector<bool> Await(const std::vector<ObjectId>& ids, size_t need, int64_t timeout_ms);
   ObjectId NextId() { return ObjectId::Make(options_.rank, ++counter_); }

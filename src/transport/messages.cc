@@ -23,7 +23,7 @@ template <typename F> void Fields(TaskSpec& t, F&& f) {
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
   f(t.bundle_index);
 }
-template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); f(a.size); f(a.holders); }
+template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); }
 
 struct Enc {
   Writer& w;

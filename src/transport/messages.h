@@ -62,12 +62,11 @@ struct TaskSpec {
   int bundle_index = -1;        // -1: any bundle of the group
 };
 
-/// Where a by-reference argument is, as the head knows at dispatch time.
+/// A by-reference argument as the head knows it at dispatch time: small objects travel
+/// along; for large ones the executing rank asks the head where to pull from (Subscribe).
 struct ArgLocation {
   ObjectId id;
-  Payload inline_value;     // set for small objects
-  uint64_t size = 0;
-  std::vector<int> holders;  // ranks with a copy (large objects)
+  Payload inline_value;  // set for small, ready objects
 };
 
 struct SubmitTask {

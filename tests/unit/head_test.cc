@@ -39,7 +39,12 @@ TEST_F(HeadTest, LargeResultsStayOnTheirRankAndLocalityFollowsThem) {
   head_.Handle(0, SubmitTask{Spec(2, {Ref(1)})});
   auto d2 = Take<DispatchTask>();
   ASSERT_EQ(d2.size(), 1u);
-  EXPECT_EQ(d2[0].second.refs[0].holders, std::vector<int>{1});
+  EXPECT_FALSE(d2[0].second.refs[0].inline_value);  // large: pulled, not sent along
+  // The rank that runs it asks for the argument and is pointed at rank 1's copy.
+  head_.Handle(d2[0].first, Subscribe{{ObjectId(1)}});
+  auto ready = Take<ObjectReady>();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].second.holders, std::vector<int>{1});
 }
 
 TEST_F(HeadTest, FailurePropagatesToDependentsWithTheCause) {
