@@ -24,13 +24,17 @@ std::string PrefixEnd(std::string prefix) {
 }
 }  // namespace
 
-bool KvStore::Put(const std::string& key, std::string value, bool overwrite) {
+void KvStore::CheckPut(const std::string& key, size_t value_bytes) {
   CheckKey(key, "Put");
-  if (value.size() > kv::kMaxValueBytes) {
-    throw Error("prism: kv::Put(\"" + key + "\"): the value has " + std::to_string(value.size()) +
+  if (value_bytes > kv::kMaxValueBytes) {
+    throw Error("prism: kv::Put(\"" + key + "\"): the value has " + std::to_string(value_bytes) +
                 " bytes, above the limit of " + std::to_string(kv::kMaxValueBytes) +
                 "; keep large data in the object store (prism::Put)");
   }
+}
+
+bool KvStore::Put(const std::string& key, std::string value, bool overwrite) {
+  CheckPut(key, value.size());
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     bytes_ += key.size() + value.size();

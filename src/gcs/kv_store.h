@@ -15,6 +15,8 @@ class KvStore {
   /// Returns true if the key existed. With overwrite = false an existing value stays.
   /// Throws prism::Error on an empty key or a value above kv::kMaxValueBytes.
   bool Put(const std::string& key, std::string value, bool overwrite);
+  /// Throws prism::Error on what Put rejects; callers check before shipping the value.
+  static void CheckPut(const std::string& key, size_t value_bytes);
   std::optional<std::string> Get(const std::string& key) const;
   bool Exists(const std::string& key) const { return entries_.count(key) > 0; }
   /// Returns how many keys went.

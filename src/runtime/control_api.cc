@@ -8,6 +8,7 @@
 #include "prism/kv.h"
 #include "prism/serialization.h"
 #include "prism/state.h"
+#include "gcs/kv_store.h"
 #include "runtime/node.h"
 
 namespace prism {
@@ -86,12 +87,7 @@ bool PlacementGroup::Wait(int timeout_seconds) const {
 namespace kv {
 
 bool Put(const std::string& key, const std::string& value, bool overwrite) {
-  if (key.empty()) throw Error("prism: kv::Put: the key is empty");
-  if (value.size() > kMaxValueBytes) {
-    throw Error("prism: kv::Put(\"" + key + "\"): the value has " + std::to_string(value.size()) +
-                " bytes, above the limit of " + std::to_string(kMaxValueBytes) +
-                "; keep large data in the object store (prism::Put)");
-  }
+  internal::KvStore::CheckPut(key, value.size());  // before the value travels
   return Call<bool>("kv::Put", Op::kKvPut, std::tuple(key, value, overwrite));
 }
 
