@@ -233,7 +233,9 @@ void StartUcx(Runtime& rt) {
   std::vector<Buffer> all = AllGatherBytes(rt, Buffer(address.data(), address.size()));
   std::vector<std::vector<char>> peers;
   for (auto& b : all) peers.emplace_back(b.data(), b.data() + b.size());
-  rt.ucx->Start(std::move(peers));
+  std::vector<bool> same_host;
+  for (const std::string& host : rt.hosts) same_host.push_back(host == rt.hosts[rt.rank]);
+  rt.ucx->Start(std::move(peers), std::move(same_host));
 }
 
 void Build(Runtime& rt) {
