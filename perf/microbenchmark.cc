@@ -83,6 +83,19 @@ int64_t ActorClientBatch(int n) {
   return sum;
 }
 
+/// A client for multi_client_put_gigabytes (Ray's do_put): puts `mib` MiB from the rank it
+/// runs on as objects of kPutChunkMiB, each ref dropped at once; returns the MiB put. The
+/// source array is made once per thread (reused pages, as single_client_put_gigabytes).
+constexpr int kPutChunkMiB = 64;
+int64_t PutClient(int mib) {
+  static thread_local std::vector<uint8_t> chunk;
+  if (chunk.empty()) chunk.assign(size_t{kPutChunkMiB} << 20, 7);
+  for (int done = 0; done < mib; done += kPutChunkMiB) {
+    auto ref = prism::Put(chunk);
+  }
+  return mib;
+}
+
 using XferRefs = std::vector<prism::ObjectRef<std::vector<uint8_t>>>;
 
 /// Puts an object of n bytes on the rank it runs on and returns the ref, nested so that it
@@ -103,7 +116,7 @@ double XferPull(XferRefs refs) {
 }
 
 PRISM_REMOTE(SmallValue, ClientBatch, BenchActor::Create, &BenchActor::SmallValue,
-             &BenchActor::Rank,              ActorClientBatch, XferMake, XferPull);
+             &BenchActor::Rank,              ActorClientBatch, PutClient, XferMake, XferPull);
 
 namespace {
 
@@ -538,7 +551,8 @@ Result AsyncTasks(const Env& env) {
 /// One client task per rank (pinned, holding no CPU), each running `client(n)`, which
 /// submits n operations from its rank and returns how many completed.
 Result MultiClient(const Env& env, const char* name, const char* unit, int64_t (*client)(int),
-                   int n, const char* per_client_counter, const std::string& note_tail) {
+                   int n, const char* per_client_counter, const std::string& note_tail,
+                   double unit_per_item = 1) {
   const int clients = env.opt.clients > 0 ? env.opt.clients : std::max(env.world, 2);
   auto batch = [&]() -> double {
     std::vector<prism::ObjectRef<int64_t>> refs;
@@ -556,7 +570,7 @@ Result MultiClient(const Env& env, const char* name, const char* unit, int64_t (
     }
     return static_cast<double>(clients) * n;
   };
-  Result r = FinishThroughput(name, unit, Rounds(env, batch));
+  Result r = FinishThroughput(name, unit, Rounds(env, batch), unit_per_item);
   r.counters.push_back({"clients", static_cast<double>(clients)});
   r.counters.push_back({per_client_counter, static_cast<double>(n)});
   r.note = std::to_string(clients) + " client tasks (one per rank)" + note_tail;
@@ -567,6 +581,14 @@ Result MultiClientTasks(const Env& env) {
   const int n = env.opt.client_batch;
   return MultiClient(env, "multi_client_tasks_async", "tasks/s", ClientBatch, n,
                      "tasks_per_client_batch", " x " + std::to_string(n));
+}
+
+Result MultiClientPut(const Env& env) {
+  const int mib = env.opt.quick ? kPutChunkMiB : 10 * kPutChunkMiB;
+  return MultiClient(env, "multi_client_put_gigabytes", "GB/s", PutClient, mib, "mib_per_client",
+                     ", each putting " + std::to_string(mib / kPutChunkMiB) + " x " +
+                         std::to_string(kPutChunkMiB) + " MiB",
+                     double{1 << 20} / 1e9);
 }
 
 Result MultiThreadTasks(const Env& env) {
@@ -1254,6 +1276,7 @@ int main(int argc, char** argv) {
       {"single_client_put_calls", one(PutCalls)},
       {"single_client_get_calls", one(GetCalls)},
       {"single_client_put_gigabytes", PutGigabytes},
+      {"multi_client_put_gigabytes", one(MultiClientPut)},
       {"single_client_wait_1k_refs", one(WaitRefs)},
       {"single_client_tasks_and_get_batch", one(TasksAndGetBatch)},
       {"1_1_actor_calls_sync", one(ActorCallsSync)},

@@ -27,8 +27,10 @@ std::mutex g_mu;
 std::multimap<size_t, char*> g_free;  // capacity -> block
 size_t g_pooled = 0;
 size_t g_limit = size_t{1} << 30;
-std::shared_ptr<BlockSource> g_source;
-std::unordered_map<char*, std::shared_ptr<BlockSource>> g_sourced;  // block -> its source
+// Never destroyed: blocks may be freed by other static destructors at exit, and a source
+// (UCX) must not be torn down while its library is unloading.
+std::shared_ptr<BlockSource>& g_source = *new std::shared_ptr<BlockSource>;
+auto& g_sourced = *new std::unordered_map<char*, std::shared_ptr<BlockSource>>;  // block -> source
 
 char* NewBlock(size_t size) {
   if (size >= kMinPooled) {
