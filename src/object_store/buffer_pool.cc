@@ -1,12 +1,10 @@
 // Large-block pool behind Buffer. Blocks of at least kMinPooled bytes are kept after they
 // are freed, up to a total of PoolLimit() bytes (the smallest make way for a new one), and
 // handed out again to requests they fit without wasting more than half of themselves.
-// Small blocks go straight to new/delete. A BlockSource, when installed, supplies the
-// pooled blocks.
+// Small blocks go straight to new/delete.
 #include <sys/mman.h>
 
 #include <map>
-#include <unordered_map>
 #include <new>
 #include <mutex>
 #include <utility>
@@ -23,30 +21,7 @@ constexpr size_t kMinPooled = 1 << 20;
 // pages fault in about twice as fast here (0.33 -> 0.65 GB/s first touch on this VM).
 constexpr size_t kMinMapped = 2 << 20;
 
-std::mutex g_mu;
-std::multimap<size_t, char*> g_free;  // capacity -> block
-size_t g_pooled = 0;
-size_t g_limit = size_t{1} << 30;
-// Never destroyed: blocks may be freed by other static destructors at exit, and a source
-// (UCX) must not be torn down while its library is unloading.
-std::shared_ptr<BlockSource>& g_source = *new std::shared_ptr<BlockSource>;
-auto& g_sourced = *new std::unordered_map<char*, std::shared_ptr<BlockSource>>;  // block -> source
-
 char* NewBlock(size_t size) {
-  if (size >= kMinPooled) {
-    std::shared_ptr<BlockSource> source;
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      source = g_source;
-    }
-    if (source) {
-      if (char* block = source->Allocate(size)) {
-        std::lock_guard<std::mutex> lock(g_mu);
-        g_sourced.emplace(block, std::move(source));
-        return block;
-      }
-    }
-  }
   if (size < kMinMapped) return new char[size];
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
@@ -55,52 +30,28 @@ char* NewBlock(size_t size) {
 }
 
 void DeleteBlock(char* block, size_t size) {
-  if (size >= kMinPooled) {
-    std::shared_ptr<BlockSource> source;
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      auto it = g_sourced.find(block);
-      if (it != g_sourced.end()) {
-        source = std::move(it->second);
-        g_sourced.erase(it);
-      }
-    }
-    if (source) {
-      source->Free(block, size);
-      return;
-    }
-  }
   if (size < kMinMapped) {
     delete[] block;
   } else {
     munmap(block, size);
   }
 }
+
+std::mutex g_mu;
+std::multimap<size_t, char*> g_free;  // capacity -> block
+size_t g_pooled = 0;
+size_t g_limit = size_t{1} << 30;
 }  // namespace
 
-void SetBlockSource(std::shared_ptr<BlockSource> source) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_source = std::move(source);
-}
-
-void ClearBlockSource(const BlockSource* source) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_source.get() == source) g_source.reset();
-}
-
 void SetBufferPoolLimit(size_t bytes) {
-  std::vector<std::pair<char*, size_t>> evicted;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_limit = bytes;
-    while (g_pooled > g_limit && !g_free.empty()) {
-      auto it = std::prev(g_free.end());
-      g_pooled -= it->first;
-      evicted.emplace_back(it->second, it->first);
-      g_free.erase(it);
-    }
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_limit = bytes;
+  while (g_pooled > g_limit && !g_free.empty()) {
+    auto it = std::prev(g_free.end());
+    g_pooled -= it->first;
+    DeleteBlock(it->second, it->first);
+    g_free.erase(it);
   }
-  for (auto [block, size] : evicted) DeleteBlock(block, size);
 }
 
 size_t BufferPoolBytes() {

@@ -233,9 +233,7 @@ void StartUcx(Runtime& rt) {
   std::vector<Buffer> all = AllGatherBytes(rt, Buffer(address.data(), address.size()));
   std::vector<std::vector<char>> peers;
   for (auto& b : all) peers.emplace_back(b.data(), b.data() + b.size());
-  std::vector<bool> same_host;
-  for (const std::string& host : rt.hosts) same_host.push_back(host == rt.hosts[rt.rank]);
-  rt.ucx->Start(std::move(peers), std::move(same_host));
+  rt.ucx->Start(std::move(peers));
 }
 
 void Build(Runtime& rt) {

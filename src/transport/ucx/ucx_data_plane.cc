@@ -17,9 +17,16 @@ namespace prism::internal {
 struct UcxDataPlane::Fetching {
   int holder = -1;
   ObjectId id;
-  bool may_read_remote = false;
   std::function<void(Payload, const std::string&)> done;
-  Buffer buffer;  // rendezvous or RMA target
+  Buffer buffer;  // rendezvous target
+};
+
+/// What an AM send needs until it completes: its header and the bytes it sends.
+struct UcxDataPlane::Sending {
+  UcxDataPlane* self = nullptr;
+  unsigned kind = 0;
+  uint64_t header[3] = {0, 0, 0};
+  Payload value;
 };
 
 namespace {
@@ -34,15 +41,6 @@ struct Receiving {
               ". Set PRISM_DATA_PLANE=mpi to move objects over MPI instead.");
 }
 
-/// Reads the fixed-size AM header: n words, zero-padded if the sender sent fewer.
-template <size_t N>
-bool ReadHeader(const void* header, size_t length, uint64_t (&h)[N]) {
-  if (length < sizeof(uint64_t)) return false;
-  std::memset(h, 0, sizeof h);
-  std::memcpy(h, header, std::min(length, sizeof h));
-  return true;
-}
-
 }  // namespace
 
 UcxDataPlane::UcxDataPlane(int rank, int world, Lookup lookup)
@@ -50,29 +48,27 @@ UcxDataPlane::UcxDataPlane(int rank, int world, Lookup lookup)
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) Fail("reading the UCX configuration", st);
-  // UCX's defaults throughout (no UCX_TLS, no protocol choice): shared memory here,
-  // RDMA on InfiniBand. Measured here with UCX 1.13: its default (legacy) protocols read a
-  // UCX-allocated shared-memory region with ucp_get at 16-17 GB/s, while its newer engine
-  // emulates that get in software at 11 GB/s.
+  // UCX 1.13's legacy protocol engine sends large active messages through shared-memory
+  // bounce buffers (about 6 GB/s here); its newer engine (the default from UCX 1.16) picks
+  // zero-copy rendezvous (about 11 GB/s). Transports stay UCX's choice; a user's own
+  // UCX_PROTO_ENABLE wins.
+  if (std::getenv("UCX_PROTO_ENABLE") == nullptr) ucp_config_modify(config, "PROTO_ENABLE", "y");
   ucp_params_t params{};
-  params.field_mask =
-      UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.name = "prism";
-  params.mt_workers_shared = 1;  // the buffer pool maps and unmaps memory from any thread
-  context_ = std::make_shared<UcxContext>();
-  st = ucp_init(&params, config, &context_->handle);
+  st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
-  if (st != UCS_OK) {
-    context_->handle = nullptr;
-    Fail("ucp_init", st);
-  }
+  if (st != UCS_OK) Fail("ucp_init", st);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches it
-  st = ucp_worker_create(context_->handle, &wp, &worker_);
-  if (st != UCS_OK) Fail("ucp_worker_create", st);
+  st = ucp_worker_create(context_, &wp, &worker_);
+  if (st != UCS_OK) {
+    ucp_cleanup(context_);
+    Fail("ucp_worker_create", st);
+  }
   ucp_address_t* addr = nullptr;
   size_t len = 0;
   st = ucp_worker_get_address(worker_, &addr, &len);
@@ -80,8 +76,7 @@ UcxDataPlane::UcxDataPlane(int rank, int world, Lookup lookup)
   address_.assign(reinterpret_cast<char*>(addr), reinterpret_cast<char*>(addr) + len);
   ucp_worker_release_address(worker_, addr);
 
-  for (auto [id, cb] : {std::pair{kRequest, &OnRequest}, std::pair{kReply, &OnReply},
-                        std::pair{kRelease, &OnRelease}, std::pair{kForget, &OnForget}}) {
+  for (auto [id, cb] : {std::pair{kRequest, &OnRequest}, std::pair{kReply, &OnReply}}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -106,13 +101,10 @@ UcxDataPlane::UcxDataPlane(int rank, int world, Lookup lookup)
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
-  memory_ = std::make_shared<UcxMemory>(context_);
 }
 
 UcxDataPlane::~UcxDataPlane() {
   Stop();
-  for (auto& [key, rkey] : rkeys_) ucp_rkey_destroy(rkey);
-  rkeys_.clear();
   for (ucp_ep_h& ep : eps_) {
     if (ep == nullptr) continue;
     ucp_request_param_t p{};
@@ -126,24 +118,18 @@ UcxDataPlane::~UcxDataPlane() {
     ep = nullptr;
   }
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (event_fd_ >= 0) close(event_fd_);
-  // context_ goes with the last UCX-allocated block still alive (memory_ holds it).
 }
 
-void UcxDataPlane::Start(std::vector<std::vector<char>> addresses, std::vector<bool> same_host) {
+void UcxDataPlane::Start(std::vector<std::vector<char>> addresses) {
   peers_ = std::move(addresses);
-  same_host_ = std::move(same_host);
-  same_host_.resize(world_, false);
-  memory_->SetOnFree([this] { Wake(); });
-  SetBlockSource(memory_);
   thread_ = std::thread([this] { Loop(); });
 }
 
 void UcxDataPlane::Stop() {
   if (!thread_.joinable()) return;
-  ClearBlockSource(memory_.get());
-  memory_->SetOnFree(nullptr);
   stop_ = true;
   Wake();
   thread_.join();
@@ -155,8 +141,6 @@ void UcxDataPlane::Stop() {
   for (auto& f : queued) f->done(nullptr, "the runtime is shutting down");
   for (auto& [request, f] : fetches_) f->done(nullptr, "the runtime is shutting down");
   fetches_.clear();
-  pins_.clear();
-  outbox_.clear();
 }
 
 void UcxDataPlane::Wake() {
@@ -173,7 +157,6 @@ void UcxDataPlane::Fetch(int holder, ObjectId id,
   auto f = std::make_unique<Fetching>();
   f->holder = holder;
   f->id = id;
-  f->may_read_remote = same_host_[holder];
   f->done = std::move(done);
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
@@ -196,126 +179,75 @@ ucp_ep_h UcxDataPlane::Endpoint(int rank) {
   return eps_[rank];
 }
 
-void UcxDataPlane::Post(int to, unsigned kind, std::initializer_list<uint64_t> header,
-                        Payload value) {
-  auto out = std::make_unique<Outgoing>();
-  out->self = this;
-  out->to = to;
-  out->kind = kind;
-  std::copy(header.begin(), header.end(), out->header);
-  out->value = std::move(value);
-  outbox_.push_back(std::move(out));
-}
-
-void UcxDataPlane::Send(std::unique_ptr<Outgoing> out) {
-  ucp_ep_h ep = Endpoint(out->to);
-  const bool is_request = out->kind == kRequest;
+void UcxDataPlane::Send(int to, unsigned id, std::unique_ptr<Sending> ctx) {
+  ucp_ep_h ep = Endpoint(to);
+  const bool is_request = id == kRequest;
   if (ep == nullptr) {
-    if (is_request) Finish(out->header[1], nullptr, "cannot connect to rank " + std::to_string(out->to));
+    if (is_request) Finish(ctx->header[1], nullptr, "cannot connect to rank " + std::to_string(to));
     return;
   }
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = &SendDone;
-  p.user_data = out.get();
-  const void* data = out->value ? out->value->data() : nullptr;
-  const size_t size = out->value ? out->value->size() : 0;
-  ucs_status_ptr_t req =
-      ucp_am_send_nbx(ep, out->kind, out->header, sizeof out->header, data, size, &p);
-  if (req == nullptr) return;  // done already; `out` goes now
+  p.user_data = ctx.get();
+  const void* data = ctx->value ? ctx->value->data() : nullptr;
+  const size_t size = ctx->value ? ctx->value->size() : 0;
+  ucs_status_ptr_t req = ucp_am_send_nbx(ep, id, ctx->header, sizeof ctx->header, data, size, &p);
+  if (req == nullptr) return;  // done already; ctx goes now
   if (UCS_PTR_IS_ERR(req)) {
     std::string why = ucs_status_string(UCS_PTR_STATUS(req));
-    PRISM_LOG_ERROR("UCX: send to rank " << out->to << " failed: " << why);
-    if (is_request) Finish(out->header[1], nullptr, why);
+    PRISM_LOG_ERROR("UCX: send to rank " << to << " failed: " << why);
+    if (is_request) Finish(ctx->header[1], nullptr, why);
     return;
   }
-  out.release();  // SendDone frees it
+  ctx.release();  // SendDone frees it
 }
 
 void UcxDataPlane::SendDone(void* request, ucs_status_t status, void* user_data) {
-  std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(user_data));
-  if (status != UCS_OK && out->kind == kRequest) {
-    out->self->Finish(out->header[1], nullptr, ucs_status_string(status));
+  std::unique_ptr<Sending> ctx(static_cast<Sending*>(user_data));
+  if (status != UCS_OK && ctx->kind == kRequest) {
+    ctx->self->Finish(ctx->header[1], nullptr, ucs_status_string(status));
   }
   ucp_request_free(request);
-}
-
-void UcxDataPlane::Request(uint64_t request, Fetching& f) {
-  Post(f.holder, kRequest,
-       {f.id.Value(), request, static_cast<uint64_t>(rank_), f.may_read_remote ? kMayReadRemote : 0});
 }
 
 ucs_status_t UcxDataPlane::OnRequest(void* arg, const void* header, size_t header_length, void*,
                                      size_t, const ucp_am_recv_param_t*) {
   auto* self = static_cast<UcxDataPlane*>(arg);
-  uint64_t h[4];
-  if (!ReadHeader(header, header_length, h)) return UCS_OK;
+  if (header_length < 3 * sizeof(uint64_t)) return UCS_OK;
+  uint64_t h[3];
+  std::memcpy(h, header, sizeof h);
   Payload value;
   try {
     value = self->lookup_(ObjectId(h[0]));
   } catch (const std::exception& e) {
     PRISM_LOG_ERROR("UCX: serving object " << ObjectId(h[0]).Hex() << ": " << e.what());
   }
-  self->Serve(static_cast<int>(h[2]), h[1], h[3], std::move(value));
+  // Answered after this progress call returns (no sends from inside a callback).
+  self->replies_.push_back({static_cast<int>(h[2]), h[1], std::move(value)});
   return UCS_OK;
-}
-
-void UcxDataPlane::Serve(int to, uint64_t request, uint64_t flags, Payload value) {
-  if (!value) {
-    Post(to, kReply, {request, kMissing, 0});
-    return;
-  }
-  const uint64_t size = value->size();
-  std::optional<UcxMemory::Region> region;
-  if ((flags & kMayReadRemote) != 0 && size > 0) region = memory_->Find(value->data(), size);
-  if (!region) {
-    Post(to, kReply, {request, kBytes, size}, std::move(value));
-    return;
-  }
-  const uint64_t pin = ++next_pin_;
-  Buffer remote;
-  Writer w(remote);
-  w.Pod<uint64_t>(region->id);
-  w.Pod<uint64_t>(reinterpret_cast<uintptr_t>(value->data()));
-  w.Pod<uint64_t>(pin);
-  w.Bytes(region->rkey.data(), region->rkey.size());
-  lent_[region->id].insert(to);
-  pins_.emplace(pin, std::move(value));  // kept until the reader's kRelease
-  Post(to, kReply, {request, kRemoteBytes, size}, std::make_shared<const Buffer>(std::move(remote)));
 }
 
 ucs_status_t UcxDataPlane::OnReply(void* arg, const void* header, size_t header_length, void* data,
                                    size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxDataPlane*>(arg);
-  uint64_t h[4];
-  if (!ReadHeader(header, header_length, h)) return UCS_OK;
+  if (header_length < 3 * sizeof(uint64_t)) return UCS_OK;
+  uint64_t h[3];
+  std::memcpy(h, header, sizeof h);
   const uint64_t request = h[0];
-  const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   auto it = self->fetches_.find(request);
   if (it == self->fetches_.end()) return UCS_OK;  // abandoned: dropping it completes the sender
   Fetching& f = *it->second;
-  if (h[1] == kMissing) {
+  if (h[1] == 0) {
     self->Finish(request, nullptr, "rank " + std::to_string(f.holder) + " has no copy of it (freed?)");
     return UCS_OK;
   }
-  if (h[1] == kRemoteBytes && !rndv) {
-    try {
-      Reader r(static_cast<const char*>(data), length);
-      Remote remote{request, f.holder, r.Pod<uint64_t>(), r.Pod<uint64_t>(), r.Pod<uint64_t>(), h[2], {}};
-      ByteView key = r.Bytes();
-      remote.rkey.assign(key.data, key.data + key.size);
-      self->remotes_.push_back(std::move(remote));  // read once this progress call returns
-    } catch (const std::exception& e) {
-      self->Finish(request, nullptr, std::string("malformed reply: ") + e.what());
-    }
-    return UCS_OK;
-  }
-  if (h[1] != kBytes || length != h[2]) {
-    self->Finish(request, nullptr, "malformed reply: " + std::to_string(length) + " bytes, expected " +
+  if (length != h[2]) {
+    self->Finish(request, nullptr, "size mismatch: " + std::to_string(length) + " bytes, expected " +
                                        std::to_string(h[2]));
     return UCS_OK;
   }
-  if (!rndv) {  // eager: the bytes are here
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0) {  // eager: the bytes are here
     f.buffer = Buffer(data, length);
     self->Finish(request, std::make_shared<const Buffer>(std::move(f.buffer)), "");
     return UCS_OK;
@@ -351,97 +283,6 @@ void UcxDataPlane::RecvDone(void* request, ucs_status_t status, size_t, void* us
   ucp_request_free(request);
 }
 
-ucp_rkey_h UcxDataPlane::RemoteKey(int holder, uint64_t region, const std::vector<char>& packed) {
-  auto key = std::make_pair(holder, region);
-  auto it = rkeys_.find(key);
-  if (it != rkeys_.end()) return it->second;
-  ucp_ep_h ep = Endpoint(holder);
-  if (ep == nullptr) return nullptr;
-  ucp_rkey_h rkey = nullptr;
-  ucs_status_t st = ucp_ep_rkey_unpack(ep, packed.data(), &rkey);
-  if (st != UCS_OK) {
-    PRISM_LOG_WARN("UCX: cannot use rank " << holder << "'s memory key (" << ucs_status_string(st)
-                                           << "); asking for the bytes instead");
-    return nullptr;
-  }
-  rkeys_.emplace(key, rkey);
-  keys_held_ = rkeys_.size();
-  return rkey;
-}
-
-namespace {
-struct Getting {
-  UcxDataPlane* self;
-  uint64_t request;
-  int holder;
-  uint64_t pin;
-};
-}  // namespace
-
-void UcxDataPlane::ReadRemote(Remote r) {
-  auto it = fetches_.find(r.request);
-  if (it == fetches_.end()) {  // abandoned: let the holder drop its pin
-    Post(r.holder, kRelease, {r.pin});
-    return;
-  }
-  Fetching& f = *it->second;
-  const int holder = f.holder;
-  ucp_rkey_h rkey = RemoteKey(holder, r.region, r.rkey);
-  if (rkey == nullptr) {  // ask again, for the bytes this time
-    Post(holder, kRelease, {r.pin});
-    f.may_read_remote = false;
-    Request(r.request, f);
-    return;
-  }
-  f.buffer = Buffer(r.size);
-  auto* ctx = new Getting{this, r.request, holder, r.pin};
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  p.cb.send = &GetDone;
-  p.user_data = ctx;
-  ucs_status_ptr_t req = ucp_get_nbx(Endpoint(holder), f.buffer.data(), r.size, r.address, rkey, &p);
-  if (UCS_PTR_IS_PTR(req)) return;  // GetDone finishes
-  GetDone(nullptr, UCS_PTR_STATUS(req), ctx);
-}
-
-void UcxDataPlane::GetDone(void* request, ucs_status_t status, void* user_data) {
-  std::unique_ptr<Getting> ctx(static_cast<Getting*>(user_data));
-  UcxDataPlane* self = ctx->self;
-  self->Post(ctx->holder, kRelease, {ctx->pin});
-  auto it = self->fetches_.find(ctx->request);
-  if (it != self->fetches_.end()) {
-    if (status == UCS_OK) {
-      ++self->remote_reads_;
-      self->Finish(ctx->request, std::make_shared<const Buffer>(std::move(it->second->buffer)), "");
-    } else {
-      self->Finish(ctx->request, nullptr, std::string("reading it: ") + ucs_status_string(status));
-    }
-  }
-  if (request != nullptr) ucp_request_free(request);
-}
-
-ucs_status_t UcxDataPlane::OnRelease(void* arg, const void* header, size_t header_length, void*,
-                                     size_t, const ucp_am_recv_param_t*) {
-  auto* self = static_cast<UcxDataPlane*>(arg);
-  uint64_t h[1];
-  if (ReadHeader(header, header_length, h)) self->pins_.erase(h[0]);
-  return UCS_OK;
-}
-
-ucs_status_t UcxDataPlane::OnForget(void* arg, const void* header, size_t header_length, void*,
-                                    size_t, const ucp_am_recv_param_t*) {
-  auto* self = static_cast<UcxDataPlane*>(arg);
-  uint64_t h[2];
-  if (!ReadHeader(header, header_length, h)) return UCS_OK;
-  auto it = self->rkeys_.find({static_cast<int>(h[1]), h[0]});
-  if (it != self->rkeys_.end()) {
-    ucp_rkey_destroy(it->second);  // unmaps the holder's region here
-    self->rkeys_.erase(it);
-    self->keys_held_ = self->rkeys_.size();
-  }
-  return UCS_OK;
-}
-
 void UcxDataPlane::Finish(uint64_t request, Payload value, const std::string& error) {
   auto it = fetches_.find(request);
   if (it == fetches_.end()) return;
@@ -455,50 +296,47 @@ void UcxDataPlane::Finish(uint64_t request, Payload value, const std::string& er
   }
 }
 
-bool UcxDataPlane::DrainWork() {
-  bool busy = false;
-  std::deque<std::unique_ptr<Fetching>> fresh;
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    fresh.swap(queued_);
-  }
-  for (auto& f : fresh) {
-    const uint64_t request = ++next_request_;
-    Request(request, *f);
-    fetches_[request] = std::move(f);
-    busy = true;
-  }
-  while (!remotes_.empty()) {
-    Remote r = std::move(remotes_.front());
-    remotes_.pop_front();
-    ReadRemote(std::move(r));
-    busy = true;
-  }
-  for (uint64_t region : memory_->TakeFreed()) {
-    auto it = lent_.find(region);
-    if (it == lent_.end()) continue;
-    for (int peer : it->second) Post(peer, kForget, {region, static_cast<uint64_t>(rank_)});
-    lent_.erase(it);
-  }
-  while (!outbox_.empty()) {
-    std::unique_ptr<Outgoing> out = std::move(outbox_.front());
-    outbox_.pop_front();
-    Send(std::move(out));
-    busy = true;
-  }
-  return busy;
-}
-
 void UcxDataPlane::Loop() {
   // Replies and requests come in bursts: keep polling for a moment after the last piece of
   // work before paying for a sleep and a wake-up (each costs tens of microseconds here).
   constexpr auto kSpin = std::chrono::microseconds(100);
   auto last_busy = std::chrono::steady_clock::now();
   while (!stop_) {
-    bool busy = DrainWork();
+    bool busy = false;
+    std::deque<std::unique_ptr<Fetching>> fresh;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      fresh.swap(queued_);
+    }
+    for (auto& f : fresh) {
+      const uint64_t request = ++next_request_;
+      auto ctx = std::make_unique<Sending>();
+      ctx->self = this;
+      ctx->kind = kRequest;
+      ctx->header[0] = f->id.Value();
+      ctx->header[1] = request;
+      ctx->header[2] = static_cast<uint64_t>(rank_);
+      const int holder = f->holder;
+      fetches_[request] = std::move(f);
+      Send(holder, kRequest, std::move(ctx));
+      busy = true;
+    }
+    while (!replies_.empty()) {
+      Reply r = std::move(replies_.front());
+      replies_.pop_front();
+      auto ctx = std::make_unique<Sending>();
+      ctx->self = this;
+      ctx->kind = kReply;
+      ctx->header[0] = r.request;
+      ctx->header[1] = r.value ? 1 : 0;
+      ctx->header[2] = r.value ? r.value->size() : 0;
+      ctx->value = std::move(r.value);
+      Send(r.to, kReply, std::move(ctx));
+      busy = true;
+    }
     while (ucp_worker_progress(worker_) != 0) busy = true;
     auto now = std::chrono::steady_clock::now();
-    if (busy || !outbox_.empty() || !remotes_.empty()) {
+    if (busy || !replies_.empty()) {
       last_busy = now;
       continue;
     }
