@@ -85,11 +85,12 @@ int64_t ActorClientBatch(int n) {
 
 /// A client for multi_client_put_gigabytes (Ray's do_put): puts `mib` MiB from the rank it
 /// runs on as objects of kPutChunkMiB, each ref dropped at once; returns the MiB put. The
-/// source array is made once per thread (reused pages, as single_client_put_gigabytes).
+/// source array is made once per process and only read after (reused pages, as in
+/// single_client_put_gigabytes; one per thread would fault fresh pages in whenever a client
+/// lands on a new executor thread).
 constexpr int kPutChunkMiB = 64;
 int64_t PutClient(int mib) {
-  static thread_local std::vector<uint8_t> chunk;
-  if (chunk.empty()) chunk.assign(size_t{kPutChunkMiB} << 20, 7);
+  static const std::vector<uint8_t> chunk(size_t{kPutChunkMiB} << 20, 7);
   for (int done = 0; done < mib; done += kPutChunkMiB) {
     auto ref = prism::Put(chunk);
   }
