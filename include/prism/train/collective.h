@@ -1,0 +1,73 @@
+#pragma once
+// Collectives for a training group: one interface, two backends.
+//  - MPI (CPU tensors): a sub-communicator of the group's ranks, made with
+//    MPI_Comm_create_group so only the members take part. Tested here.
+//  - NCCL (CUDA tensors): built with -DPRISM_WITH_NCCL=ON against CUDA and NCCL; its unique
+//    id travels over the group's MPI communicator. It compiles and links on machines
+//    without a GPU but cannot run there.
+// Every operation can be aborted: it polls `aborted` while it waits and throws
+// CollectiveAborted once that returns true (a peer failed, the group is being torn down),
+// and CollectiveTimeout after `timeout`, so a dead peer never hangs a worker.
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "prism/errors.h"
+
+namespace prism::train {
+
+class CollectiveAborted : public Error {
+ public:
+  using Error::Error;
+};
+class CollectiveTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class ReduceOp { kSum, kAverage, kMax, kMin };
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  /// This member's rank in the group, and the group's size.
+  virtual int Rank() const = 0;
+  virtual int Size() const = 0;
+  /// "mpi" or "nccl".
+  virtual std::string Backend() const = 0;
+  /// In place, on a contiguous tensor (float32/64, int32/64, uint8; kAverage: float only).
+  virtual void AllReduce(torch::Tensor& tensor, ReduceOp op) = 0;
+  /// In place: every member ends with root's values.
+  virtual void Broadcast(torch::Tensor& tensor, int root) = 0;
+  /// Every member's tensor (same shape and dtype on all), in rank order.
+  virtual std::vector<torch::Tensor> AllGather(const torch::Tensor& tensor) = 0;
+  virtual void Barrier() = 0;
+};
+
+struct CollectiveOptions {
+  /// Polled while an operation waits; true makes it throw CollectiveAborted.
+  std::function<bool()> aborted;
+  /// An operation still unfinished after this throws CollectiveTimeout.
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+};
+
+/// The MPI backend over the MPI_COMM_WORLD ranks `world_ranks` (in group rank order; this
+/// rank must be among them, each rank once). Every member calls it with the same ranks and
+/// `tag` (distinct per group, so groups never cross). Throws prism::Error on bad input.
+std::unique_ptr<Collective> MakeMpiCollective(const std::vector<int>& world_ranks, int tag,
+                                              CollectiveOptions options = {});
+
+/// The NCCL backend (only with PRISM_WITH_NCCL): `bootstrap` (an MPI collective over the
+/// same members) carries the unique id; `device` is this member's CUDA device.
+std::unique_ptr<Collective> MakeNcclCollective(Collective& bootstrap, int device,
+                                               CollectiveOptions options = {});
+
+/// Whether this build has the NCCL backend.
+bool HaveNccl();
+
+}  // namespace prism::train

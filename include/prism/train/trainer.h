@@ -1,0 +1,89 @@
+#pragma once
+// TorchTrainer: runs a training loop on a group of workers, one per rank, placed by a
+// placement group (Ray Train's TorchTrainer).
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "prism/errors.h"
+#include "prism/train/checkpoint.h"
+#include "prism/train/config.h"
+
+namespace prism::train {
+
+/// Fit gave up: a worker failed more than FailureConfig::max_failures times. what() has the
+/// cause (the worker's error type and message).
+class TrainingFailedError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct ScalingConfig {
+  int num_workers = 1;
+  bool use_gpu = false;
+  /// Per worker; default {CPU: 1} ({CPU: 1, GPU: 1} with use_gpu).
+  std::map<std::string, double> resources_per_worker;
+  /// How workers spread over nodes: "PACK" (fill a node first), "SPREAD", "STRICT_PACK",
+  /// "STRICT_SPREAD". Workers always sit on distinct ranks.
+  std::string placement_strategy = "PACK";
+};
+
+struct FailureConfig {
+  /// Group restarts (from the latest checkpoint) before Fit fails; -1: unlimited.
+  int max_failures = 0;
+};
+
+struct RunConfig {
+  /// The run's name (default: "TorchTrainer_<timestamp>").
+  std::string name;
+  /// Where runs live (default: $PRISM_STORAGE_PATH, else ~/prism_results). Use a shared
+  /// file system when ranks sit on several nodes.
+  std::string storage_path;
+  CheckpointConfig checkpoint_config;
+  FailureConfig failure_config;
+  /// Print each report on the driver's console.
+  bool verbose = true;
+};
+
+struct TorchTrainerOptions {
+  Config train_loop_config;
+  ScalingConfig scaling_config;
+  RunConfig run_config;
+  /// Start from this checkpoint (else the run's latest if the run exists, else none).
+  std::optional<Checkpoint> resume_from_checkpoint;
+};
+
+struct ReportedCheckpoint {
+  Checkpoint checkpoint;
+  Metrics metrics;
+};
+
+struct Result {
+  Metrics metrics;                        // the last report
+  std::optional<Checkpoint> checkpoint;   // the latest committed
+  std::vector<ReportedCheckpoint> best_checkpoints;  // those kept, best first
+  std::string path;                       // storage_path/name
+  std::string error;                      // empty on success
+  std::vector<Metrics> metrics_history;   // every report of this and earlier attempts
+};
+
+/// The training loop: a function registered with PRISM_REMOTE, taking the config.
+using TrainLoop = void (*)(Config);
+
+class TorchTrainer {
+ public:
+  TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options = {});
+  /// Runs the loop on the group until every worker returns. Throws TrainingFailedError
+  /// after too many failures, prism::Error on bad options (more workers than the cluster
+  /// can place, an unwritable storage path, an unregistered loop).
+  Result Fit();
+
+ private:
+  TrainLoop loop_;
+  TorchTrainerOptions options_;
+};
+
+}  // namespace prism::train
