@@ -1,1 +1,489 @@
-// (being written)
+// A training worker's side: its context, Report, GetCheckpoint, PrepareModel (the DDP
+// gradient reducer) and PrepareDataLoader.
+#include <torch/csrc/autograd/engine.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "checkpoint/checkpoint_store.h"
+#include "prism/api.h"
+#include "prism/internal/buffer.h"
+#include "prism/kv.h"
+#include "prism/remote.h"
+#include "prism/train/collective.h"
+#include "prism/train/session.h"
+#include "train/worker.h"
+
+namespace prism::train {
+
+struct WorkerAccess {
+  static TrainContext Make(const internal::WorkerSpec& spec, torch::Device device,
+                           Collective* collective) {
+    TrainContext c;
+    c.world_rank_ = spec.world_rank;
+    c.local_rank_ = spec.local_rank;
+    c.world_size_ = static_cast<int>(spec.world_ranks.size());
+    c.local_world_size_ = spec.local_world_size;
+    c.node_rank_ = spec.node_rank;
+    c.experiment_name_ = spec.experiment_name;
+    c.trial_dir_ = spec.trial_dir;
+    c.device_ = device;
+    c.collective_ = collective;
+    return c;
+  }
+};
+
+namespace internal {
+namespace {
+
+// ---- Aborting a group ------------------------------------------------------------------
+
+std::mutex g_abort_mu;
+std::map<int, std::shared_ptr<std::atomic<bool>>> g_abort_flags;  // by group tag
+
+std::shared_ptr<std::atomic<bool>> AbortFlag(int tag) {
+  std::lock_guard<std::mutex> lock(g_abort_mu);
+  auto& flag = g_abort_flags[tag];
+  if (!flag) flag = std::make_shared<std::atomic<bool>>(false);
+  return flag;
+}
+
+// ---- The DDP gradient reducer ----------------------------------------------------------
+
+/// Averages gradients across the group after each backward pass, the way torch's
+/// DistributedDataParallel does: parameters go into buckets of at most `bucket_bytes` in
+/// reverse registration order (roughly the order backward produces their gradients); a
+/// bucket's all-reduce starts, on a communication thread, as soon as all its gradients are
+/// in, while backward goes on; buckets are reduced in index order on every worker, so the
+/// collectives always match. When backward ends (an autograd final callback), buckets
+/// still waiting (parameters that got no gradient this time contribute zeros) are reduced
+/// and every parameter's gradient becomes: what it held before this backward + the average.
+class Reducer : public std::enable_shared_from_this<Reducer> {
+ public:
+  Reducer(std::vector<torch::Tensor> params, size_t bucket_bytes, std::unique_ptr<Collective> comm)
+      : params_(std::move(params)), comm_(std::move(comm)) {
+    size_t bytes = 0;
+    for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
+      const torch::Tensor& p = params_[i];
+      const size_t size = static_cast<size_t>(p.numel()) * p.element_size();
+      if (buckets_.empty() || bytes + size > bucket_bytes ||
+          buckets_.back().dtype != p.scalar_type() || buckets_.back().device != p.device()) {
+        buckets_.push_back(Bucket{});
+        buckets_.back().dtype = p.scalar_type();
+        buckets_.back().device = p.device();
+        bytes = 0;
+      }
+      Bucket& b = buckets_.back();
+      b.members.push_back(i);
+      bytes += size;
+    }
+    slot_of_.assign(params_.size(), {});
+    for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+      Bucket& b = buckets_[bi];
+      int64_t offset = 0;
+      for (int i : b.members) {
+        slot_of_[i] = {static_cast<int>(bi), offset};
+        offset += params_[i].numel();
+      }
+      b.flat = torch::zeros({offset}, torch::TensorOptions().dtype(b.dtype).device(b.device));
+      b.local = torch::zeros_like(b.flat);
+    }
+    thread_ = std::thread([this] { CommLoop(); });
+  }
+
+  ~Reducer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void Attach() {
+    std::weak_ptr<Reducer> weak = shared_from_this();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      params_[i].register_hook([weak, i](torch::Tensor grad) {
+        if (auto self = weak.lock()) self->OnGradient(i, grad);
+      });
+    }
+  }
+
+ private:
+  struct Bucket {
+    torch::ScalarType dtype = torch::kFloat;
+    torch::Device device = torch::kCPU;
+    std::vector<int> members;  // parameter indices
+    torch::Tensor flat;        // gradients in, averages out
+    torch::Tensor local;       // this worker's gradients, kept for the write-back
+    size_t ready = 0;          // gradients in, this backward
+    bool launched = false;
+    bool done = false;
+  };
+  struct Slot {
+    int bucket = 0;
+    int64_t offset = 0;
+  };
+
+  void OnGradient(size_t i, const torch::Tensor& grad) {
+    if (!in_backward_) {
+      in_backward_ = true;
+      seen_.assign(params_.size(), false);
+      for (Bucket& b : buckets_) {
+        b.ready = 0;
+        b.launched = b.done = false;
+      }
+      next_launch_ = 0;
+      auto self = shared_from_this();
+      torch::autograd::Engine::get_default_engine().queue_callback([self] { self->Finish(); });
+    }
+    if (seen_[i]) return;  // a second gradient for one parameter in one backward: summed by autograd already
+    seen_[i] = true;
+    const Slot& s = slot_of_[i];
+    Bucket& b = buckets_[s.bucket];
+    {
+      torch::NoGradGuard no_grad;
+      b.flat.narrow(0, s.offset, grad.numel()).copy_(grad.reshape({-1}));
+    }
+    ++b.ready;
+    LaunchReady(false);
+  }
+
+  /// Starts, in index order, every bucket whose gradients are all in (or all of them).
+  void LaunchReady(bool all) {
+    while (next_launch_ < buckets_.size()) {
+      Bucket& b = buckets_[next_launch_];
+      if (!all && b.ready < b.members.size()) return;
+      if (b.ready < b.members.size()) {  // parameters without a gradient this time count as 0
+        torch::NoGradGuard no_grad;
+        for (int i : b.members) {
+          if (!seen_[i]) b.flat.narrow(0, slot_of_[i].offset, params_[i].numel()).zero_();
+        }
+      }
+      b.local.copy_(b.flat);
+      b.launched = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.push_back(next_launch_);
+      }
+      cv_.notify_all();
+      ++next_launch_;
+    }
+  }
+
+  void CommLoop() {
+    for (;;) {
+      size_t bi;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        bi = queue_.front();
+        queue_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        if (!failed_) comm_->AllReduce(buckets_[bi].flat, ReduceOp::kAverage);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error && !failed_) failed_ = error;
+        buckets_[bi].done = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  /// End of backward: reduce what is left, wait, write the averages into .grad.
+  void Finish() {
+    in_backward_ = false;
+    LaunchReady(true);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] {
+        for (const Bucket& b : buckets_) {
+          if (!b.done) return false;
+        }
+        return true;
+      });
+      if (failed_) std::rethrow_exception(failed_);
+    }
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Slot& s = slot_of_[i];
+      const Bucket& b = buckets_[s.bucket];
+      torch::Tensor& p = params_[i];
+      auto avg = b.flat.narrow(0, s.offset, p.numel()).view(p.sizes());
+      torch::Tensor& grad = p.mutable_grad();
+      if (!grad.defined()) {
+        grad = avg.clone();
+      } else {
+        grad.add_(avg - b.local.narrow(0, s.offset, p.numel()).view(p.sizes()));
+      }
+    }
+  }
+
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<Collective> comm_;
+  std::vector<Bucket> buckets_;
+  std::vector<Slot> slot_of_;  // by parameter index
+  // Backward thread only:
+  bool in_backward_ = false;
+  std::vector<bool> seen_;
+  size_t next_launch_ = 0;
+  // Shared with the communication thread:
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<size_t> queue_;
+  std::exception_ptr failed_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// ---- The worker's state ----------------------------------------------------------------
+
+struct Worker {
+  WorkerSpec spec;
+  std::shared_ptr<std::atomic<bool>> aborted;
+  std::unique_ptr<Collective> collective;
+  TrainContext context;
+  std::vector<std::shared_ptr<Reducer>> reducers;
+  int64_t reports = 0;
+  int reducer_tags_used = 0;
+};
+
+thread_local Worker* t_worker = nullptr;
+
+Worker& Current(const char* what) {
+  if (t_worker == nullptr) {
+    throw Error(std::string("prism::train::") + what +
+                " called outside a training worker: call it from the train_loop_per_worker "
+                "that TorchTrainer runs");
+  }
+  return *t_worker;
+}
+
+CollectiveOptions OptionsFor(const Worker& w) {
+  CollectiveOptions o;
+  auto flag = w.aborted;
+  o.aborted = [flag] { return flag->load(); };
+  return o;
+}
+
+std::unique_ptr<Collective> MakeGroupCollective(const Worker& w, int tag) {
+  auto mpi = MakeMpiCollective(w.spec.world_ranks, tag, OptionsFor(w));
+  if (!w.spec.use_gpu) return mpi;
+  return MakeNcclCollective(*mpi, w.spec.local_rank, OptionsFor(w));
+}
+
+/// Where MakeTempCheckpointDir puts its directories (see checkpoint.cc).
+bool UnderTempCheckpointRoot(const std::string& path) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string root = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-checkpoints-";
+  return path.rfind(root, 0) == 0;
+}
+
+std::string Pad(int64_t n, int width) {
+  std::string s = std::to_string(n);
+  return std::string(width > static_cast<int>(s.size()) ? width - s.size() : 0, '0') + s;
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string ReportPrefix(const std::string& run_id) { return "prism.train/" + run_id + "/"; }
+
+void AbortGroup(int tag) { AbortFlag(tag)->store(true); }
+
+void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
+  const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::ostringstream json;
+  json << "{";
+  for (const auto& [k, v] : r.metrics) json << JsonString(k) << ": " << JsonNumber(v) << ", ";
+  json << "\"training_iteration\": " << r.iteration << ", \"attempt\": " << r.attempt
+       << ", \"timestamp\": " << JsonNumber(now) << ", \"checkpoint_dir_name\": "
+       << (r.checkpoint_path.empty()
+               ? std::string("null")
+               : JsonString(std::filesystem::path(r.checkpoint_path).filename().string()))
+       << "}\n";
+  std::ofstream(trial_dir + "/result.json", std::ios::app) << json.str();
+
+  const std::string csv = trial_dir + "/progress.csv";
+  const bool fresh = !std::filesystem::exists(csv);
+  std::ofstream out(csv, std::ios::app);
+  if (fresh) {
+    for (const auto& [k, v] : r.metrics) out << k << ",";
+    out << "training_iteration,attempt,timestamp\n";
+  }
+  for (const auto& [k, v] : r.metrics) out << JsonNumber(v) << ",";
+  out << r.iteration << "," << r.attempt << "," << JsonNumber(now) << "\n";
+}
+
+std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
+  // Lines are flat objects this file wrote: "name": number pairs, plus a few fields that
+  // are not metrics.
+  std::vector<Metrics> out;
+  std::ifstream in(trial_dir + "/result.json");
+  std::string line;
+  while (std::getline(in, line)) {
+    Metrics m;
+    size_t pos = 0;
+    while ((pos = line.find('"', pos)) != std::string::npos) {
+      size_t end = line.find('"', pos + 1);
+      if (end == std::string::npos) break;
+      std::string key = line.substr(pos + 1, end - pos - 1);
+      size_t colon = line.find(':', end);
+      if (colon == std::string::npos) break;
+      size_t value_start = line.find_first_not_of(' ', colon + 1);
+      size_t value_end = line.find_first_of(",}", value_start);
+      std::string value = line.substr(value_start, value_end - value_start);
+      pos = value_end;
+      if (key == "attempt" || key == "timestamp" || key == "checkpoint_dir_name" ||
+          value.empty() || value[0] == '"' || value == "null") {
+        continue;
+      }
+      try {
+        m[key] = std::stod(value);
+      } catch (const std::exception&) {
+      }
+    }
+    if (!m.empty()) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+int64_t RunWorker(const WorkerSpec& spec) {
+  auto loop = prism::internal::FunctionRegistry::Instance().FindByName(spec.loop_name);
+  if (loop == nullptr || !loop->invoke) {
+    throw Error("prism::train: no training loop named \"" + spec.loop_name +
+                "\" on this rank (register it with PRISM_REMOTE in the same binary)");
+  }
+  Worker w;
+  w.spec = spec;
+  w.aborted = AbortFlag(spec.tag);
+  torch::Device device = torch::kCPU;
+  if (spec.use_gpu) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.local_rank));
+  w.collective = MakeGroupCollective(w, spec.tag);
+  w.context = WorkerAccess::Make(spec, device, w.collective.get());
+  t_worker = &w;
+  struct Reset {
+    ~Reset() { t_worker = nullptr; }
+  } reset;
+  prism::internal::Buffer args = prism::internal::Serialize(spec.config);
+  prism::internal::Buffer result;
+  loop->invoke({prism::internal::ByteView{args.data(), args.size()}}, result);
+  w.collective->Barrier();  // everyone finished: no collective is left half-matched
+  return w.reports;
+}
+
+}  // namespace internal
+
+Collective& TrainContext::GetCollective() const {
+  if (collective_ == nullptr) throw Error("prism::train: this context has no collective");
+  return *collective_;
+}
+
+const TrainContext& GetContext() { return internal::Current("GetContext").context; }
+
+std::optional<Checkpoint> GetCheckpoint() {
+  const auto& w = internal::Current("GetCheckpoint");
+  if (w.spec.resume_path.empty()) return std::nullopt;
+  return Checkpoint::FromDirectory(w.spec.resume_path);
+}
+
+void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
+  auto& w = internal::Current("Report");
+  w.collective->Barrier();
+  ++w.reports;
+  if (w.spec.world_rank != 0) {
+    // World rank 0's checkpoint is the one kept; a copy this worker wrote to a temporary
+    // directory would only fill the disk.
+    if (checkpoint && internal::UnderTempCheckpointRoot(checkpoint->path())) {
+      std::error_code ec;
+      std::filesystem::remove_all(checkpoint->path(), ec);
+    }
+    return;
+  }
+  internal::ReportRecord record;
+  record.attempt = w.spec.attempt;
+  record.iteration = w.reports;
+  record.metrics = metrics;
+  if (checkpoint) {
+    internal::CheckpointStore store(w.spec.trial_dir, w.spec.checkpoint_config);
+    record.checkpoint_path = store.Commit(*checkpoint, metrics, /*move=*/true).checkpoint.path();
+  }
+  internal::AppendHistory(w.spec.trial_dir, record);
+  prism::internal::Buffer bytes = prism::internal::Serialize(record);
+  kv::Put(internal::ReportPrefix(w.spec.run_id) + internal::Pad(record.attempt, 4) + "/" +
+              internal::Pad(record.iteration, 9),
+          std::string(bytes.data(), bytes.size()));
+}
+
+void PrepareModule(const std::shared_ptr<torch::nn::Module>& module, size_t bucket_bytes) {
+  auto& w = internal::Current("PrepareModel");
+  module->to(w.context.GetDevice());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : module->parameters()) w.collective->Broadcast(p, 0);
+    for (auto& b : module->buffers()) {
+      if (b.is_contiguous()) w.collective->Broadcast(b, 0);
+    }
+  }
+  std::vector<torch::Tensor> params;
+  for (auto& p : module->parameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  if (w.spec.world_ranks.size() < 2 || params.empty()) return;  // nothing to average
+  // The reducer's all-reduces run on its own thread while the loop may call collectives:
+  // its own communicator keeps the two streams of collectives from crossing.
+  const int tag = w.spec.tag + 1 + w.reducer_tags_used++;
+  auto reducer = std::make_shared<internal::Reducer>(std::move(params), bucket_bytes,
+                                                     internal::MakeGroupCollective(w, tag));
+  reducer->Attach();
+  w.reducers.push_back(std::move(reducer));
+}
+
+DataLoader PrepareDataLoader(TensorDataset dataset, int64_t batch_size, bool shuffle, uint64_t seed,
+                             bool drop_last) {
+  const auto& c = GetContext();
+  return DataLoader(std::move(dataset), batch_size, shuffle, seed, c.GetWorldRank(),
+                    c.GetWorldSize(), c.GetDevice(), drop_last);
+}
+
+}  // namespace prism::train

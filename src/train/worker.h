@@ -1,0 +1,61 @@
+#pragma once
+// What the driver (TorchTrainer::Fit) and a training worker share: the worker's spec, the
+// report records the worker publishes for the driver (through the GCS KV), and the
+// worker's entry points, which trainer.cc registers as remote functions.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "prism/train/checkpoint.h"
+#include "prism/train/config.h"
+
+namespace prism::train::internal {
+
+struct WorkerSpec {
+  std::string run_id;  // unique per Fit call
+  int attempt = 0;
+  int tag = 0;  // MPI group tag base: the group uses tag, the gradient reducer tag + 1
+  std::vector<int> world_ranks;  // the group's MPI ranks, by world rank
+  int world_rank = 0, local_rank = 0, local_world_size = 1, node_rank = 0;
+  std::string experiment_name, trial_dir, loop_name;
+  Config config;
+  std::string resume_path;  // checkpoint to resume from; empty: none
+  CheckpointConfig checkpoint_config;
+  bool use_gpu = false;
+
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar& run_id& attempt& tag& world_ranks& world_rank& local_rank& local_world_size& node_rank;
+    ar& experiment_name& trial_dir& loop_name& config& resume_path& checkpoint_config& use_gpu;
+  }
+};
+
+/// One Report of world rank 0, as the driver reads it.
+struct ReportRecord {
+  int attempt = 0;
+  int64_t iteration = 0;  // 1, 2, ... within the attempt
+  Metrics metrics;
+  std::string checkpoint_path;  // committed checkpoint; empty: none
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar& attempt& iteration& metrics& checkpoint_path;
+  }
+};
+
+/// KV prefix under which a run's reports appear, in order ("<prefix><attempt>/<iteration>"
+/// with zero-padded numbers).
+std::string ReportPrefix(const std::string& run_id);
+
+/// Runs the user's loop as one worker of the group; returns its number of reports. Throws
+/// what the loop throws.
+int64_t RunWorker(const WorkerSpec& spec);
+/// Makes every collective of the group `tag` on this rank throw CollectiveAborted.
+void AbortGroup(int tag);
+
+/// result.json (one JSON object per report) and progress.csv in the run directory.
+void AppendHistory(const std::string& trial_dir, const ReportRecord& record);
+/// The metrics of every report in result.json, oldest first.
+std::vector<Metrics> ReadHistory(const std::string& trial_dir);
+
+}  // namespace prism::train::internal
