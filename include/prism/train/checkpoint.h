@@ -52,8 +52,9 @@ class Checkpoint {
 
 /// Retention of a run's checkpoints (Ray's CheckpointConfig).
 struct CheckpointConfig {
-  /// Keep at most this many (0: keep all). With a score attribute, the best ones are kept;
-  /// without, the newest. The newest is never deleted (a resume needs it).
+  /// Keep this many (0: keep all). With a score attribute, the best ones are kept;
+  /// without, the newest. The newest is never deleted (a resume needs it): when it is not
+  /// among the best, it is kept as well (num_to_keep + 1 on storage, as in Ray).
   int num_to_keep = 0;
   /// A reported metric to rank checkpoints by (empty: by recency).
   std::string checkpoint_score_attribute;
@@ -83,7 +84,8 @@ void LoadStateDict(const std::string& file, torch::nn::Module& module,
 std::map<std::string, Attribute> ReadAttributes(const std::string& file);
 
 /// A fresh, empty directory for a worker to write a checkpoint into before Report (under
-/// $TMPDIR/prism-<job>/checkpoints; Report moves or copies it into the run's storage).
+/// ${TMPDIR:-/tmp}/prism-checkpoints-<uid>/; Report moves or copies it into the run's
+/// storage).
 std::string MakeTempCheckpointDir();
 
 }  // namespace prism::train
