@@ -1,0 +1,465 @@
+// prism_collective_benchmark: AllReduce (sum, float32) through prism::train's MPI collective
+// against a raw blocking MPI_Allreduce of the same bytes, on every rank.
+//
+//   mpirun -n 3 ./prism_collective_benchmark [--quick] [--json=PATH] [--rounds=N]
+//                                            [--sizes-mib=1,16,100]
+//
+// The driver (rank 0) starts one task per rank. Each builds the Collective over all ranks
+// and, for the baseline, a second communicator made the same way (MPI_Comm_create_group with
+// another tag), then runs both round by round, interleaved (the order alternates), so that
+// both see the same machine load. A round is a fixed number of operations (the same on
+// every rank, as collectives need), timed between two barriers; a round's time is the
+// slowest rank's. Reported: bus bandwidth = bytes * 2 (n - 1) / n / seconds (NCCL-tests'
+// convention), median [min, max] across rounds, and the Collective/raw ratio (median of the
+// per-round ratios; target >= 0.90). Table on stdout, JSON in Google Benchmark's shape
+// (like perf/microbenchmark.cc) at --json (default perf/results/collective_benchmark.json).
+#include <mpi.h>
+#include <prism/api.h>
+#include <prism/train/collective.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef PRISM_BENCH_VERSION
+#define PRISM_BENCH_VERSION "unknown"
+#endif
+#ifndef PRISM_BENCH_GIT
+#define PRISM_BENCH_GIT "unknown"
+#endif
+#ifndef PRISM_BENCH_BUILD_TYPE
+#define PRISM_BENCH_BUILD_TYPE "unknown"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kCollectiveTag = 1;
+// The baseline's MPI_Comm_create_group tag on MPI_COMM_WORLD: above Prism's transport tags
+// and the collective backend's (its base is 1 << 20), so nothing can match it by mistake.
+constexpr int kRawCommTag = (1 << 20) + (1 << 19);
+constexpr double kTargetRatio = 0.90;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+/// One member's timings: for each size, for each round, seconds per operation of the
+/// Collective and of raw MPI_Allreduce (flattened: size-major, then round, then the pair).
+/// Throws if a warm-up result is wrong (so a fast but broken collective cannot pass).
+std::vector<double> BenchMember(std::vector<int> ranks, std::vector<int64_t> sizes,
+                                std::vector<int64_t> iterations, int rounds) {
+  auto collective = prism::train::MakeMpiCollective(ranks, kCollectiveTag);
+  MPI_Group world_group, group;
+  MPI_Comm raw = MPI_COMM_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group);
+  MPI_Comm_create_group(MPI_COMM_WORLD, group, kRawCommTag, &raw);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  const int n = static_cast<int>(ranks.size());
+
+  std::vector<double> out;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const int64_t count = sizes[s] / static_cast<int64_t>(sizeof(float));
+    torch::Tensor tensor = torch::ones({count}, torch::kFloat32);
+    std::vector<float> buffer(static_cast<size_t>(count), 1.0f);
+    // Warm-up, checked: ones summed over n members.
+    collective->AllReduce(tensor, prism::train::ReduceOp::kSum);
+    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
+    if (!tensor.eq(static_cast<float>(n)).all().item<bool>() ||
+        std::any_of(buffer.begin(), buffer.end(), [n](float v) { return v != static_cast<float>(n); })) {
+      throw std::runtime_error("warm-up AllReduce of " + std::to_string(sizes[s]) +
+                               " bytes gave wrong sums");
+    }
+    // Zeros from here on: sums stay finite however many rounds run.
+    tensor.zero_();
+    std::fill(buffer.begin(), buffer.end(), 0.0f);
+
+    auto time_collective = [&] {
+      MPI_Barrier(raw);
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < iterations[s]; ++i) {
+        collective->AllReduce(tensor, prism::train::ReduceOp::kSum);
+      }
+      return Seconds(Clock::now() - t0) / static_cast<double>(iterations[s]);
+    };
+    auto time_raw = [&] {
+      MPI_Barrier(raw);
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < iterations[s]; ++i) {
+        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
+      }
+      return Seconds(Clock::now() - t0) / static_cast<double>(iterations[s]);
+    };
+    for (int r = 0; r < rounds; ++r) {
+      double c = 0, m = 0;
+      if (r % 2 == 0) {
+        c = time_collective();
+        m = time_raw();
+      } else {
+        m = time_raw();
+        c = time_collective();
+      }
+      out.push_back(c);
+      out.push_back(m);
+    }
+  }
+  MPI_Comm_free(&raw);
+  return out;
+}
+
+PRISM_REMOTE(BenchMember);
+
+namespace {
+
+struct Options {
+  bool quick = false;
+  std::string json = "perf/results/collective_benchmark.json";
+  int rounds = 5;
+  std::vector<int64_t> sizes_mib = {1, 16, 100};
+  int64_t budget_bytes = int64_t{512} << 20;  // per timed block: iterations = budget / size
+  int timeout_s = 900;
+};
+
+void Usage() {
+  std::printf(
+      "usage: prism_collective_benchmark [--quick] [--json=PATH] [--rounds=N]\n"
+      "                                  [--sizes-mib=A,B,...] [--prism-* flags]\n"
+      "  --quick         1 MiB only, 3 short rounds (a smoke run of a few seconds)\n"
+      "  --json=PATH     where the Google-Benchmark-style JSON goes\n"
+      "                  (default perf/results/collective_benchmark.json)\n"
+      "  --sizes-mib     AllReduce sizes in MiB (default 1,16,100)\n"
+      "Run under mpirun with at least 2 ranks.\n");
+}
+
+bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+Options ParseOptions(int argc, char** argv) {
+  Options o;
+  std::map<std::string, std::string> given;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (StartsWith(a, "--prism-")) {
+      if (a.find('=') == std::string::npos && i + 1 < argc && !StartsWith(argv[i + 1], "--")) ++i;
+      continue;
+    }
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--help" || a == "-h") {
+      Usage();
+      std::exit(0);
+    } else if (StartsWith(a, "--") && a.find('=') != std::string::npos) {
+      given[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
+    } else {
+      std::fprintf(stderr, "prism_collective_benchmark: unknown argument '%s'\n", a.c_str());
+      Usage();
+      std::exit(2);
+    }
+  }
+  if (quick) {
+    o.quick = true;
+    o.rounds = 3;
+    o.sizes_mib = {1};
+    o.budget_bytes = int64_t{8} << 20;
+    o.timeout_s = 100;
+  }
+  try {
+    for (const auto& [k, v] : given) {
+      if (k == "json") {
+        o.json = v;
+      } else if (k == "rounds") {
+        o.rounds = std::max(1, std::stoi(v));
+      } else if (k == "sizes-mib") {
+        o.sizes_mib.clear();
+        std::stringstream ss(v);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+          if (!item.empty()) o.sizes_mib.push_back(std::max<int64_t>(1, std::stoll(item)));
+        }
+        if (o.sizes_mib.empty()) throw std::invalid_argument("--sizes-mib lists no size");
+      } else {
+        std::fprintf(stderr, "prism_collective_benchmark: unknown flag --%s\n", k.c_str());
+        Usage();
+        std::exit(2);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism_collective_benchmark: bad flag value: %s\n", e.what());
+    std::exit(2);
+  }
+  return o;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double Min(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
+double Max(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+struct Result {
+  std::string name;
+  std::string note;
+  int64_t bytes = 0;
+  int64_t iterations = 0;            // operations over all rounds
+  std::vector<double> seconds;       // per operation, one per round (slowest rank)
+  std::vector<double> bus_gbps;      // one per round
+  bool has_target = false;
+  double ratio = 0;                  // median of per-round raw/Collective time ratios
+};
+
+std::string SizeName(int64_t bytes) {
+  if (bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes) + "B";
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+std::string IsoDate() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
+  std::string s = buf;
+  if (s.size() > 5) s.insert(s.size() - 2, ":");
+  return s;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string MpiLibraryVersion() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, static_cast<size_t>(std::max(0, len)));
+  auto cut = s.find_first_of("\r\n,");
+  return cut == std::string::npos ? s : s.substr(0, cut);
+}
+
+void WriteJson(const Options& opt, int world, const std::vector<Result>& results,
+               const std::string& exe, const double load_start[3]) {
+  std::filesystem::path path(opt.json);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + opt.json);
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) < 0) load[0] = load[1] = load[2] = 0;
+  out << "{\n  \"context\": {\n";
+  out << "    \"date\": \"" << IsoDate() << "\",\n";
+  out << "    \"host_name\": \"" << JsonEscape(HostName()) << "\",\n";
+  out << "    \"executable\": \"" << JsonEscape(exe) << "\",\n";
+  out << "    \"num_cpus\": " << std::thread::hardware_concurrency() << ",\n";
+  out << "    \"cpu_scaling_enabled\": false,\n";
+  out << "    \"caches\": [],\n";
+  out << "    \"load_avg\": [" << JsonNumber(load[0]) << ", " << JsonNumber(load[1]) << ", "
+      << JsonNumber(load[2]) << "],\n";
+  out << "    \"load_avg_at_start\": [" << JsonNumber(load_start[0]) << ", "
+      << JsonNumber(load_start[1]) << ", " << JsonNumber(load_start[2]) << "],\n";
+#ifdef NDEBUG
+  out << "    \"library_build_type\": \"release\",\n";
+#else
+  out << "    \"library_build_type\": \"debug\",\n";
+#endif
+  out << "    \"mpi_ranks\": " << world << ",\n";
+  out << "    \"mpi_library_version\": \"" << JsonEscape(MpiLibraryVersion()) << "\",\n";
+  out << "    \"prism_version\": \"" << PRISM_BENCH_VERSION << "\",\n";
+  out << "    \"prism_git_commit\": \"" << PRISM_BENCH_GIT << "\",\n";
+  out << "    \"prism_build_type\": \"" << PRISM_BENCH_BUILD_TYPE << "\",\n";
+  out << "    \"mode\": \"" << (opt.quick ? "quick" : "full") << "\",\n";
+  out << "    \"rounds\": " << opt.rounds << ",\n";
+  out << "    \"statistic\": \"median across rounds (min/max across rounds alongside); a round's "
+         "time is the slowest rank's\"\n";
+  out << "  },\n  \"benchmarks\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const double sec = Median(r.seconds);
+    out << (i ? ",\n" : "\n") << "    {\n";
+    out << "      \"name\": \"" << r.name << "\",\n";
+    out << "      \"family_index\": " << i << ",\n";
+    out << "      \"run_name\": \"" << r.name << "\",\n";
+    out << "      \"run_type\": \"aggregate\",\n";
+    out << "      \"repetitions\": " << r.seconds.size() << ",\n";
+    out << "      \"threads\": 1,\n";
+    out << "      \"aggregate_name\": \"median\",\n";
+    out << "      \"aggregate_unit\": \"time\",\n";
+    out << "      \"iterations\": " << r.iterations << ",\n";
+    out << "      \"real_time\": " << JsonNumber(sec * 1e6) << ",\n";
+    out << "      \"cpu_time\": " << JsonNumber(sec * 1e6) << ",\n";
+    out << "      \"time_unit\": \"us\",\n";
+    out << "      \"items_per_second\": " << JsonNumber(sec > 0 ? 1 / sec : 0) << ",\n";
+    out << "      \"bytes_per_second\": " << JsonNumber(sec > 0 ? r.bytes / sec : 0) << ",\n";
+    out << "      \"bytes\": " << r.bytes << ",\n";
+    out << "      \"unit\": \"GB/s (bus bandwidth)\",\n";
+    out << "      \"median\": " << JsonNumber(Median(r.bus_gbps)) << ",\n";
+    out << "      \"min\": " << JsonNumber(Min(r.bus_gbps)) << ",\n";
+    out << "      \"max\": " << JsonNumber(Max(r.bus_gbps)) << ",\n";
+    out << "      \"per_round\": [";
+    for (size_t k = 0; k < r.bus_gbps.size(); ++k) out << (k ? ", " : "") << JsonNumber(r.bus_gbps[k]);
+    out << "],\n";
+    if (r.has_target) {
+      out << "      \"ratio_to_raw_mpi\": " << JsonNumber(r.ratio) << ",\n";
+      out << "      \"target\": \"Collective/raw MPI_Allreduce bus bandwidth >= "
+          << JsonNumber(kTargetRatio) << "\",\n";
+      out << "      \"target_value\": " << JsonNumber(kTargetRatio) << ",\n";
+      out << "      \"ratio_to_target\": " << JsonNumber(r.ratio / kTargetRatio) << ",\n";
+      out << "      \"target_met\": " << (r.ratio >= kTargetRatio ? "true" : "false") << ",\n";
+      out << "      \"target_verdict_valid\": " << (opt.quick ? "false" : "true") << ",\n";
+    }
+    out << "      \"label\": \"" << JsonEscape(r.note) << "\"\n";
+    out << "    }";
+  }
+  out << "\n  ]\n}\n";
+  if (!out) throw std::runtime_error("error writing " + opt.json);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt = ParseOptions(argc, argv);
+  prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here until Shutdown
+  const int world = prism::GetRuntimeContext().GetWorldSize();
+  if (world < 2) {
+    std::fprintf(stderr,
+                 "prism_collective_benchmark: needs at least 2 ranks (got %d): run it under "
+                 "mpirun -n 3\n",
+                 world);
+    prism::Shutdown();
+    return 2;
+  }
+  double load_start[3] = {0, 0, 0};
+  if (getloadavg(load_start, 3) < 0) load_start[0] = load_start[1] = load_start[2] = 0;
+
+  std::vector<int> ranks(static_cast<size_t>(world));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  std::vector<int64_t> sizes, iterations;
+  for (int64_t mib : opt.sizes_mib) {
+    sizes.push_back(mib << 20);
+    iterations.push_back(std::max<int64_t>(2, opt.budget_bytes / (mib << 20)));
+  }
+
+  std::printf(
+      "Prism collective benchmark: AllReduce(sum, float32) on %d ranks, %s mode, %d rounds; "
+      "bus bandwidth GB/s, median [min, max] across rounds; load avg %.2f\n",
+      world, opt.quick ? "quick" : "full", opt.rounds, load_start[0]);
+  std::fflush(stdout);
+
+  std::vector<prism::ObjectRef<std::vector<double>>> refs;
+  for (int w : ranks) {
+    refs.push_back(prism::Task(BenchMember)
+                       .SetResource("rank:" + std::to_string(w), 0.01)
+                       .SetResource("CPU", 0)
+                       .Remote(ranks, sizes, iterations, opt.rounds));
+  }
+  std::vector<std::vector<double>> per_rank;
+  try {
+    for (auto& ref : refs) per_rank.push_back(*ref.Get(opt.timeout_s * 1000));
+  } catch (const std::exception& e) {
+    // A member stuck in MPI cannot be stopped from here: report and end the whole job.
+    std::fprintf(stderr, "prism_collective_benchmark: failed: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
+
+  const double bus_factor = 2.0 * (world - 1) / world;
+  std::vector<Result> results;
+  std::printf("\n%-10s %6s  %-30s %-30s %s\n", "size", "iters", "Collective GB/s", "raw MPI GB/s",
+              "ratio (target >= 0.90)");
+  bool all_met = true;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    Result coll, raw;
+    coll.name = "allreduce_collective/" + SizeName(sizes[s]);
+    raw.name = "allreduce_raw_mpi/" + SizeName(sizes[s]);
+    coll.note = "prism::train MPI Collective::AllReduce(kSum), float32, " + std::to_string(world) +
+                " ranks";
+    raw.note = "blocking MPI_Allreduce(MPI_IN_PLACE, MPI_SUM), float32, same members";
+    coll.bytes = raw.bytes = sizes[s];
+    coll.iterations = raw.iterations = iterations[s] * opt.rounds;
+    coll.has_target = true;
+    std::vector<double> ratios;
+    for (int r = 0; r < opt.rounds; ++r) {
+      double c = 0, m = 0;  // the slowest rank's time per operation
+      for (const auto& v : per_rank) {
+        size_t at = (s * static_cast<size_t>(opt.rounds) + static_cast<size_t>(r)) * 2;
+        c = std::max(c, v[at]);
+        m = std::max(m, v[at + 1]);
+      }
+      coll.seconds.push_back(c);
+      raw.seconds.push_back(m);
+      coll.bus_gbps.push_back(static_cast<double>(sizes[s]) * bus_factor / c / 1e9);
+      raw.bus_gbps.push_back(static_cast<double>(sizes[s]) * bus_factor / m / 1e9);
+      ratios.push_back(m / c);
+    }
+    coll.ratio = Median(ratios);
+    all_met = all_met && coll.ratio >= kTargetRatio;
+    char cbuf[64], rbuf[64];
+    std::snprintf(cbuf, sizeof cbuf, "%.3f [%.3f, %.3f]", Median(coll.bus_gbps), Min(coll.bus_gbps),
+                  Max(coll.bus_gbps));
+    std::snprintf(rbuf, sizeof rbuf, "%.3f [%.3f, %.3f]", Median(raw.bus_gbps), Min(raw.bus_gbps),
+                  Max(raw.bus_gbps));
+    std::printf("%-10s %6lld  %-30s %-30s %.3f [%.3f, %.3f] %s\n", SizeName(sizes[s]).c_str(),
+                static_cast<long long>(iterations[s]), cbuf, rbuf, coll.ratio, Min(ratios),
+                Max(ratios), coll.ratio >= kTargetRatio ? "MET" : "NOT MET");
+    results.push_back(coll);
+    results.push_back(raw);
+  }
+  std::printf("Target Collective >= %.2f x raw MPI at every size: %s%s\n", kTargetRatio,
+              all_met ? "MET" : "NOT MET",
+              opt.quick ? " (quick mode: too short for a verdict, run the full mode)" : "");
+
+  int status = 0;
+  try {
+    WriteJson(opt, world, results, argv[0], load_start);
+    std::printf("\nJSON: %s\n", std::filesystem::absolute(opt.json).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism_collective_benchmark: %s\n", e.what());
+    status = 1;
+  }
+  std::fflush(stdout);
+  prism::Shutdown();
+  return status;
+}
