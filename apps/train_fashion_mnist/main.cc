@@ -1,0 +1,447 @@
+// Distributed training of an image classifier on Fashion-MNIST with prism::train: Ray
+// Train's "get started with PyTorch" example, as one MPI job.
+//
+//   mpirun -n 3 ./train_fashion_mnist --workers=2 --epochs=2
+//
+// The driver (rank 0) starts a TorchTrainer; each worker runs TrainLoop on its own rank
+// with its shard of the data, gradients are averaged across workers after every backward
+// pass, and world rank 0 checkpoints the model to HDF5 after every epoch. At the end the
+// driver restores the latest checkpoint into a fresh model and checks its test accuracy
+// against the reported one. Run it again with the same --name and more --epochs and it
+// resumes from that checkpoint.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models.h"
+#include "prism/api.h"
+#include "prism/train.h"
+
+namespace {
+
+namespace train = prism::train;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// Correct predictions and samples among `inputs`/`targets`, in eval mode (batch norm uses
+/// its running statistics), in batches small enough to stay in cache.
+std::pair<int64_t, int64_t> CountCorrect(fashion::Classifier& model, const torch::Tensor& inputs,
+                                         const torch::Tensor& targets, torch::Device device) {
+  constexpr int64_t kEvalBatch = 250;
+  torch::NoGradGuard no_grad;
+  model->eval();
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < inputs.size(0); begin += kEvalBatch) {
+    torch::Tensor x = inputs.slice(0, begin, begin + kEvalBatch).to(device);
+    torch::Tensor y = targets.slice(0, begin, begin + kEvalBatch).to(device);
+    correct += model->forward(x).argmax(1).eq(y).sum().item<int64_t>();
+  }
+  model->train();
+  return {correct, inputs.size(0)};
+}
+
+/// World rank 0's view of an epoch. On a terminal a bar is redrawn in place (at most ten
+/// times a second); otherwise (a log file, Slurm's output) one line per quarter epoch.
+class EpochProgress {
+ public:
+  EpochProgress(int epoch, int epochs, int64_t steps)
+      : epoch_(epoch), epochs_(epochs), steps_(steps), start_(Clock::now()) {
+    // mpirun gives ranks a terminal on stdout only, so a bar there still looks right.
+    if (isatty(STDERR_FILENO)) {
+      out_ = stderr;
+      live_ = true;
+    } else if (isatty(STDOUT_FILENO)) {
+      out_ = stdout;
+      live_ = true;
+    }
+  }
+
+  void Step(int64_t done, double mean_loss) {
+    if (live_) {
+      if (done < steps_ && Since(last_draw_) < 0.1) return;
+      last_draw_ = Clock::now();
+      std::fprintf(out_, "\r%s", Bar(done, mean_loss).c_str());
+      std::fflush(out_);
+    } else if (steps_ > 0 && done * 4 / steps_ > quarters_shown_ && done < steps_) {
+      quarters_shown_ = static_cast<int>(done * 4 / steps_);
+      std::fprintf(out_, "%s\n", Bar(done, mean_loss).c_str());
+      std::fflush(out_);
+    }
+  }
+
+  /// Ends the bar with the epoch's time and throughput.
+  void Finish(double mean_loss, int64_t samples) {
+    const double seconds = Since(start_);
+    std::fprintf(out_, "%s%s  %.1f s, %.0f samples/s per worker\n", live_ ? "\r" : "",
+                 Bar(steps_, mean_loss).c_str(), seconds, samples / std::max(seconds, 1e-9));
+    std::fflush(out_);
+  }
+
+ private:
+  std::string Bar(int64_t done, double mean_loss) const {
+    constexpr int kWidth = 30;
+    const int filled = steps_ > 0 ? static_cast<int>(done * kWidth / steps_) : kWidth;
+    std::string bar(kWidth, ' ');
+    for (int i = 0; i < filled; ++i) bar[i] = '=';
+    if (filled < kWidth) bar[filled] = '>';
+    const int digits = static_cast<int>(std::to_string(steps_).size());
+    char text[160];
+    std::snprintf(text, sizeof text, "epoch %d/%d [%s] %*lld/%lld loss %.4f", epoch_, epochs_,
+                  bar.c_str(), digits, static_cast<long long>(done),
+                  static_cast<long long>(steps_), mean_loss);
+    return text;
+  }
+
+  int epoch_, epochs_;
+  int64_t steps_;
+  Clock::time_point start_;
+  Clock::time_point last_draw_{};
+  FILE* out_ = stderr;
+  bool live_ = false;
+  int quarters_shown_ = 0;
+};
+
+}  // namespace
+
+/// The training loop, run by every worker. Epochs count from 1: checkpoints and reports
+/// carry the number of epochs completed.
+void TrainLoop(train::Config config) {
+  const train::TrainContext& ctx = train::GetContext();
+  const bool chief = ctx.GetWorldRank() == 0;
+  const std::string model_name = config.Get("model", "cnn");
+  const int epochs = config.Get<int>("epochs", 2);
+  const int64_t batch_size = config.Get<int64_t>("batch_size", 128);
+  const double lr = config.Get<double>("lr", 1e-3);
+  const uint64_t seed = config.Get<uint64_t>("seed", 0);
+  const std::string data_dir = config.Get("data_dir", train::kFashionMnistDir);
+  // One CPU per worker (the ScalingConfig default), as Ray Train sets OMP_NUM_THREADS:
+  // more threads would compete with the other workers for the same cores.
+  torch::set_num_threads(1);
+
+  // Same seed everywhere, so every worker starts from the same weights (PrepareModel also
+  // broadcasts world rank 0's).
+  torch::manual_seed(seed);
+  fashion::Classifier model = train::PrepareModel(fashion::MakeModel(model_name));
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
+
+  int start_epoch = 0;
+  if (std::optional<train::Checkpoint> checkpoint = train::GetCheckpoint()) {
+    const std::string file = checkpoint->path() + "/model.h5";
+    train::LoadStateDict(file, *model, &optimizer);  // every worker reads the same file
+    start_epoch = static_cast<int>(std::get<int64_t>(train::ReadAttributes(file).at("epoch")));
+    if (chief) {
+      std::fprintf(stderr, "resuming after epoch %d from %s\n", start_epoch, file.c_str());
+    }
+  }
+  if (start_epoch >= epochs && chief) {
+    std::fprintf(stderr,
+                 "nothing to train: the checkpoint is at epoch %d and --epochs is %d (ask for "
+                 "more epochs, or use a new --name to start over)\n",
+                 start_epoch, epochs);
+  }
+
+  train::DataLoader loader =
+      train::PrepareDataLoader(train::LoadFashionMnist("train", data_dir), batch_size,
+                               /*shuffle=*/true, seed);
+  // Each worker scores every world-size-th test image: no padding, so the counts add up
+  // to exactly the test set.
+  const train::TensorDataset test = train::LoadFashionMnist("test", data_dir);
+  const torch::Tensor test_inputs = test.inputs.slice(0, ctx.GetWorldRank(), test.size(), ctx.GetWorldSize());
+  const torch::Tensor test_targets = test.targets.slice(0, ctx.GetWorldRank(), test.size(), ctx.GetWorldSize());
+
+  for (int epoch = start_epoch + 1; epoch <= epochs; ++epoch) {
+    loader.SetEpoch(epoch);
+    std::vector<train::Batch> batches = loader.Batches();
+    std::optional<EpochProgress> progress;
+    if (chief) progress.emplace(epoch, epochs, static_cast<int64_t>(batches.size()));
+    double loss_sum = 0;
+    int64_t steps = 0;
+    for (const train::Batch& batch : batches) {
+      optimizer.zero_grad();
+      torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(batch.inputs), batch.targets);
+      loss.backward();  // gradients are averaged across workers here
+      optimizer.step();
+      loss_sum += loss.item<double>();
+      ++steps;
+      if (progress) progress->Step(steps, loss_sum / steps);
+    }
+    if (progress) progress->Finish(loss_sum / std::max<int64_t>(steps, 1), loader.ShardSize());
+
+    // Batch norm statistics are not averaged by DDP and drift apart; use world rank 0's
+    // (the ones its checkpoint keeps) so the accuracy reported is the checkpoint's.
+    {
+      torch::NoGradGuard no_grad;
+      for (torch::Tensor& buffer : model->buffers()) {
+        if (buffer.is_contiguous()) ctx.GetCollective().Broadcast(buffer, 0);
+      }
+    }
+    auto [correct, count] = CountCorrect(model, test_inputs, test_targets, ctx.GetDevice());
+    torch::Tensor totals = torch::tensor({loss_sum, static_cast<double>(steps),
+                                          static_cast<double>(correct), static_cast<double>(count)},
+                                         torch::kFloat64);
+    ctx.GetCollective().AllReduce(totals, train::ReduceOp::kSum);
+    const double mean_loss = totals[0].item<double>() / totals[1].item<double>();
+    const double accuracy = totals[2].item<double>() / totals[3].item<double>();
+
+    // World rank 0's checkpoint is the one kept, so only it writes one.
+    std::optional<train::Checkpoint> checkpoint;
+    if (chief) {
+      const std::string dir = train::MakeTempCheckpointDir();
+      train::SaveStateDict(dir + "/model.h5", *model, &optimizer,
+                           {{"epoch", int64_t{epoch}},
+                            {"test_accuracy", accuracy},
+                            {"model", model_name}});
+      checkpoint = train::Checkpoint::FromDirectory(dir);
+    }
+    train::Report({{"epoch", static_cast<double>(epoch)}, {"loss", mean_loss}, {"test_accuracy", accuracy}}, checkpoint);
+  }
+}
+PRISM_REMOTE(TrainLoop);
+
+// ---- Driver ------------------------------------------------------------------------------
+
+namespace {
+
+struct Options {
+  int workers = 2;
+  int epochs = 2;
+  std::string model = "cnn";
+  std::string storage_path;
+  std::string name;
+  std::string data_dir = train::kFashionMnistDir;
+  double lr = 1e-3;
+  int batch_size = 128;
+  int seed = 0;
+  bool help = false;
+};
+
+constexpr const char* kUsage =
+    "usage: train_fashion_mnist [flags] [--prism-...]\n"
+    "  --workers=N         training workers, one rank each (default 2)\n"
+    "  --epochs=N          epochs in total; a resumed run trains the missing ones (default 2)\n"
+    "  --model=NAME        cnn (default) or resnet18\n"
+    "  --batch-size=N      samples per worker per step (default 128)\n"
+    "  --lr=X              Adam learning rate (default 0.001)\n"
+    "  --seed=N            weights and shuffling (default 0)\n"
+    "  --data-dir=DIR      Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist,\n"
+    "                      from the Debian package dataset-fashion-mnist)\n"
+    "  --storage-path=DIR  where runs live (default $PRISM_STORAGE_PATH, else ./prism_results)\n"
+    "  --name=RUN          the run's name; an existing run resumes (default fashion_mnist_MODEL)\n"
+    "  --prism-*           Prism runtime flags (see README)\n"
+    "example: mpirun -n 3 ./train_fashion_mnist --workers=2 --epochs=2\n";
+
+bool ParseInt(const std::string& text, int lo, int hi, int& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool ParsePositive(const std::string& text, double& out) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v)) return false;
+  out = v;
+  return true;
+}
+
+/// Reads our flags ("--flag=value" or "--flag value"); skips --prism-* (Init's). Returns
+/// an error message, empty if all is well.
+std::string ParseFlags(int argc, char** argv, Options& opt) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--prism-", 0) == 0) {
+      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;  // "--prism-x v"
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      opt.help = true;
+      continue;
+    }
+    std::string name = arg, value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+      has_value = true;
+    }
+    auto bad = [&](const std::string& expected) {
+      return name + ": '" + value + "' is not " + expected;
+    };
+    if (name != "--workers" && name != "--epochs" && name != "--model" && name != "--batch-size" &&
+        name != "--lr" && name != "--seed" && name != "--data-dir" && name != "--storage-path" &&
+        name != "--name") {
+      return "unknown argument '" + arg + "'";
+    }
+    if (!has_value) return name + " needs a value";
+    if (name == "--workers") {
+      if (!ParseInt(value, 1, 4096, opt.workers)) return bad("a whole number in 1..4096");
+    } else if (name == "--epochs") {
+      if (!ParseInt(value, 1, 100000, opt.epochs)) return bad("a whole number in 1..100000");
+    } else if (name == "--batch-size") {
+      if (!ParseInt(value, 1, 1 << 20, opt.batch_size)) return bad("a whole number in 1..1048576");
+    } else if (name == "--seed") {
+      if (!ParseInt(value, 0, 1 << 30, opt.seed)) return bad("a whole number in 0..1073741824");
+    } else if (name == "--lr") {
+      if (!ParsePositive(value, opt.lr)) return bad("a positive number");
+    } else if (name == "--model") {
+      if (value != "cnn" && value != "resnet18") return bad("cnn or resnet18");
+      opt.model = value;
+    } else if (name == "--data-dir") {
+      opt.data_dir = value;
+    } else if (name == "--storage-path") {
+      opt.storage_path = value;
+    } else {
+      opt.name = value;
+    }
+  }
+  return "";
+}
+
+std::string Fixed(double v, int digits) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(digits) << v;
+  return out.str();
+}
+
+double MetricOr(const train::Metrics& m, const std::string& key, double fallback) {
+  auto it = m.find(key);
+  return it == m.end() ? fallback : it->second;
+}
+
+int RunDriver(const Options& opt) {
+  auto ctx = prism::GetRuntimeContext();
+  std::string storage = opt.storage_path;
+  if (storage.empty()) {
+    const char* env = std::getenv("PRISM_STORAGE_PATH");
+    storage = env != nullptr && *env != '\0' ? env : "prism_results";
+  }
+  storage = std::filesystem::absolute(storage).lexically_normal().string();
+  const std::string name = opt.name.empty() ? "fashion_mnist_" + opt.model : opt.name;
+
+  // The driver needs the test set at the end anyway; reading it first fails fast, with
+  // the message saying what to install, before any worker starts.
+  const train::TensorDataset test = train::LoadFashionMnist("test", opt.data_dir);
+
+  std::cout << "Fashion-MNIST with prism::train: " << opt.model << ", " << opt.workers
+            << " worker(s) on " << ctx.GetWorldSize() << " rank(s), batch " << opt.batch_size
+            << " per worker, Adam lr " << opt.lr << ", " << opt.epochs << " epoch(s)\n"
+            << "run: " << storage << "/" << name << "\n"
+            << std::flush;
+
+  train::Config config;
+  config.Set("model", opt.model)
+      .Set("epochs", opt.epochs)
+      .Set("batch_size", opt.batch_size)
+      .Set("lr", opt.lr)
+      .Set("seed", opt.seed)
+      .Set("data_dir", opt.data_dir);
+  train::TorchTrainerOptions options;
+  options.train_loop_config = config;
+  options.scaling_config.num_workers = opt.workers;
+  options.run_config.name = name;
+  options.run_config.storage_path = storage;
+  options.run_config.checkpoint_config.num_to_keep = 2;
+  options.run_config.checkpoint_config.checkpoint_score_attribute = "test_accuracy";
+  options.run_config.checkpoint_config.checkpoint_score_order = "max";
+  train::TorchTrainer trainer(TrainLoop, options);
+
+  const auto start = Clock::now();
+  const train::Result result = trainer.Fit();
+  const double seconds = Since(start);
+
+  // What happened, epoch by epoch (earlier runs of the same name included).
+  std::cout << "\ntrained in " << Fixed(seconds, 1) << " s\n"
+            << "  epoch  loss    test accuracy\n";
+  for (const train::Metrics& m : result.metrics_history) {
+    std::cout << "  " << std::setw(5) << static_cast<int>(MetricOr(m, "epoch", 0)) << "  "
+              << Fixed(MetricOr(m, "loss", NAN), 4) << "  "
+              << Fixed(MetricOr(m, "test_accuracy", NAN), 4) << "\n";
+  }
+  if (!result.checkpoint) {
+    std::cout << "no checkpoint was saved\n";
+    return 1;
+  }
+  std::cout << "latest checkpoint: " << result.checkpoint->path() << "\n";
+  for (const train::ReportedCheckpoint& kept : result.best_checkpoints) {
+    std::cout << "  kept: " << std::filesystem::path(kept.checkpoint.path()).filename().string()
+              << " (test accuracy " << Fixed(MetricOr(kept.metrics, "test_accuracy", NAN), 4)
+              << ")\n";
+  }
+
+  // Restore the latest checkpoint into a fresh model, as an inference job would.
+  const std::string file = result.checkpoint->path() + "/model.h5";
+  const std::map<std::string, train::Attribute> attributes = train::ReadAttributes(file);
+  const std::string saved_model = std::get<std::string>(attributes.at("model"));
+  const double saved_accuracy = std::get<double>(attributes.at("test_accuracy"));
+  const int64_t saved_epoch = std::get<int64_t>(attributes.at("epoch"));
+  fashion::Classifier model = fashion::MakeModel(saved_model);
+  train::LoadStateDict(file, *model);
+  auto [correct, count] = CountCorrect(model, test.inputs, test.targets, torch::kCPU);
+  const double accuracy = static_cast<double>(correct) / static_cast<double>(count);
+  std::cout << "restored checkpoint: test accuracy " << Fixed(accuracy, 4) << " (" << correct
+            << "/" << count << "; reported " << Fixed(saved_accuracy, 4) << " after epoch "
+            << saved_epoch << ")\n";
+  if (std::abs(accuracy - saved_accuracy) > 1e-3) {
+    std::cout << "MISMATCH: the restored model scores " << Fixed(accuracy, 4)
+              << ", the training run reported " << Fixed(saved_accuracy, 4) << "\n";
+    return 1;
+  }
+  if (saved_model == "cnn" && saved_epoch >= 2 && accuracy < 0.85) {
+    std::cout << "warning: the cnn usually passes 0.85 after 2 epochs; got " << Fixed(accuracy, 4)
+              << "\n";
+  }
+  std::cout << "OK: the restored model matches the reported accuracy\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    prism::Init(argc, argv);  // ranks 1..N-1 serve (and train) here and never return
+  } catch (const prism::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  Options opt;
+  const std::string flag_error = ParseFlags(argc, argv, opt);
+  int status = 0;
+  if (!flag_error.empty()) {
+    std::cerr << "error: " << flag_error << "\n" << kUsage;
+    status = 2;
+  } else if (opt.help) {
+    std::cout << kUsage;
+  } else {
+    try {
+      status = RunDriver(opt);
+    } catch (const std::exception& e) {  // prism::Error, TrainingFailedError, torch's c10::Error
+      std::cerr << "error: " << e.what() << "\n";
+      status = 1;
+    }
+  }
+  prism::Shutdown();  // the serving ranks exit here
+  return status;
+}
