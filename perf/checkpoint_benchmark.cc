@@ -10,7 +10,7 @@
 //   hdf5_raw_write   the same bytes (the parameters concatenated) as one dataset: H5Dwrite,
 //                    H5Fflush, fsync, close
 // both into --dir (default $TMPDIR or /tmp), in alternating order, after one warm-up round;
-// files are deleted between writes (untimed). Reported: median, min and max GB/s across
+// files are deleted and sync() is called between writes (untimed). Reported: median, min and max GB/s across
 // rounds and the ratio of the medians (target: SaveStateDict >= 0.80 of the raw write), to
 // stdout and to a JSON file in Google Benchmark's shape. Finally the last file saved is
 // loaded back and compared with the model: a wrong file fails the run (exit code 1).
@@ -358,6 +358,8 @@ int main(int argc, char** argv) {
     }
     std::error_code ec;
     fs::remove(file, ec);
+    // Untimed: the next write starts with no writeback or journal work left from this one.
+    ::sync();
   };
   auto run_save = [&] { prism::train::SaveStateDict(save_file, *model); };
   auto run_raw = [&] { RawHdf5Write(raw_file, raw); };
