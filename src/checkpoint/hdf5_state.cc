@@ -16,10 +16,13 @@
 #include <hdf5.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <mutex>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
