@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "prism/train.h"
-#include "test_util.h"
+#include "../test_util.h"
 
 using namespace prism_test;
 namespace train = prism::train;
