@@ -82,7 +82,8 @@ std::vector<double> BenchMember(std::vector<int> ranks, std::vector<int64_t> siz
     collective->AllReduce(tensor, prism::train::ReduceOp::kSum);
     MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
     if (!tensor.eq(static_cast<float>(n)).all().item<bool>() ||
-        std::any_of(buffer.begin(), buffer.end(), [n](float v) { return v != static_cast<float>(n); })) {
+        std::any_of(buffer.begin(), buffer.end(),
+                    [n](float v) { return v != static_cast<float>(n); })) {
       throw std::runtime_error("warm-up AllReduce of " + std::to_string(sizes[s]) +
                                " bytes gave wrong sums");
     }
@@ -102,7 +103,8 @@ std::vector<double> BenchMember(std::vector<int> ranks, std::vector<int64_t> siz
       MPI_Barrier(raw);
       auto t0 = Clock::now();
       for (int64_t i = 0; i < iterations[s]; ++i) {
-        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw);
+        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                      raw);
       }
       return Seconds(Clock::now() - t0) / static_cast<double>(iterations[s]);
     };
@@ -212,18 +214,22 @@ double Median(std::vector<double> v) {
   size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-double Min(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
-double Max(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+double Min(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+}
+double Max(const std::vector<double>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
 
 struct Result {
   std::string name;
   std::string note;
   int64_t bytes = 0;
-  int64_t iterations = 0;            // operations over all rounds
-  std::vector<double> seconds;       // per operation, one per round (slowest rank)
-  std::vector<double> bus_gbps;      // one per round
+  int64_t iterations = 0;        // operations over all rounds
+  std::vector<double> seconds;   // per operation, one per round (slowest rank)
+  std::vector<double> bus_gbps;  // one per round
   bool has_target = false;
-  double ratio = 0;                  // median of per-round raw/Collective time ratios
+  double ratio = 0;  // median of per-round raw/Collective time ratios
 };
 
 std::string SizeName(int64_t bytes) {
@@ -339,7 +345,8 @@ void WriteJson(const Options& opt, int world, const std::vector<Result>& results
     out << "      \"min\": " << JsonNumber(Min(r.bus_gbps)) << ",\n";
     out << "      \"max\": " << JsonNumber(Max(r.bus_gbps)) << ",\n";
     out << "      \"per_round\": [";
-    for (size_t k = 0; k < r.bus_gbps.size(); ++k) out << (k ? ", " : "") << JsonNumber(r.bus_gbps[k]);
+    for (size_t k = 0; k < r.bus_gbps.size(); ++k)
+      out << (k ? ", " : "") << JsonNumber(r.bus_gbps[k]);
     out << "],\n";
     if (r.has_target) {
       out << "      \"ratio_to_raw_mpi\": " << JsonNumber(r.ratio) << ",\n";

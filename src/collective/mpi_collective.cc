@@ -167,8 +167,7 @@ class MpiCollective final : public Collective {
     auto* data = static_cast<char*>(tensor.data_ptr());
     ForEachChunk(tensor.numel(), elem, [&](int64_t first, int count) {
       MPI_Request req = MPI_REQUEST_NULL;
-      Check(MPI_Iallreduce(MPI_IN_PLACE, data + first * elem, count, type, mpi_op, comm_, &req),
-            o);
+      Check(MPI_Iallreduce(MPI_IN_PLACE, data + first * elem, count, type, mpi_op, comm_, &req), o);
       Wait(req, o, tensor);
     });
     if (op == ReduceOp::kAverage) {
@@ -409,8 +408,8 @@ class MpiCollective final : public Collective {
 
 std::unique_ptr<Collective> MakeMpiCollective(const std::vector<int>& world_ranks, int tag,
                                               CollectiveOptions options) {
-  const std::string what = "prism::train::MakeMpiCollective(world ranks " +
-                           RankList(world_ranks) + ", tag " + std::to_string(tag) + ")";
+  const std::string what = "prism::train::MakeMpiCollective(world ranks " + RankList(world_ranks) +
+                           ", tag " + std::to_string(tag) + ")";
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

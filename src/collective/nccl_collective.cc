@@ -176,7 +176,8 @@ class NcclCollective final : public Collective {
   void AllReduce(torch::Tensor& tensor, ReduceOp op) override {
     ncclDataType_t type;
     if (!NcclReduceType(tensor.scalar_type(), &type)) {
-      throw Error(where_ + ": AllReduce: dtype " + std::string(c10::toString(tensor.scalar_type())) +
+      throw Error(where_ + ": AllReduce: dtype " +
+                  std::string(c10::toString(tensor.scalar_type())) +
                   " is not supported by NCCL here (float32/64, float16, bfloat16, int8, uint8, "
                   "int32, int64): convert the tensor first");
     }
@@ -186,8 +187,8 @@ class NcclCollective final : public Collective {
     }
     void* data = DevicePointer(tensor, "AllReduce");
     Run("AllReduce", tensor.nbytes(), [&] {
-      return ncclAllReduce(data, data, static_cast<size_t>(tensor.numel()), type, NcclOp(op),
-                           comm_, stream_);
+      return ncclAllReduce(data, data, static_cast<size_t>(tensor.numel()), type, NcclOp(op), comm_,
+                           stream_);
     });
   }
 
@@ -215,14 +216,14 @@ class NcclCollective final : public Collective {
       cudaSetDevice(device);
       cudaFree(p);
     });
-    Run("AllGather", bytes, [&] {
-      return ncclAllGather(data, out, bytes, ncclUint8, comm_, stream_);
-    });
+    Run("AllGather", bytes,
+        [&] { return ncclAllGather(data, out, bytes, ncclUint8, comm_, stream_); });
     auto options = tensor.options().device(torch::Device(torch::kCUDA, device_));
     std::vector<torch::Tensor> result;
     for (int i = 0; i < size_; ++i) {
-      result.push_back(torch::from_blob(static_cast<char*>(out) + static_cast<size_t>(i) * bytes,
-                                        tensor.sizes(), [owner](void*) {}, options));
+      result.push_back(torch::from_blob(
+          static_cast<char*>(out) + static_cast<size_t>(i) * bytes, tensor.sizes(),
+          [owner](void*) {}, options));
     }
     return result;
   }

@@ -89,7 +89,10 @@ double Expected(const Ranks& ranks, int64_t i, ReduceOp op, int64_t shift) {
 }
 
 const char* OpName(ReduceOp op) {
-  return op == ReduceOp::kSum ? "sum" : op == ReduceOp::kAverage ? "avg" : op == ReduceOp::kMax ? "max" : "min";
+  return op == ReduceOp::kSum       ? "sum"
+         : op == ReduceOp::kAverage ? "avg"
+         : op == ReduceOp::kMax     ? "max"
+                                    : "min";
 }
 
 std::string Text(const std::exception& e) { return e.what(); }
@@ -107,11 +110,11 @@ std::string CtReduce(Ranks ranks, int tag) {
   const int me = MyRank();
   auto c = MakeMpiCollective(ranks, tag);
   p.Expect(c->Rank() == IndexOf(ranks, me), "Rank() is " + std::to_string(c->Rank()) +
-                                                 ", expected " +
-                                                 std::to_string(IndexOf(ranks, me)));
+                                                ", expected " + std::to_string(IndexOf(ranks, me)));
   p.Expect(c->Size() == static_cast<int>(ranks.size()), "Size() is " + std::to_string(c->Size()));
   p.Expect(c->Backend() == "mpi", "Backend() is " + c->Backend());
-  for (auto dtype : {torch::kFloat32, torch::kFloat64, torch::kInt64, torch::kInt32, torch::kUInt8}) {
+  for (auto dtype :
+       {torch::kFloat32, torch::kFloat64, torch::kInt64, torch::kInt32, torch::kUInt8}) {
     const int64_t shift = dtype == torch::kUInt8 ? 5 : 0;  // uint8 stays non-negative
     for (auto op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax, ReduceOp::kMin}) {
       const std::string label = std::string(c10::toString(dtype)) + " " + OpName(op);
@@ -134,7 +137,8 @@ std::string CtReduce(Ranks ranks, int tag) {
       int bad = 0;
       for (int64_t i = 0; i < got.numel(); ++i) {
         const double want = Expected(ranks, i, op, shift);
-        const double tol = floating && op == ReduceOp::kAverage ? 1e-6 * std::max(1.0, std::abs(want)) : 0;
+        const double tol =
+            floating && op == ReduceOp::kAverage ? 1e-6 * std::max(1.0, std::abs(want)) : 0;
         if (std::abs(got.data_ptr<double>()[i] - want) > tol && bad++ < 2) {
           p.Expect(false, label + ": element " + std::to_string(i) + " is " +
                               std::to_string(got.data_ptr<double>()[i]) + ", expected " +
@@ -178,22 +182,28 @@ std::string CtAllGather(Ranks ranks, int tag) {
   Problems p;
   const int me = MyRank();
   auto c = MakeMpiCollective(ranks, tag);
-  torch::Tensor mine = (torch::arange(6, torch::kFloat32) + 100.0 * me).view({3, 2}).t();  // 2x3 view
+  torch::Tensor mine =
+      (torch::arange(6, torch::kFloat32) + 100.0 * me).view({3, 2}).t();  // 2x3 view
   auto all = c->AllGather(mine);
-  p.Expect(all.size() == ranks.size(), "AllGather returned " + std::to_string(all.size()) + " tensors");
+  p.Expect(all.size() == ranks.size(),
+           "AllGather returned " + std::to_string(all.size()) + " tensors");
   for (size_t j = 0; j < all.size() && j < ranks.size(); ++j) {
     torch::Tensor want = (torch::arange(6, torch::kFloat32) + 100.0 * ranks[j]).view({3, 2}).t();
-    p.Expect(all[j].sizes() == torch::IntArrayRef({2, 3}) && all[j].scalar_type() == torch::kFloat32,
-             "float tensor " + std::to_string(j) + " has the wrong shape or dtype");
-    p.Expect(torch::equal(all[j], want), "float tensor " + std::to_string(j) + " is not world rank " +
-                                             std::to_string(ranks[j]) + "'s");
+    p.Expect(
+        all[j].sizes() == torch::IntArrayRef({2, 3}) && all[j].scalar_type() == torch::kFloat32,
+        "float tensor " + std::to_string(j) + " has the wrong shape or dtype");
+    p.Expect(torch::equal(all[j], want), "float tensor " + std::to_string(j) +
+                                             " is not world rank " + std::to_string(ranks[j]) +
+                                             "'s");
   }
   torch::Tensor ints = torch::full({4}, static_cast<int64_t>(me), torch::kInt64) - torch::arange(4);
   auto all_ints = c->AllGather(ints);
   for (size_t j = 0; j < all_ints.size() && j < ranks.size(); ++j) {
-    p.Expect(torch::equal(all_ints[j], torch::full({4}, static_cast<int64_t>(ranks[j]), torch::kInt64) -
-                                           torch::arange(4)),
-             "int64 tensor " + std::to_string(j) + " is not world rank " + std::to_string(ranks[j]) + "'s");
+    p.Expect(
+        torch::equal(all_ints[j], torch::full({4}, static_cast<int64_t>(ranks[j]), torch::kInt64) -
+                                      torch::arange(4)),
+        "int64 tensor " + std::to_string(j) + " is not world rank " + std::to_string(ranks[j]) +
+            "'s");
   }
   return p.text;
 }
@@ -235,13 +245,15 @@ std::string CtChunked(Ranks ranks, int tag) {
   }
   torch::Tensor u = Filled(me, {5000}, torch::kUInt8, 5);  // 2 pieces of bytes
   c->AllReduce(u, ReduceOp::kMax);
-  p.Expect(torch::equal(u.to(torch::kInt64), [&] {
-             torch::Tensor w = torch::empty({5000}, torch::kInt64);
-             for (int64_t i = 0; i < 5000; ++i) {
-               w.data_ptr<int64_t>()[i] = static_cast<int64_t>(Expected(ranks, i, ReduceOp::kMax, 5));
-             }
-             return w;
-           }()),
+  p.Expect(torch::equal(u.to(torch::kInt64),
+                        [&] {
+                          torch::Tensor w = torch::empty({5000}, torch::kInt64);
+                          for (int64_t i = 0; i < 5000; ++i) {
+                            w.data_ptr<int64_t>()[i] =
+                                static_cast<int64_t>(Expected(ranks, i, ReduceOp::kMax, 5));
+                          }
+                          return w;
+                        }()),
            "chunked uint8 AllReduce(max) is wrong");
 
   const int last = c->Size() - 1;
@@ -274,7 +286,8 @@ std::string CtLarge(Ranks ranks, int tag) {
   p.Expect(torch::equal(t, want), "16 MiB AllReduce(sum) is wrong");
   torch::Tensor b = torch::full({n}, static_cast<float>(me));
   c->Broadcast(b, 0);
-  p.Expect(torch::equal(b, torch::full({n}, static_cast<float>(ranks[0]))), "16 MiB Broadcast is wrong");
+  p.Expect(torch::equal(b, torch::full({n}, static_cast<float>(ranks[0]))),
+           "16 MiB Broadcast is wrong");
   return p.text;
 }
 
@@ -284,20 +297,23 @@ std::string CtSalted(Ranks ranks, int tag, int salt, int rounds) {
   Problems p;
   const int me = MyRank();
   auto c = MakeMpiCollective(ranks, tag);
-  p.Expect(c->Rank() == IndexOf(ranks, me), "group " + std::to_string(tag) + ": Rank() is " +
-                                                 std::to_string(c->Rank()));
+  p.Expect(c->Rank() == IndexOf(ranks, me),
+           "group " + std::to_string(tag) + ": Rank() is " + std::to_string(c->Rank()));
   for (int k = 0; k < rounds; ++k) {
-    torch::Tensor t = torch::full({1000}, static_cast<double>(salt * 1000 + me + k), torch::kFloat64);
+    torch::Tensor t =
+        torch::full({1000}, static_cast<double>(salt * 1000 + me + k), torch::kFloat64);
     c->AllReduce(t, ReduceOp::kSum);
     double want = 0;
     for (int w : ranks) want += salt * 1000 + w + k;
     p.Expect(t.eq(want).all().item<bool>(),
              "group " + std::to_string(tag) + " round " + std::to_string(k) + ": sum is " +
                  std::to_string(t[0].item<double>()) + ", expected " + std::to_string(want));
-    auto all = c->AllGather(torch::full({2}, static_cast<int64_t>(salt * 1000 + me), torch::kInt64));
+    auto all =
+        c->AllGather(torch::full({2}, static_cast<int64_t>(salt * 1000 + me), torch::kInt64));
     for (size_t j = 0; j < all.size(); ++j) {
-      p.Expect(all[j][0].item<int64_t>() == salt * 1000 + ranks[j],
-               "group " + std::to_string(tag) + ": AllGather entry " + std::to_string(j) + " is wrong");
+      p.Expect(
+          all[j][0].item<int64_t>() == salt * 1000 + ranks[j],
+          "group " + std::to_string(tag) + ": AllGather entry " + std::to_string(j) + " is wrong");
     }
     if (!p.text.empty()) break;
   }
@@ -320,8 +336,8 @@ std::string CtGatherMismatch(Ranks ranks, int tag, int mode) {
   } catch (const CollectiveTimeout& e) {
     p.Expect(false, "AllGather of mismatched tensors hung: " + Text(e));
   } catch (const prism::Error& e) {
-    const std::string odd = "world rank " + std::to_string(ranks.back()) + "): " +
-                            (mode == 0 ? "Float [3]" : "Double [2]");
+    const std::string odd = "world rank " + std::to_string(ranks.back()) +
+                            "): " + (mode == 0 ? "Float [3]" : "Double [2]");
     p.Expect(Contains(Text(e), "same shape and dtype") && Contains(Text(e), odd),
              "unclear error (wanted '" + odd + "'): " + Text(e));
   }
@@ -527,7 +543,8 @@ TEST(MpiCollective, AbortEndsAWaitForAMemberThatNeverJoins) {
   const int tag = 500;
   auto ranks = AllRanks();
   std::vector<prism::ObjectRef<std::string>> refs;
-  for (int w : ranks) refs.push_back(Member(w, CtAbortMember).Remote(ranks, tag, w != ranks.back()));
+  for (int w : ranks)
+    refs.push_back(Member(w, CtAbortMember).Remote(ranks, tag, w != ranks.back()));
   SleepMs(200);
   std::vector<prism::ObjectRef<std::string>> setters;
   for (int w : ranks) setters.push_back(Member(w, CtSetAbort).Remote(tag));
@@ -558,10 +575,15 @@ TEST(MpiCollective, BadGroupsAndArgumentsAreClearErrors) {
   const int n = World();
   expect_error([] { MakeMpiCollective({}, 700); }, {"no ranks"});
   expect_error([] { MakeMpiCollective({0, 0}, 700); }, {"[0]", "more than once"});
-  expect_error([n] { MakeMpiCollective({0, n}, 700); }, {"[" + std::to_string(n) + "]", "0.." + std::to_string(n - 1)});
+  expect_error(
+      [n] {
+        MakeMpiCollective({0, n}, 700);
+      },
+      {"[" + std::to_string(n) + "]", "0.." + std::to_string(n - 1)});
   expect_error([] { MakeMpiCollective({0, -1}, 700); }, {"[-1]"});
   expect_error([] { MakeMpiCollective({0}, -3); }, {"tag", "-3"});
-  if (n >= 2) expect_error([n] { MakeMpiCollective({n - 1}, 700); }, {"this rank (0)", "not in the group"});
+  if (n >= 2)
+    expect_error([n] { MakeMpiCollective({n - 1}, 700); }, {"this rank (0)", "not in the group"});
 
   // A group of the driver alone: the operations work and check their arguments.
   auto c = MakeMpiCollective({0}, 701);
@@ -573,14 +595,16 @@ TEST(MpiCollective, BadGroupsAndArgumentsAreClearErrors) {
   EXPECT_EQ(c->AllGather(t).size(), 1u);
   c->Barrier();
   torch::Tensor shorts = torch::ones({4}, torch::kInt16);
-  expect_error([&] { c->AllReduce(shorts, ReduceOp::kSum); }, {"Short", "not supported", "float32"});
+  expect_error([&] { c->AllReduce(shorts, ReduceOp::kSum); },
+               {"Short", "not supported", "float32"});
   torch::Tensor view = torch::ones({4, 4}).t();
   expect_error([&] { c->AllReduce(view, ReduceOp::kSum); }, {"not contiguous", ".contiguous()"});
   expect_error([&] { c->Broadcast(t, 1); }, {"root 1", "0..0"});
   torch::Tensor undefined;
   expect_error([&] { c->AllReduce(undefined, ReduceOp::kSum); }, {"undefined"});
   if (!prism::train::HaveNccl()) {
-    expect_error([&] { prism::train::MakeNcclCollective(*c, 0); }, {"without NCCL", "PRISM_WITH_NCCL=ON"});
+    expect_error([&] { prism::train::MakeNcclCollective(*c, 0); },
+                 {"without NCCL", "PRISM_WITH_NCCL=ON"});
   }
   // An argument error leaves the group usable.
   c->AllReduce(t, ReduceOp::kSum);
