@@ -79,10 +79,9 @@ TORCH_MODULE(BasicBlock);
 class ResNet18Impl : public torch::nn::Module {
  public:
   ResNet18Impl()
-      : conv1_(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 64, 7)
-                                                               .stride(2)
-                                                               .padding(3)
-                                                               .bias(false)))),
+      : conv1_(register_module(
+            "conv1", torch::nn::Conv2d(
+                         torch::nn::Conv2dOptions(1, 64, 7).stride(2).padding(3).bias(false)))),
         bn1_(register_module("bn1", torch::nn::BatchNorm2d(64))),
         layer1_(register_module("layer1", Stage(64, 64, 1))),
         layer2_(register_module("layer2", Stage(64, 128, 2))),

@@ -43,7 +43,8 @@ DataLoader::DataLoader(TensorDataset dataset, int64_t batch_size, bool shuffle, 
   }
   if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
     throw Error("DataLoader: rank " + std::to_string(rank_) + " of world size " +
-                std::to_string(world_size_) + " is invalid; need world_size >= 1 and 0 <= rank < "
+                std::to_string(world_size_) +
+                " is invalid; need world_size >= 1 and 0 <= rank < "
                 "world_size");
   }
   if (!dataset_.inputs.defined() || !dataset_.targets.defined()) {

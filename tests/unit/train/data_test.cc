@@ -1,4 +1,6 @@
 // DataLoader sharding (DistributedSampler semantics) and the Fashion-MNIST reader.
+#include "prism/train/data.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "prism/errors.h"
-#include "prism/train/data.h"
 
 namespace prism::train {
 namespace {
@@ -277,7 +278,8 @@ class IdxFiles : public ::testing::Test {
                                   const std::vector<uint8_t>& payload) {
     std::vector<uint8_t> bytes;
     auto put = [&](uint32_t v) {
-      for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<uint8_t>(v >> shift));
+      for (int shift = 24; shift >= 0; shift -= 8)
+        bytes.push_back(static_cast<uint8_t>(v >> shift));
     };
     put(magic);
     for (uint32_t d : dims) put(d);
@@ -306,7 +308,8 @@ class IdxFiles : public ::testing::Test {
   std::string WriteRaw(const std::string& name, const std::vector<uint8_t>& bytes) {
     const std::string path = (dir_ / name).string();
     std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     return path;
   }
   std::string Dir() const { return dir_.string(); }
@@ -365,8 +368,7 @@ TEST_F(IdxFiles, TooShortForAHeader) {
 TEST_F(IdxFiles, CountsMustAgree) {
   WriteGz("train-images-idx3-ubyte", Images(3));
   WriteGz("train-labels-idx1-ubyte", Labels(2));
-  ExpectErrorMentioning([&] { LoadFashionMnist("train", Dir()); },
-                        {"3 images", "2 labels"});
+  ExpectErrorMentioning([&] { LoadFashionMnist("train", Dir()); }, {"3 images", "2 labels"});
 }
 
 TEST_F(IdxFiles, LabelsOutsideTheTenClassesAreRejected) {
