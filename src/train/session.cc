@@ -260,9 +260,12 @@ struct Worker {
   std::shared_ptr<std::atomic<bool>> aborted;
   std::unique_ptr<Collective> collective;
   TrainContext context;
+  // Made with the group's before the loop runs: creating a communicator cannot be aborted,
+  // so it must not wait on a worker that already failed in the loop.
+  std::unique_ptr<Collective> reducer_collective;
   std::vector<std::shared_ptr<Reducer>> reducers;
   int64_t reports = 0;
-  int reducer_tags_used = 0;
+  int reducer_tags_used = 1;
 };
 
 thread_local Worker* t_worker = nullptr;
@@ -400,6 +403,7 @@ int64_t RunWorker(const WorkerSpec& spec) {
   torch::Device device = torch::kCPU;
   if (spec.use_gpu) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.local_rank));
   w.collective = MakeGroupCollective(w, spec.tag);
+  if (spec.world_ranks.size() > 1) w.reducer_collective = MakeGroupCollective(w, spec.tag + 1);
   w.context = WorkerAccess::Make(spec, device, w.collective.get());
   t_worker = &w;
   struct Reset {
@@ -472,9 +476,11 @@ void PrepareModule(const std::shared_ptr<torch::nn::Module>& module, size_t buck
   if (w.spec.world_ranks.size() < 2 || params.empty()) return;  // nothing to average
   // The reducer's all-reduces run on its own thread while the loop may call collectives:
   // its own communicator keeps the two streams of collectives from crossing.
-  const int tag = w.spec.tag + 1 + w.reducer_tags_used++;
-  auto reducer = std::make_shared<internal::Reducer>(std::move(params), bucket_bytes,
-                                                     internal::MakeGroupCollective(w, tag));
+  // A second prepared model gets a communicator of its own (every worker prepares the
+  // same models in the same order, so they all create it together).
+  std::unique_ptr<Collective> comm = std::move(w.reducer_collective);
+  if (!comm) comm = internal::MakeGroupCollective(w, w.spec.tag + 1 + w.reducer_tags_used++);
+  auto reducer = std::make_shared<internal::Reducer>(std::move(params), bucket_bytes, std::move(comm));
   reducer->Attach();
   w.reducers.push_back(std::move(reducer));
 }
