@@ -41,10 +41,12 @@ double Since(Clock::time_point t) {
 }
 
 /// Correct predictions and samples among `inputs`/`targets`, in eval mode (batch norm uses
-/// its running statistics), in batches small enough to stay in cache.
+/// its running statistics). Small batches: on one CPU thread the cnn scores the test set in
+/// 1.5 s in batches of 100 and in 10 s in batches of 250 (LibTorch's CPU convolutions slow
+/// down sharply once a batch's buffers grow past a few tens of MB).
 std::pair<int64_t, int64_t> CountCorrect(fashion::Classifier& model, const torch::Tensor& inputs,
                                          const torch::Tensor& targets, torch::Device device) {
-  constexpr int64_t kEvalBatch = 250;
+  constexpr int64_t kEvalBatch = 100;
   torch::NoGradGuard no_grad;
   model->eval();
   int64_t correct = 0;
@@ -147,11 +149,14 @@ void TrainLoop(train::Config config) {
       std::fprintf(stderr, "resuming after epoch %d from %s\n", start_epoch, file.c_str());
     }
   }
-  if (start_epoch >= epochs && chief) {
-    std::fprintf(stderr,
-                 "nothing to train: the checkpoint is at epoch %d and --epochs is %d (ask for "
-                 "more epochs, or use a new --name to start over)\n",
-                 start_epoch, epochs);
+  if (start_epoch >= epochs) {
+    if (chief) {
+      std::fprintf(stderr,
+                   "nothing to train: the checkpoint is at epoch %d and --epochs is %d (ask for "
+                   "more epochs, or use a new --name to start over)\n",
+                   start_epoch, epochs);
+    }
+    return;
   }
 
   train::TensorDataset train_set = train::LoadFashionMnist("train", data_dir);
