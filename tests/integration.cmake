@@ -15,6 +15,26 @@ if(TARGET batch_predict)
     TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "OK: all 12 shards match")
 endif()
 
+if(TARGET train_fashion_mnist)
+  # The main demo, shortened: 2 workers on 3 ranks, and one worker without mpirun. Each
+  # restores its final checkpoint into a fresh model and checks the reported accuracy.
+  set(_fmnist_store ${PROJECT_BINARY_DIR}/app_train_fashion_mnist_results)
+  add_test(NAME app_train_fashion_mnist_3ranks
+    COMMAND ${CMAKE_COMMAND} -E env PRISM_STORAGE_PATH=${_fmnist_store}
+            ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:train_fashion_mnist> --workers=2 --epochs=1
+            --train-samples=3000 --name=ci_3ranks_$<CONFIG>)
+  add_test(NAME app_train_fashion_mnist_1rank
+    COMMAND ${CMAKE_COMMAND} -E env PRISM_STORAGE_PATH=${_fmnist_store}
+            $<TARGET_FILE:train_fashion_mnist> --workers=1 --epochs=1 --train-samples=2000
+            --name=ci_1rank_$<CONFIG>)
+  set_tests_properties(app_train_fashion_mnist_3ranks app_train_fashion_mnist_1rank PROPERTIES
+    TIMEOUT 300 LABELS apps
+    FIXTURES_REQUIRED fmnist_clean
+    PASS_REGULAR_EXPRESSION "OK: the restored model matches the reported accuracy")
+  add_test(NAME app_train_fashion_mnist_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_fmnist_store})
+  set_tests_properties(app_train_fashion_mnist_clean PROPERTIES FIXTURES_SETUP fmnist_clean)
+endif()
+
 add_test(NAME install_find_package
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/install/check_install.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(install_find_package PROPERTIES TIMEOUT 600 LABELS install

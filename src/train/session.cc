@@ -286,7 +286,23 @@ CollectiveOptions OptionsFor(const Worker& w) {
   return o;
 }
 
+/// A group of one: every collective is the identity, and no MPI is needed (a program run
+/// without mpirun trains on one worker).
+class SoloCollective : public Collective {
+ public:
+  int Rank() const override { return 0; }
+  int Size() const override { return 1; }
+  std::string Backend() const override { return "solo"; }
+  void AllReduce(torch::Tensor&, ReduceOp) override {}
+  void Broadcast(torch::Tensor&, int root) override {
+    if (root != 0) throw Error("prism::train: Broadcast root " + std::to_string(root) + " in a group of 1");
+  }
+  std::vector<torch::Tensor> AllGather(const torch::Tensor& t) override { return {t.clone()}; }
+  void Barrier() override {}
+};
+
 std::unique_ptr<Collective> MakeGroupCollective(const Worker& w, int tag) {
+  if (w.spec.world_ranks.size() == 1) return std::make_unique<SoloCollective>();
   auto mpi = MakeMpiCollective(w.spec.world_ranks, tag, OptionsFor(w));
   if (!w.spec.use_gpu) return mpi;
   return MakeNcclCollective(*mpi, w.spec.local_rank, OptionsFor(w));
