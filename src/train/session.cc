@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/json.h"
 #include "prism/api.h"
 #include "prism/internal/buffer.h"
 #include "prism/kv.h"
@@ -320,30 +322,6 @@ std::string Pad(int64_t n, int width) {
   return std::string(width > static_cast<int>(s.size()) ? width - s.size() : 0, '0') + s;
 }
 
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 std::string ReportPrefix(const std::string& run_id) { return "prism.train/" + run_id + "/"; }
@@ -354,12 +332,12 @@ void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
   const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::ostringstream json;
   json << "{";
-  for (const auto& [k, v] : r.metrics) json << JsonString(k) << ": " << JsonNumber(v) << ", ";
+  for (const auto& [k, v] : r.metrics) json << JsonQuote(k) << ": " << JsonNumber(v) << ", ";
   json << "\"training_iteration\": " << r.iteration << ", \"attempt\": " << r.attempt
        << ", \"timestamp\": " << JsonNumber(now) << ", \"checkpoint_dir_name\": "
        << (r.checkpoint_path.empty()
                ? std::string("null")
-               : JsonString(std::filesystem::path(r.checkpoint_path).filename().string()))
+               : JsonQuote(std::filesystem::path(r.checkpoint_path).filename().string()))
        << "}\n";
   std::ofstream(trial_dir + "/result.json", std::ios::app) << json.str();
 
@@ -375,34 +353,22 @@ void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
 }
 
 std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
-  // Lines are flat objects this file wrote: "name": number pairs, plus a few fields that
-  // are not metrics.
+  static const char* const kNotMetrics[] = {"attempt", "timestamp", "checkpoint_dir_name"};
   std::vector<Metrics> out;
-  std::ifstream in(trial_dir + "/result.json");
+  const std::string file = trial_dir + "/result.json";
+  std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
+    if (line.empty()) continue;
     Metrics m;
-    size_t pos = 0;
-    while ((pos = line.find('"', pos)) != std::string::npos) {
-      size_t end = line.find('"', pos + 1);
-      if (end == std::string::npos) break;
-      std::string key = line.substr(pos + 1, end - pos - 1);
-      size_t colon = line.find(':', end);
-      if (colon == std::string::npos) break;
-      size_t value_start = line.find_first_not_of(' ', colon + 1);
-      size_t value_end = line.find_first_of(",}", value_start);
-      std::string value = line.substr(value_start, value_end - value_start);
-      pos = value_end;
-      if (key == "attempt" || key == "timestamp" || key == "checkpoint_dir_name" ||
-          value.empty() || value[0] == '"' || value == "null") {
+    for (const auto& [key, value] : ParseJson(line, file).object) {
+      if (value.kind != JsonValue::Kind::kNumber ||
+          std::find(std::begin(kNotMetrics), std::end(kNotMetrics), key) != std::end(kNotMetrics)) {
         continue;
       }
-      try {
-        m[key] = std::stod(value);
-      } catch (const std::exception&) {
-      }
+      m[key] = value.number;
     }
-    if (!m.empty()) out.push_back(std::move(m));
+    out.push_back(std::move(m));
   }
   return out;
 }
