@@ -32,17 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench_report.h"
 #include "prism/train/checkpoint.h"
 
-#ifndef PRISM_BENCH_VERSION
-#define PRISM_BENCH_VERSION "unknown"
-#endif
-#ifndef PRISM_BENCH_GIT
-#define PRISM_BENCH_GIT "unknown"
-#endif
-#ifndef PRISM_BENCH_BUILD_TYPE
-#define PRISM_BENCH_BUILD_TYPE "unknown"
-#endif
 
 namespace {
 
@@ -171,55 +163,9 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-double Min(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
-double Max(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-std::string IsoDate() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
-  std::string s = buf;
-  if (s.size() > 5) s.insert(s.size() - 2, ":");  // +0000 -> +00:00, as Google Benchmark
-  return s;
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
+using prism_bench::Max;
+using prism_bench::Median;
+using prism_bench::Min;
 
 /// The file system type of `dir` as statfs reports it (hex magic), for the record.
 std::string FsType(const std::string& dir) {
@@ -239,78 +185,45 @@ struct Result {
 
 void WriteJson(const Options& o, const std::vector<Result>& results, double ratio, size_t bytes,
                int64_t hidden, const std::string& exe) {
-  fs::path path(o.json);
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  std::ofstream out(path);
-  if (!out) Die("cannot write " + o.json);
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) < 0) load[0] = load[1] = load[2] = 0;
-  out << "{\n  \"context\": {\n";
-  out << "    \"date\": \"" << IsoDate() << "\",\n";
-  out << "    \"host_name\": \"" << JsonEscape(HostName()) << "\",\n";
-  out << "    \"executable\": \"" << JsonEscape(exe) << "\",\n";
-  out << "    \"num_cpus\": " << std::thread::hardware_concurrency() << ",\n";
-  out << "    \"cpu_scaling_enabled\": false,\n";
-  out << "    \"caches\": [],\n";
-  out << "    \"load_avg\": [" << JsonNumber(load[0]) << ", " << JsonNumber(load[1]) << ", "
-      << JsonNumber(load[2]) << "],\n";
-#ifdef NDEBUG
-  out << "    \"library_build_type\": \"release\",\n";
-#else
-  out << "    \"library_build_type\": \"debug\",\n";
-#endif
-  out << "    \"prism_version\": \"" << PRISM_BENCH_VERSION << "\",\n";
-  out << "    \"prism_git_commit\": \"" << PRISM_BENCH_GIT << "\",\n";
-  out << "    \"prism_build_type\": \"" << PRISM_BENCH_BUILD_TYPE << "\",\n";
-  out << "    \"mode\": \"" << (o.quick ? "quick" : "full") << "\",\n";
-  out << "    \"rounds\": " << o.rounds << ",\n";
-  out << "    \"bytes\": " << bytes << ",\n";
-  out << "    \"mlp_hidden_width\": " << hidden << ",\n";
-  out << "    \"storage_dir\": \"" << JsonEscape(o.dir) << "\",\n";
-  out << "    \"storage_fs_type\": \"" << FsType(o.dir) << "\",\n";
-  out << "    \"statistic\": \"median across rounds (min/max across rounds alongside)\"\n";
-  out << "  },\n  \"benchmarks\": [";
+  prism_bench::Context c;
+  c.executable = exe;
+  c.quick = o.quick;
+  c.rounds = o.rounds;
+  c.fields = {{"bytes", std::to_string(bytes)},
+              {"mlp_hidden_width", std::to_string(hidden)},
+              {"storage_dir", prism_bench::JsonString(o.dir)},
+              {"storage_fs_type", prism_bench::JsonString(FsType(o.dir))}};
+  c.statistic = "median across rounds (min/max across rounds alongside)";
+  std::vector<prism_bench::Entry> entries;
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     const bool is_save = r.name == "save_state_dict";
-    double median_s = Median(r.seconds);
-    out << (i ? ",\n" : "\n") << "    {\n";
-    out << "      \"name\": \"" << r.name << "\",\n";
-    out << "      \"family_index\": " << i << ",\n";
-    out << "      \"run_name\": \"" << r.name << "\",\n";
-    out << "      \"run_type\": \"aggregate\",\n";
-    out << "      \"repetitions\": " << r.gbps.size() << ",\n";
-    out << "      \"threads\": 1,\n";
-    out << "      \"aggregate_name\": \"median\",\n";
-    out << "      \"aggregate_unit\": \"time\",\n";
-    out << "      \"iterations\": " << r.gbps.size() << ",\n";
-    out << "      \"real_time\": " << JsonNumber(median_s * 1e3) << ",\n";
-    out << "      \"cpu_time\": " << JsonNumber(median_s * 1e3) << ",\n";
-    out << "      \"time_unit\": \"ms\",\n";
-    out << "      \"items_per_second\": " << JsonNumber(median_s > 0 ? 1 / median_s : 0) << ",\n";
-    out << "      \"bytes_per_second\": " << JsonNumber(Median(r.gbps) * 1e9) << ",\n";
-    out << "      \"unit\": \"GB/s\",\n";
-    out << "      \"median\": " << JsonNumber(Median(r.gbps)) << ",\n";
-    out << "      \"min\": " << JsonNumber(Min(r.gbps)) << ",\n";
-    out << "      \"max\": " << JsonNumber(Max(r.gbps)) << ",\n";
-    out << "      \"per_round\": [";
-    for (size_t k = 0; k < r.gbps.size(); ++k) out << (k ? ", " : "") << JsonNumber(r.gbps[k]);
-    out << "],\n";
-    out << "      \"bytes\": " << bytes << ",\n";
+    const double median_s = Median(r.seconds);
+    prism_bench::Entry e;
+    e.name = r.name;
+    e.family_index = static_cast<int64_t>(i);
+    e.iterations = static_cast<int64_t>(r.gbps.size());  // one write per round
+    e.real_time = e.cpu_time = median_s * 1e3;
+    e.time_unit = "ms";
+    e.items_per_second = median_s > 0 ? 1 / median_s : 0;
+    e.bytes_per_second = Median(r.gbps) * 1e9;
+    e.unit = "GB/s";
+    e.per_round = r.gbps;
+    e.after_rounds = {{"bytes", std::to_string(bytes)}};
     if (is_save) {
-      out << "      \"ratio_to_raw\": " << JsonNumber(ratio) << ",\n";
-      out << "      \"target\": \">= 0.80 of hdf5_raw_write\",\n";
-      out << "      \"target_value\": 0.8,\n";
-      out << "      \"ratio_to_target\": " << JsonNumber(ratio / 0.8) << ",\n";
-      out << "      \"target_met\": " << (ratio >= 0.8 ? "true" : "false") << ",\n";
-      out << "      \"target_verdict_valid\": " << (o.quick ? "false" : "true") << ",\n";
+      e.after_rounds.push_back({"ratio_to_raw", prism_bench::JsonNumber(ratio)});
+      e.target = prism_bench::Target{">= 0.80 of hdf5_raw_write", 0.8, ratio / 0.8, ratio >= 0.8,
+                                     !o.quick};
     }
-    out << "      \"extra\": " << (is_save ? "false" : "true") << ",\n";
-    out << "      \"label\": \"" << JsonEscape(r.label) << "\"\n";
-    out << "    }";
+    e.extra = !is_save;
+    e.label = r.label;
+    entries.push_back(std::move(e));
   }
-  out << "\n  ]\n}\n";
-  if (!out) Die("error writing " + o.json);
+  try {
+    prism_bench::WriteReport(o.json, c, entries);
+  } catch (const std::exception& e) {
+    Die(e.what());
+  }
 }
 
 }  // namespace

@@ -34,15 +34,7 @@
 #include <thread>
 #include <vector>
 
-#ifndef PRISM_BENCH_VERSION
-#define PRISM_BENCH_VERSION "unknown"
-#endif
-#ifndef PRISM_BENCH_GIT
-#define PRISM_BENCH_GIT "unknown"
-#endif
-#ifndef PRISM_BENCH_BUILD_TYPE
-#define PRISM_BENCH_BUILD_TYPE "unknown"
-#endif
+#include "bench_report.h"
 
 namespace {
 
@@ -208,18 +200,9 @@ Options ParseOptions(int argc, char** argv) {
   return o;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-double Min(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
-}
-double Max(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
-}
+using prism_bench::Max;
+using prism_bench::Median;
+using prism_bench::Min;
 
 struct Result {
   std::string name;
@@ -237,131 +220,43 @@ std::string SizeName(int64_t bytes) {
   return std::to_string(bytes) + "B";
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-std::string IsoDate() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
-  std::string s = buf;
-  if (s.size() > 5) s.insert(s.size() - 2, ":");
-  return s;
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-std::string MpiLibraryVersion() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  MPI_Get_library_version(buf, &len);
-  std::string s(buf, static_cast<size_t>(std::max(0, len)));
-  auto cut = s.find_first_of("\r\n,");
-  return cut == std::string::npos ? s : s.substr(0, cut);
-}
-
 void WriteJson(const Options& opt, int world, const std::vector<Result>& results,
                const std::string& exe, const double load_start[3]) {
-  std::filesystem::path path(opt.json);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write " + opt.json);
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) < 0) load[0] = load[1] = load[2] = 0;
-  out << "{\n  \"context\": {\n";
-  out << "    \"date\": \"" << IsoDate() << "\",\n";
-  out << "    \"host_name\": \"" << JsonEscape(HostName()) << "\",\n";
-  out << "    \"executable\": \"" << JsonEscape(exe) << "\",\n";
-  out << "    \"num_cpus\": " << std::thread::hardware_concurrency() << ",\n";
-  out << "    \"cpu_scaling_enabled\": false,\n";
-  out << "    \"caches\": [],\n";
-  out << "    \"load_avg\": [" << JsonNumber(load[0]) << ", " << JsonNumber(load[1]) << ", "
-      << JsonNumber(load[2]) << "],\n";
-  out << "    \"load_avg_at_start\": [" << JsonNumber(load_start[0]) << ", "
-      << JsonNumber(load_start[1]) << ", " << JsonNumber(load_start[2]) << "],\n";
-#ifdef NDEBUG
-  out << "    \"library_build_type\": \"release\",\n";
-#else
-  out << "    \"library_build_type\": \"debug\",\n";
-#endif
-  out << "    \"mpi_ranks\": " << world << ",\n";
-  out << "    \"mpi_library_version\": \"" << JsonEscape(MpiLibraryVersion()) << "\",\n";
-  out << "    \"prism_version\": \"" << PRISM_BENCH_VERSION << "\",\n";
-  out << "    \"prism_git_commit\": \"" << PRISM_BENCH_GIT << "\",\n";
-  out << "    \"prism_build_type\": \"" << PRISM_BENCH_BUILD_TYPE << "\",\n";
-  out << "    \"mode\": \"" << (opt.quick ? "quick" : "full") << "\",\n";
-  out << "    \"rounds\": " << opt.rounds << ",\n";
-  out << "    \"statistic\": \"median across rounds (min/max across rounds alongside); a round's "
-         "time is the slowest rank's\"\n";
-  out << "  },\n  \"benchmarks\": [";
+  prism_bench::Context c;
+  c.executable = exe;
+  c.load_avg_at_start = std::vector<double>(load_start, load_start + 3);
+  c.mpi_ranks = world;
+  c.mpi_library_version = prism_bench::MpiLibraryVersion();
+  c.quick = opt.quick;
+  c.rounds = opt.rounds;
+  c.statistic =
+      "median across rounds (min/max across rounds alongside); a round's time is the slowest "
+      "rank's";
+  std::vector<prism_bench::Entry> entries;
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     const double sec = Median(r.seconds);
-    out << (i ? ",\n" : "\n") << "    {\n";
-    out << "      \"name\": \"" << r.name << "\",\n";
-    out << "      \"family_index\": " << i << ",\n";
-    out << "      \"run_name\": \"" << r.name << "\",\n";
-    out << "      \"run_type\": \"aggregate\",\n";
-    out << "      \"repetitions\": " << r.seconds.size() << ",\n";
-    out << "      \"threads\": 1,\n";
-    out << "      \"aggregate_name\": \"median\",\n";
-    out << "      \"aggregate_unit\": \"time\",\n";
-    out << "      \"iterations\": " << r.iterations << ",\n";
-    out << "      \"real_time\": " << JsonNumber(sec * 1e6) << ",\n";
-    out << "      \"cpu_time\": " << JsonNumber(sec * 1e6) << ",\n";
-    out << "      \"time_unit\": \"us\",\n";
-    out << "      \"items_per_second\": " << JsonNumber(sec > 0 ? 1 / sec : 0) << ",\n";
-    out << "      \"bytes_per_second\": " << JsonNumber(sec > 0 ? r.bytes / sec : 0) << ",\n";
-    out << "      \"bytes\": " << r.bytes << ",\n";
-    out << "      \"unit\": \"GB/s (bus bandwidth)\",\n";
-    out << "      \"median\": " << JsonNumber(Median(r.bus_gbps)) << ",\n";
-    out << "      \"min\": " << JsonNumber(Min(r.bus_gbps)) << ",\n";
-    out << "      \"max\": " << JsonNumber(Max(r.bus_gbps)) << ",\n";
-    out << "      \"per_round\": [";
-    for (size_t k = 0; k < r.bus_gbps.size(); ++k)
-      out << (k ? ", " : "") << JsonNumber(r.bus_gbps[k]);
-    out << "],\n";
+    prism_bench::Entry e;
+    e.name = r.name;
+    e.family_index = static_cast<int64_t>(i);
+    e.iterations = r.iterations;
+    e.real_time = e.cpu_time = sec * 1e6;
+    e.time_unit = "us";
+    e.items_per_second = sec > 0 ? 1 / sec : 0;
+    e.bytes_per_second = sec > 0 ? r.bytes / sec : 0;
+    e.before_unit = {{"bytes", std::to_string(r.bytes)}};
+    e.unit = "GB/s (bus bandwidth)";
+    e.per_round = r.bus_gbps;
     if (r.has_target) {
-      out << "      \"ratio_to_raw_mpi\": " << JsonNumber(r.ratio) << ",\n";
-      out << "      \"target\": \"Collective/raw MPI_Allreduce bus bandwidth >= "
-          << JsonNumber(kTargetRatio) << "\",\n";
-      out << "      \"target_value\": " << JsonNumber(kTargetRatio) << ",\n";
-      out << "      \"ratio_to_target\": " << JsonNumber(r.ratio / kTargetRatio) << ",\n";
-      out << "      \"target_met\": " << (r.ratio >= kTargetRatio ? "true" : "false") << ",\n";
-      out << "      \"target_verdict_valid\": " << (opt.quick ? "false" : "true") << ",\n";
+      e.after_rounds = {{"ratio_to_raw_mpi", prism_bench::JsonNumber(r.ratio)}};
+      e.target = prism_bench::Target{
+          "Collective/raw MPI_Allreduce bus bandwidth >= " + prism_bench::JsonNumber(kTargetRatio),
+          kTargetRatio, r.ratio / kTargetRatio, r.ratio >= kTargetRatio, !opt.quick};
     }
-    out << "      \"label\": \"" << JsonEscape(r.note) << "\"\n";
-    out << "    }";
+    e.label = r.note;
+    entries.push_back(std::move(e));
   }
-  out << "\n  ]\n}\n";
-  if (!out) throw std::runtime_error("error writing " + opt.json);
+  prism_bench::WriteReport(opt.json, c, entries);
 }
 
 }  // namespace
@@ -378,8 +273,8 @@ int main(int argc, char** argv) {
     prism::Shutdown();
     return 2;
   }
-  double load_start[3] = {0, 0, 0};
-  if (getloadavg(load_start, 3) < 0) load_start[0] = load_start[1] = load_start[2] = 0;
+  double load_start[3];
+  prism_bench::LoadAverage(load_start);
 
   std::vector<int> ranks(static_cast<size_t>(world));
   std::iota(ranks.begin(), ranks.end(), 0);

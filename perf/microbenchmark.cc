@@ -34,15 +34,7 @@
 #include <thread>
 #include <vector>
 
-#ifndef PRISM_BENCH_VERSION
-#define PRISM_BENCH_VERSION "unknown"
-#endif
-#ifndef PRISM_BENCH_GIT
-#define PRISM_BENCH_GIT "unknown"
-#endif
-#ifndef PRISM_BENCH_BUILD_TYPE
-#define PRISM_BENCH_BUILD_TYPE "unknown"
-#endif
+#include "bench_report.h"
 
 // ---- Remote functions -------------------------------------------------------------------
 
@@ -138,24 +130,16 @@ inline void DoNotOptimize(const T& value) {
 }
 volatile int64_t g_sink = 0;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using prism_bench::Max;
+using prism_bench::Median;
+using prism_bench::Min;
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   size_t idx = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
   idx = std::clamp<size_t>(idx, 1, v.size()) - 1;
   return v[idx];
-}
-double Min(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
-}
-double Max(const std::vector<double>& v) {
-  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
 }
 
 // ---- Options ----------------------------------------------------------------------------
@@ -303,7 +287,7 @@ struct Result {
   bool has_target = false;
   bool target_met = false;
   double ratio_to_target = 0;  // measured / target, > 1 means better for throughput
-  double Median() const { return ::Median(rounds); }
+  double Median() const { return prism_bench::Median(rounds); }
 };
 
 double TimeUnitScale(const std::string& unit) {
@@ -1034,157 +1018,40 @@ Result PlacementGroupCreateRemoval(const Env& env) {
 
 // ---- Output -----------------------------------------------------------------------------
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-std::string IsoDate() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S%z", &tm);
-  std::string s = buf;
-  if (s.size() > 5) s.insert(s.size() - 2, ":");  // +0000 -> +00:00, as Google Benchmark
-  return s;
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-double CpuMhz() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (StartsWith(line, "cpu MHz")) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return std::atof(line.c_str() + colon + 1);
-    }
-  }
-  return 0;
-}
-
-std::string MpiLibraryVersion() {
-  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  MPI_Get_library_version(buf, &len);
-  std::string s(buf, static_cast<size_t>(std::max(0, len)));
-  auto nl = s.find_first_of("\r\n,");
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
 void WriteJson(const Env& env, const std::vector<Result>& results, const std::string& exe) {
-  std::filesystem::path path(env.opt.json);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write " + env.opt.json);
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) < 0) load[0] = load[1] = load[2] = 0;
-  out << "{\n  \"context\": {\n";
-  out << "    \"date\": \"" << IsoDate() << "\",\n";
-  out << "    \"host_name\": \"" << JsonEscape(HostName()) << "\",\n";
-  out << "    \"executable\": \"" << JsonEscape(exe) << "\",\n";
-  out << "    \"num_cpus\": " << std::thread::hardware_concurrency() << ",\n";
-  out << "    \"mhz_per_cpu\": " << static_cast<int>(CpuMhz()) << ",\n";
-  out << "    \"cpu_scaling_enabled\": false,\n";
-  out << "    \"caches\": [],\n";
-  out << "    \"load_avg\": [" << JsonNumber(load[0]) << ", " << JsonNumber(load[1]) << ", "
-      << JsonNumber(load[2]) << "],\n";
-  out << "    \"load_avg_at_start\": [" << JsonNumber(env.load_start[0]) << ", "
-      << JsonNumber(env.load_start[1]) << ", " << JsonNumber(env.load_start[2]) << "],\n";
-#ifdef NDEBUG
-  out << "    \"library_build_type\": \"release\",\n";
-#else
-  out << "    \"library_build_type\": \"debug\",\n";
-#endif
-  out << "    \"mpi_ranks\": " << env.world << ",\n";
-  out << "    \"mpi_library_version\": \"" << JsonEscape(MpiLibraryVersion()) << "\",\n";
-  out << "    \"prism_version\": \"" << PRISM_BENCH_VERSION << "\",\n";
-  out << "    \"prism_git_commit\": \"" << PRISM_BENCH_GIT << "\",\n";
-  out << "    \"prism_build_type\": \"" << PRISM_BENCH_BUILD_TYPE << "\",\n";
-  out << "    \"mode\": \"" << (env.opt.quick ? "quick" : "full") << "\",\n";
-  out << "    \"rounds\": " << env.opt.rounds << ",\n";
-  out << "    \"min_time_s\": " << JsonNumber(env.opt.min_time_s) << ",\n";
-  out << "    \"statistic\": \"median across rounds (min/max across rounds alongside)\"\n";
-  out << "  },\n  \"benchmarks\": [";
-  bool first = true;
+  prism_bench::Context c;
+  c.executable = exe;
+  c.mhz_per_cpu = static_cast<int>(prism_bench::CpuMhz());
+  c.load_avg_at_start = std::vector<double>(env.load_start, env.load_start + 3);
+  c.mpi_ranks = env.world;
+  c.mpi_library_version = prism_bench::MpiLibraryVersion();
+  c.quick = env.opt.quick;
+  c.rounds = env.opt.rounds;
+  c.fields = {{"min_time_s", prism_bench::JsonNumber(env.opt.min_time_s)}};
+  c.statistic = "median across rounds (min/max across rounds alongside)";
+  std::vector<prism_bench::Entry> entries;
   for (const auto& r : results) {
-    out << (first ? "\n" : ",\n");
-    first = false;
-    out << "    {\n";
-    out << "      \"name\": \"" << r.name << "\",\n";
-    out << "      \"family_index\": 0,\n";
-    out << "      \"run_name\": \"" << r.name << "\",\n";
-    out << "      \"run_type\": \"aggregate\",\n";
-    out << "      \"repetitions\": " << r.rounds.size() << ",\n";
-    out << "      \"threads\": 1,\n";
-    out << "      \"aggregate_name\": \"median\",\n";
-    out << "      \"aggregate_unit\": \"time\",\n";
-    out << "      \"iterations\": " << r.iterations << ",\n";
-    out << "      \"real_time\": " << JsonNumber(r.real_time) << ",\n";
-    out << "      \"cpu_time\": " << JsonNumber(r.cpu_time) << ",\n";
-    out << "      \"time_unit\": \"" << r.time_unit << "\",\n";
-    out << "      \"items_per_second\": " << JsonNumber(r.items_per_second) << ",\n";
-    if (r.bytes_per_second > 0) {
-      out << "      \"bytes_per_second\": " << JsonNumber(r.bytes_per_second) << ",\n";
-    }
-    out << "      \"unit\": \"" << r.unit << "\",\n";
-    out << "      \"median\": " << JsonNumber(r.Median()) << ",\n";
-    out << "      \"min\": " << JsonNumber(Min(r.rounds)) << ",\n";
-    out << "      \"max\": " << JsonNumber(Max(r.rounds)) << ",\n";
-    out << "      \"per_round\": [";
-    for (size_t i = 0; i < r.rounds.size(); ++i) out << (i ? ", " : "") << JsonNumber(r.rounds[i]);
-    out << "],\n";
-    for (const auto& [k, v] : r.counters)
-      out << "      \"" << k << "\": " << JsonNumber(v) << ",\n";
+    prism_bench::Entry e;
+    e.name = r.name;
+    e.family_index = 0;  // as it has always been: readers key on the name
+    e.iterations = r.iterations;
+    e.real_time = r.real_time;
+    e.cpu_time = r.cpu_time;
+    e.time_unit = r.time_unit;
+    e.items_per_second = r.items_per_second;
+    if (r.bytes_per_second > 0) e.bytes_per_second = r.bytes_per_second;
+    e.unit = r.unit;
+    e.per_round = r.rounds;
+    for (const auto& [k, v] : r.counters) e.after_rounds.push_back({k, prism_bench::JsonNumber(v)});
     if (r.has_target) {
-      out << "      \"target\": \"" << JsonEscape(r.target_text) << "\",\n";
-      out << "      \"target_value\": " << JsonNumber(r.target) << ",\n";
-      out << "      \"ratio_to_target\": " << JsonNumber(r.ratio_to_target) << ",\n";
-      out << "      \"target_met\": " << (r.target_met ? "true" : "false") << ",\n";
-      out << "      \"target_verdict_valid\": " << (env.opt.quick ? "false" : "true") << ",\n";
+      e.target = prism_bench::Target{r.target_text, r.target, r.ratio_to_target, r.target_met,
+                                     !env.opt.quick};
     }
-    out << "      \"extra\": " << (r.extra ? "true" : "false") << ",\n";
-    out << "      \"label\": \"" << JsonEscape(r.note) << "\"\n";
-    out << "    }";
+    e.extra = r.extra;
+    e.label = r.note;
+    entries.push_back(std::move(e));
   }
-  out << "\n  ]\n}\n";
-  if (!out) throw std::runtime_error("error writing " + env.opt.json);
+  prism_bench::WriteReport(env.opt.json, c, entries);
 }
 
 std::string Fmt(double v) {
@@ -1316,8 +1183,7 @@ int main(int argc, char** argv) {
   Env env;
   env.opt = opt;
   env.world = prism::GetRuntimeContext().GetWorldSize();
-  if (getloadavg(env.load_start, 3) < 0)
-    env.load_start[0] = env.load_start[1] = env.load_start[2] = 0;
+  prism_bench::LoadAverage(env.load_start);
 
   std::printf(
       "Prism microbenchmark: %d rank(s), %s mode, %d rounds of >= %.2f s; "
