@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/spin_wait.h"
 #include "prism/train/collective.h"
 
 namespace prism::train {
@@ -355,16 +356,8 @@ class MpiCollective final : public Collective {
             " ms: a member never joined (it failed, is stuck, or called a different "
             "collective). Raise CollectiveOptions::timeout if the operation is only slow");
       }
-      // Small operations finish while spinning. Longer waits yield, then sleep briefly, so a
-      // waiting member does not take the core a peer it waits for needs (ranks often share
-      // cores); MPI_Test is what drives a nonblocking collective, so the sleep stays short.
-      const auto waited = now - wait_start;
-      if (waited < std::chrono::microseconds(50)) continue;
-      if (waited < std::chrono::milliseconds(2)) {
-        sched_yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+      // MPI_Test is what drives a nonblocking collective: keep polling, pausing as the wait grows.
+      prism::internal::PollPause(now - wait_start);
     }
   }
 

@@ -12,6 +12,7 @@
 // cudaPointerGetAttributes that it is device memory, and makes AllGather's results with
 // cudaMalloc + torch::from_blob. It compiles and links there but cannot run (no GPU): it is
 // untested until a machine with GPUs runs it.
+#include "common/spin_wait.h"
 #include "prism/train/collective.h"
 
 #if PRISM_WITH_NCCL
@@ -369,15 +370,7 @@ class NcclCollective final : public Collective {
                                 "different collective). Raise CollectiveOptions::timeout if it "
                                 "is only slow");
       }
-      // Spin briefly for small operations, then yield and sleep so that the host thread
-      // does not take a core for the whole of a long transfer.
-      const auto waited = now - wait_start;
-      if (waited < std::chrono::microseconds(50)) continue;
-      if (waited < std::chrono::milliseconds(2)) {
-        sched_yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+      prism::internal::PollPause(now - wait_start);  // spin, then yield, then short sleeps
     }
   }
 
