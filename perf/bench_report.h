@@ -17,6 +17,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
@@ -285,6 +287,44 @@ inline void WriteReport(const std::string& path, const Context& context,
   }
   out << "\n  ]\n}\n";
   if (!out) throw std::runtime_error("error writing " + path);
+}
+
+// ---- Command line ------------------------------------------------------------------------
+
+/// A benchmark's own flags: bare switches (--quick) and --key=value pairs.
+struct CommandLine {
+  std::set<std::string> switches;
+  std::map<std::string, std::string> values;
+};
+
+/// Reads a benchmark's flags, skipping --prism-* ones (and a separate value after them:
+/// prism::Init reads those). `switches` lists the bare flags the program knows; --help
+/// prints `usage` and exits 0; anything else prints it and exits 2 (every rank sees the
+/// same argv, so every rank exits the same way, before MPI starts).
+inline CommandLine ParseCommandLine(int argc, char** argv, const char* program,
+                                    const std::set<std::string>& switches, void (*usage)()) {
+  auto starts_with = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
+  CommandLine out;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (starts_with(a, "--prism-")) {
+      if (a.find('=') == std::string::npos && i + 1 < argc && !starts_with(argv[i + 1], "--")) ++i;
+      continue;
+    }
+    if (switches.count(a)) {
+      out.switches.insert(a);
+    } else if (a == "--help" || a == "-h") {
+      usage();
+      std::exit(0);
+    } else if (starts_with(a, "--") && a.find('=') != std::string::npos) {
+      out.values[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
+    } else {
+      std::fprintf(stderr, "%s: unknown argument '%s'\n", program, a.c_str());
+      usage();
+      std::exit(2);
+    }
+  }
+  return out;
 }
 
 }  // namespace prism_bench

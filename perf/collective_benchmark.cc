@@ -141,31 +141,12 @@ void Usage() {
       "Run under mpirun with at least 2 ranks.\n");
 }
 
-bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 Options ParseOptions(int argc, char** argv) {
   Options o;
-  std::map<std::string, std::string> given;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (StartsWith(a, "--prism-")) {
-      if (a.find('=') == std::string::npos && i + 1 < argc && !StartsWith(argv[i + 1], "--")) ++i;
-      continue;
-    }
-    if (a == "--quick") {
-      quick = true;
-    } else if (a == "--help" || a == "-h") {
-      Usage();
-      std::exit(0);
-    } else if (StartsWith(a, "--") && a.find('=') != std::string::npos) {
-      given[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
-    } else {
-      std::fprintf(stderr, "prism_collective_benchmark: unknown argument '%s'\n", a.c_str());
-      Usage();
-      std::exit(2);
-    }
-  }
+  prism_bench::CommandLine cl =
+      prism_bench::ParseCommandLine(argc, argv, "prism_collective_benchmark", {"--quick"}, Usage);
+  const bool quick = cl.switches.count("--quick") > 0;
+  std::map<std::string, std::string>& given = cl.values;
   if (quick) {
     o.quick = true;
     o.rounds = 3;

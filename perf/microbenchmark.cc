@@ -177,8 +177,6 @@ void Usage() {
       "  --filter     run only benchmarks whose name contains one of the given strings\n");
 }
 
-bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -193,29 +191,11 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 /// rank sees the same argv, so every rank exits the same way, before MPI starts).
 Options ParseOptions(int argc, char** argv) {
   Options o;
-  bool quick = false;
-  std::map<std::string, std::string> given;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (StartsWith(a, "--prism-")) {
-      if (a.find('=') == std::string::npos && i + 1 < argc && !StartsWith(argv[i + 1], "--")) ++i;
-      continue;
-    }
-    if (a == "--quick") {
-      quick = true;
-    } else if (a == "--list") {
-      o.list = true;
-    } else if (a == "--help" || a == "-h") {
-      Usage();
-      std::exit(0);
-    } else if (StartsWith(a, "--") && a.find('=') != std::string::npos) {
-      given[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
-    } else {
-      std::fprintf(stderr, "prism_microbenchmark: unknown argument '%s'\n", a.c_str());
-      Usage();
-      std::exit(2);
-    }
-  }
+  prism_bench::CommandLine cl =
+      prism_bench::ParseCommandLine(argc, argv, "prism_microbenchmark", {"--quick", "--list"}, Usage);
+  const bool quick = cl.switches.count("--quick") > 0;
+  o.list = cl.switches.count("--list") > 0;
+  std::map<std::string, std::string>& given = cl.values;
   if (quick) {
     o.quick = true;
     o.rounds = 3;
