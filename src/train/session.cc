@@ -130,8 +130,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     torch::Tensor flat;        // gradients in, averages out
     torch::Tensor local;       // this worker's gradients, kept for the write-back
     size_t ready = 0;          // gradients in, this backward
-    bool launched = false;
-    bool done = false;
+    bool done = false;         // reduced, this backward
   };
   struct Slot {
     int bucket = 0;
@@ -144,7 +143,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       seen_.assign(params_.size(), false);
       for (Bucket& b : buckets_) {
         b.ready = 0;
-        b.launched = b.done = false;
+        b.done = false;
       }
       next_launch_ = 0;
       auto self = shared_from_this();
@@ -174,7 +173,6 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
         }
       }
       b.local.copy_(b.flat);
-      b.launched = true;
       {
         std::lock_guard<std::mutex> lock(mu_);
         queue_.push_back(next_launch_);
