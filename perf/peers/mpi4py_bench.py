@@ -71,7 +71,7 @@ def main():
     with executor:
         executor.bootup(wait=True)
         workers = getattr(executor, "num_workers", world - 1 if world > 1 else a.workers)
-        print(f"mpi4py {mpi4py.__version__} ({MPI.Get_library_version().splitlines()[0].split(",")[0]}): "
+        print(f"mpi4py {mpi4py.__version__} ({MPI.Get_library_version().splitlines()[0].split(',')[0]}): "
               f"MPIPoolExecutor with {workers} workers, world size {world}; "
               f"load avg {load_start[0]:.2f}")
         sys.stdout.flush()
