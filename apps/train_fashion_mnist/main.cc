@@ -8,7 +8,9 @@
 // pass, and world rank 0 checkpoints the model to HDF5 after every epoch. At the end the
 // driver restores the latest checkpoint into a fresh model and checks its test accuracy
 // against the reported one. Run it again with the same --name and more --epochs and it
-// resumes from that checkpoint.
+// resumes from that checkpoint. On SIGUSR1 or SIGTERM (a Slurm time-limit warning or
+// preemption) it stops after the next epoch's checkpoint and exits with status 75
+// (prism::kExitPreempted), on which jobs/train_fashion_mnist.sbatch requeues itself.
 #include <unistd.h>
 
 #include <algorithm>
@@ -257,7 +259,8 @@ constexpr const char* kUsage =
     "  --data-dir=DIR      Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist,\n"
     "                      from the Debian package dataset-fashion-mnist)\n"
     "  --storage-path=DIR  where runs live (default $PRISM_STORAGE_PATH, else ./prism_results)\n"
-    "  --name=RUN          the run's name; an existing run resumes (default fashion_mnist_MODEL)\n"
+    "  --name=RUN          the run's name; an existing run resumes (default fashion_mnist_MODEL,\n"
+    "                      plus _JOBID under Slurm, so a requeued job resumes its own run)\n"
     "  --progress=MODE     bar (redrawn in place), lines (one per quarter epoch), or auto:\n"
     "                      a bar when stderr is a terminal (default; under mpirun it is not)\n"
     "  --prism-*           Prism runtime flags (see README)\n"
@@ -360,7 +363,13 @@ int RunDriver(const Options& opt) {
     storage = env != nullptr && *env != '\0' ? env : "prism_results";
   }
   storage = std::filesystem::absolute(storage).lexically_normal().string();
-  const std::string name = opt.name.empty() ? "fashion_mnist_" + opt.model : opt.name;
+  // Under Slurm each job (each array task) trains its own run; a requeued job keeps its
+  // id, so it resumes its run.
+  std::string name = opt.name;
+  if (name.empty()) {
+    name = "fashion_mnist_" + opt.model;
+    if (std::getenv("SLURM_JOB_ID") != nullptr) name += "_" + ctx.GetJobId();
+  }
 
   // The driver needs the test set at the end anyway; reading it first fails fast, with
   // the message saying what to install, before any worker starts.
@@ -462,6 +471,9 @@ int main(int argc, char** argv) {
   } else {
     try {
       status = RunDriver(opt);
+    } catch (const train::TrainingPreemptedError& e) {
+      std::cerr << "preempted: " << e.what() << "\n";
+      status = prism::kExitPreempted;  // the job script requeues on this status
     } catch (const std::exception& e) {  // prism::Error, TrainingFailedError, torch's c10::Error
       std::cerr << "error: " << e.what() << "\n";
       status = 1;

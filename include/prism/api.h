@@ -24,6 +24,7 @@
 #include "prism/kv.h"
 #include "prism/object_ref.h"
 #include "prism/placement_group.h"
+#include "prism/preemption.h"
 #include "prism/remote.h"
 #include "prism/runtime_context.h"
 #include "prism/state.h"

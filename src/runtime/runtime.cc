@@ -31,6 +31,7 @@
 #include "runtime/launch.h"
 #include "runtime/node.h"
 #include "runtime/settings.h"
+#include "runtime/stop_signals.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/ucx/ucx_data_plane.h"
 
@@ -194,6 +195,7 @@ void RequestStop(Runtime& rt, int code) {
     rt.stop_cv.wait(lock, [&] { return rt.stop_requested; });
   }
   int code = rt.stop_code;
+  UninstallStopSignals();
   rt.node->Stop();
   rt.transport->Stop(std::chrono::milliseconds(2000));
   if (rt.ucx) rt.ucx->Stop();
@@ -392,6 +394,7 @@ void DoInit(const Config& config, int argc, char** argv) {
   // find it (GetRuntimeContext, ObjectRef counting).
   Runtime* raw = rt.release();
   g_runtime.store(raw);
+  InstallStopSignals(raw->rank);
   if (raw->transport) raw->transport->Start();
   std::set_terminate(OnTerminate);
   if (raw->rank == 0) {
@@ -438,6 +441,7 @@ void Shutdown() {
   if (rt == nullptr) return;
   if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
   g_runtime.store(nullptr);  // from here on ObjectRef destructors are no-ops
+  UninstallStopSignals();
   if (rt->transport) {
     for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
     rt->transport->Stop(std::chrono::milliseconds(5000));

@@ -49,17 +49,28 @@ struct WorkerAccess {
 namespace internal {
 namespace {
 
-// ---- Aborting a group ------------------------------------------------------------------
+// ---- Aborting and stopping a group ----------------------------------------------------
 
-std::mutex g_abort_mu;
-std::map<int, std::shared_ptr<std::atomic<bool>>> g_abort_flags;  // by group tag
+/// What the driver can ask of a group on this rank, by group tag: abort (a peer failed:
+/// every collective throws) or stop (preemption: end after the next checkpoint).
+struct GroupFlags {
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> stop{false};
+};
 
-std::shared_ptr<std::atomic<bool>> AbortFlag(int tag) {
-  std::lock_guard<std::mutex> lock(g_abort_mu);
-  auto& flag = g_abort_flags[tag];
-  if (!flag) flag = std::make_shared<std::atomic<bool>>(false);
-  return flag;
+std::mutex g_groups_mu;
+std::map<int, std::shared_ptr<GroupFlags>> g_groups;
+
+std::shared_ptr<GroupFlags> Flags(int tag) {
+  std::lock_guard<std::mutex> lock(g_groups_mu);
+  auto& flags = g_groups[tag];
+  if (!flags) flags = std::make_shared<GroupFlags>();
+  return flags;
 }
+
+/// Thrown by Report to end the loop when the group stops (not a std::exception, so that
+/// `catch (const std::exception&)` in the loop does not swallow it); RunWorker catches it.
+struct StopTraining {};
 
 // ---- The DDP gradient reducer ----------------------------------------------------------
 
@@ -257,7 +268,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
 struct Worker {
   WorkerSpec spec;
-  std::shared_ptr<std::atomic<bool>> aborted;
+  std::shared_ptr<GroupFlags> flags;
   std::unique_ptr<Collective> collective;
   TrainContext context;
   // Made with the group's before the loop runs: creating a communicator cannot be aborted,
@@ -281,8 +292,8 @@ Worker& Current(const char* what) {
 
 CollectiveOptions OptionsFor(const Worker& w) {
   CollectiveOptions o;
-  auto flag = w.aborted;
-  o.aborted = [flag] { return flag->load(); };
+  auto flags = w.flags;
+  o.aborted = [flags] { return flags->aborted.load(); };
   return o;
 }
 
@@ -324,7 +335,8 @@ std::string Pad(int64_t n, int width) {
 
 std::string ReportPrefix(const std::string& run_id) { return "prism.train/" + run_id + "/"; }
 
-void AbortGroup(int tag) { AbortFlag(tag)->store(true); }
+void AbortGroup(int tag) { Flags(tag)->aborted.store(true); }
+void RequestStop(int tag) { Flags(tag)->stop.store(true); }
 
 void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
   const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -371,7 +383,7 @@ std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
   return out;
 }
 
-int64_t RunWorker(const WorkerSpec& spec) {
+WorkerOutcome RunWorker(const WorkerSpec& spec) {
   auto loop = prism::internal::FunctionRegistry::Instance().FindByName(spec.loop_name);
   if (loop == nullptr || !loop->invoke) {
     throw Error("prism::train: no training loop named \"" + spec.loop_name +
@@ -379,7 +391,7 @@ int64_t RunWorker(const WorkerSpec& spec) {
   }
   Worker w;
   w.spec = spec;
-  w.aborted = AbortFlag(spec.tag);
+  w.flags = Flags(spec.tag);
   torch::Device device = torch::kCPU;
   if (spec.use_gpu) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.local_rank));
   w.collective = MakeGroupCollective(w, spec.tag);
@@ -391,9 +403,15 @@ int64_t RunWorker(const WorkerSpec& spec) {
   } reset;
   prism::internal::Buffer args = prism::internal::Serialize(spec.config);
   prism::internal::Buffer result;
-  loop->invoke({prism::internal::ByteView{args.data(), args.size()}}, result);
+  WorkerOutcome outcome;
+  try {
+    loop->invoke({prism::internal::ByteView{args.data(), args.size()}}, result);
+  } catch (const StopTraining&) {
+    outcome.stopped = true;  // every worker stopped at the same Report
+  }
   w.collective->Barrier();  // everyone finished: no collective is left half-matched
-  return w.reports;
+  outcome.reports = w.reports;
+  return outcome;
 }
 
 }  // namespace internal
@@ -413,15 +431,24 @@ std::optional<Checkpoint> GetCheckpoint() {
 
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
   auto& w = internal::Current("Report");
-  w.collective->Barrier();
+  // A barrier that also agrees on stopping: once the driver asked (on any member's rank),
+  // every worker stops at the same Report, the first whose checkpoint world rank 0 commits.
+  const bool chief = w.spec.world_rank == 0;
+  torch::Tensor votes = torch::tensor({w.flags->stop.load() ? 1.0f : 0.0f,
+                                       chief && checkpoint ? 1.0f : 0.0f})
+                            .to(w.context.GetDevice());
+  w.collective->AllReduce(votes, ReduceOp::kMax);
+  votes = votes.cpu();
+  const bool stop = votes[0].item<float>() > 0 && votes[1].item<float>() > 0;
   ++w.reports;
-  if (w.spec.world_rank != 0) {
+  if (!chief) {
     // World rank 0's checkpoint is the one kept; a copy this worker wrote to a temporary
     // directory would only fill the disk.
     if (checkpoint && internal::UnderTempCheckpointRoot(checkpoint->path())) {
       std::error_code ec;
       std::filesystem::remove_all(checkpoint->path(), ec);
     }
+    if (stop) throw internal::StopTraining{};
     return;
   }
   internal::ReportRecord record;
@@ -437,6 +464,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   kv::Put(internal::ReportPrefix(w.spec.run_id) + internal::Pad(record.attempt, 4) + "/" +
               internal::Pad(record.iteration, 9),
           std::string(bytes.data(), bytes.size()));
+  if (stop) throw internal::StopTraining{};
 }
 
 void PrepareModule(const std::shared_ptr<torch::nn::Module>& module, size_t bucket_bytes) {

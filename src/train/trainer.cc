@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -22,20 +25,40 @@
 #include "prism/state.h"
 #include "prism/train/collective.h"
 #include "prism/train/trainer.h"
+#include "runtime/stop_signals.h"
 #include "train/worker.h"
 
 namespace prism::train::internal {
 
-int64_t PrismTrainRunWorker(WorkerSpec spec) { return RunWorker(spec); }
+WorkerOutcome PrismTrainRunWorker(WorkerSpec spec) { return RunWorker(spec); }
 bool PrismTrainAbortGroup(int tag) {
   AbortGroup(tag);
   return true;
+}
+bool PrismTrainStopGroup(int tag) {
+  RequestStop(tag);
+  return true;
+}
+
+/// Run on each worker's rank before training: writes this rank's probe file into `dir`
+/// and checks that the driver's is visible. Returns "" or what this rank could not do.
+std::string PrismTrainProbeStorage(std::string dir, std::string run_id, int rank) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string where = "rank " + std::to_string(rank) + " (host " + host + ")";
+  if (!std::filesystem::exists(dir + "/.prism-probe-" + run_id + "-driver")) {
+    return where + " cannot see the probe file the driver wrote in " + dir;
+  }
+  std::ofstream(dir + "/.prism-probe-" + run_id + "-rank" + std::to_string(rank)) << host << "\n";
+  return "";
 }
 
 }  // namespace prism::train::internal
 
 PRISM_REMOTE(prism::train::internal::PrismTrainRunWorker,
-             prism::train::internal::PrismTrainAbortGroup);
+             prism::train::internal::PrismTrainAbortGroup,
+             prism::train::internal::PrismTrainStopGroup,
+             prism::train::internal::PrismTrainProbeStorage);
 
 namespace prism::train {
 namespace {
@@ -55,6 +78,8 @@ std::string Describe(const std::map<std::string, double>& resources) {
 }
 
 std::string DefaultName() {
+  // Under Slurm the job id names the run: a requeued job keeps its id and resumes.
+  if (std::getenv("SLURM_JOB_ID") != nullptr) return "TorchTrainer_" + GetRuntimeContext().GetJobId();
   char buf[64];
   std::time_t now = std::time(nullptr);
   std::strftime(buf, sizeof buf, "TorchTrainer_%Y-%m-%d_%H-%M-%S", std::localtime(&now));
@@ -190,6 +215,60 @@ class ReportReader {
 
 std::atomic<int> g_next_tag{1 << 12};
 
+/// Runs fn(tag) on each of `ranks`, pinned there with no CPU (the rank's worker task holds
+/// its CPUs): how the driver aborts or stops a group.
+std::vector<ObjectRef<bool>> OnEachRank(const std::vector<int>& ranks, bool (*fn)(int), int tag) {
+  std::vector<ObjectRef<bool>> refs;
+  for (int r : ranks) {
+    refs.push_back(prism::Task(fn)
+                       .SetResource("CPU", 0)
+                       .SetResource("rank:" + std::to_string(r), 0.001)
+                       .Remote(tag));
+  }
+  return refs;
+}
+
+/// Checks that every worker's rank sees the storage path as the driver does (a shared file
+/// system when they sit on other nodes): the driver and each rank write a probe file, and
+/// each side must see the other's.
+void CheckStorageShared(const std::string& dir, const std::vector<int>& ranks,
+                        const std::string& run_id) {
+  const std::string prefix = dir + "/.prism-probe-" + run_id + "-";
+  struct Cleanup {
+    std::string prefix;
+    std::vector<int> ranks;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove(prefix + "driver", ec);
+      for (int r : ranks) std::filesystem::remove(prefix + "rank" + std::to_string(r), ec);
+    }
+  } cleanup{prefix, ranks};
+  {
+    std::ofstream probe(prefix + "driver");
+    probe << "driver\n";
+    probe.flush();
+    if (!probe) throw Error("prism::train: cannot write a probe file into " + dir);
+  }
+  std::vector<ObjectRef<std::string>> refs;
+  for (int r : ranks) {
+    refs.push_back(prism::Task(internal::PrismTrainProbeStorage)
+                       .SetResource("CPU", 0)
+                       .SetResource("rank:" + std::to_string(r), 0.001)
+                       .Remote(dir, run_id, r));
+  }
+  const std::string fix =
+      ". Put storage_path on a file system every node mounts (your cluster's scratch or home "
+      "file system), through RunConfig::storage_path or PRISM_STORAGE_PATH.";
+  for (size_t i = 0; i < refs.size(); ++i) {
+    std::string problem = *refs[i].Get(60000);
+    if (!problem.empty()) throw Error("prism::train: storage_path is not shared: " + problem + fix);
+    if (!std::filesystem::exists(prefix + "rank" + std::to_string(ranks[i]))) {
+      throw Error("prism::train: storage_path is not shared: the driver cannot see the probe "
+                  "file rank " + std::to_string(ranks[i]) + " wrote in " + dir + fix);
+    }
+  }
+}
+
 }  // namespace
 
 TorchTrainer::TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options)
@@ -238,10 +317,27 @@ Result TorchTrainer::Fit() {
   std::snprintf(id, sizeof id, "%08x%08x", rd(), static_cast<unsigned>(getpid()));
   const std::string run_id = id;
   ReportReader reports(internal::ReportPrefix(run_id), run.verbose);
+  // From here SIGTERM on the driver stops the run after a checkpoint instead of ending it.
+  prism::internal::StopSignalUser stop_signal_user;
+  auto preempted = [&](const std::string& why) {
+    reports.Clear();
+    auto latest = store.Latest();
+    const std::string path = latest ? latest->checkpoint.path() : "";
+    const int sig = PreemptionSignal();
+    return TrainingPreemptedError(
+        "prism::train: stopped on " + std::string(sig == SIGTERM ? "SIGTERM" : "SIGUSR1") +
+            " (preemption or time limit) " + why +
+            (path.empty() ? "; no checkpoint yet" : "; latest checkpoint " + path) +
+            ". Run it again with the same name and storage_path to resume (a job script "
+            "requeues on exit status " + std::to_string(kExitPreempted) + ")",
+        sig, path);
+  };
 
   int failures = 0;
   for (int attempt = 0;; ++attempt) {
     Placement placement = PickRanks(scaling.num_workers, resources, scaling.placement_strategy);
+    if (attempt == 0) CheckStorageShared(trial_dir, placement.ranks, run_id);
+    if (PreemptionSignal() != 0) throw preempted("before the workers started");
     PlacementGroupCreationOptions pg_options;
     pg_options.strategy = PlacementStrategy::PACK;  // the rank pins below decide
     for (int r : placement.ranks) {
@@ -257,7 +353,7 @@ Result TorchTrainer::Fit() {
                   " within 60 s: other tasks or actors hold those resources");
     }
     const int tag = g_next_tag.fetch_add(16);
-    std::vector<ObjectRef<int64_t>> refs;
+    std::vector<ObjectRef<internal::WorkerOutcome>> refs;
     for (int i = 0; i < scaling.num_workers; ++i) {
       WorkerSpec spec;
       spec.run_id = run_id;
@@ -282,18 +378,24 @@ Result TorchTrainer::Fit() {
     }
 
     // Wait for the workers, showing reports as they come; stop at the first failure.
+    // On SIGUSR1/SIGTERM, ask the group to stop after its next checkpoint.
     std::string failure;
     std::vector<bool> finished(refs.size(), false);
     size_t done = 0;
+    bool stop_asked = false, stopped_early = false;
     while (done < refs.size() && failure.empty()) {
       prism::Wait(refs, static_cast<int>(refs.size()), 200);
       reports.Drain();
+      if (!stop_asked && PreemptionSignal() != 0) {
+        stop_asked = true;
+        OnEachRank(placement.ranks, internal::PrismTrainStopGroup, tag);
+      }
       for (size_t i = 0; i < refs.size() && failure.empty(); ++i) {
-        if (finished[i] || !prism::Wait(std::vector<ObjectRef<int64_t>>{refs[i]}, 1, 0).ready.size()) continue;
+        if (finished[i] || prism::Wait(std::vector{refs[i]}, 1, 0).ready.empty()) continue;
         finished[i] = true;
         ++done;
         try {
-          refs[i].Get(1000);
+          stopped_early |= refs[i].Get(1000)->stopped;
         } catch (const std::exception& e) {
           failure = "worker " + std::to_string(i) + ": " + FailureText(e);
         }
@@ -302,18 +404,13 @@ Result TorchTrainer::Fit() {
     if (failure.empty()) {
       reports.Drain();
       RemovePlacementGroup(pg.GetID());
+      if (stopped_early) throw preempted("after iteration " + std::to_string(reports.last() ? reports.last()->iteration : 0));
       break;
     }
 
     // A worker failed: abort the others' collectives, wait for them to stop, start over.
     if (run.verbose) std::fprintf(stderr, "prism.train: %s\n", failure.c_str());
-    std::vector<ObjectRef<bool>> aborts;
-    for (int r : placement.ranks) {
-      aborts.push_back(prism::Task(internal::PrismTrainAbortGroup)
-                           .SetResource("CPU", 0)
-                           .SetResource("rank:" + std::to_string(r), 0.001)
-                           .Remote(tag));
-    }
+    std::vector<ObjectRef<bool>> aborts = OnEachRank(placement.ranks, internal::PrismTrainAbortGroup, tag);
     prism::Wait(aborts, static_cast<int>(aborts.size()), 30000);
     auto stopped = prism::Wait(refs, static_cast<int>(refs.size()), 120000);
     reports.Drain();
@@ -324,6 +421,7 @@ Result TorchTrainer::Fit() {
                                 "(a loop that never reaches a collective or Report cannot be "
                                 "stopped)");
     }
+    if (PreemptionSignal() != 0) throw preempted("while handling a failure (" + failure + ")");
     ++failures;
     if (run.failure_config.max_failures >= 0 && failures > run.failure_config.max_failures) {
       reports.Clear();

@@ -47,11 +47,22 @@ struct ReportRecord {
 /// with zero-padded numbers).
 std::string ReportPrefix(const std::string& run_id);
 
-/// Runs the user's loop as one worker of the group; returns its number of reports. Throws
-/// what the loop throws.
-int64_t RunWorker(const WorkerSpec& spec);
+/// How a worker ended (when it did not throw).
+struct WorkerOutcome {
+  int64_t reports = 0;
+  bool stopped = false;  // stopped early on the driver's request, after a checkpoint
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar& reports& stopped;
+  }
+};
+
+/// Runs the user's loop as one worker of the group. Throws what the loop throws.
+WorkerOutcome RunWorker(const WorkerSpec& spec);
 /// Makes every collective of the group `tag` on this rank throw CollectiveAborted.
 void AbortGroup(int tag);
+/// Asks the group `tag` to stop after its next Report with a checkpoint (preemption).
+void RequestStop(int tag);
 
 /// result.json (one JSON object per report) and progress.csv in the run directory.
 void AppendHistory(const std::string& trial_dir, const ReportRecord& record);

@@ -49,6 +49,9 @@ std::optional<Checkpoint> GetCheckpoint();
 /// Reports metrics (and optionally a checkpoint) for this step: a barrier across the group;
 /// world rank 0's metrics are recorded (result.json, progress.csv) and shown on the
 /// driver's console, and its checkpoint is committed to storage_path/name/checkpoint_NNNNNN.
+/// When the job got SIGUSR1 or SIGTERM (prism/preemption.h), the first Report whose
+/// checkpoint world rank 0 commits ends the loop on every worker: it returns by throwing a
+/// private type that is not a std::exception (do not swallow it with `catch (...)`).
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
 
 /// DDP: moves the module to the worker's device, broadcasts its parameters and buffers from

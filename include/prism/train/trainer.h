@@ -21,6 +21,24 @@ class TrainingFailedError : public Error {
   using Error::Error;
 };
 
+/// Fit stopped early because the job got SIGUSR1 or SIGTERM (a Slurm time-limit warning or
+/// preemption, see prism/preemption.h): the workers stopped after committing a checkpoint,
+/// so nothing is lost. Exit with prism::kExitPreempted so the job script requeues; a new
+/// Fit of the same name and storage_path resumes from CheckpointPath().
+class TrainingPreemptedError : public Error {
+ public:
+  TrainingPreemptedError(const std::string& what, int signal, std::string checkpoint_path)
+      : Error(what), signal_(signal), checkpoint_path_(std::move(checkpoint_path)) {}
+  /// SIGUSR1 or SIGTERM.
+  int Signal() const { return signal_; }
+  /// The checkpoint committed last (the one a new Fit resumes from).
+  const std::string& CheckpointPath() const { return checkpoint_path_; }
+
+ private:
+  int signal_;
+  std::string checkpoint_path_;
+};
+
 struct ScalingConfig {
   int num_workers = 1;
   bool use_gpu = false;
@@ -37,7 +55,9 @@ struct FailureConfig {
 };
 
 struct RunConfig {
-  /// The run's name (default: "TorchTrainer_<timestamp>").
+  /// The run's name. Default: "TorchTrainer_<job id>" under Slurm (array tasks get their
+  /// own, "<job>_<task>"; a requeued job keeps its id, so it resumes its run), else
+  /// "TorchTrainer_<timestamp>".
   std::string name;
   /// Where runs live (default: $PRISM_STORAGE_PATH, else ~/prism_results). Use a shared
   /// file system when ranks sit on several nodes.
@@ -77,8 +97,10 @@ class TorchTrainer {
  public:
   TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options = {});
   /// Runs the loop on the group until every worker returns. Throws TrainingFailedError
-  /// after too many failures, prism::Error on bad options (more workers than the cluster
-  /// can place, an unwritable storage path, an unregistered loop).
+  /// after too many failures, TrainingPreemptedError when a SIGUSR1/SIGTERM stopped it
+  /// after a checkpoint, prism::Error on bad options (more workers than the cluster can
+  /// place, an unwritable storage path or one the workers' ranks cannot see, an
+  /// unregistered loop).
   Result Fit();
 
  private:

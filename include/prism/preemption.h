@@ -1,0 +1,23 @@
+#pragma once
+// Preemption and time limits. Slurm warns a job before its time limit (`--signal=B:USR1@T`,
+// which the job script forwards to srun's tasks) and preempts it with SIGTERM. Prism
+// catches SIGUSR1 and SIGTERM on every rank from Init to Shutdown (unless the program set
+// its own handler for them first):
+//   - A running TorchTrainer::Fit asks its workers to stop after their next Report that
+//     carries a checkpoint, commits that checkpoint, and throws
+//     prism::train::TrainingPreemptedError. Return kExitPreempted from main: the job
+//     script requeues the job on that code, and the new run of the same name resumes.
+//   - With no training running, SIGTERM ends the program as it would without Prism, and
+//     SIGUSR1 is only recorded: poll PreemptionSignal() to act on it.
+//   - Ranks other than 0 never end on these signals: the head decides and stops them.
+
+namespace prism {
+
+/// Exit status of a job that stopped early on a preemption or time-limit signal after
+/// saving its state, and should be requeued (EX_TEMPFAIL from sysexits.h).
+inline constexpr int kExitPreempted = 75;
+
+/// The first of SIGUSR1 or SIGTERM this process received since Init, or 0.
+int PreemptionSignal();
+
+}  // namespace prism

@@ -1,0 +1,122 @@
+#include "runtime/stop_signals.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "prism/preemption.h"
+
+namespace prism {
+namespace internal {
+namespace {
+
+constexpr int kSignals[] = {SIGUSR1, SIGTERM};
+
+std::atomic<int> g_signal{0};          // the first stop signal since Init
+std::atomic<int> g_users{0};           // live StopSignalUsers
+int g_pipe[2] = {-1, -1};              // handler -> watcher; a 0 byte stops the watcher
+bool g_installed[2] = {false, false};  // per kSignals entry: ours to restore
+struct sigaction g_previous[2];
+std::thread g_watcher;
+std::mutex g_mu;  // Install / Uninstall
+
+void OnStopSignal(int sig) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig);
+  const int saved = errno;
+  const char byte = static_cast<char>(sig);
+  (void)!write(g_pipe[1], &byte, 1);  // async-signal-safe; a full pipe only loses a wake-up
+  errno = saved;
+}
+
+const char* Name(int sig) { return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "signal"; }
+
+// Blocks in read() by design: woken by a signal, or by the 0 byte Uninstall writes.
+void Watch(int rank) {
+  for (;;) {
+    char byte = 0;
+    ssize_t n = read(g_pipe[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || byte == 0) return;
+    const int sig = static_cast<unsigned char>(byte);
+    if (rank != 0) {
+      PRISM_LOG_INFO("received " << Name(sig) << "; rank 0 decides how the job stops");
+      continue;
+    }
+    if (g_users.load() > 0) {
+      std::fprintf(stderr,
+                   "prism: received %s (preemption or time limit): the training run stops after "
+                   "its next checkpoint; exit status %d asks the job script to requeue\n",
+                   Name(sig), kExitPreempted);
+      continue;
+    }
+    if (sig == SIGTERM) {
+      std::fprintf(stderr, "prism: received SIGTERM with no training run to checkpoint; exiting\n");
+      std::fflush(stderr);
+      std::signal(SIGTERM, SIG_DFL);
+      std::raise(SIGTERM);
+      continue;
+    }
+    std::fprintf(stderr,
+                 "prism: received %s with no training run to checkpoint; the program can check "
+                 "prism::PreemptionSignal()\n",
+                 Name(sig));
+  }
+}
+
+}  // namespace
+
+void InstallStopSignals(int rank) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_watcher.joinable()) return;
+  g_signal.store(0);
+  if (pipe2(g_pipe, O_CLOEXEC) != 0) {
+    PRISM_LOG_WARN("no pipe for the stop-signal watcher (" << std::strerror(errno)
+                                                            << "); SIGUSR1/SIGTERM keep their defaults");
+    return;
+  }
+  fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction current {};
+    sigaction(kSignals[i], nullptr, &current);
+    if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) continue;  // the program's own
+    struct sigaction mine {};
+    mine.sa_handler = OnStopSignal;
+    sigemptyset(&mine.sa_mask);
+    mine.sa_flags = SA_RESTART;
+    g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
+  }
+  g_watcher = std::thread(Watch, rank);
+}
+
+void UninstallStopSignals() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_watcher.joinable()) return;
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    if (g_installed[i]) sigaction(kSignals[i], &g_previous[i], nullptr);
+    g_installed[i] = false;
+  }
+  const char stop = 0;
+  while (write(g_pipe[1], &stop, 1) < 0 && errno == EAGAIN) std::this_thread::yield();
+  g_watcher.join();
+  close(g_pipe[0]);
+  close(g_pipe[1]);
+  g_pipe[0] = g_pipe[1] = -1;
+}
+
+StopSignalUser::StopSignalUser() { g_users.fetch_add(1); }
+StopSignalUser::~StopSignalUser() { g_users.fetch_sub(1); }
+
+}  // namespace internal
+
+int PreemptionSignal() { return internal::g_signal.load(); }
+
+}  // namespace prism

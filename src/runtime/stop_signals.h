@@ -1,0 +1,26 @@
+#pragma once
+// SIGUSR1 / SIGTERM handling (see prism/preemption.h for what users see). The handler only
+// records the signal and wakes a watcher thread through a pipe; the watcher logs it and,
+// on rank 0 with no run that can stop cleanly (no StopSignalUser alive), lets SIGTERM end
+// the process as it would have without Prism.
+
+namespace prism::internal {
+
+/// Installs the handlers (only for signals still at their default disposition) and starts
+/// the watcher. Called by Init on every rank.
+void InstallStopSignals(int rank);
+/// Stops the watcher and restores the dispositions. Called by Shutdown (and before a
+/// serving rank exits).
+void UninstallStopSignals();
+
+/// While one is alive, this process has work that stops cleanly on SIGTERM (a training
+/// run's driver), so SIGTERM on rank 0 is left to it instead of ending the process.
+class StopSignalUser {
+ public:
+  StopSignalUser();
+  ~StopSignalUser();
+  StopSignalUser(const StopSignalUser&) = delete;
+  StopSignalUser& operator=(const StopSignalUser&) = delete;
+};
+
+}  // namespace prism::internal
