@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Prism's regression suite: every benchmark (core, actors, transfer, training, checkpoint),
+# the same run's reference figures (memcpy, MPI ping-pong, a matrix multiply) and callgrind's
+# instruction counts, merged into one JSON file in Google Benchmark's format plus a
+# Markdown table. This script builds nothing (see perf/README.md, "Regression suite").
+#
+#   perf/run_suite.sh [--ranks=N] [--quick] [--out=DIR] [--only=a,b] [--no-callgrind]
+#
+#   --ranks=N       MPI ranks for the MPI parts (default 3)
+#   --quick         tiny sizes, a smoke run of about a minute (what CI runs)
+#   --out=DIR       where the files go (default perf/results/suite, or perf/results/suite_quick)
+#   --only=a,b      run only these parts: reference, micro, collective, train, checkpoint,
+#                   callgrind (default: all of them)
+#   --no-callgrind  the same as leaving callgrind out of --only
+#
+# Environment:
+#   BUILD_DIR     build directory, relative to the repository root or absolute (default build)
+#   MPIRUN        launcher used as: $MPIRUN --allow-run-as-root --oversubscribe -n N (default mpirun)
+#   PRISM_LAUNCH  replaces the whole mpirun prefix, used as: $PRISM_LAUNCH -n N
+#                 (under Slurm: PRISM_LAUNCH="srun --mpi=pmix")
+#   STEP_TIMEOUT  seconds one part may take before it is killed (default 900, quick 180)
+#
+# Writes DIR/suite.json (merged), DIR/suite.md (table), one JSON and one log per part, and
+# uptime at start and end. Exit status: 0 if every part ran, 1 if one failed or timed out
+# (the merged file still holds the parts that ran and lists the failed ones), 2 on bad usage.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+
+ranks=3
+quick=0
+out=""
+only="reference,micro,collective,train,checkpoint,callgrind"
+for a in "$@"; do
+  case "$a" in
+    --ranks=*) ranks="${a#--ranks=}" ;;
+    --quick) quick=1 ;;
+    --out=*) out="${a#--out=}" ;;
+    --only=*) only="${a#--only=}" ;;
+    --no-callgrind) only="${only//callgrind/}" ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run_suite.sh: unknown argument '$a'" >&2; usage; exit 2 ;;
+  esac
+done
+if ! [[ "$ranks" =~ ^[0-9]+$ ]] || (( ranks < 1 )); then
+  echo "run_suite.sh: --ranks must be a positive whole number, got '$ranks'" >&2
+  exit 2
+fi
+for part in ${only//,/ }; do
+  case "$part" in
+    reference|micro|collective|train|checkpoint|callgrind) ;;
+    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, callgrind)" >&2; exit 2 ;;
+  esac
+done
+wants() { [[ ",$only," == *",$1,"* ]]; }
+
+if [[ -z "$out" ]]; then
+  out="perf/results/suite"
+  (( quick )) && out="perf/results/suite_quick"
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+
+build_dir="${BUILD_DIR:-build}"
+[[ "$build_dir" == /* ]] || build_dir="$root/$build_dir"
+bin="$build_dir/perf"
+export BUILD_DIR="$build_dir"  # for run_callgrind.sh
+if [[ ! -d "$bin" ]]; then
+  echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
+  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_hotpath_benchmark" >&2
+  exit 1
+fi
+
+step_timeout="${STEP_TIMEOUT:-$(( quick ? 180 : 900 ))}"
+quick_flag=()
+(( quick )) && quick_flag=(--quick)
+mode="full"
+(( quick )) && mode="quick"
+
+# Open MPI refuses to run as root unless told; harmless otherwise.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# Sets L to the launcher's words for N ranks.
+launcher() {
+  if [[ -n "${PRISM_LAUNCH:-}" ]]; then
+    read -r -a L <<< "$PRISM_LAUNCH"
+    L+=(-n "$1")
+  else
+    L=("${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe -n "$1")
+  fi
+}
+
+failed=()
+skipped=()
+inputs=()
+# step NAME JSON PROGRAM_PATH COMMAND...: runs COMMAND under the timeout, logs to DIR/NAME.log.
+step() {
+  local name="$1" json="$2" program="$3"
+  shift 3
+  if [[ ! -x "$program" ]]; then
+    echo "== $name: skipped, $program is not built (make -C ${BUILD_DIR:-build} $(basename "$program"))" >&2
+    skipped+=("$name")
+    return 0
+  fi
+  rm -f "$json"
+  echo "== $name ($(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg))"
+  local t0=$SECONDS rc=0
+  timeout --kill-after=10 "$step_timeout" "$@" > "$out/$name.log" 2>&1 || rc=$?
+  if (( rc == 0 )) && [[ -s "$json" ]]; then
+    echo "   done in $(( SECONDS - t0 )) s"
+    inputs+=("$name=$json")
+  else
+    if (( rc == 124 )); then
+      echo "   TIMED OUT after ${step_timeout} s (STEP_TIMEOUT)" >&2
+    fi
+    echo "   FAILED (exit $rc) after $(( SECONDS - t0 )) s; last lines of $out/$name.log:" >&2
+    tail -n 15 "$out/$name.log" >&2 || true
+    failed+=("$name")
+    if [[ -s "$json" ]]; then
+      inputs+=("$name=$json")  # keep what it wrote
+    fi
+  fi
+}
+
+uptime > "$out/uptime_start.txt"
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Prism regression suite: $ranks rank(s), $mode mode, out $out"
+echo "uptime at start: $(cat "$out/uptime_start.txt")"
+suite_t0=$SECONDS
+
+ref_ranks=$ranks
+(( ref_ranks < 2 )) && ref_ranks=2  # the ping-pong needs two ranks
+launcher "$ref_ranks"
+wants reference && step reference "$out/reference.json" "$bin/prism_reference_benchmark" \
+  "${L[@]}" "$bin/prism_reference_benchmark" "${quick_flag[@]}" --json="$out/reference.json"
+launcher "$ranks"
+wants micro && step micro "$out/microbenchmark.json" "$bin/prism_microbenchmark" \
+  "${L[@]}" "$bin/prism_microbenchmark" "${quick_flag[@]}" --json="$out/microbenchmark.json"
+wants collective && step collective "$out/collective.json" "$bin/prism_collective_benchmark" \
+  "${L[@]}" "$bin/prism_collective_benchmark" "${quick_flag[@]}" --json="$out/collective.json"
+wants train && step train "$out/train.json" "$bin/prism_train_benchmark" \
+  "${L[@]}" "$bin/prism_train_benchmark" "${quick_flag[@]}" --json="$out/train.json"
+wants checkpoint && step checkpoint "$out/checkpoint.json" "$bin/prism_checkpoint_benchmark" \
+  "$bin/prism_checkpoint_benchmark" "${quick_flag[@]}" --json="$out/checkpoint.json"
+if wants callgrind; then
+  if command -v valgrind > /dev/null; then
+    step callgrind "$out/callgrind/callgrind.json" "$bin/prism_hotpath_benchmark" \
+      "$root/perf/run_callgrind.sh" "${quick_flag[@]}" --out="$out/callgrind"
+  else
+    echo "== callgrind: skipped, valgrind is not installed (apt-get install valgrind)" >&2
+    skipped+=(callgrind)
+  fi
+fi
+
+uptime > "$out/uptime_end.txt"
+echo "uptime at end: $(cat "$out/uptime_end.txt")"
+duration=$(( SECONDS - suite_t0 ))
+
+IFS=,
+merge_args=(--out="$out/suite.json" --ranks="$ranks" --mode="$mode" --duration="$duration"
+            --load-start="$load_start" --load-end="$(cut -d' ' -f1-3 /proc/loadavg)"
+            --failed="${failed[*]:-}" --skipped="${skipped[*]:-}" --build-dir="$build_dir")
+unset IFS
+if (( ${#inputs[@]} == 0 )); then
+  echo "run_suite.sh: no part produced results" >&2
+  exit 1
+fi
+python3 "$root/perf/suite.py" merge "${merge_args[@]}" "${inputs[@]}"
+python3 "$root/perf/suite.py" table "$out/suite.json" > "$out/suite.md"
+cat "$out/suite.md"
+echo
+echo "suite took ${duration} s"
+echo "JSON:  $out/suite.json"
+echo "table: $out/suite.md"
+if (( ${#failed[@]} )); then
+  echo "run_suite.sh: these parts failed: ${failed[*]} (logs in $out)" >&2
+  exit 1
+fi

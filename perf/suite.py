@@ -1,0 +1,587 @@
+#!/usr/bin/env python3
+"""Prism's regression suite: merge benchmark JSON, print a table, compare against a
+baseline, plot. Python 3 standard library only (plot needs matplotlib).
+
+  suite.py merge --out=SUITE.json [--ranks=N --mode=M ...] PART=FILE.json ...
+  suite.py table SUITE.json
+  suite.py compare BASELINE.json CURRENT.json [--threshold=0.15] [--callgrind-threshold=0.02]
+  suite.py plot --out=DIR SUITE.json ...
+  suite.py callgrind --binary=PATH --out=DIR [--iterations=K] [--repeat=R]
+
+compare exits 0 if no metric is worse than its threshold, 1 if one is, 2 if an input is
+missing or malformed. See perf/README.md, "Regression suite".
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+
+# ---- What each metric is normalised by ---------------------------------------------------
+#
+# A metric's "slowdown" is how many times more it costs now than in the baseline: for a
+# higher-is-better figure baseline / current, for a lower-is-better one current / baseline
+# (> 1 means worse). The same run's reference figures say how much slower the machine is:
+# the normalised slowdown is the metric's slowdown divided by its reference's. Rules are
+# tried in order; the first whose pattern matches the name decides.
+REFERENCES = {
+    "memcpy": "reference_memcpy_gigabytes",
+    "pingpong_latency": "reference_mpi_pingpong_latency",
+    "pingpong_bandwidth": "reference_mpi_pingpong_gigabytes",
+    "matmul": "reference_matmul_gflops",
+    "hdf5_write": "hdf5_raw_write",
+}
+NORMALISATION_RULES = [
+    # (name pattern, reference key or None for raw, why)
+    (r"^reference_|^memcpy_gigabytes|^hdf5_raw_write$|^allreduce_raw_mpi/", "reference",
+     "a reference figure: reported, never judged"),
+    (r"^callgrind/", None, "instruction counts: raw, their own threshold"),
+    (r"^allreduce_collective/", "pingpong_bandwidth", "collective bandwidth: MPI ping-pong 1 MiB bandwidth"),
+    (r"^save_state_dict$", "hdf5_write", "checkpoint write: raw HDF5 write of the same bytes, same run"),
+    (r"^train_", "matmul", "training samples/s: matrix-multiply GFLOP/s"),
+    (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
+    (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
+]
+
+LOWER_IS_BETTER_UNITS = {"ns", "us", "ms", "s", "instructions/op"}
+PART_GROUPS = {
+    "reference": "reference",
+    "micro": None,  # decided per benchmark below
+    "collective": "collective",
+    "train": "training",
+    "checkpoint": "checkpoint",
+    "callgrind": "callgrind",
+}
+
+
+class InputError(Exception):
+    """A missing or malformed input file: compare exits 2."""
+
+
+def normalisation(name):
+    for pattern, ref, why in NORMALISATION_RULES:
+        if re.search(pattern, name):
+            return ref, why
+    raise AssertionError("the last rule matches every name")
+
+
+def micro_group(name):
+    if "actor" in name:
+        return "actors"
+    if name.startswith(("cross_rank_get", "broadcast", "multi_client_put")):
+        return "transfer"
+    if name.startswith("memcpy"):
+        return "reference"
+    return "core"
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise InputError("%s: no such file" % path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError("%s: not valid JSON (%s)" % (path, e))
+    except OSError as e:
+        raise InputError("%s: cannot read (%s)" % (path, e))
+
+
+def number(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+# ---- merge -------------------------------------------------------------------------------
+
+def convert_entry(part, b):
+    """One benchmark entry of a part's JSON as a suite entry (Google Benchmark aggregate)."""
+    name = b.get("name")
+    if not isinstance(name, str):
+        raise InputError("%s: a benchmark has no name" % part)
+    unit = b.get("unit")
+    value = number(b.get("median"))
+    if value is None and part == "train":  # train_benchmark writes samples/s only
+        value, unit = number(b.get("items_per_second")), "samples/s"
+    if value is None or not unit:
+        raise InputError("%s: benchmark %s has no median value and unit" % (part, name))
+    group = PART_GROUPS.get(part) or micro_group(name)
+    e = {
+        "name": name,
+        "run_name": name,
+        "run_type": "aggregate",
+        "aggregate_name": "median",
+        "aggregate_unit": "time",
+        "repetitions": b.get("repetitions", len(b.get("per_round", [])) or 1),
+        "iterations": b.get("iterations", 1),
+        "real_time": number(b.get("real_time")),
+        "cpu_time": number(b.get("cpu_time", b.get("real_time"))),
+        "time_unit": b.get("time_unit", "us"),
+        "items_per_second": number(b.get("items_per_second")),
+    }
+    if number(b.get("bytes_per_second")) is not None:
+        e["bytes_per_second"] = b["bytes_per_second"]
+    ref, _ = normalisation(name)
+    e.update({
+        "unit": unit,
+        "value": value,
+        "min": number(b.get("min")),
+        "max": number(b.get("max")),
+        "higher_is_better": unit not in LOWER_IS_BETTER_UNITS,
+        "group": group,
+        "part": part,
+        "normalised_by": ref,
+    })
+    for k in ("per_round", "bytes", "label"):
+        if k in b:
+            e[k] = b[k]
+    return e
+
+
+def git_commit():
+    try:
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                           capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=os.path.dirname(os.path.abspath(__file__)),
+                               capture_output=True, text=True, timeout=10)
+        if r.returncode == 0:
+            return r.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def cmd_merge(args):
+    benchmarks, parts = [], {}
+    for item in args.inputs:
+        part, sep, path = item.partition("=")
+        if not sep or part not in PART_GROUPS:
+            raise InputError("input '%s' is not PART=FILE with PART one of %s" % (item, ", ".join(PART_GROUPS)))
+        d = load_json(path)
+        if not isinstance(d, dict) or not isinstance(d.get("benchmarks"), list):
+            raise InputError("%s: no \"benchmarks\" list" % path)
+        ctx = d.get("context", {})
+        parts[part] = {"file": os.path.basename(path),
+                       "prism_git_commit": ctx.get("prism_git_commit"),
+                       "mpi_ranks": ctx.get("mpi_ranks"), "mode": ctx.get("mode"),
+                       "load_avg_at_start": ctx.get("load_avg_at_start")}
+        benchmarks += [convert_entry(part, b) for b in d["benchmarks"]]
+    names = [b["name"] for b in benchmarks]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError("the same benchmark name comes from two parts: %s" % ", ".join(dup))
+    first_ctx = {}
+    for item in args.inputs:
+        c = load_json(item.partition("=")[2]).get("context", {})
+        if c.get("mpi_library_version"):
+            first_ctx = c
+            break
+    split = lambda s: [x for x in (s or "").split(",") if x]
+    context = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host_name": socket.gethostname(),
+        "executable": "perf/run_suite.sh",
+        "num_cpus": os.cpu_count(),
+        "mhz_per_cpu": first_ctx.get("mhz_per_cpu", 0),
+        "cpu_scaling_enabled": False,
+        "caches": [],
+        "load_avg": [float(x) for x in (args.load_end or "0 0 0").split()],
+        "load_avg_at_start": [float(x) for x in (args.load_start or "0 0 0").split()],
+        "library_build_type": "release",
+        "prism_git_commit": git_commit(),
+        "mpi_library_version": first_ctx.get("mpi_library_version", ""),
+        "ranks": args.ranks,
+        "mode": args.mode,
+        "duration_s": args.duration,
+        "build_dir": args.build_dir,
+        "parts": parts,
+        "failed_parts": split(args.failed),
+        "skipped_parts": split(args.skipped),
+        "statistic": "median across rounds (min/max across rounds alongside); callgrind: instructions per operation",
+    }
+    out = {"context": context, "benchmarks": benchmarks}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=2)
+        f.write("\n")
+    print("merged %d benchmarks from %d parts into %s" % (len(benchmarks), len(parts), args.out))
+    return 0
+
+
+# ---- table -------------------------------------------------------------------------------
+
+def fmt(v):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return "{:,.0f}".format(v)
+    if a >= 100:
+        return "%.0f" % v
+    if a >= 10:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    return "%.3g" % v
+
+
+GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "callgrind"]
+
+
+def check_suite(d, path):
+    if not isinstance(d, dict) or not isinstance(d.get("benchmarks"), list):
+        raise InputError("%s: not a suite file: no \"benchmarks\" list (make one with perf/run_suite.sh)" % path)
+    for i, b in enumerate(d["benchmarks"]):
+        if not isinstance(b, dict) or not isinstance(b.get("name"), str):
+            raise InputError("%s: benchmark #%d has no name" % (path, i))
+        if number(b.get("value")) is None or not isinstance(b.get("unit"), str):
+            raise InputError("%s: benchmark %s has no numeric \"value\" and \"unit\" (not a suite.py merge output?)"
+                             % (path, b["name"]))
+    return d
+
+
+def cmd_table(args):
+    d = check_suite(load_json(args.suite), args.suite)
+    c = d.get("context", {})
+    lines = ["Prism regression suite: %s ranks, %s mode, commit %s, %s, %s s; load average %s at start, %s at end."
+             % (c.get("ranks"), c.get("mode"), c.get("prism_git_commit"), c.get("date"), c.get("duration_s"),
+                " ".join("%.2f" % x for x in c.get("load_avg_at_start", [])),
+                " ".join("%.2f" % x for x in c.get("load_avg", []))),
+             "",
+             "| group | benchmark | median [min, max] | unit |",
+             "|---|---|---|---|"]
+    order = {g: i for i, g in enumerate(GROUP_ORDER)}
+    for b in sorted(d["benchmarks"], key=lambda b: order.get(b.get("group"), 99)):
+        rng = ""
+        if b.get("min") is not None and b.get("max") is not None:
+            rng = " [%s, %s]" % (fmt(b["min"]), fmt(b["max"]))
+        lines.append("| %s | %s | %s%s | %s |" % (b.get("group", ""), b["name"], fmt(b["value"]), rng, b["unit"]))
+    if c.get("failed_parts"):
+        lines += ["", "FAILED parts: " + ", ".join(c["failed_parts"])]
+    if c.get("skipped_parts"):
+        lines += ["", "Skipped parts (not built or no tool): " + ", ".join(c["skipped_parts"])]
+    print("\n".join(lines))
+    return 0
+
+
+# ---- compare -----------------------------------------------------------------------------
+
+def slowdown(b, cur):
+    """How many times more `cur` costs than `b` (> 1 = worse); None if undefined."""
+    bv, cv = b["value"], cur["value"]
+    if bv <= 0 or cv <= 0:
+        return None
+    return cv / bv if not b.get("higher_is_better", True) else bv / cv
+
+
+def cmd_compare(args):
+    base = check_suite(load_json(args.baseline), args.baseline)
+    cur = check_suite(load_json(args.current), args.current)
+    bmap = {b["name"]: b for b in base["benchmarks"]}
+    cmap = {b["name"]: b for b in cur["benchmarks"]}
+    bc, cc = base.get("context", {}), cur.get("context", {})
+
+    ref_slowdown = {}
+    for key, name in REFERENCES.items():
+        if name in bmap and name in cmap:
+            ref_slowdown[key] = slowdown(bmap[name], cmap[name])
+
+    print("baseline: %s (%s ranks, %s mode, commit %s, load %s)" % (
+        args.baseline, bc.get("ranks"), bc.get("mode"), bc.get("prism_git_commit"), bc.get("load_avg_at_start")))
+    print("current:  %s (%s ranks, %s mode, commit %s, load %s)" % (
+        args.current, cc.get("ranks"), cc.get("mode"), cc.get("prism_git_commit"), cc.get("load_avg_at_start")))
+    for k in ("ranks", "mode"):
+        if bc.get(k) != cc.get(k):
+            print("WARNING: %s differ (%s vs %s): the figures are not comparable" % (k, bc.get(k), cc.get(k)))
+    print("threshold: a metric regresses if its normalised slowdown exceeds %.2f (%.0f%% worse); "
+          "instruction counts (callgrind/*) are not normalised and regress beyond %.2f (%.0f%%)"
+          % (1 + args.threshold, 100 * args.threshold, 1 + args.callgrind_threshold, 100 * args.callgrind_threshold))
+    print("slowdown = baseline/current for higher-is-better, current/baseline for lower-is-better (> 1 = worse);")
+    print("normalised = slowdown / the reference's slowdown in the same runs. References:")
+    for key, name in REFERENCES.items():
+        s = ref_slowdown.get(key)
+        print("  %-18s %-34s machine slowdown %s" % (key, name, "%.3f" % s if s else "n/a (missing in one file)"))
+    print("Normalisation by name (first match):")
+    for pattern, ref, why in NORMALISATION_RULES:
+        print("  %-55s -> %s" % (pattern, why))
+    print()
+
+    hdr = "%-40s %14s %14s %-12s %7s %8s %8s  %s" % ("metric", "baseline", "current", "unit", "raw x", "slowdown",
+                                                     "normal.", "verdict")
+    print(hdr)
+    print("-" * len(hdr))
+    worse, missing = [], []
+    for name, b in bmap.items():
+        c = cmap.get(name)
+        if c is None:
+            missing.append(name)
+            continue
+        ref, _ = normalisation(name)
+        s = slowdown(b, c)
+        raw = c["value"] / b["value"] if b["value"] else float("nan")
+        if s is None:
+            norm, verdict = None, "no ratio (zero value)"
+        elif ref == "reference":
+            norm, verdict = None, "reference"
+        else:
+            threshold = args.callgrind_threshold if name.startswith("callgrind/") else args.threshold
+            rs = ref_slowdown.get(ref) if ref else 1.0
+            note = ""
+            if ref and not rs:
+                rs, note = 1.0, " (no reference: raw)"
+            norm = s / rs
+            if norm > 1 + threshold:
+                verdict = "WORSE" + note
+                worse.append(name)
+            elif norm < 1 - threshold:
+                verdict = "better" + note
+            else:
+                verdict = "ok" + note
+        print("%-40s %14s %14s %-12s %7s %8s %8s  %s" % (
+            name, fmt(b["value"]), fmt(c["value"]), b["unit"][:12], "%.3f" % raw,
+            "%.3f" % s if s else "-", "%.3f" % norm if norm else "-", verdict))
+    new = [n for n in cmap if n not in bmap]
+    print()
+    if missing:
+        print("not in the current run (not judged): " + ", ".join(missing))
+    if new:
+        print("new in the current run (no baseline): " + ", ".join(new))
+    if cc.get("failed_parts"):
+        print("current run had FAILED parts: " + ", ".join(cc["failed_parts"]))
+    judged = len(bmap) - len(missing)
+    if worse:
+        print("REGRESSION: %d of %d metrics worse than the threshold: %s" % (len(worse), judged, ", ".join(worse)))
+        return 1
+    print("OK: no metric worse than the threshold (%d compared)" % judged)
+    return 0
+
+
+# ---- plot --------------------------------------------------------------------------------
+
+THROUGHPUT_VS_RANKS = ["single_client_tasks_async", "multi_client_tasks_async", "multi_client_tasks_async_threads",
+                       "1_n_actor_calls_async", "n_n_actor_calls_async", "1_1_actor_calls_async"]
+
+
+def size_mib(b):
+    m = re.search(r"/(\d+)(MiB|KiB|GiB)$", b["name"])
+    if m:
+        return int(m.group(1)) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[m.group(2)]
+    if number(b.get("bytes")):
+        return b["bytes"] / 2 ** 20
+    return None
+
+
+def cmd_plot(args):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+    suites = [check_suite(load_json(p), p) for p in args.suites]
+    os.makedirs(args.out, exist_ok=True)
+    written = []
+
+    # Throughput against ranks, one line per benchmark, from every suite file given.
+    by_ranks = {}
+    for d in suites:
+        r = d.get("context", {}).get("ranks")
+        for b in d["benchmarks"]:
+            if b["name"] in THROUGHPUT_VS_RANKS:
+                by_ranks.setdefault(b["name"], {})[r] = b
+    if by_ranks:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for name in THROUGHPUT_VS_RANKS:
+            pts = sorted(by_ranks.get(name, {}).items())
+            if not pts:
+                continue
+            xs = [p[0] for p in pts]
+            ys = [p[1]["value"] / 1e3 for p in pts]
+            lo = [(p[1]["value"] - (p[1].get("min") or p[1]["value"])) / 1e3 for p in pts]
+            hi = [((p[1].get("max") or p[1]["value"]) - p[1]["value"]) / 1e3 for p in pts]
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=name)
+        ax.set_xlabel("MPI ranks (2 cores)")
+        ax.set_ylabel("thousand tasks or calls / s (median, bars: min-max)")
+        ax.set_title("Prism throughput against ranks")
+        ax.set_xticks(sorted({r for v in by_ranks.values() for r in v}))
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(args.out, "throughput_vs_ranks.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    # Bandwidth against object size, from the suite file with the most ranks given.
+    d = max(suites, key=lambda d: d.get("context", {}).get("ranks") or 0)
+    series = {}
+    for b in d["benchmarks"]:
+        if b["unit"].startswith("GB/s") and not b["name"].startswith("reference_mpi"):
+            s = size_mib(b)
+            if s is None and b["name"] in ("single_client_put_gigabytes", "memcpy_gigabytes"):
+                s = 256  # both copy 256 MiB (perf/README.md)
+            if s is None and b["name"] == "reference_memcpy_gigabytes":
+                s = 64
+            if s is None:
+                continue
+            family = b["name"].split("/")[0]
+            series.setdefault(family, []).append((s, b))
+    if series:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for family, pts in sorted(series.items()):
+            pts.sort(key=lambda p: p[0])
+            ax.plot([p[0] for p in pts], [p[1]["value"] for p in pts],
+                    marker="o", linestyle="-" if len(pts) > 1 else "none", label=family)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("object / message size (MiB)")
+        ax.set_ylabel("GB/s (median)")
+        ax.set_title("Prism bandwidth against size (%s ranks)" % d.get("context", {}).get("ranks"))
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(args.out, "bandwidth_vs_size.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    if not written:
+        raise InputError("nothing to plot: the suite files hold none of the plotted benchmarks")
+    for p in written:
+        print("wrote", p)
+    return 0
+
+
+# ---- callgrind ---------------------------------------------------------------------------
+
+CALLGRIND_PATHS = ["task_roundtrip", "actor_call", "serialize_1kib", "deserialize_1kib", "serialize_1kib_pod"]
+
+
+def callgrind_once(binary, path, iterations, out_dir, rep, timeout_s):
+    """Instructions per operation of one path in one valgrind run (every thread, inside the
+    benchmark's start/stop window)."""
+    out = os.path.join(out_dir, "%s.%d.out" % (path, rep))
+    for f in (out, out + ".1"):
+        if os.path.exists(f):
+            os.remove(f)
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out,
+           binary, "--iterations=%d" % iterations, "--only=" + path]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise InputError("%s: valgrind did not finish within %d s: %s" % (path, timeout_s, " ".join(cmd)))
+    with open(os.path.join(out_dir, "%s.%d.log" % (path, rep)), "w") as f:
+        f.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise InputError("%s: %s exited %d; last output:\n%s" % (path, " ".join(cmd), r.returncode,
+                                                                  "\n".join((r.stdout + r.stderr).splitlines()[-15:])))
+    dump = out + ".1"  # the benchmark's CALLGRIND_DUMP_STATS_AT: the window only
+    try:
+        with open(dump) as f:
+            totals = [int(line.split()[1]) for line in f if line.startswith("totals:")]
+    except OSError as e:
+        raise InputError("%s: callgrind wrote no dump %s (%s)" % (path, dump, e))
+    if len(totals) != 1 or totals[0] <= 0:
+        raise InputError("%s: no instruction total in %s" % (path, dump))
+    return totals[0] / iterations
+
+
+def cmd_callgrind(args):
+    os.makedirs(args.out, exist_ok=True)
+    paths = args.paths.split(",") if args.paths else CALLGRIND_PATHS
+    load_start = list(os.getloadavg())
+    benchmarks = []
+    print("callgrind: %d iterations per path, %d run(s) each; instructions per operation, every thread"
+          % (args.iterations, args.repeat))
+    for path in paths:
+        per_run = [callgrind_once(args.binary, path, args.iterations, args.out, rep, args.timeout)
+                   for rep in range(args.repeat)]
+        med = sorted(per_run)[len(per_run) // 2] if len(per_run) % 2 else \
+            sum(sorted(per_run)[len(per_run) // 2 - 1:len(per_run) // 2 + 1]) / 2
+        spread = (max(per_run) - min(per_run)) / med if med else 0
+        print("  %-22s %12.1f instructions/op  runs %s  spread %.2f%%"
+              % (path, med, ", ".join("%.1f" % v for v in per_run), 100 * spread))
+        benchmarks.append({
+            "name": "callgrind/" + path, "run_name": "callgrind/" + path, "run_type": "aggregate",
+            "repetitions": len(per_run), "aggregate_name": "median", "aggregate_unit": "time",
+            "iterations": args.iterations, "real_time": med, "cpu_time": med, "time_unit": "ns",
+            "items_per_second": None, "unit": "instructions/op", "median": med,
+            "min": min(per_run), "max": max(per_run), "per_round": per_run, "spread": spread,
+            "label": "valgrind --tool=callgrind, Ir of every thread between start/stop, divided by iterations"})
+    try:
+        version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        version = "unknown"
+    doc = {"context": {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host_name": socket.gethostname(), "executable": args.binary, "num_cpus": os.cpu_count(),
+        "load_avg_at_start": load_start, "load_avg": list(os.getloadavg()),
+        "prism_git_commit": git_commit(), "valgrind_version": version,
+        "iterations": args.iterations, "repeat": args.repeat,
+        "statistic": "instructions per operation (Ir), median over runs; real_time/cpu_time hold the same"},
+        "benchmarks": benchmarks}
+    path = os.path.join(args.out, "callgrind.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    print("JSON:", path)
+    return 0
+
+
+# ---- command line ------------------------------------------------------------------------
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="suite.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("merge", help="merge the parts' JSON into one suite file")
+    m.add_argument("--out", required=True)
+    m.add_argument("--ranks", type=int)
+    m.add_argument("--mode")
+    m.add_argument("--duration", type=int)
+    m.add_argument("--load-start")
+    m.add_argument("--load-end")
+    m.add_argument("--failed", default="")
+    m.add_argument("--skipped", default="")
+    m.add_argument("--build-dir", default="")
+    m.add_argument("inputs", nargs="+", metavar="PART=FILE")
+    t = sub.add_parser("table", help="print a suite file as a Markdown table")
+    t.add_argument("suite")
+    c = sub.add_parser("compare", help="compare a suite file against a baseline; exit 1 on a regression")
+    c.add_argument("baseline")
+    c.add_argument("current")
+    c.add_argument("--threshold", type=float, default=0.15,
+                   help="largest allowed normalised slowdown - 1 (default 0.15)")
+    c.add_argument("--callgrind-threshold", type=float, default=0.02,
+                   help="largest allowed instruction-count increase for callgrind/* (default 0.02)")
+    pl = sub.add_parser("plot", help="PNG plots from suite files (e.g. runs at 2, 3 and 4 ranks)")
+    pl.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"))
+    pl.add_argument("suites", nargs="+")
+    cg = sub.add_parser("callgrind", help="instruction counts of prism_hotpath_benchmark under callgrind")
+    cg.add_argument("--binary", required=True)
+    cg.add_argument("--out", required=True)
+    cg.add_argument("--iterations", type=int, default=1000)
+    cg.add_argument("--repeat", type=int, default=3)
+    cg.add_argument("--paths", default="", help="comma-separated (default: all)")
+    cg.add_argument("--timeout", type=int, default=300, help="seconds per valgrind run (default 300)")
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    if args.cmd == "compare" and (args.threshold < 0 or args.callgrind_threshold < 0):
+        print("suite.py: thresholds must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        return {"merge": cmd_merge, "table": cmd_table, "compare": cmd_compare, "plot": cmd_plot,
+                "callgrind": cmd_callgrind}[args.cmd](args)
+    except InputError as e:
+        print("suite.py %s: %s" % (args.cmd, e), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
