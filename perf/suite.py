@@ -7,6 +7,8 @@ baseline, plot. Python 3 standard library only (plot needs matplotlib).
   suite.py compare BASELINE.json CURRENT.json [--threshold=0.15] [--callgrind-threshold=0.02]
   suite.py plot --out=DIR SUITE.json ...
   suite.py callgrind --binary=PATH --out=DIR [--iterations=K] [--repeat=R]
+  suite.py check SUITE.json          (is it a well-formed suite file? exit 0 or 2)
+  suite.py degrade IN OUT --metric=NAME [--factor=2]   (for tests: one metric made worse)
 
 compare exits 0 if no metric is worse than its threshold, 1 if one is, 2 if an input is
 missing or malformed. See perf/README.md, "Regression suite".
@@ -239,6 +241,10 @@ def check_suite(d, path):
     for i, b in enumerate(d["benchmarks"]):
         if not isinstance(b, dict) or not isinstance(b.get("name"), str):
             raise InputError("%s: benchmark #%d has no name" % (path, i))
+        if "value" not in b and number(b.get("median")) is not None and isinstance(b.get("unit"), str):
+            # A part's own file (e.g. callgrind.json, microbenchmark.json): read its median.
+            b["value"] = b["median"]
+            b.setdefault("higher_is_better", b["unit"] not in LOWER_IS_BETTER_UNITS and not b.get("lower_is_better"))
         if number(b.get("value")) is None or not isinstance(b.get("unit"), str):
             raise InputError("%s: benchmark %s has no numeric \"value\" and \"unit\" (not a suite.py merge output?)"
                              % (path, b["name"]))
@@ -457,6 +463,58 @@ def cmd_plot(args):
     return 0
 
 
+# ---- check and degrade (used by the ctest smoke tests) -------------------------------------
+
+CONTEXT_KEYS = ["date", "host_name", "num_cpus", "prism_git_commit", "ranks", "mode", "load_avg",
+                "load_avg_at_start"]
+ENTRY_KEYS = {"name": str, "run_name": str, "run_type": str, "aggregate_name": str, "time_unit": str,
+              "unit": str, "higher_is_better": bool}
+
+
+def cmd_check(args):
+    d = check_suite(load_json(args.suite), args.suite)
+    ctx = d.get("context")
+    if not isinstance(ctx, dict):
+        raise InputError("%s: no \"context\" object" % args.suite)
+    missing = [k for k in CONTEXT_KEYS if k not in ctx]
+    if missing:
+        raise InputError("%s: context lacks %s" % (args.suite, ", ".join(missing)))
+    if not d["benchmarks"]:
+        raise InputError("%s: no benchmarks" % args.suite)
+    for b in d["benchmarks"]:
+        for k, t in ENTRY_KEYS.items():
+            if not isinstance(b.get(k), t):
+                raise InputError("%s: benchmark %s: \"%s\" missing or not a %s" % (args.suite, b["name"], k, t.__name__))
+        if b["run_type"] != "aggregate" or b["aggregate_name"] != "median":
+            raise InputError("%s: benchmark %s is not a median aggregate" % (args.suite, b["name"]))
+        for k in ("real_time", "cpu_time"):
+            if b.get(k) is not None and number(b[k]) is None:
+                raise InputError("%s: benchmark %s: %s is not a number" % (args.suite, b["name"], k))
+    groups = sorted({b.get("group", "?") for b in d["benchmarks"]})
+    print("ok: %s: %d benchmarks (%s), %s ranks, %s mode%s" % (
+        args.suite, len(d["benchmarks"]), ", ".join(groups), ctx["ranks"], ctx["mode"],
+        "; FAILED parts: " + ", ".join(ctx["failed_parts"]) if ctx.get("failed_parts") else ""))
+    if args.require:
+        want = [g for g in args.require.split(",") if g]
+        absent = [g for g in want if g not in groups]
+        if absent:
+            raise InputError("%s: no benchmarks of group(s) %s" % (args.suite, ", ".join(absent)))
+    return 0
+
+
+def cmd_degrade(args):
+    d = check_suite(load_json(args.input), args.input)
+    hit = [b for b in d["benchmarks"] if b["name"] == args.metric]
+    if not hit:
+        raise InputError("%s: no metric named %s" % (args.input, args.metric))
+    b = hit[0]
+    b["value"] = b["value"] * args.factor if not b.get("higher_is_better", True) else b["value"] / args.factor
+    with open(args.output, "w") as f:
+        json.dump(d, f, indent=2)
+    print("%s: %s made %gx worse -> %s" % (args.input, args.metric, args.factor, args.output))
+    return 0
+
+
 # ---- callgrind ---------------------------------------------------------------------------
 
 CALLGRIND_PATHS = ["task_roundtrip", "actor_call", "serialize_1kib", "deserialize_1kib", "serialize_1kib_pod"]
@@ -568,6 +626,14 @@ def main(argv):
     cg.add_argument("--repeat", type=int, default=3)
     cg.add_argument("--paths", default="", help="comma-separated (default: all)")
     cg.add_argument("--timeout", type=int, default=300, help="seconds per valgrind run (default 300)")
+    ck = sub.add_parser("check", help="check that a suite file is well formed (exit 2 if not)")
+    ck.add_argument("suite")
+    ck.add_argument("--require", default="", help="comma-separated groups that must be present")
+    dg = sub.add_parser("degrade", help="for tests: copy a suite file with one metric made worse")
+    dg.add_argument("input")
+    dg.add_argument("output")
+    dg.add_argument("--metric", required=True)
+    dg.add_argument("--factor", type=float, default=2.0)
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
@@ -577,7 +643,7 @@ def main(argv):
         return 2
     try:
         return {"merge": cmd_merge, "table": cmd_table, "compare": cmd_compare, "plot": cmd_plot,
-                "callgrind": cmd_callgrind}[args.cmd](args)
+                "callgrind": cmd_callgrind, "check": cmd_check, "degrade": cmd_degrade}[args.cmd](args)
     except InputError as e:
         print("suite.py %s: %s" % (args.cmd, e), file=sys.stderr)
         return 2
