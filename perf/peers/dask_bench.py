@@ -16,8 +16,9 @@ Metrics (median [min, max] across rounds):
   dask_actor_calls_sync   one Dask actor (client.submit(cls, actor=True)) on a worker; call
                           its no-op method and .result(); median round trip (us) (and _ops).
                           Prism: 1_1_actor_calls_sync.
-  dask_put_gigabytes      client.scatter of a numpy uint8 array (hash=False: a fresh key
-                          each time) to a worker; GB/s (1e9 B/s).
+  dask_put_gigabytes      client.scatter of a numpy uint8 array of random bytes (hash=False:
+                          a fresh key each time) to a worker; GB/s (1e9 B/s). Dask's default
+                          config (comm compression "auto").
   dask_get_gigabytes      client.gather of that object back from the worker; GB/s.
 """
 
@@ -141,8 +142,10 @@ def main():
 
         # ---- object put (scatter) / get (gather) -------------------------------------------
         nbytes = int(a.object_mib * (1 << 20))
-        arr = np.empty(nbytes, dtype=np.uint8)
-        arr[:] = np.arange(nbytes, dtype=np.uint64).astype(np.uint8)  # touched, not zero
+        # Random bytes: Dask compresses messages by default (lz4 where installed) when a
+        # sample compresses well; random data, like trained weights, does not, so this
+        # measures the transfer rather than the compressor.
+        arr = np.random.default_rng(7).integers(0, 256, nbytes, dtype=np.uint8)
         put_rounds, get_rounds = [], []
 
         def one_pair(put_times, get_times):
