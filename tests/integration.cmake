@@ -31,6 +31,14 @@ if(TARGET train_fashion_mnist)
     TIMEOUT 300 LABELS apps
     FIXTURES_REQUIRED fmnist_clean
     PASS_REGULAR_EXPRESSION "OK: the restored model matches the reported accuracy")
+  # A storage path one worker's rank cannot see (its own mount namespace): a clear error
+  # naming the rank, before training starts.
+  add_test(NAME failure_storage_not_shared
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/storage_not_shared.sh ${PRISM_MPIRUN} --
+            $<TARGET_FILE:train_fashion_mnist>)
+  set_tests_properties(failure_storage_not_shared PROPERTIES
+    TIMEOUT 150 LABELS failure SKIP_RETURN_CODE 77
+    PASS_REGULAR_EXPRESSION "storage_path is not shared: rank 2 \\(host [^)]*\\) cannot see the probe file")
   add_test(NAME app_train_fashion_mnist_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_fmnist_store})
   set_tests_properties(app_train_fashion_mnist_clean PROPERTIES FIXTURES_SETUP fmnist_clean)
 endif()

@@ -136,6 +136,7 @@ LaunchInfo DetectLaunch(const EnvFn& env) {
     auto array_task = env("SLURM_ARRAY_TASK_ID");
     if (array_job && array_task) info.job_id = *array_job + "_" + *array_task;
   }
+  if (info.launcher == Launcher::kSrun) info.step_id = env("SLURM_STEP_ID").value_or("");
   info.slurm_cpus_per_task = EnvDouble(env, "SLURM_CPUS_PER_TASK");
   info.gpus_on_node = EnvDouble(env, "SLURM_GPUS_ON_NODE");
   if (!info.gpus_on_node) info.gpus_on_node = CountCudaDevices(env("CUDA_VISIBLE_DEVICES"));
@@ -157,6 +158,25 @@ std::string LaunchMisuseHint(const EnvFn& env) {
            " but no PMIX_RANK): Debian's Open MPI needs `srun --mpi=pmix`";
   }
   return "";
+}
+
+std::string SingleRankHint(const EnvFn& env, int world_size) {
+  auto ntasks = EnvInt(env, "SLURM_NTASKS");
+  if (world_size != 1 || !ntasks || *ntasks < 2 || env("SLURM_STEP_ID") ||
+      env("OMPI_COMM_WORLD_SIZE")) {
+    return "";
+  }
+  return "prism: warning: this Slurm job asked for " + std::to_string(*ntasks) +
+         " tasks (SLURM_NTASKS=" + std::to_string(*ntasks) +
+         ") but Prism started as 1 rank, so the other " + std::to_string(*ntasks - 1) +
+         " sit idle: start the program with `srun --mpi=pmix ./app` in the job script";
+}
+
+std::string NodeIdentity(const LaunchInfo& launch, const std::string& hostname) {
+  if (launch.launcher == Launcher::kSrun && launch.slurm_node_id) {
+    return "node-" + std::to_string(*launch.slurm_node_id);
+  }
+  return hostname;
 }
 
 }  // namespace prism::internal

@@ -32,6 +32,8 @@ struct LaunchInfo {
   /// SLURM_JOB_ID, or "<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>" for an array task;
   /// "" outside Slurm (the runtime then makes one).
   std::string job_id;
+  /// SLURM_STEP_ID in an srun step (concurrent steps of one job keep separate temp dirs).
+  std::string step_id;
   /// SLURM_NODEID.
   std::optional<int> slurm_node_id;
   /// SLURM_CPUS_PER_TASK.
@@ -59,5 +61,13 @@ bool LaunchedByMpiLauncher(const EnvFn& env);
 /// Today: srun without PMIx (--mpi=pmi2/none) under Debian's Open MPI, where every task
 /// would silently become its own one-rank cluster.
 std::string LaunchMisuseHint(const EnvFn& env);
+
+/// A warning when a Slurm job asked for several tasks but Prism started as one rank
+/// without srun (the batch script ran ./app directly), else "".
+std::string SingleRankHint(const EnvFn& env, int world_size);
+
+/// The node this rank counts as: "node-<SLURM_NODEID>" in an srun step (Slurm's own node
+/// numbering, right even where host names repeat), else the host name.
+std::string NodeIdentity(const LaunchInfo& launch, const std::string& hostname);
 
 }  // namespace prism::internal

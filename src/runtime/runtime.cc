@@ -114,7 +114,8 @@ void OnExitWithoutShutdown() {
 std::string MakeJobId() {
   std::random_device rd;
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%lx-%x", static_cast<long>(time(nullptr)), rd() & 0xffff);
+  std::snprintf(buf, sizeof buf, "%lx-%x-%x", static_cast<long>(time(nullptr)),
+                static_cast<unsigned>(getpid()), rd() & 0xffff);
   return buf;
 }
 
@@ -322,6 +323,9 @@ void DoInit(const Config& config, int argc, char** argv) {
     PRISM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
   }
   SetLogRank(rt->rank);
+  if (std::string warning = SingleRankHint(env, rt->world); !warning.empty()) {
+    std::fprintf(stderr, "%s\n", warning.c_str());
+  }
 
   // Settings: every rank resolves them; any failure stops every rank, reported by rank 0.
   std::vector<std::string> args;
@@ -372,7 +376,7 @@ void DoInit(const Config& config, int argc, char** argv) {
 
   std::string node_id = rt->settings.ranks_per_node > 0
                             ? "node-" + std::to_string(rt->rank / rt->settings.ranks_per_node)
-                            : host.hostname;
+                            : NodeIdentity(rt->launch, host.hostname);
   ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id,
                    host.hostname);
   Build(*rt);

@@ -298,7 +298,8 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
       std::max(kMiB, static_cast<uint64_t>(static_cast<double>(host.memory_bytes) * 0.3 / local));
   s.job_id = launch.job_id.empty() ? fallback_job_id : launch.job_id;
   std::string tmp = env("TMPDIR").value_or("");
-  s.session_dir = AbsolutePath(tmp.empty() ? "/tmp" : tmp) + "/prism-" + s.job_id;
+  s.session_dir = AbsolutePath(tmp.empty() ? "/tmp" : tmp) + "/prism-" + s.job_id +
+                  (launch.step_id.empty() ? "" : "." + launch.step_id);
   s.log_dir = s.session_dir + "/logs";
 
   auto non_negative = [](auto v) { return v >= 0 && std::isfinite(static_cast<double>(v)); };

@@ -112,6 +112,8 @@ void UninstallStopSignals() {
   g_pipe[0] = g_pipe[1] = -1;
 }
 
+void ClearStopSignalForTesting() { g_signal.store(0); }
+
 StopSignalUser::StopSignalUser() { g_users.fetch_add(1); }
 StopSignalUser::~StopSignalUser() { g_users.fetch_sub(1); }
 

@@ -13,6 +13,10 @@ void InstallStopSignals(int rank);
 /// serving rank exits).
 void UninstallStopSignals();
 
+/// Forgets the signal received (PreemptionSignal() returns 0 again): for tests that
+/// preempt a run and then resume it in the same process.
+void ClearStopSignalForTesting();
+
 /// While one is alive, this process has work that stops cleanly on SIGTERM (a training
 /// run's driver), so SIGTERM on rank 0 is left to it instead of ending the process.
 class StopSignalUser {

@@ -115,8 +115,36 @@ TEST(LaunchTest, SrunWithPmix) {
   EXPECT_EQ(info.gpus_on_node, 2.0);
   EXPECT_TRUE(info.slurm_job);
   EXPECT_EQ(info.job_id, "1234");
+  EXPECT_EQ(info.step_id, "0");
   EXPECT_TRUE(LaunchedByMpiLauncher(env));
   EXPECT_EQ(LaunchMisuseHint(env), "");
+  EXPECT_EQ(NodeIdentity(info, "cn07"), "node-1");  // Slurm's node numbering wins
+}
+
+TEST(LaunchTest, NodeIdentityIsTheHostNameOutsideSrun) {
+  EXPECT_EQ(NodeIdentity(DetectLaunch(FakeEnv({})), "laptop"), "laptop");
+  // mpirun inside an allocation inherits the batch shell's SLURM_NODEID on every rank.
+  LaunchInfo info = DetectLaunch(FakeEnv({{"OMPI_COMM_WORLD_SIZE", "4"}, {"SLURM_NODEID", "0"},
+                                          {"SLURM_JOB_ID", "7"}}));
+  EXPECT_EQ(NodeIdentity(info, "cn07"), "cn07");
+  EXPECT_EQ(info.step_id, "");
+}
+
+TEST(LaunchTest, SingleRankHintWhenTheJobAskedForMore) {
+  // The batch script ran ./app directly in a job of 3 tasks.
+  Vars batch = {{"SLURM_JOB_ID", "9"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "3"}};
+  EXPECT_EQ(SingleRankHint(FakeEnv(batch), 1),
+            "prism: warning: this Slurm job asked for 3 tasks (SLURM_NTASKS=3) but Prism started "
+            "as 1 rank, so the other 2 sit idle: start the program with `srun --mpi=pmix ./app` "
+            "in the job script");
+  EXPECT_EQ(SingleRankHint(FakeEnv(batch), 3), "");  // started on all of them
+  batch["SLURM_NTASKS"] = "1";
+  EXPECT_EQ(SingleRankHint(FakeEnv(batch), 1), "");  // a one-task job
+  EXPECT_EQ(SingleRankHint(FakeEnv({{"SLURM_JOB_ID", "9"}, {"SLURM_STEP_ID", "1"},
+                                    {"SLURM_NTASKS", "3"}}),
+                           1),
+            "");  // an srun step: LaunchMisuseHint's case
+  EXPECT_EQ(SingleRankHint(FakeEnv({}), 1), "");
 }
 
 TEST(LaunchTest, TasksPerNodeRepeatSyntax) {
@@ -200,8 +228,9 @@ TEST(SettingsTest, DefaultsFromSlurm) {
   EXPECT_EQ(s.num_cpus, 3.0);
   EXPECT_EQ(s.num_gpus, 2.0);  // floor(5 / 2)
   EXPECT_EQ(s.job_id, "42");
-  EXPECT_EQ(s.session_dir, "/scratch/tmp/prism-42");
-  EXPECT_EQ(s.log_dir, "/scratch/tmp/prism-42/logs");
+  // Per step: two srun steps of one job running at once never share a directory.
+  EXPECT_EQ(s.session_dir, "/scratch/tmp/prism-42.0");
+  EXPECT_EQ(s.log_dir, "/scratch/tmp/prism-42.0/logs");
 }
 
 TEST(SettingsTest, GpusFromCudaVisibleDevices) {

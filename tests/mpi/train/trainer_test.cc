@@ -1,12 +1,18 @@
 // TorchTrainer on 4 ranks (one CPU each): DDP on 2 and 3 workers matches one worker on the
 // whole batch, a failing worker restarts the group from the latest checkpoint, a new Fit
-// of the same run resumes where the last one stopped, and bad input gets clear errors.
+// of the same run resumes where the last one stopped, SIGUSR1 stops a run after a
+// checkpoint, and bad input gets clear errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "prism/train.h"
+#include "runtime/stop_signals.h"
+#include "train/worker.h"
 #include "../test_util.h"
 
 using namespace prism_test;
@@ -81,12 +87,14 @@ void EpochLoop(train::Config config) {
   }
   const int epochs = config.Get<int>("epochs", 4);
   const int fail_at = config.Get<int>("fail_at", -1);
+  const int epoch_ms = config.Get<int>("epoch_ms", 0);
   const std::string marker = config.Get<std::string>("marker", "");
   for (int epoch = start; epoch < epochs; ++epoch) {
     if (epoch == fail_at && ctx.GetWorldRank() == 1 && !std::filesystem::exists(marker)) {
       std::ofstream(marker) << "failed once";
       throw std::runtime_error("injected failure at epoch " + std::to_string(epoch));
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(epoch_ms));
     std::optional<train::Checkpoint> ckpt;
     if (ctx.GetWorldRank() == 0) {
       std::string dir = train::MakeTempCheckpointDir();
@@ -177,6 +185,51 @@ TEST(Trainer, ANewFitOfTheSameRunResumesFromItsLatestCheckpoint) {
   train::Result second = train::TorchTrainer(EpochLoop, EpochOptions(storage, "run", 2, 4)).Fit();
   EXPECT_EQ(second.metrics.at("epoch"), 3);
   EXPECT_EQ(Epochs(second), (std::vector<double>{0, 1, 2, 3})) << "history spans both fits, epochs continue";
+}
+
+TEST(Trainer, SigusrStopsTheRunAfterACheckpointAndANewFitResumesIt) {
+  ASSERT_GE(World(), 3);
+  const std::string storage = FreshDir("preempt");
+  auto o = EpochOptions(storage, "preempted", 3, 8);
+  o.train_loop_config.Set("epoch_ms", 300);
+  // Slurm's time-limit warning, as the driver's process would get it from srun: sent once
+  // two epochs are reported.
+  std::thread signaller([&] {
+    const std::string results = storage + "/preempted/result.json";
+    for (int i = 0; i < 600; ++i) {
+      std::ifstream in(results);
+      int lines = 0;
+      for (std::string line; std::getline(in, line);) ++lines;
+      if (lines >= 2) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    kill(getpid(), SIGUSR1);
+  });
+  std::string checkpoint;
+  try {
+    train::TorchTrainer(EpochLoop, o).Fit();
+    signaller.join();
+    FAIL() << "Fit finished all 8 epochs although SIGUSR1 came after the second";
+  } catch (const train::TrainingPreemptedError& e) {
+    signaller.join();
+    EXPECT_EQ(e.Signal(), SIGUSR1);
+    EXPECT_NE(std::string(e.what()).find("SIGUSR1"), std::string::npos) << e.what();
+    checkpoint = e.CheckpointPath();
+  }
+  EXPECT_EQ(prism::PreemptionSignal(), SIGUSR1);
+  ASSERT_FALSE(checkpoint.empty());
+  int saved = -1;
+  std::ifstream(checkpoint + "/epoch.txt") >> saved;
+  std::vector<double> before;
+  for (const auto& m : train::internal::ReadHistory(storage + "/preempted")) before.push_back(m.at("epoch"));
+  ASSERT_GE(before.size(), 2u);
+  EXPECT_LT(before.size(), 8u) << "the run stopped early";
+  EXPECT_EQ(saved, static_cast<int>(before.back())) << "it stopped right after committing a checkpoint";
+
+  // The requeued job: the same run resumes where it stopped and finishes.
+  prism::internal::ClearStopSignalForTesting();
+  train::Result r = train::TorchTrainer(EpochLoop, EpochOptions(storage, "preempted", 3, 8)).Fit();
+  EXPECT_EQ(Epochs(r), (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7})) << "no epoch lost or repeated";
 }
 
 TEST(Trainer, RetentionKeepsTheBestCheckpointsAndTheNewest) {
