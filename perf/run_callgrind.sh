@@ -9,7 +9,7 @@
 #   --quick         K=200, one run per path (CI smoke)
 #   --out=DIR       default perf/results/callgrind; DIR/callgrind.json holds the counts
 #   --iterations=K  calls per path inside the counted window (default 1000)
-#   --repeat=R      valgrind runs per path (default 3)
+#   --repeat=R      valgrind runs per path (default 5)
 #   BUILD_DIR       build directory (default build)
 #
 # Exit status: 0 done, 1 a run failed, 2 bad usage, 77 valgrind or the binary is missing
@@ -19,7 +19,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 out="$root/perf/results/callgrind"
 iterations=1000
-repeat=3
+repeat=5
 for a in "$@"; do
   case "$a" in
     --quick) iterations=200; repeat=1 ;;

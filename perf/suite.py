@@ -285,6 +285,13 @@ def slowdown(b, cur):
     return cv / bv if not b.get("higher_is_better", True) else bv / cv
 
 
+def ranges_overlap(b, c):
+    """Whether the [min, max] across rounds of the two runs overlap (both must have them)."""
+    if None in (b.get("min"), b.get("max"), c.get("min"), c.get("max")):
+        return False
+    return b["min"] <= c["max"] and c["min"] <= b["max"]
+
+
 def cmd_compare(args):
     base = check_suite(load_json(args.baseline), args.baseline)
     cur = check_suite(load_json(args.current), args.current)
@@ -343,6 +350,8 @@ def cmd_compare(args):
             norm = s / rs
             if norm > 1 + threshold:
                 verdict = "WORSE" + note
+                if ranges_overlap(b, c):
+                    verdict += " (round ranges overlap: maybe noise)"
                 worse.append(name)
             elif norm < 1 - threshold:
                 verdict = "better" + note
@@ -623,7 +632,7 @@ def main(argv):
     cg.add_argument("--binary", required=True)
     cg.add_argument("--out", required=True)
     cg.add_argument("--iterations", type=int, default=1000)
-    cg.add_argument("--repeat", type=int, default=3)
+    cg.add_argument("--repeat", type=int, default=5)
     cg.add_argument("--paths", default="", help="comma-separated (default: all)")
     cg.add_argument("--timeout", type=int, default=300, help="seconds per valgrind run (default 300)")
     ck = sub.add_parser("check", help="check that a suite file is well formed (exit 2 if not)")
