@@ -52,8 +52,8 @@ def read_steps(workdir):
 def fig(median, lo=None, hi=None, bench=None):
     if median is None:
         return None
-    return {"benchmark": bench, "median": median,
-            "min": lo if lo is not None else median, "max": hi if hi is not None else median}
+    # min/max stay None where the benchmark reports only a median.
+    return {"benchmark": bench, "median": median, "min": lo, "max": hi}
 
 
 # ---- Prism figures ------------------------------------------------------------------------
@@ -295,6 +295,8 @@ def main():
     def ftxt(f):
         if not f:
             return "-"
+        if f["min"] is None or f["max"] is None:
+            return f"{peerlib.fmt(f['median'])} (median only)"
         return f"{peerlib.fmt(f['median'])} [{peerlib.fmt(f['min'])}, {peerlib.fmt(f['max'])}]"
 
     header = ["#", "workload", "unit", "Prism", "peer", "peer figure",
@@ -302,7 +304,8 @@ def main():
     table = []
     for i, r in enumerate(rows, 1):
         peer_txt = ftxt(r["peer_figure"]) if r["peer_figure"] else r.get("peer_short", "-")
-        ratio = f"{r['ratio']:.3g}" if r["ratio"] is not None else "-"
+        ratio = "-" if r["ratio"] is None else (
+            peerlib.fmt(r["ratio"]) if r["ratio"] >= 100 else f"{r['ratio']:.3g}")
         table.append([str(i), r["workload"], r["unit"], ftxt(r["prism"]), r["peer"], peer_txt,
                       ratio, r["match"]])
     widths = [max(len(str(x[i])) for x in table + [header]) for i in range(len(header))]
