@@ -55,11 +55,18 @@ add_test(NAME compile_fail_unserializable
 set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS unit
   PASS_REGULAR_EXPRESSION "prism: the return type of a remote function must be serializable")
 
-# Level 4: a real local Slurm (started and stopped by the test; skipped without root).
-add_test(NAME slurm_core_demo
-  COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR})
-set_tests_properties(slurm_core_demo PROPERTIES TIMEOUT 400 LABELS slurm SKIP_RETURN_CODE 77
-  PASS_REGULAR_EXPRESSION "PASS: slurm tests" RUN_SERIAL TRUE)
+# Level 4: a real local Slurm (started and stopped by each test; skipped without root).
+# See tests/slurm/run_slurm_test.sh for what each case submits and checks.
+set(_slurm_cases core)
+if(TARGET train_fashion_mnist)
+  list(APPEND _slurm_cases array usr1 term)  # the training demo: arrays, preemption
+endif()
+foreach(_case IN LISTS _slurm_cases)
+  add_test(NAME slurm_${_case}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_case})
+  set_tests_properties(slurm_${_case} PROPERTIES TIMEOUT 600 LABELS slurm SKIP_RETURN_CODE 77
+    PASS_REGULAR_EXPRESSION "PASS: slurm ${_case}" RUN_SERIAL TRUE)
+endforeach()
 
 # Ray C++ compatibility: a Ray-style program, only its include line changed.
 add_executable(ray_style_program ${CMAKE_CURRENT_LIST_DIR}/compat/ray_style_program.cc)

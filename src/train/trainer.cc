@@ -404,7 +404,7 @@ Result TorchTrainer::Fit() {
     if (failure.empty()) {
       reports.Drain();
       RemovePlacementGroup(pg.GetID());
-      if (stopped_early) throw preempted("after iteration " + std::to_string(reports.last() ? reports.last()->iteration : 0));
+      if (stopped_early) throw preempted("after its checkpointed report");
       break;
     }
 

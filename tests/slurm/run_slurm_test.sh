@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
-# Slurm tests against a real local Slurm (slurm/start-slurm.sh): the core demo through
-# sbatch + srun --mpi=pmix -n 3, and the misuse message for srun --mpi=pmi2.
-# Usage: run_slurm_test.sh <build dir>. Every Slurm command runs under `timeout`.
+# Slurm tests against a real local Slurm (slurm/start-slurm.sh, started here if none runs and
+# stopped again at the end). Every Slurm command runs under `timeout`.
+#
+#   run_slurm_test.sh <build dir> <case>
+#
+#   core     sbatch of the core demo on 3 ranks (srun --mpi=pmix); the misuse messages:
+#            srun --mpi=pmi2 and --mpi=none, and ./app run directly in a 3-task job
+#   array    jobs/train_fashion_mnist.sbatch as a job array of 2: each task trains its own
+#            run (distinct names and temp dirs), 2 workers each
+#   usr1     the training demo with 2 workers, 4 epochs, through jobs/train_fashion_mnist.sbatch;
+#            after the first epoch the batch shell gets USR1 (what --signal=B:USR1@T sends
+#            before the time limit): the run checkpoints, exits 75, the script requeues, and
+#            the requeued job resumes and finishes: epochs 1-4 once each, checkpoints intact
+#   term     the same with SIGTERM to every process of the job (what preemption sends)
+#
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
 build=$(cd "$1" && pwd)
+case=${2:-core}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export SLURM_BASE=${SLURM_BASE:-/tmp/prism-slurm-test}
 export SLURM_CONF=${SLURM_CONF:-$SLURM_BASE/etc/slurm.conf}
@@ -26,31 +39,140 @@ if ! timeout 30 sinfo >/dev/null 2>&1; then
 fi
 
 fail() { echo "FAIL: $*"; exit 1; }
+# wait_gone JOB SECONDS: polls squeue until the job (all its array tasks) left the queue.
+wait_gone() {
+  for _ in $(seq $(($2 * 2))); do
+    [[ -z $(timeout 10 squeue -h -j "$1" 2>/dev/null) ]] && return 0
+    sleep 0.5
+  done
+  timeout 10 scancel "$1"
+  return 1
+}
+# wait_for FILE PATTERN SECONDS: polls until FILE has a line matching PATTERN.
+wait_for() {
+  for _ in $(seq $(($3 * 4))); do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.25
+  done
+  return 1
+}
 
-# 1. sbatch the core demo on 3 ranks via srun --mpi=pmix.
-cat >"$work/demo.sbatch" <<JOB
+run_core() {
+  # 1. sbatch the core demo on 3 ranks via srun --mpi=pmix.
+  cat >"$work/demo.sbatch" <<JOB
 #!/usr/bin/env bash
 #SBATCH --ntasks=3
 #SBATCH --time=00:05:00
 #SBATCH --output=$work/demo-%j.out
 srun --mpi=pmix $build/apps/core_demo
 JOB
-jobid=$(timeout 30 sbatch --parsable "$work/demo.sbatch") || fail "sbatch refused the job"
-for _ in $(seq 240); do
-  [[ -z $(timeout 10 squeue -h -j "$jobid" 2>/dev/null) ]] && break
-  sleep 0.5
-done
-[[ -n $(timeout 10 squeue -h -j "$jobid" 2>/dev/null) ]] && { timeout 10 scancel "$jobid"; fail "job $jobid still queued/running after 120 s"; }
-out="$work/demo-$jobid.out"
-cat "$out"
-grep -q "Prism core demo on 3 rank(s), job $jobid" "$out" || fail "demo did not run on 3 ranks with the Slurm job id"
-grep -q "task .* ran on rank 2" "$out" || fail "no task ran on rank 2"
-grep -q "^done" "$out" || fail "demo did not finish"
+  local jobid out
+  jobid=$(timeout 30 sbatch --parsable "$work/demo.sbatch") || fail "sbatch refused the job"
+  wait_gone "$jobid" 120 || fail "job $jobid still queued/running after 120 s"
+  out="$work/demo-$jobid.out"
+  cat "$out"
+  grep -q "Prism core demo on 3 rank(s), job $jobid" "$out" || fail "demo did not run on 3 ranks with the Slurm job id"
+  grep -q "task .* ran on rank 2" "$out" || fail "no task ran on rank 2"
+  grep -q "^done" "$out" || fail "demo did not finish"
 
-# 2. srun --mpi=pmi2 cannot form an MPI world with Debian's Open MPI: say so, exit non-zero.
-timeout 120 srun --mpi=pmi2 -n 2 "$build/apps/core_demo" >"$work/pmi2.out" 2>&1
-rc=$?
-cat "$work/pmi2.out"
-[[ $rc != 0 && $rc != 124 ]] || fail "srun --mpi=pmi2 exited $rc (expected a clean non-zero exit)"
-grep -q -- "--mpi=pmix" "$work/pmi2.out" || fail "no hint to use srun --mpi=pmix"
-echo "PASS: slurm tests"
+  # 2. srun --mpi=pmi2 / none cannot form an MPI world with Debian's Open MPI: say so.
+  local mpi rc
+  for mpi in pmi2 none; do
+    timeout 120 srun --mpi=$mpi -n 2 "$build/apps/core_demo" >"$work/$mpi.out" 2>&1
+    rc=$?
+    cat "$work/$mpi.out"
+    [[ $rc != 0 && $rc != 124 ]] || fail "srun --mpi=$mpi exited $rc (expected a clean non-zero exit)"
+    grep -q -- "--mpi=pmix" "$work/$mpi.out" || fail "srun --mpi=$mpi: no hint to use srun --mpi=pmix"
+  done
+
+  # 3. A 3-task job whose script runs ./app directly: it works on 1 rank and says so.
+  cat >"$work/direct.sbatch" <<JOB
+#!/usr/bin/env bash
+#SBATCH --ntasks=3
+#SBATCH --time=00:05:00
+#SBATCH --output=$work/direct-%j.out
+$build/apps/core_demo
+JOB
+  jobid=$(timeout 30 sbatch --parsable "$work/direct.sbatch") || fail "sbatch refused the job"
+  wait_gone "$jobid" 120 || fail "job $jobid still queued/running after 120 s"
+  out="$work/direct-$jobid.out"
+  cat "$out"
+  grep -q "asked for 3 tasks (SLURM_NTASKS=3) but Prism started as 1 rank" "$out" ||
+    fail "no warning for a one-rank start in a 3-task job"
+  grep -q "srun --mpi=pmix ./app" "$out" || fail "the warning does not say how to launch"
+  grep -q "^done" "$out" || fail "the one-rank demo did not finish"
+}
+
+# submit_training ARGS...: sbatch of the project's own job script, short epochs.
+submit_training() {
+  PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store EXTRA_ARGS="--train-samples=3000" \
+    timeout 30 sbatch --parsable --time=00:10:00 --output="$work/train-%j.out" "$@" \
+    "$root/jobs/train_fashion_mnist.sbatch"
+}
+
+# check_run DIR EPOCHS: result.json holds epochs 1..EPOCHS once each, in order; every
+# checkpoint left is a readable HDF5 model whose epoch is one of them.
+check_run() {
+  local dir=$1 epochs=$2
+  [[ -f $dir/result.json ]] || fail "no $dir/result.json"
+  local got want
+  got=$(python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$dir/result.json")
+  want=$(seq -s ' ' 1 "$epochs")
+  [[ $got == "$want" ]] || fail "epochs in $dir/result.json are '$got', expected '$want'"
+  local n=0 ckpt
+  for ckpt in "$dir"/checkpoint_*; do
+    [[ -d $ckpt ]] || continue
+    h5ls "$ckpt/model.h5/model" >/dev/null 2>&1 || h5ls "$ckpt/model.h5" >/dev/null ||
+      fail "$ckpt/model.h5 is not a readable HDF5 file"
+    n=$((n + 1))
+  done
+  ((n > 0)) || fail "no checkpoint in $dir"
+  echo "run $dir: epochs $got, $n checkpoint(s) readable"
+}
+
+run_array() {
+  local jobid out t
+  jobid=$(WORKERS=2 EPOCHS=1 submit_training --array=0-1 --ntasks=2) || fail "sbatch refused the array"
+  wait_gone "$jobid" 300 || fail "array $jobid still queued/running after 300 s"
+  for t in 0 1; do
+    out=$(ls "$work"/train-*.out | xargs grep -l "fashion_mnist_cnn_${jobid}_$t" | head -1)
+    [[ -n $out ]] || { cat "$work"/train-*.out; fail "no output names run fashion_mnist_cnn_${jobid}_$t"; }
+    cat "$out"
+    grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "array task $t did not finish"
+    check_run "$work/store/fashion_mnist_cnn_${jobid}_$t" 1
+  done
+}
+
+# run_preempt SIGNAL SCANCEL-FLAGS...: signal the job after its first epoch; expect a
+# checkpoint, exit 75, a requeue, and a resumed run that finishes.
+run_preempt() {
+  local sig=$1
+  shift
+  local jobid out run
+  jobid=$(EPOCHS=4 submit_training) || fail "sbatch refused the job"
+  out="$work/train-$jobid.out"
+  run="$work/store/fashion_mnist_cnn_$jobid"
+  wait_for "$run/result.json" '"epoch": 1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
+  timeout 10 scancel --signal="$sig" "$@" "$jobid" || fail "scancel --signal=$sig refused"
+  echo "sent $sig ($*) to job $jobid after epoch 1"
+  wait_gone "$jobid" 400 || { cat "$out"; fail "job $jobid did not finish within 400 s of the signal"; }
+  cat "$out"
+  grep -q "received SIG$sig (preemption or time limit)" "$out" || fail "the head did not report SIG$sig"
+  grep -q "stopped on SIG$sig" "$out" || fail "training did not stop on SIG$sig"
+  grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue on status 75"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "resuming after epoch [1-3] from" "$out" || fail "the requeued job did not resume from a checkpoint"
+  grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the resumed run did not finish"
+  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
+  check_run "$run" 4
+  timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+}
+
+case $case in
+  core) run_core ;;
+  array) run_array ;;
+  usr1) run_preempt USR1 --batch ;;
+  term) run_preempt TERM ;;
+  *) echo "unknown case '$case' (core, array, usr1, term)"; exit 2 ;;
+esac
+echo "PASS: slurm $case"
