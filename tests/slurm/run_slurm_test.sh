@@ -12,7 +12,9 @@
 #            after the first epoch the batch shell gets USR1 (what --signal=B:USR1@T sends
 #            before the time limit): the run checkpoints, exits 75, the script requeues, and
 #            the requeued job resumes and finishes: epochs 1-4 once each, checkpoints intact
-#   term     the same with SIGTERM to every process of the job (what preemption sends)
+#   term     the same with SIGTERM to the job's step (what preemption sends)
+#   timelimit  a 1-minute job with --signal=B:USR1@45: Slurm's own warning before the time
+#            limit, as many requeues as it takes, then the run finishes
 #
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
@@ -168,11 +170,30 @@ run_preempt() {
   timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
 }
 
+# The real time-limit path: a 1-minute job with --signal=B:USR1@45 trains 4 epochs, so Slurm
+# itself warns it before the limit (possibly more than once): each time it checkpoints,
+# requeues and resumes, until the run finishes with epochs 1-4 once each.
+run_timelimit() {
+  local jobid out run
+  jobid=$(EPOCHS=4 submit_training --time=00:01:00 --signal=B:USR1@45) || fail "sbatch refused the job"
+  out="$work/train-$jobid.out"
+  run="$work/store/fashion_mnist_cnn_$jobid"
+  wait_gone "$jobid" 540 || { cat "$out"; fail "job $jobid did not finish within 540 s"; }
+  cat "$out"
+  grep -q "job got USR1" "$out" || fail "Slurm did not send USR1 before the time limit"
+  grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue on status 75"
+  grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the run did not finish"
+  grep -q "DUE TO TIME LIMIT" "$out" && fail "the time limit killed the job"
+  check_run "$run" 4
+  timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+}
+
 case $case in
   core) run_core ;;
   array) run_array ;;
   usr1) run_preempt USR1 --batch ;;
   term) run_preempt TERM ;;
-  *) echo "unknown case '$case' (core, array, usr1, term)"; exit 2 ;;
+  timelimit) run_timelimit ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
