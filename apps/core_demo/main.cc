@@ -31,8 +31,10 @@ PRISM_REMOTE(Square, Add, WhereAmI, Sum, Fib, Fails);
 int main(int argc, char** argv) {
   prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here and never return
   auto ctx = prism::GetRuntimeContext();
+  // What the launcher gave us (SLURM_CPUS_PER_TASK, CUDA_VISIBLE_DEVICES, ..., or the host).
+  auto resources = prism::ClusterResources();
   std::cout << "Prism core demo on " << ctx.GetWorldSize() << " rank(s), job " << ctx.GetJobId()
-            << "\n";
+            << " (" << resources["CPU"] << " CPUs, " << resources["GPU"] << " GPUs)\n";
 
   // 1. Tasks, spread over the ranks.
   std::vector<prism::ObjectRef<std::string>> where;

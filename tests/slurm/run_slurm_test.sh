@@ -77,6 +77,17 @@ JOB
   grep -q "task .* ran on rank 2" "$out" || fail "no task ran on rank 2"
   grep -q "^done" "$out" || fail "demo did not finish"
 
+  # Resources from Slurm: 2 CPUs per task, and GPUs counted from CUDA_VISIBLE_DEVICES
+  # (no GPU is used; Slurm's NoDevFiles would count as none).
+  CUDA_VISIBLE_DEVICES=0,1 timeout 120 srun --mpi=pmix -n 2 --cpus-per-task=2 \
+    "$build/apps/core_demo" >"$work/cpus.out" 2>&1
+  cat "$work/cpus.out"
+  grep -q "Prism core demo on 2 rank(s), job [0-9]* (4 CPUs, 2 GPUs)" "$work/cpus.out" ||
+    fail "srun -n 2 --cpus-per-task=2 with CUDA_VISIBLE_DEVICES=0,1 should give 4 CPUs, 2 GPUs"
+  CUDA_VISIBLE_DEVICES=NoDevFiles timeout 120 srun --mpi=pmix -n 2 "$build/apps/core_demo" \
+    >"$work/nodev.out" 2>&1
+  grep -q "(2 CPUs, 0 GPUs)" "$work/nodev.out" || { cat "$work/nodev.out"; fail "NoDevFiles should count as no GPU"; }
+
   # 2. srun --mpi=pmi2 / none cannot form an MPI world with Debian's Open MPI: say so.
   local mpi rc
   for mpi in pmi2 none; do
