@@ -285,6 +285,14 @@ def slowdown(b, cur):
     return cv / bv if not b.get("higher_is_better", True) else bv / cv
 
 
+def reference_usable(slowdown_factor, max_shift):
+    """A reference that moved by more than max_shift between two runs on the same kind of
+    machine measures something else than the machine's speed (on this 2-core VM the MPI
+    ping-pong flips between about 1.2 and 5.5 us with the placement of the ranks on the
+    cores): its metrics are then compared raw instead of being scaled by it."""
+    return 1 / max_shift <= slowdown_factor <= max_shift
+
+
 def ranges_overlap(b, c):
     """Whether the [min, max] across rounds of the two runs overlap (both must have them)."""
     if None in (b.get("min"), b.get("max"), c.get("min"), c.get("max")):
@@ -315,10 +323,16 @@ def cmd_compare(args):
           "instruction counts (callgrind/*) are not normalised and regress beyond %.2f (%.0f%%)"
           % (1 + args.threshold, 100 * args.threshold, 1 + args.callgrind_threshold, 100 * args.callgrind_threshold))
     print("slowdown = baseline/current for higher-is-better, current/baseline for lower-is-better (> 1 = worse);")
-    print("normalised = slowdown / the reference's slowdown in the same runs. References:")
+    print("normalised = slowdown / the reference's slowdown in the same runs; a reference that moved more than "
+          "%.1fx is not used (--max-reference-shift). References:" % args.max_reference_shift)
     for key, name in REFERENCES.items():
         s = ref_slowdown.get(key)
-        print("  %-18s %-34s machine slowdown %s" % (key, name, "%.3f" % s if s else "n/a (missing in one file)"))
+        state = "n/a (missing in one file): raw"
+        if s:
+            state = "%.3f" % s
+            if not reference_usable(s, args.max_reference_shift):
+                state += "  UNUSABLE (moved more than %.1fx): its metrics are compared raw" % args.max_reference_shift
+        print("  %-18s %-34s machine slowdown %s" % (key, name, state))
     print("Normalisation by name (first match):")
     for pattern, ref, why in NORMALISATION_RULES:
         print("  %-55s -> %s" % (pattern, why))
@@ -347,6 +361,8 @@ def cmd_compare(args):
             note = ""
             if ref and not rs:
                 rs, note = 1.0, " (no reference: raw)"
+            elif ref and not reference_usable(rs, args.max_reference_shift):
+                rs, note = 1.0, " (reference moved %.2fx: raw)" % ref_slowdown[ref]
             norm = s / rs
             if norm > 1 + threshold:
                 verdict = "WORSE" + note
@@ -634,6 +650,8 @@ def main(argv):
                    help="largest allowed normalised slowdown - 1 (default 0.15)")
     c.add_argument("--callgrind-threshold", type=float, default=0.02,
                    help="largest allowed instruction-count increase for callgrind/* (default 0.02)")
+    c.add_argument("--max-reference-shift", type=float, default=2.0,
+                   help="a reference that moved more than this factor is not used to normalise (default 2)")
     pl = sub.add_parser("plot", help="PNG plots from suite files (e.g. runs at 2, 3 and 4 ranks)")
     pl.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"))
     pl.add_argument("suites", nargs="+")
@@ -656,8 +674,8 @@ def main(argv):
         args = p.parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
-    if args.cmd == "compare" and (args.threshold < 0 or args.callgrind_threshold < 0):
-        print("suite.py: thresholds must be >= 0", file=sys.stderr)
+    if args.cmd == "compare" and (args.threshold < 0 or args.callgrind_threshold < 0 or args.max_reference_shift < 1):
+        print("suite.py: thresholds must be >= 0 and --max-reference-shift >= 1", file=sys.stderr)
         return 2
     try:
         return {"merge": cmd_merge, "table": cmd_table, "compare": cmd_compare, "plot": cmd_plot,
