@@ -413,6 +413,13 @@ def cmd_plot(args):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        # Debian's python3-matplotlib belongs to /usr/bin/python3; another python3 first on
+        # PATH (pyenv, a venv) may lack it: run this command again with the system's.
+        system = "/usr/bin/python3"
+        if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system):
+            print("suite.py plot: no matplotlib in %s; running again with %s" % (sys.executable, system))
+            sys.stdout.flush()
+            os.execv(system, [system, os.path.abspath(__file__)] + sys.argv[1:])
         raise InputError("matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
     suites = [check_suite(load_json(p), p) for p in args.suites]
     os.makedirs(args.out, exist_ok=True)
@@ -453,7 +460,8 @@ def cmd_plot(args):
     d = max(suites, key=lambda d: d.get("context", {}).get("ranks") or 0)
     series = {}
     for b in d["benchmarks"]:
-        if b["unit"].startswith("GB/s") and not b["name"].startswith("reference_mpi"):
+        if (b["unit"].startswith("GB/s") and b.get("group") != "checkpoint"
+                and not b["name"].startswith(("reference_mpi", "memcpy_gigabytes_first_touch"))):
             s = size_mib(b)
             if s is None and b["name"] in ("single_client_put_gigabytes", "memcpy_gigabytes"):
                 s = 256  # both copy 256 MiB (perf/README.md)
@@ -470,12 +478,15 @@ def cmd_plot(args):
             ax.plot([p[0] for p in pts], [p[1]["value"] for p in pts],
                     marker="o", linestyle="-" if len(pts) > 1 else "none", label=family)
         ax.set_xscale("log", base=2)
+        ticks = sorted({p[0] for pts in series.values() for p in pts})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(["%g" % t for t in ticks])
         ax.set_xlabel("object / message size (MiB)")
         ax.set_ylabel("GB/s (median)")
         ax.set_title("Prism bandwidth against size (%s ranks)" % d.get("context", {}).get("ranks"))
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")
         fig.tight_layout()
         path = os.path.join(args.out, "bandwidth_vs_size.png")
         fig.savefig(path, dpi=100)
