@@ -177,12 +177,11 @@ def cmd_merge(args):
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InputError("the same benchmark name comes from two parts: %s" % ", ".join(dup))
-    first_ctx = {}
+    first_ctx = {}  # the first value of each context field the parts report
     for item in args.inputs:
-        c = load_json(item.partition("=")[2]).get("context", {})
-        if c.get("mpi_library_version"):
-            first_ctx = c
-            break
+        for k, v in load_json(item.partition("=")[2]).get("context", {}).items():
+            if v and k not in first_ctx:
+                first_ctx[k] = v
     split = lambda s: [x for x in (s or "").split(",") if x]
     context = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
