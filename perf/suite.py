@@ -455,8 +455,10 @@ def cmd_plot(args):
         plt.close(fig)
         written.append(path)
 
-    # Bandwidth against object size, from the suite file with the most ranks given.
-    d = max(suites, key=lambda d: d.get("context", {}).get("ranks") or 0)
+    # Bandwidth against object size, from the suite file with the most bandwidth figures
+    # (a file from a run whose transfer benchmarks failed has fewer), then the most ranks.
+    d = max(suites, key=lambda d: (sum(b["unit"].startswith("GB/s") for b in d["benchmarks"]),
+                                   d.get("context", {}).get("ranks") or 0))
     series = {}
     for b in d["benchmarks"]:
         if (b["unit"].startswith("GB/s") and b.get("group") != "checkpoint"
