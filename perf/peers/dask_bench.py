@@ -56,15 +56,9 @@ def parse_args():
                    help="rounds of the async batch (3: one round of 10k tasks takes ~15 s)")
     p.add_argument("--min-time", type=float, default=None, help="seconds per round (1.0)")
     p.add_argument("--object-mib", type=float, default=None, help="put/get size (100)")
-    a = p.parse_args()
-    if a.quick:
-        defaults = dict(tasks=200, rounds=3, async_rounds=3, min_time=0.05, object_mib=4)
-    else:
-        defaults = dict(tasks=10000, rounds=5, async_rounds=3, min_time=1.0, object_mib=100)
-    for k, v in defaults.items():
-        if getattr(a, k) is None:
-            setattr(a, k, v)
-    return a
+    return peerlib.fill_defaults(p.parse_args(),
+                                 quick=dict(tasks=200, rounds=3, async_rounds=3, min_time=0.05, object_mib=4),
+                                 full=dict(tasks=10000, rounds=5, async_rounds=3, min_time=1.0, object_mib=100))
 
 
 def main():

@@ -40,15 +40,9 @@ def parse_args():
     p.add_argument("--min-time", type=float, default=None, help="seconds per round (1.0)")
     p.add_argument("--workers", type=int, default=2,
                    help="workers to spawn when not started under -m mpi4py.futures")
-    a = p.parse_args()
-    if a.quick:
-        defaults = dict(tasks=200, rounds=3, min_time=0.05)
-    else:
-        defaults = dict(tasks=10000, rounds=5, min_time=1.0)
-    for k, v in defaults.items():
-        if getattr(a, k) is None:
-            setattr(a, k, v)
-    return a
+    return peerlib.fill_defaults(p.parse_args(),
+                                 quick=dict(tasks=200, rounds=3, min_time=0.05),
+                                 full=dict(tasks=10000, rounds=5, min_time=1.0))
 
 
 def main():

@@ -26,6 +26,14 @@ def load_average():
         return [0.0, 0.0, 0.0]
 
 
+def fill_defaults(args, quick, full):
+    """Sets every option still None in `args` from `quick` or `full` (by args.quick)."""
+    for k, v in (quick if args.quick else full).items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    return args
+
+
 def metric(name, unit, higher_is_better, per_round, note="", **extra):
     """One metric entry: median/min/max of per_round (one figure per round)."""
     if not per_round:
