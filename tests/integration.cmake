@@ -57,7 +57,7 @@ set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS u
 
 # Level 4: a real local Slurm (started and stopped by each test; skipped without root).
 # See tests/slurm/run_slurm_test.sh for what each case submits and checks.
-set(_slurm_cases core)
+set(_slurm_cases core perf)  # perf: jobs/perf.sbatch in quick mode
 if(TARGET train_fashion_mnist)
   list(APPEND _slurm_cases array usr1 term timelimit)  # the training demo: arrays, preemption
 endif()

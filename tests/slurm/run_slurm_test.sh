@@ -13,7 +13,8 @@
 #            before the time limit): the run checkpoints, exits 75, the script requeues, and
 #            the requeued job resumes and finishes: epochs 1-4 once each, checkpoints intact
 #   term     the same with SIGTERM to the job's step (what preemption sends)
-#   timelimit  a 1-minute job with --signal=B:USR1@45: Slurm's own warning before the time
+#   perf     jobs/perf.sbatch with --quick: the regression suite's MPI parts through srun
+#   timelimit  a 1-minute job with --signal=B:USR1@45, 10 epochs: Slurm's own warning before the time
 #            limit, as many requeues as it takes, then the run finishes
 #
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
@@ -181,12 +182,13 @@ run_preempt() {
   timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
 }
 
-# The real time-limit path: a 1-minute job with --signal=B:USR1@45 trains 4 epochs, so Slurm
-# itself warns it before the limit (possibly more than once): each time it checkpoints,
-# requeues and resumes, until the run finishes with epochs 1-4 once each.
+# The real time-limit path: a 1-minute job with --signal=B:USR1@45 trains 10 epochs (more
+# than fit before the warning, which Slurm sends 15-30 s in), so Slurm itself warns it
+# before the limit, possibly more than once: each time it checkpoints, requeues and
+# resumes, until the run finishes with epochs 1-10 once each.
 run_timelimit() {
   local jobid out run
-  jobid=$(EPOCHS=4 submit_training --time=00:01:00 --signal=B:USR1@45) || fail "sbatch refused the job"
+  jobid=$(EPOCHS=10 submit_training --time=00:01:00 --signal=B:USR1@45) || fail "sbatch refused the job"
   out="$work/train-$jobid.out"
   run="$work/store/fashion_mnist_cnn_$jobid"
   wait_gone "$jobid" 540 || { cat "$out"; fail "job $jobid did not finish within 540 s"; }
@@ -195,8 +197,22 @@ run_timelimit() {
   grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue on status 75"
   grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the run did not finish"
   grep -q "DUE TO TIME LIMIT" "$out" && fail "the time limit killed the job"
-  check_run "$run" 4
+  check_run "$run" 10
   timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+}
+
+# jobs/perf.sbatch in quick mode: the suite's MPI parts through srun, one well-formed JSON.
+run_perf() {
+  local jobid out
+  jobid=$(cd "$root" && BUILD_DIR=$build SUITE_ARGS="--quick --no-callgrind" SUITE_OUT=$work/suite \
+          timeout 30 sbatch --parsable --output="$work/perf-%j.out" "$root/jobs/perf.sbatch") ||
+    fail "sbatch refused jobs/perf.sbatch"
+  wait_gone "$jobid" 400 || { cat "$work/perf-$jobid.out"; fail "perf job $jobid did not finish within 400 s"; }
+  out="$work/perf-$jobid.out"
+  cat "$out"
+  python3 "$root/perf/suite.py" check "$work/suite/suite.json" || fail "the suite's JSON is not well formed"
+  grep -q "single_client_tasks_sync" "$work/suite/suite.md" || fail "no task benchmark in the suite table"
+  grep -q "train_" "$work/suite/suite.md" || fail "no training benchmark in the suite table"
 }
 
 case $case in
@@ -205,6 +221,7 @@ case $case in
   usr1) run_preempt USR1 --batch ;;
   term) run_preempt TERM ;;
   timelimit) run_timelimit ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit)"; exit 2 ;;
+  perf) run_perf ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, perf)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
