@@ -98,14 +98,18 @@ def write_report(path, peer, context, metrics):
     ctx.update(context)
     doc = {"peer": peer, "context": ctx, "metrics": metrics}
     if path:
-        d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_json(path, doc, indent=2)
     return doc
+
+
+def write_json(path, doc, indent):
+    """Writes doc to path through a temporary file, so a reader never sees half of it."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=indent)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def print_table(title, metrics):

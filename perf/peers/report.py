@@ -341,13 +341,7 @@ def main():
                 "prism_collective_benchmark": coll, "dask": dask, "mpi4py": mpi,
                 "ddp_train": ddp_t, "ddp_allreduce": ddp_a},
     }
-    d = os.path.dirname(os.path.abspath(out_path))
-    os.makedirs(d, exist_ok=True)
-    tmp = out_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, out_path)
+    peerlib.write_json(out_path, doc, indent=1)
     print(f"\nJSON: {os.path.abspath(out_path)}")
     return 0
 
