@@ -37,8 +37,6 @@ void OnStopSignal(int sig) {
   errno = saved;
 }
 
-const char* Name(int sig) { return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "signal"; }
-
 // Blocks in read() by design: woken by a signal, or by the 0 byte Uninstall writes.
 void Watch(int rank) {
   for (;;) {
@@ -48,14 +46,14 @@ void Watch(int rank) {
     if (n <= 0 || byte == 0) return;
     const int sig = static_cast<unsigned char>(byte);
     if (rank != 0) {
-      PRISM_LOG_INFO("received " << Name(sig) << "; rank 0 decides how the job stops");
+      PRISM_LOG_INFO("received " << StopSignalName(sig) << "; rank 0 decides how the job stops");
       continue;
     }
     if (g_users.load() > 0) {
       std::fprintf(stderr,
                    "prism: received %s (preemption or time limit): the training run stops after "
                    "its next checkpoint; exit status %d asks the job script to requeue\n",
-                   Name(sig), kExitPreempted);
+                   StopSignalName(sig), kExitPreempted);
       continue;
     }
     if (sig == SIGTERM) {
@@ -68,7 +66,7 @@ void Watch(int rank) {
     std::fprintf(stderr,
                  "prism: received %s with no training run to checkpoint; the program can check "
                  "prism::PreemptionSignal()\n",
-                 Name(sig));
+                 StopSignalName(sig));
   }
 }
 
@@ -110,6 +108,10 @@ void UninstallStopSignals() {
   close(g_pipe[0]);
   close(g_pipe[1]);
   g_pipe[0] = g_pipe[1] = -1;
+}
+
+const char* StopSignalName(int sig) {
+  return sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "signal";
 }
 
 void ClearStopSignalForTesting() { g_signal.store(0); }

@@ -13,6 +13,9 @@ void InstallStopSignals(int rank);
 /// serving rank exits).
 void UninstallStopSignals();
 
+/// "SIGUSR1" or "SIGTERM" (else "signal"), for messages.
+const char* StopSignalName(int sig);
+
 /// Forgets the signal received (PreemptionSignal() returns 0 again): for tests that
 /// preempt a run and then resume it in the same process.
 void ClearStopSignalForTesting();

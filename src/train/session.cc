@@ -441,29 +441,26 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   votes = votes.cpu();
   const bool stop = votes[0].item<float>() > 0 && votes[1].item<float>() > 0;
   ++w.reports;
-  if (!chief) {
+  if (chief) {
+    internal::ReportRecord record;
+    record.attempt = w.spec.attempt;
+    record.iteration = w.reports;
+    record.metrics = metrics;
+    if (checkpoint) {
+      internal::CheckpointStore store(w.spec.trial_dir, w.spec.checkpoint_config);
+      record.checkpoint_path = store.Commit(*checkpoint, metrics, /*move=*/true).checkpoint.path();
+    }
+    internal::AppendHistory(w.spec.trial_dir, record);
+    prism::internal::Buffer bytes = prism::internal::Serialize(record);
+    kv::Put(internal::ReportPrefix(w.spec.run_id) + internal::Pad(record.attempt, 4) + "/" +
+                internal::Pad(record.iteration, 9),
+            std::string(bytes.data(), bytes.size()));
+  } else if (checkpoint && internal::UnderTempCheckpointRoot(checkpoint->path())) {
     // World rank 0's checkpoint is the one kept; a copy this worker wrote to a temporary
     // directory would only fill the disk.
-    if (checkpoint && internal::UnderTempCheckpointRoot(checkpoint->path())) {
-      std::error_code ec;
-      std::filesystem::remove_all(checkpoint->path(), ec);
-    }
-    if (stop) throw internal::StopTraining{};
-    return;
+    std::error_code ec;
+    std::filesystem::remove_all(checkpoint->path(), ec);
   }
-  internal::ReportRecord record;
-  record.attempt = w.spec.attempt;
-  record.iteration = w.reports;
-  record.metrics = metrics;
-  if (checkpoint) {
-    internal::CheckpointStore store(w.spec.trial_dir, w.spec.checkpoint_config);
-    record.checkpoint_path = store.Commit(*checkpoint, metrics, /*move=*/true).checkpoint.path();
-  }
-  internal::AppendHistory(w.spec.trial_dir, record);
-  prism::internal::Buffer bytes = prism::internal::Serialize(record);
-  kv::Put(internal::ReportPrefix(w.spec.run_id) + internal::Pad(record.attempt, 4) + "/" +
-              internal::Pad(record.iteration, 9),
-          std::string(bytes.data(), bytes.size()));
   if (stop) throw internal::StopTraining{};
 }
 

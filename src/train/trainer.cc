@@ -40,16 +40,21 @@ bool PrismTrainStopGroup(int tag) {
   return true;
 }
 
+/// The storage probe file of the driver (rank < 0) or of a worker's rank.
+std::string ProbeFile(const std::string& dir, const std::string& run_id, int rank) {
+  return dir + "/.prism-probe-" + run_id + "-" + (rank < 0 ? "driver" : "rank" + std::to_string(rank));
+}
+
 /// Run on each worker's rank before training: writes this rank's probe file into `dir`
 /// and checks that the driver's is visible. Returns "" or what this rank could not do.
 std::string PrismTrainProbeStorage(std::string dir, std::string run_id, int rank) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   const std::string where = "rank " + std::to_string(rank) + " (host " + host + ")";
-  if (!std::filesystem::exists(dir + "/.prism-probe-" + run_id + "-driver")) {
+  if (!std::filesystem::exists(ProbeFile(dir, run_id, -1))) {
     return where + " cannot see the probe file the driver wrote in " + dir;
   }
-  std::ofstream(dir + "/.prism-probe-" + run_id + "-rank" + std::to_string(rank)) << host << "\n";
+  std::ofstream(ProbeFile(dir, run_id, rank)) << host << "\n";
   return "";
 }
 
@@ -215,16 +220,19 @@ class ReportReader {
 
 std::atomic<int> g_next_tag{1 << 12};
 
-/// Runs fn(tag) on each of `ranks`, pinned there with no CPU (the rank's worker task holds
-/// its CPUs): how the driver aborts or stops a group.
+/// A task of `fn` pinned to `rank` with no CPU (the rank's worker task holds its CPUs): how
+/// the driver probes a worker's rank, and aborts or stops a group there.
+template <typename F>
+auto PinnedToRank(F fn, int rank) {
+  auto task = prism::Task(fn);
+  task.SetResource("CPU", 0).SetResource("rank:" + std::to_string(rank), 0.001);
+  return task;
+}
+
+/// Runs fn(tag) on each of `ranks` (PinnedToRank).
 std::vector<ObjectRef<bool>> OnEachRank(const std::vector<int>& ranks, bool (*fn)(int), int tag) {
   std::vector<ObjectRef<bool>> refs;
-  for (int r : ranks) {
-    refs.push_back(prism::Task(fn)
-                       .SetResource("CPU", 0)
-                       .SetResource("rank:" + std::to_string(r), 0.001)
-                       .Remote(tag));
-  }
+  for (int r : ranks) refs.push_back(PinnedToRank(fn, r).Remote(tag));
   return refs;
 }
 
@@ -233,36 +241,31 @@ std::vector<ObjectRef<bool>> OnEachRank(const std::vector<int>& ranks, bool (*fn
 /// each side must see the other's.
 void CheckStorageShared(const std::string& dir, const std::vector<int>& ranks,
                         const std::string& run_id) {
-  const std::string prefix = dir + "/.prism-probe-" + run_id + "-";
   struct Cleanup {
-    std::string prefix;
-    std::vector<int> ranks;
+    const std::string& dir;
+    const std::string& run_id;
+    const std::vector<int>& ranks;
     ~Cleanup() {
       std::error_code ec;
-      std::filesystem::remove(prefix + "driver", ec);
-      for (int r : ranks) std::filesystem::remove(prefix + "rank" + std::to_string(r), ec);
+      std::filesystem::remove(internal::ProbeFile(dir, run_id, -1), ec);
+      for (int r : ranks) std::filesystem::remove(internal::ProbeFile(dir, run_id, r), ec);
     }
-  } cleanup{prefix, ranks};
+  } cleanup{dir, run_id, ranks};
   {
-    std::ofstream probe(prefix + "driver");
+    std::ofstream probe(internal::ProbeFile(dir, run_id, -1));
     probe << "driver\n";
     probe.flush();
     if (!probe) throw Error("prism::train: cannot write a probe file into " + dir);
   }
   std::vector<ObjectRef<std::string>> refs;
-  for (int r : ranks) {
-    refs.push_back(prism::Task(internal::PrismTrainProbeStorage)
-                       .SetResource("CPU", 0)
-                       .SetResource("rank:" + std::to_string(r), 0.001)
-                       .Remote(dir, run_id, r));
-  }
+  for (int r : ranks) refs.push_back(PinnedToRank(internal::PrismTrainProbeStorage, r).Remote(dir, run_id, r));
   const std::string fix =
       ". Put storage_path on a file system every node mounts (your cluster's scratch or home "
       "file system), through RunConfig::storage_path or PRISM_STORAGE_PATH.";
   for (size_t i = 0; i < refs.size(); ++i) {
     std::string problem = *refs[i].Get(60000);
     if (!problem.empty()) throw Error("prism::train: storage_path is not shared: " + problem + fix);
-    if (!std::filesystem::exists(prefix + "rank" + std::to_string(ranks[i]))) {
+    if (!std::filesystem::exists(internal::ProbeFile(dir, run_id, ranks[i]))) {
       throw Error("prism::train: storage_path is not shared: the driver cannot see the probe "
                   "file rank " + std::to_string(ranks[i]) + " wrote in " + dir + fix);
     }
@@ -325,7 +328,7 @@ Result TorchTrainer::Fit() {
     const std::string path = latest ? latest->checkpoint.path() : "";
     const int sig = PreemptionSignal();
     return TrainingPreemptedError(
-        "prism::train: stopped on " + std::string(sig == SIGTERM ? "SIGTERM" : "SIGUSR1") +
+        "prism::train: stopped on " + std::string(prism::internal::StopSignalName(sig)) +
             " (preemption or time limit) " + why +
             (path.empty() ? "; no checkpoint yet" : "; latest checkpoint " + path) +
             ". Run it again with the same name and storage_path to resume (a job script "

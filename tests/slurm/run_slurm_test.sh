@@ -157,6 +157,16 @@ run_array() {
   done
 }
 
+# check_requeued JOB OUT RUN EPOCHS: the job requeued itself on status 75, the last run
+# finished with its restored checkpoint verified, and RUN holds epochs 1..EPOCHS once each.
+check_requeued() {
+  local jobid=$1 out=$2 run=$3 epochs=$4
+  grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue on status 75"
+  grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the resumed run did not finish"
+  check_run "$run" "$epochs"
+  timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+}
+
 # run_preempt SIGNAL SCANCEL-FLAGS...: signal the job after its first epoch; expect a
 # checkpoint, exit 75, a requeue, and a resumed run that finishes.
 run_preempt() {
@@ -173,13 +183,10 @@ run_preempt() {
   cat "$out"
   grep -q "received SIG$sig (preemption or time limit)" "$out" || fail "the head did not report SIG$sig"
   grep -q "stopped on SIG$sig" "$out" || fail "training did not stop on SIG$sig"
-  grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue on status 75"
   grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
   grep -q "resuming after epoch [1-3] from" "$out" || fail "the requeued job did not resume from a checkpoint"
-  grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the resumed run did not finish"
   grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
-  check_run "$run" 4
-  timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+  check_requeued "$jobid" "$out" "$run" 4
 }
 
 # The real time-limit path: a 1-minute job with --signal=B:USR1@45 trains 10 epochs (more
@@ -194,11 +201,8 @@ run_timelimit() {
   wait_gone "$jobid" 540 || { cat "$out"; fail "job $jobid did not finish within 540 s"; }
   cat "$out"
   grep -q "job got USR1" "$out" || fail "Slurm did not send USR1 before the time limit"
-  grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue on status 75"
-  grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the run did not finish"
   grep -q "DUE TO TIME LIMIT" "$out" && fail "the time limit killed the job"
-  check_run "$run" 10
-  timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+  check_requeued "$jobid" "$out" "$run" 10
 }
 
 # jobs/perf.sbatch in quick mode: the suite's MPI parts through srun, one well-formed JSON.
