@@ -8,10 +8,10 @@
 #            srun --mpi=pmi2 and --mpi=none, and ./app run directly in a 3-task job
 #   array    jobs/train_fashion_mnist.sbatch as a job array of 2: each task trains its own
 #            run (distinct names and temp dirs), 2 workers each
-#   usr1     the training demo with 2 workers, 4 epochs, through jobs/train_fashion_mnist.sbatch;
+#   usr1     the training demo with 2 workers, 8 epochs, through jobs/train_fashion_mnist.sbatch;
 #            after the first epoch the batch shell gets USR1 (what --signal=B:USR1@T sends
 #            before the time limit): the run checkpoints, exits 75, the script requeues, and
-#            the requeued job resumes and finishes: epochs 1-4 once each, checkpoints intact
+#            the requeued job resumes and finishes: epochs 1-8 once each, checkpoints intact
 #   term     the same with SIGTERM to the job's step (what preemption sends)
 #   perf     jobs/perf.sbatch with --quick: the regression suite's MPI parts through srun
 #   timelimit  a 1-minute job with --signal=B:USR1@45, 80 epochs: Slurm's own warning before
@@ -174,7 +174,7 @@ run_preempt() {
   local sig=$1
   shift
   local jobid out run
-  jobid=$(EPOCHS=4 submit_training) || fail "sbatch refused the job"
+  jobid=$(EPOCHS=8 submit_training) || fail "sbatch refused the job"
   out="$work/train-$jobid.out"
   run="$work/store/fashion_mnist_cnn_$jobid"
   wait_for "$run/result.json" '"epoch": 1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
@@ -185,9 +185,9 @@ run_preempt() {
   grep -q "received SIG$sig (preemption or time limit)" "$out" || fail "the head did not report SIG$sig"
   grep -q "stopped on SIG$sig" "$out" || fail "training did not stop on SIG$sig"
   grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
-  grep -q "resuming after epoch [1-3] from" "$out" || fail "the requeued job did not resume from a checkpoint"
+  grep -q "resuming after epoch [1-7] from" "$out" || fail "the requeued job did not resume from a checkpoint"
   grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
-  check_requeued "$jobid" "$out" "$run" 4
+  check_requeued "$jobid" "$out" "$run" 8
 }
 
 # The real time-limit path: a 1-minute job with --signal=B:USR1@45. slurmctld checks time
