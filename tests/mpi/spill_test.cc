@@ -48,8 +48,7 @@ TEST(Spill, PutsBeyondTheCapSpillAndComeBackIntact) {
     EXPECT_EQ(*On(other, SpChecksum).Remote(refs[i]).Get(30000), sums[i]) << "object " << i;
   }
   refs.clear();  // freed: the files go
-  for (int i = 0; i < 200 && FilesOn(0) > 0; ++i) SleepMs(10);
-  EXPECT_EQ(FilesOn(0), 0u);
+  EXPECT_TRUE(PollUntil([] { return FilesOn(0) == 0; })) << FilesOn(0) << " spill files left";
 }
 
 TEST(Spill, TaskResultsSpillOnTheRankThatMadeThem) {
@@ -62,8 +61,7 @@ TEST(Spill, TaskResultsSpillOnTheRankThatMadeThem) {
     EXPECT_EQ(*On(last, SpChecksum).Remote(refs[i]).Get(30000), Checksum(MakeDoubles(kDoubles, 100 + i)));
   }
   refs.clear();
-  for (int i = 0; i < 200 && FilesOn(last) > 0; ++i) SleepMs(10);
-  EXPECT_EQ(FilesOn(last), 0u);
+  EXPECT_TRUE(PollUntil([&] { return FilesOn(last) == 0; })) << FilesOn(last) << " spill files left";
 }
 
 TEST(Spill, AResultLargerThanTheWholeStoreFailsClearly) {

@@ -139,15 +139,15 @@ TEST(State, ActorsAndPlacementGroups) {
   }
   EXPECT_TRUE(found);
   actor.Kill();
-  bool dead = false;
-  for (int i = 0; i < 500 && !dead; ++i) {  // Kill is asynchronous
+  EXPECT_TRUE(prism_test::PollUntil([] {  // Kill is asynchronous
     for (const auto& a : prism::state::ListActors()) {
-      dead |= a.name == "state-tagged" && a.state == "DEAD" &&
-              a.death_cause.find("Kill") != std::string::npos;
+      if (a.name == "state-tagged" && a.state == "DEAD" &&
+          a.death_cause.find("Kill") != std::string::npos) {
+        return true;
+      }
     }
-    if (!dead) prism_test::SleepMs(10);
-  }
-  EXPECT_TRUE(dead);
+    return false;
+  }));
   auto pg = prism::CreatePlacementGroup({"state-pg", {{{"CPU", 1}}, {{"CPU", 1}}},
                                          prism::PlacementStrategy::SPREAD});
   ASSERT_TRUE(pg.Wait(10));

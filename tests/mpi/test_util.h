@@ -45,6 +45,19 @@ inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
 
 inline void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+/// Polls `done` every 10 ms until it returns true or `seconds` pass; returns its last
+/// answer. For effects that are asynchronous (frees, kills): a loaded host delays them,
+/// and a fixed sleep would make the test flaky rather than wrong.
+template <typename Done>
+bool PollUntil(Done done, double seconds = 10) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done()) {
+    if (SecondsSince(t0) >= seconds) return false;
+    SleepMs(10);
+  }
+  return true;
+}
+
 /// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
 /// All ranks of these tests run on one host, so tasks can use it to leave marks.
 class TempDir {
