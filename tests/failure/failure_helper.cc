@@ -10,6 +10,9 @@
 //     worker_terminate  a thread started by a task on the last rank throws (std::terminate)
 //     init_only         Init and Shutdown (for bad flags/environment: Init must refuse)
 //     shutdown_busy     Shutdown while tasks still sleep on every rank: must exit 0 promptly
+//     idle_rank         (4+ ranks, a short PRISM_RANK_TIMEOUT) the head keeps ranks 1 and 2
+//                       busy for three timeouts while the last rank has no work: the idle
+//                       rank must still hear the head's heartbeats, and not end the job
 //     lifecycle         API calls before Init / after Shutdown throw RuntimeError, refs may
 //                       outlive Shutdown; prints "lifecycle ok" and exits 0
 #include <prism/api.h>
@@ -17,6 +20,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -130,6 +134,22 @@ int main(int argc, char** argv) {
     prism::Shutdown();
     return 0;
   } else if (mode == "init_only") {
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "idle_rank") {
+    const char* env = std::getenv("PRISM_RANK_TIMEOUT");
+    const double timeout_s = env != nullptr ? std::atof(env) : 30;
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int>(3000 * timeout_s));
+    int calls = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      auto a = prism::Task(Square).SetResource(RankRes(1), 0.01).Remote(calls);
+      auto b = prism::Task(Square).SetResource(RankRes(2), 0.01).Remote(calls);
+      calls += *a.Get(30000) == *b.Get(30000) ? 1 : 0;
+    }
+    const int last = *prism::Task(Square).SetResource(RankRes(LastRank()), 0.01).Remote(7).Get(30000);
+    std::printf("failure_helper: idle rank %d alive after %d calls to ranks 1 and 2 (%d)\n",
+                LastRank(), calls, last);
     prism::Shutdown();
     return 0;
   } else if (mode == "shutdown_busy") {

@@ -18,12 +18,14 @@ MpiTransport::MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handle
   PRISM_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   PRISM_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   last_heard_.assign(size_, Clock::now());
+  last_sent_.assign(size_, Clock::now());
 }
 
 MpiTransport::~MpiTransport() { Stop(std::chrono::milliseconds(1000)); }
 
 void MpiTransport::Start() {
-  last_heartbeat_sent_ = last_liveness_check_ = Clock::now();
+  last_liveness_check_ = Clock::now();
+  last_sent_.assign(size_, last_liveness_check_);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -114,7 +116,9 @@ bool MpiTransport::FlushOutbox() {
     if (outbox_.empty()) return false;
     batches.swap(outbox_);
   }
+  const auto now = Clock::now();
   for (auto& [dest, buffer] : batches) {
+    last_sent_[dest] = now;
     if (buffer.size() > static_cast<size_t>(INT_MAX)) {
       handlers_.on_fatal("control batch of " + std::to_string(buffer.size()) +
                          " bytes exceeds MPI's int count");
@@ -126,7 +130,6 @@ bool MpiTransport::FlushOutbox() {
                               kControlTag, comm_, &p.request));
     pending_sends_.push_back(std::move(p));
   }
-  last_heartbeat_sent_ = Clock::now();
   return true;
 }
 
@@ -256,13 +259,15 @@ bool MpiTransport::TestPending() {
 
 void MpiTransport::CheckLiveness() {
   auto now = Clock::now();
-  // Heartbeats: workers to rank 0, rank 0 to every worker, when nothing else was sent.
-  if (now - last_heartbeat_sent_ > rank_timeout_ / 6) {
-    if (rank_ == 0) {
-      for (int r = 1; r < size_; ++r) Send(r, Heartbeat{});
-    } else {
-      Send(0, Heartbeat{});
-    }
+  // Heartbeats: workers to rank 0, rank 0 to every worker, to each peer that was sent
+  // nothing else lately.
+  auto heartbeat = [&](int r) {
+    if (now - last_sent_[r] > rank_timeout_ / 6) Send(r, Heartbeat{});
+  };
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) heartbeat(r);
+  } else {
+    heartbeat(0);
   }
   auto check = [&](int r) {
     if (now - last_heard_[r] > rank_timeout_) {

@@ -108,7 +108,8 @@ class MpiTransport : public ObjectFetcher {
   std::unordered_map<uint32_t, PendingFetch> fetches_;  // by tag
   uint32_t next_tag_ = kFirstDataTag;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
-  std::chrono::steady_clock::time_point last_heartbeat_sent_;
+  // Per peer: a busy head talking to some workers must still heartbeat the idle ones.
+  std::vector<std::chrono::steady_clock::time_point> last_sent_;
   std::chrono::steady_clock::time_point last_liveness_check_;
 };
 
