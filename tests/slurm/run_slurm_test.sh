@@ -163,9 +163,22 @@ run_array() {
 check_requeued() {
   local jobid=$1 out=$2 run=$3 epochs=$4
   grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue the job"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   grep -q "OK: the restored model matches the reported accuracy" "$out" || fail "the resumed run did not finish"
   check_run "$run" "$epochs"
   timeout 10 scontrol show job "$jobid" | grep -o "Restarts=[0-9]*"
+}
+
+# signal_job JOB OUT SIGNAL WHEN SCANCEL-FLAGS...: sends SIGNAL, waits for the job (and its
+# requeued runs) to finish, prints its output.
+signal_job() {
+  local jobid=$1 out=$2 sig=$3 when=$4
+  shift 4
+  timeout 10 scancel --signal="$sig" "$@" "$jobid" || fail "scancel --signal=$sig refused"
+  echo "sent $sig ($*) to job $jobid $when"
+  wait_gone "$jobid" 400 || { cat "$out"; fail "job $jobid did not finish within 400 s of the signal"; }
+  cat "$out"
 }
 
 # run_preempt SIGNAL SCANCEL-FLAGS...: signal the job after its first epoch; expect a
@@ -178,15 +191,10 @@ run_preempt() {
   out="$work/train-$jobid.out"
   run="$work/store/fashion_mnist_cnn_$jobid"
   wait_for "$run/result.json" '"epoch": 1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
-  timeout 10 scancel --signal="$sig" "$@" "$jobid" || fail "scancel --signal=$sig refused"
-  echo "sent $sig ($*) to job $jobid after epoch 1"
-  wait_gone "$jobid" 400 || { cat "$out"; fail "job $jobid did not finish within 400 s of the signal"; }
-  cat "$out"
+  signal_job "$jobid" "$out" "$sig" "after epoch 1" "$@"
   grep -q "received SIG$sig (preemption or time limit)" "$out" || fail "the head did not report SIG$sig"
   grep -q "stopped on SIG$sig" "$out" || fail "training did not stop on SIG$sig"
-  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
   grep -q "resuming after epoch [1-7] from" "$out" || fail "the requeued job did not resume from a checkpoint"
-  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   check_requeued "$jobid" "$out" "$run" 8
 }
 
@@ -231,13 +239,8 @@ run_early() {
   run="$work/store/fashion_mnist_cnn_$jobid"
   wait_for "$out" "job $jobid start (restart 0)" 120 ||
     { cat "$out"; timeout 10 scancel "$jobid"; fail "job $jobid did not start within 120 s"; }
-  timeout 10 scancel --batch --signal=USR1 "$jobid" || fail "scancel --signal=USR1 refused"
-  echo "sent USR1 to job $jobid as it started"
-  wait_gone "$jobid" 400 || { cat "$out"; fail "job $jobid did not finish within 400 s of the signal"; }
-  cat "$out"
+  signal_job "$jobid" "$out" USR1 "as it started" --batch
   grep -q "job got USR1" "$out" || fail "the job script did not get USR1"
-  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
-  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   check_requeued "$jobid" "$out" "$run" 2
 }
 
