@@ -130,6 +130,28 @@ find_python() {
   return 1
 }
 
+# built_step NAME BINARY COMMAND...: step NAME (a Prism benchmark) if BINARY was built.
+built_step() {
+  local name=$1 bin=$2
+  shift 2
+  if [[ -x "$bin" ]]; then
+    step "$name" prism "$@"
+  else
+    skip "$name" "$bin not built (PRISM_BUILD_TRAIN off?)"
+  fi
+}
+
+# ddp_step NAME ARGS...: step NAME running perf/peers/ddp_bench.py ARGS, if torch imports.
+ddp_step() {
+  local name=$1
+  shift
+  if [[ -n "$torch_py" ]]; then
+    step "$name" peer "$torch_py" perf/peers/ddp_bench.py "${ddp_args[@]}" "$@"
+  else
+    skip "$name" "python3 cannot import torch (Debian: python3-torch)"
+  fi
+}
+
 report_py="$(find_python json || echo python3)"
 
 echo "run_peers.sh: $( ((quick)) && echo quick || echo full) mode, $ranks ranks," \
@@ -157,32 +179,14 @@ fi
 
 # ---- training -------------------------------------------------------------------------
 torch_py="$(find_python torch torch.distributed || true)"
-if [[ -x "$train" ]]; then
-  step prism_train prism "${mpirun_cmd[@]}" -n 3 "$train" "${train_args[@]}" \
-    --json="$work/prism_train.json"
-else
-  skip prism_train "$train not built (PRISM_BUILD_TRAIN off?)"
-fi
-if [[ -n "$torch_py" ]]; then
-  step ddp_train peer "$torch_py" perf/peers/ddp_bench.py "${ddp_args[@]}" --no-allreduce \
-    --json="$work/ddp_train.json"
-else
-  skip ddp_train "python3 cannot import torch (Debian: python3-torch)"
-fi
+built_step prism_train "$train" "${mpirun_cmd[@]}" -n 3 "$train" "${train_args[@]}" \
+  --json="$work/prism_train.json"
+ddp_step ddp_train --no-allreduce --json="$work/ddp_train.json"
 
 # ---- all-reduce -----------------------------------------------------------------------
-if [[ -x "$coll" ]]; then
-  step prism_collective prism "${mpirun_cmd[@]}" -n 2 "$coll" "${coll_args[@]}" \
-    --json="$work/prism_collective.json"
-else
-  skip prism_collective "$coll not built (PRISM_BUILD_TRAIN off?)"
-fi
-if [[ -n "$torch_py" ]]; then
-  step ddp_allreduce peer "$torch_py" perf/peers/ddp_bench.py "${ddp_args[@]}" --no-train \
-    --json="$work/ddp_allreduce.json"
-else
-  skip ddp_allreduce "python3 cannot import torch (Debian: python3-torch)"
-fi
+built_step prism_collective "$coll" "${mpirun_cmd[@]}" -n 2 "$coll" "${coll_args[@]}" \
+  --json="$work/prism_collective.json"
+ddp_step ddp_allreduce --no-train --json="$work/ddp_allreduce.json"
 
 echo
 echo "end: $(uptime | sed 's/^ *//'); $((SECONDS - t_run)) s in all"

@@ -71,9 +71,7 @@ def main():
         import numpy as np
         from distributed import Client, LocalCluster
     except ImportError as e:
-        print(f"dask_bench: skipped: {e} (Debian: python3-distributed python3-numpy)",
-              file=sys.stderr)
-        return 3
+        return peerlib.skipped("dask_bench", f"{e} (Debian: python3-distributed python3-numpy)")
 
     tmp = tempfile.mkdtemp(prefix="prism-peers-dask-")
     # Localhost only, no dashboard, quiet; worker spill files in our own temp directory.

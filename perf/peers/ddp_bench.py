@@ -148,11 +148,9 @@ def main():
         import torch
         import torch.multiprocessing as mp
     except ImportError as e:
-        print(f"ddp_bench: skipped: {e} (Debian: python3-torch)", file=sys.stderr)
-        return 3
+        return peerlib.skipped("ddp_bench", f"{e} (Debian: python3-torch)")
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
-        print("ddp_bench: skipped: this torch has no gloo backend", file=sys.stderr)
-        return 3
+        return peerlib.skipped("ddp_bench", "this torch has no gloo backend")
     # gloo on the loopback interface only.
     if os.path.exists("/sys/class/net/lo"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")

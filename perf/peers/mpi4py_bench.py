@@ -54,8 +54,7 @@ def main():
         from mpi4py import MPI
         from mpi4py.futures import MPIPoolExecutor
     except ImportError as e:
-        print(f"mpi4py_bench: skipped: {e} (Debian: python3-mpi4py)", file=sys.stderr)
-        return 3
+        return peerlib.skipped("mpi4py_bench", f"{e} (Debian: python3-mpi4py)")
 
     world = MPI.COMM_WORLD.Get_size()
     metrics = []

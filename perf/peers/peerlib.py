@@ -26,6 +26,17 @@ def load_average():
         return [0.0, 0.0, 0.0]
 
 
+# run_peers.sh reports a peer script that exits with this status as "skipped: <why>",
+# taking <why> from the line skipped() prints.
+EXIT_SKIPPED = 3
+
+
+def skipped(script, why):
+    """Says why `script` cannot run, in the form run_peers.sh reads; returns EXIT_SKIPPED."""
+    print(f"{script}: skipped: {why}", file=sys.stderr)
+    return EXIT_SKIPPED
+
+
 def fill_defaults(args, quick, full):
     """Sets every option still None in `args` from `quick` or `full` (by args.quick)."""
     for k, v in (quick if args.quick else full).items():
