@@ -59,7 +59,7 @@ set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS u
 # See tests/slurm/run_slurm_test.sh for what each case submits and checks.
 set(_slurm_cases core perf)  # perf: jobs/perf.sbatch in quick mode
 if(TARGET train_fashion_mnist)
-  list(APPEND _slurm_cases array usr1 term timelimit early)  # the training demo: arrays, preemption
+  list(APPEND _slurm_cases array usr1 term timelimit early setup)  # the training demo: arrays, preemption
 endif()
 foreach(_case IN LISTS _slurm_cases)
   add_test(NAME slurm_${_case}

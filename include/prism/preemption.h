@@ -10,6 +10,10 @@
 //   - With no training running, SIGTERM ends the program as it would without Prism, and
 //     SIGUSR1 is only recorded: poll PreemptionSignal() to act on it.
 //   - Ranks other than 0 never end on these signals: the head decides and stops them.
+//   - With PRISM_SIGNAL_ACK_FILE set, rank 0 writes that file (the signal's name) as soon
+//     as it has heard a stop signal. A job script forwards the signal until the file
+//     appears or the step ends: srun can lose a signal that arrives while it is still
+//     launching the step (jobs/train_fashion_mnist.sbatch does this).
 
 namespace prism {
 

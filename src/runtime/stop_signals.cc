@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "common/log.h"
@@ -27,6 +29,22 @@ bool g_installed[2] = {false, false};  // per kSignals entry: ours to restore
 struct sigaction g_previous[2];
 std::thread g_watcher;
 std::mutex g_mu;  // Install / Uninstall
+std::string g_ack_file;  // rank 0: PRISM_SIGNAL_ACK_FILE, written once a signal is heard
+
+// Tells the job script that rank 0 heard the signal, so it stops re-sending it. The script
+// re-sends because a signal that reaches srun while it is still launching the step can be
+// lost there (see jobs/train_fashion_mnist.sbatch).
+void Acknowledge(int sig) {
+  if (g_ack_file.empty()) return;
+  const int fd = open(g_ack_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    PRISM_LOG_WARN("cannot write PRISM_SIGNAL_ACK_FILE " << g_ack_file << ": " << std::strerror(errno));
+    return;
+  }
+  const std::string line = std::string(StopSignalName(sig)) + "\n";
+  (void)!write(fd, line.data(), line.size());
+  close(fd);
+}
 
 void OnStopSignal(int sig) {
   int none = 0;
@@ -49,6 +67,7 @@ void Watch(int rank) {
       PRISM_LOG_INFO("received " << StopSignalName(sig) << "; rank 0 decides how the job stops");
       continue;
     }
+    Acknowledge(sig);
     if (g_users.load() > 0) {
       std::fprintf(stderr,
                    "prism: received %s (preemption or time limit): the training run stops after "
@@ -76,6 +95,8 @@ void InstallStopSignals(int rank) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_watcher.joinable()) return;
   g_signal.store(0);
+  const char* ack = rank == 0 ? std::getenv("PRISM_SIGNAL_ACK_FILE") : nullptr;
+  g_ack_file = ack != nullptr ? ack : "";
   if (pipe2(g_pipe, O_CLOEXEC) != 0) {
     PRISM_LOG_WARN("no pipe for the stop-signal watcher (" << std::strerror(errno)
                                                             << "); SIGUSR1/SIGTERM keep their defaults");

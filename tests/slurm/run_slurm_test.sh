@@ -16,7 +16,8 @@
 #   perf     jobs/perf.sbatch with --quick: the regression suite's MPI parts through srun
 #   timelimit  a 1-minute job with --signal=B:USR1@45, 80 epochs: Slurm's own warning before
 #            the time limit, a checkpoint and a requeue; given 10 minutes, the run finishes
-#   early    USR1 the moment the job starts, before Prism is up: requeued, nothing lost
+#   early    USR1 as srun starts launching the step, before Prism is up: requeued, nothing lost
+#   setup    USR1 while the job script runs its setup, before the step exists: the same
 #
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
@@ -194,6 +195,9 @@ run_preempt() {
   signal_job "$jobid" "$out" "$sig" "after epoch 1" "$@"
   grep -q "received SIG$sig (preemption or time limit)" "$out" || fail "the head did not report SIG$sig"
   grep -q "stopped on SIG$sig" "$out" || fail "training did not stop on SIG$sig"
+  if [[ $* == *--batch* ]]; then
+    grep -q "the step heard $sig" "$out" || fail "the job script got no word that rank 0 heard $sig"
+  fi
   grep -q "resuming after epoch [1-7] from" "$out" || fail "the requeued job did not resume from a checkpoint"
   check_requeued "$jobid" "$out" "$run" 8
 }
@@ -229,18 +233,24 @@ run_timelimit() {
   check_requeued "$jobid" "$out" "$run" "$epochs"
 }
 
-# A signal the moment the job starts, before the program has set up Prism (or while it
-# does): the step ends on it (status 138) or stops before training (75); either way the
-# script requeues and the requeued job runs the whole training.
+# A signal before Prism is up: while the job script runs its setup, before the step exists
+# (setup), or the moment srun starts launching the step (early). The script remembers it,
+# signals the step until rank 0 says it heard it; the step ends on it (status 138) or
+# stops before training (75), and the script requeues. The requeued job runs the whole
+# training. Together with usr1 (a signal during training) this covers the three timings.
 run_early() {
-  local jobid out run
-  jobid=$(EPOCHS=2 submit_training) || fail "sbatch refused the job"
+  local when=$1 jobid out run setup=""
+  [[ $when == setup ]] && setup="sleep 8"
+  jobid=$(EPOCHS=2 SETUP=$setup submit_training) || fail "sbatch refused the job"
   out="$work/train-$jobid.out"
   run="$work/store/fashion_mnist_cnn_$jobid"
-  wait_for "$out" "job $jobid start (restart 0)" 120 ||
-    { cat "$out"; timeout 10 scancel "$jobid"; fail "job $jobid did not start within 120 s"; }
-  signal_job "$jobid" "$out" USR1 "as it started" --batch
+  local mark="step started"
+  [[ $when == setup ]] && mark="setup: sleep"
+  wait_for "$out" "$mark" 120 ||
+    { cat "$out"; timeout 10 scancel "$jobid"; fail "job $jobid did not reach '$mark' within 120 s"; }
+  signal_job "$jobid" "$out" USR1 "at '$mark'" --batch
   grep -q "job got USR1" "$out" || fail "the job script did not get USR1"
+  grep -q "requeueing job $jobid" "$out" || fail "USR1 at '$mark' was lost: the job was not requeued"
   check_requeued "$jobid" "$out" "$run" 2
 }
 
@@ -264,8 +274,9 @@ case $case in
   usr1) run_preempt USR1 --batch ;;
   term) run_preempt TERM ;;
   timelimit) run_timelimit ;;
-  early) run_early ;;
+  early) run_early step ;;
+  setup) run_early setup ;;
   perf) run_perf ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, perf)"; exit 2 ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
