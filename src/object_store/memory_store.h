@@ -24,7 +24,7 @@
 
 #include "common/adaptive_mutex.h"
 #include "prism/internal/core_api.h"
-#include "transport/messages.h"
+#include "common/error_info.h"
 
 namespace prism::internal {
 

@@ -8,48 +8,42 @@
 #include "prism/kv.h"
 #include "prism/serialization.h"
 #include "prism/state.h"
-#include "gcs/kv_store.h"
-#include "runtime/node.h"
+#include "head/kv_store.h"
+#include "node_manager/node.h"
 
 namespace prism {
 namespace {
 
-/// Calls the head with `args` and decodes its answer as R.
-template <typename R, typename A>
-R Call(const char* what, internal::HeadOp op, const A& args) {
-  internal::Payload reply = internal::LiveNode(what).CallHead(op, internal::Serialize(args));
-  return internal::Deserialize<R>(reply->data(), reply->size());
-}
-template <typename R>
-R Call(const char* what, internal::HeadOp op) {
-  return Call<R>(what, op, uint8_t{0});
+/// One typed control call to the head through this rank's node manager.
+template <class Call>
+typename Call::Result Ask(const char* what, const typename Call::Args& args = {}) {
+  return internal::LiveNode(what).Ask<Call>(args);
 }
 
-using Op = internal::HeadOp;
+namespace call = internal;  // the call types of common/head_calls.h
 
 }  // namespace
 
 std::map<std::string, double> AvailableResources() {
-  return Call<std::map<std::string, double>>("AvailableResources", Op::kAvailable);
+  return Ask<call::Available>("AvailableResources");
 }
 
 // ---- Placement groups --------------------------------------------------------------------
 
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
-  auto id = Call<std::string>("CreatePlacementGroup", Op::kCreatePlacementGroup,
-                              PlacementGroup("", options));
+  auto id = Ask<call::CreateGroup>("CreatePlacementGroup", PlacementGroup("", options));
   return PlacementGroup(id, options);
 }
 
 void RemovePlacementGroup(const std::string& placement_group_id) {
-  if (!Call<bool>("RemovePlacementGroup", Op::kRemovePlacementGroup, placement_group_id)) {
+  if (!Ask<call::RemoveGroup>("RemovePlacementGroup", placement_group_id)) {
     throw Error("prism: RemovePlacementGroup: no placement group " + placement_group_id);
   }
 }
 
 namespace {
 PlacementGroup FindGroup(const char* what, const std::string& name, const std::string& id) {
-  auto found = Call<std::vector<PlacementGroup>>(what, Op::kGetPlacementGroups, std::pair(name, id));
+  auto found = Ask<call::GetGroups>(what, {name, id});
   return found.empty() ? PlacementGroup() : found.front();
 }
 }  // namespace
@@ -63,8 +57,7 @@ PlacementGroup GetPlacementGroupById(const std::string& id) {
 }
 
 std::vector<PlacementGroup> GetAllPlacementGroups() {
-  return Call<std::vector<PlacementGroup>>("GetAllPlacementGroups", Op::kGetPlacementGroups,
-                                           std::pair(std::string(), std::string()));
+  return Ask<call::GetGroups>("GetAllPlacementGroups", {"", ""});
 }
 
 bool PlacementGroup::Wait(int timeout_seconds) const {
@@ -73,9 +66,9 @@ bool PlacementGroup::Wait(int timeout_seconds) const {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   auto nap = std::chrono::microseconds(50);
   for (;;) {
-    int state = Call<int>("PlacementGroup::Wait", Op::kPlacementGroupState, id_);
-    if (state == 2) return true;   // created
-    if (state == 0) return false;  // removed
+    auto state = Ask<call::GroupStatus>("PlacementGroup::Wait", id_);
+    if (state == internal::PlacementGroupStatus::kCreated) return true;
+    if (state == internal::PlacementGroupStatus::kUnknown) return false;  // removed
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(5000));
@@ -88,21 +81,21 @@ namespace kv {
 
 bool Put(const std::string& key, const std::string& value, bool overwrite) {
   internal::KvStore::CheckPut(key, value.size());  // before the value travels
-  return Call<bool>("kv::Put", Op::kKvPut, std::tuple(key, value, overwrite));
+  return Ask<call::KvPut>("kv::Put", {key, value, overwrite});
 }
 
 std::optional<std::string> Get(const std::string& key) {
-  return Call<std::optional<std::string>>("kv::Get", Op::kKvGet, key);
+  return Ask<call::KvGet>("kv::Get", key);
 }
 
-bool Exists(const std::string& key) { return Call<bool>("kv::Exists", Op::kKvExists, key); }
+bool Exists(const std::string& key) { return Ask<call::KvExists>("kv::Exists", key); }
 
 int64_t Delete(const std::string& key, bool by_prefix) {
-  return Call<int64_t>("kv::Delete", Op::kKvDelete, std::pair(key, by_prefix));
+  return Ask<call::KvDelete>("kv::Delete", {key, by_prefix});
 }
 
 std::vector<std::string> List(const std::string& prefix) {
-  return Call<std::vector<std::string>>("kv::List", Op::kKvList, prefix);
+  return Ask<call::KvList>("kv::List", prefix);
 }
 
 }  // namespace kv
@@ -112,30 +105,28 @@ std::vector<std::string> List(const std::string& prefix) {
 namespace state {
 
 std::vector<NodeState> ListNodes() {
-  return Call<std::vector<NodeState>>("state::ListNodes", Op::kListNodes);
+  return Ask<call::ListNodes>("state::ListNodes");
 }
 std::vector<ActorState> ListActors() {
-  return Call<std::vector<ActorState>>("state::ListActors", Op::kListActors);
+  return Ask<call::ListActors>("state::ListActors");
 }
 std::vector<TaskState> ListTasks(const TaskFilter& filter) {
-  return Call<std::vector<TaskState>>("state::ListTasks", Op::kListTasks, filter);
+  return Ask<call::ListTasks>("state::ListTasks", filter);
 }
 std::vector<PlacementGroupState> ListPlacementGroups() {
-  return Call<std::vector<PlacementGroupState>>("state::ListPlacementGroups",
-                                                Op::kListPlacementGroups);
+  return Ask<call::ListGroups>("state::ListPlacementGroups");
 }
 TaskSummary SummarizeTasks() {
-  return Call<TaskSummary>("state::SummarizeTasks", Op::kSummarizeTasks);
+  return Ask<call::SummarizeTasks>("state::SummarizeTasks");
 }
 std::vector<JobState> ListJobs() {
-  return Call<std::vector<JobState>>("state::ListJobs", Op::kListJobs);
+  return Ask<call::ListJobs>("state::ListJobs");
 }
 std::vector<WorkerState> ListWorkers() {
-  return Call<std::vector<WorkerState>>("state::ListWorkers", Op::kListWorkers);
+  return Ask<call::ListWorkers>("state::ListWorkers");
 }
 std::vector<ErrorState> ListErrors(size_t limit) {
-  return Call<std::vector<ErrorState>>("state::ListErrors", Op::kListErrors,
-                                       static_cast<uint64_t>(limit));
+  return Ask<call::ListErrors>("state::ListErrors", static_cast<uint64_t>(limit));
 }
 
 }  // namespace state

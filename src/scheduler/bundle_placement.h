@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "prism/placement_group.h"
-#include "scheduler/resources.h"
+#include "common/resources.h"
 
 namespace prism::internal {
 

@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "scheduler/resources.h"
+#include "common/resources.h"
 
 namespace prism::internal {
 

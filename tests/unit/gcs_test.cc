@@ -2,8 +2,8 @@
 // states with timestamps, the bounded task table, actor and error tables.
 #include <gtest/gtest.h>
 
-#include "gcs/kv_store.h"
-#include "gcs/task_table.h"
+#include "head/kv_store.h"
+#include "head/task_table.h"
 #include "prism/errors.h"
 #include "prism/kv.h"
 #include "prism/serialization.h"
@@ -134,9 +134,9 @@ TEST(TaskTable, ZeroCapacityKeepsOnlyCounts) {
 
 class HeadStateTest : public HeadFixture {
  protected:
-  /// Sends a HeadCall from `from` and returns the reply the head sent back to it.
+  /// Sends a HeadCall (op and raw arguments) from `from`; returns the head's reply to it.
   template <typename A>
-  HeadReply Call(int from, HeadOp op, const A& args) {
+  HeadReply Send(int from, HeadOp op, const A& args) {
     sent_.clear();
     HeadCall call;
     call.request = ++request_;
@@ -153,23 +153,28 @@ class HeadStateTest : public HeadFixture {
     ADD_FAILURE() << "no HeadReply";
     return {};
   }
-  template <typename R, typename A>
-  R CallOk(int from, HeadOp op, const A& args) {
-    HeadReply r = Call(from, op, args);
+  /// A typed call (common/head_calls.h), as a node makes it.
+  template <class C>
+  HeadReply Call(int from, const typename C::Args& args) {
+    return Send(from, C::kOp, args);
+  }
+  template <class C>
+  typename C::Result CallOk(int from, const typename C::Args& args) {
+    HeadReply r = Call<C>(from, args);
     EXPECT_TRUE(r.ok) << r.error;
-    return Deserialize<R>(r.result->data(), r.result->size());
+    return DecodeResult<C>(r.result);
   }
 
   uint64_t request_ = 0;
 };
 
 TEST_F(HeadStateTest, KvCallsAnswerTheCallingRank) {
-  EXPECT_FALSE((CallOk<bool>(1, HeadOp::kKvPut, std::tuple(std::string("k"), std::string("v"), true))));
-  EXPECT_EQ((CallOk<std::optional<std::string>>(0, HeadOp::kKvGet, std::string("k"))), "v");
-  EXPECT_TRUE((CallOk<bool>(1, HeadOp::kKvExists, std::string("k"))));
-  EXPECT_EQ((CallOk<std::vector<std::string>>(1, HeadOp::kKvList, std::string(""))).size(), 1u);
-  EXPECT_EQ((CallOk<int64_t>(1, HeadOp::kKvDelete, std::pair(std::string("k"), false))), 1);
-  HeadReply bad = Call(1, HeadOp::kKvPut, std::tuple(std::string(""), std::string("v"), true));
+  EXPECT_FALSE((CallOk<KvPut>(1, {"k", "v", true})));
+  EXPECT_EQ((CallOk<KvGet>(0, "k")), "v");
+  EXPECT_TRUE((CallOk<KvExists>(1, "k")));
+  EXPECT_EQ((CallOk<KvList>(1, "")).size(), 1u);
+  EXPECT_EQ((CallOk<KvDelete>(1, {"k", false})), 1);
+  HeadReply bad = Call<KvPut>(1, {"", "v", true});
   EXPECT_FALSE(bad.ok);
   EXPECT_NE(bad.error.find("key is empty"), std::string::npos) << bad.error;
 }
@@ -183,7 +188,7 @@ TEST_F(HeadStateTest, UnknownOrCorruptCallsGetAnErrorReplyNotSilence) {
   auto* r = std::get_if<HeadReply>(&sent_.back().msg);
   ASSERT_NE(r, nullptr);
   EXPECT_FALSE(r->ok);
-  HeadReply corrupt = Call(1, HeadOp::kListTasks, std::string("not a filter"));
+  HeadReply corrupt = Send(1, HeadOp::kListTasks, std::string("not a filter"));
   EXPECT_FALSE(corrupt.ok);
 }
 
@@ -281,18 +286,16 @@ TEST_F(HeadStateTest, NodesActorsAndGroupsAreListed) {
 
 TEST_F(HeadStateTest, PlacementGroupCallsWorkFromAnyRank) {
   PlacementGroup asked("", {"remote", {{{"CPU", 1}}}, PlacementStrategy::SPREAD});
-  auto id = CallOk<std::string>(1, HeadOp::kCreatePlacementGroup, asked);
-  EXPECT_EQ(CallOk<int>(1, HeadOp::kPlacementGroupState, id), 2);
-  auto found = CallOk<std::vector<PlacementGroup>>(1, HeadOp::kGetPlacementGroups,
-                                                   std::pair(std::string("remote"), std::string()));
+  auto id = CallOk<CreateGroup>(1, asked);
+  EXPECT_EQ(CallOk<GroupStatus>(1, id), PlacementGroupStatus::kCreated);
+  auto found = CallOk<GetGroups>(1, {"remote", ""});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].GetID(), id);
-  HeadReply infeasible = Call(1, HeadOp::kCreatePlacementGroup,
-                              PlacementGroup("", {"", {{{"CPU", 5}}}, PlacementStrategy::PACK}));
+  HeadReply infeasible = Call<CreateGroup>(1, PlacementGroup("", {"", {{{"CPU", 5}}}, PlacementStrategy::PACK}));
   EXPECT_FALSE(infeasible.ok);
-  EXPECT_EQ(infeasible.error_type, "ResourceError");
-  EXPECT_TRUE(CallOk<bool>(1, HeadOp::kRemovePlacementGroup, id));
-  EXPECT_EQ(CallOk<int>(1, HeadOp::kPlacementGroupState, id), 0);
+  EXPECT_EQ(infeasible.error_kind, ErrorKind::kResourceError);
+  EXPECT_TRUE(CallOk<RemoveGroup>(1, id));
+  EXPECT_EQ(CallOk<GroupStatus>(1, id), PlacementGroupStatus::kUnknown);
 }
 
 }  // namespace

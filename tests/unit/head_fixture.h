@@ -3,7 +3,7 @@
 // the wire. Shared by the head protocol tests and the GCS state tests.
 #include <gtest/gtest.h>
 
-#include "runtime/head.h"
+#include "head/head.h"
 
 namespace prism::internal {
 
@@ -50,7 +50,7 @@ class HeadFixture : public ::testing::Test {
     d.size = size;
     d.exec_ns = 1000;
     if (ok && size <= 8) d.inline_value = std::make_shared<const Buffer>("abcd", 4);
-    if (!ok) d.error = {"std::runtime_error", "boom", "f", from};
+    if (!ok) d.error = ErrorInfo::Exception("std::runtime_error", "boom", "f", from);
     head_.Handle(from, std::move(d));
   }
 

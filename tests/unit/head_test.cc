@@ -93,7 +93,7 @@ TEST_F(HeadTest, RetriesExceptionsOnlyWhenAsked) {
   done.id = ObjectId(1);
   done.attempt = 1;
   done.ok = false;
-  done.error = {"E", "again", "f", 0};
+  done.error = ErrorInfo::Exception("E", "again", "f", 0);
   head_.Handle(retry[0].first, std::move(done));
   EXPECT_TRUE(Take<DispatchTask>().empty()) << "max_retries reached";
   EXPECT_EQ(head_.NumTasks(), 0u);

@@ -1,7 +1,7 @@
 // Placement groups as pure logic: bundle placement strategies and the head's accounting.
 #include <gtest/gtest.h>
 
-#include "runtime/head.h"
+#include "head/head.h"
 #include "scheduler/bundle_placement.h"
 
 namespace prism::internal {
@@ -77,7 +77,7 @@ class HeadPgTest : public ::testing::Test {
 TEST_F(HeadPgTest, ReservesAtomicallyAndRunsTasksInTheirBundle) {
   std::string id = head_.CreatePlacementGroup({"g", {{{"CPU", 2}}, {{"CPU", 2}}},
                                                PlacementStrategy::STRICT_SPREAD});
-  EXPECT_EQ(head_.PlacementGroupState(id), Head::PgState::kCreated);
+  EXPECT_EQ(head_.PlacementGroupState(id), PlacementGroupStatus::kCreated);
   auto ranks = head_.BundleRanks(id);
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_EQ(head_.Available()["CPU"], 0) << "both ranks fully reserved";
@@ -92,15 +92,15 @@ TEST_F(HeadPgTest, ReservesAtomicallyAndRunsTasksInTheirBundle) {
   // Removing the group frees its resources: the plain task runs.
   EXPECT_TRUE(head_.RemovePlacementGroup(id));
   EXPECT_EQ(Dispatched().size(), 1u);
-  EXPECT_EQ(head_.PlacementGroupState(id), Head::PgState::kUnknown);
+  EXPECT_EQ(head_.PlacementGroupState(id), PlacementGroupStatus::kUnknown);
 }
 
 TEST_F(HeadPgTest, PendingGroupIsCreatedWhenResourcesFree) {
   std::string a = head_.CreatePlacementGroup({"a", {{{"CPU", 2}}, {{"CPU", 2}}}, PlacementStrategy::PACK});
   std::string b = head_.CreatePlacementGroup({"b", {{{"CPU", 1}}}, PlacementStrategy::PACK});
-  EXPECT_EQ(head_.PlacementGroupState(b), Head::PgState::kPending);
+  EXPECT_EQ(head_.PlacementGroupState(b), PlacementGroupStatus::kPending);
   head_.RemovePlacementGroup(a);
-  EXPECT_EQ(head_.PlacementGroupState(b), Head::PgState::kCreated);
+  EXPECT_EQ(head_.PlacementGroupState(b), PlacementGroupStatus::kCreated);
 }
 
 TEST_F(HeadPgTest, InfeasibleAndBadGroupsFailClearly) {

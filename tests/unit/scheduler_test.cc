@@ -1,7 +1,7 @@
 // Scheduler and object directory as pure logic: no MPI, no threads.
 #include <gtest/gtest.h>
 
-#include "gcs/object_directory.h"
+#include "head/object_directory.h"
 #include "scheduler/scheduler.h"
 
 namespace prism::internal {

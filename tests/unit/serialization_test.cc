@@ -5,7 +5,8 @@
 
 #include "prism/object_ref.h"
 #include "prism/remote.h"
-#include "transport/messages.h"
+#include "common/protocol.h"
+#include "transport/codec.h"
 
 namespace prism::internal {
 namespace {
@@ -116,7 +117,7 @@ TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
   TaskDone done;
   done.id = spec.id;
   done.ok = false;
-  done.error = {"std::logic_error", "bad", "my add", 2};
+  done.error = ErrorInfo::Exception("std::logic_error", "bad", "my add", 2);
   Buffer batch;
   EncodeMessage(SubmitTask{spec}, batch);
   EncodeMessage(done, batch);
@@ -134,6 +135,28 @@ TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
   EXPECT_EQ(std::get<TaskDone>(msgs[1]).error.Render(),
             "std::logic_error: bad (in task my add on rank 2)");
   EXPECT_THROW(DecodeBatch(batch.data(), batch.size() - 3), SerializationError);
+}
+
+TEST(MessageCodecTest, ErrorKindsTravelAsAnEnumAndUnknownKindsAreRejected) {
+  Buffer batch;
+  ObjectReady lost;
+  lost.failed = true;
+  lost.error = ErrorInfo::Of(ErrorKind::kObjectLost, "gone");
+  EncodeMessage(lost, batch);
+  HeadReply reply;
+  reply.ok = false;
+  reply.error_kind = ErrorKind::kResourceError;
+  EncodeMessage(reply, batch);
+  auto msgs = DecodeBatch(batch.data(), batch.size());
+  ASSERT_EQ(msgs.size(), 2u);
+  EXPECT_EQ(std::get<ObjectReady>(msgs[0]).error.kind, ErrorKind::kObjectLost);
+  EXPECT_EQ(std::get<ObjectReady>(msgs[0]).error.type, "ObjectLost");
+  EXPECT_EQ(std::get<HeadReply>(msgs[1]).error_kind, ErrorKind::kResourceError);
+
+  Buffer bad;
+  lost.error.kind = static_cast<ErrorKind>(200);  // a kind this binary does not know
+  EncodeMessage(lost, bad);
+  EXPECT_THROW(DecodeBatch(bad.data(), bad.size()), SerializationError);
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 #include "transport/mpi/mpi_transport.h"
 
+
 #include <sched.h>
 
 #include <climits>
 
 #include "common/check.h"
 #include "common/log.h"
+#include "transport/codec.h"
 
 namespace prism::internal {
 

@@ -29,8 +29,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/node.h"
-#include "transport/messages.h"
+#include "common/object_fetcher.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
 

@@ -36,7 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/node.h"
+#include "common/object_fetcher.h"
 
 namespace prism::internal {
 

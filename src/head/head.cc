@@ -1,4 +1,4 @@
-#include "runtime/head.h"
+#include "head/head.h"
 
 #include "common/log.h"
 #include "scheduler/bundle_placement.h"
@@ -7,9 +7,9 @@ namespace prism::internal {
 
 namespace {
 ErrorInfo LostError(ObjectId id, const std::string& task_name) {
-  return {"ObjectLost",
+  return ErrorInfo::Of(ErrorKind::kObjectLost,
           "object " + id.Hex() + " is gone: it was freed after its last ObjectRef was dropped",
-          task_name, -1};
+          task_name, -1);
 }
 }  // namespace
 
@@ -153,8 +153,8 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
     if (!actor.name.empty()) {
       if (actor_names_.count(actor.name)) {
         ActorDead(id, "an actor named \"" + actor.name + "\" already exists");
-        FailTask(id, {"ActorError", "an actor named \"" + actor.name + "\" already exists",
-                      task.spec->name, -1});
+        FailTask(id, ErrorInfo::Of(ErrorKind::kActorError, "an actor named \"" + actor.name + "\" already exists",
+                      task.spec->name, -1));
         return;
       }
       actor_names_[actor.name] = id;
@@ -163,7 +163,7 @@ void Head::OnSubmit(int from, TaskSpec&& spec) {
   }
   if (!task.spec->placement_group.empty()) {
     auto g = groups_.find(task.spec->placement_group);
-    ErrorInfo bad{"ResourceError", "", task.spec->name, -1};
+    ErrorInfo bad = ErrorInfo::Of(ErrorKind::kResourceError, "", task.spec->name);
     if (g == groups_.end()) {
       bad.message = "placement group " + task.spec->placement_group + " does not exist (removed?)";
     } else {
@@ -262,8 +262,8 @@ Head::GroupDispatch Head::TryDispatchInGroup(TaskEntry& task, DispatchTask& out)
   const TaskSpec& spec = *task.spec;
   auto g = groups_.find(spec.placement_group);
   if (g == groups_.end()) {
-    FailTask(spec.id, {"PlacementGroupRemoved",
-                       "placement group " + spec.placement_group + " was removed", spec.name, -1});
+    FailTask(spec.id, ErrorInfo::Of(ErrorKind::kPlacementGroupRemoved,
+                       "placement group " + spec.placement_group + " was removed", spec.name, -1));
     return GroupDispatch::kFailed;
   }
   PgEntry& pg = g->second;
@@ -743,24 +743,24 @@ bool Head::RemovePlacementGroup(const std::string& id) {
     ActorDead(actor_id, cause);
     auto creation = tasks_.find(actor_id);
     if (creation != tasks_.end() && creation->second.rank < 0) {
-      FailTask(actor_id, {"ActorError", cause, creation->second.spec->name, -1});
+      FailTask(actor_id, ErrorInfo::Of(ErrorKind::kActorError, cause, creation->second.spec->name, -1));
     }
   }
   for (TaskId t : queued) {
     auto it = tasks_.find(t);
     if (it == tasks_.end()) continue;
-    FailTask(t, {"PlacementGroupRemoved", "placement group " + id + " was removed before the task ran",
-                 it->second.spec->name, -1});
+    FailTask(t, ErrorInfo::Of(ErrorKind::kPlacementGroupRemoved, "placement group " + id + " was removed before the task ran",
+                 it->second.spec->name, -1));
   }
   DrainQueues();
   return true;
 }
 
-Head::PgState Head::PlacementGroupState(const std::string& id) {
+PlacementGroupStatus Head::PlacementGroupState(const std::string& id) {
   Locked lock(*this);
   auto g = groups_.find(id);
-  if (g == groups_.end()) return PgState::kUnknown;
-  return g->second.created ? PgState::kCreated : PgState::kPending;
+  if (g == groups_.end()) return PlacementGroupStatus::kUnknown;
+  return g->second.created ? PlacementGroupStatus::kCreated : PlacementGroupStatus::kPending;
 }
 
 std::vector<PlacementGroup> Head::PlacementGroups(const std::string& name, const std::string& id) {
@@ -804,7 +804,7 @@ void Head::RouteActorCall(TaskEntry& task) {
   if (a == actors_.end() || a->second.state == ActorEntry::State::kDead) {
     std::string cause = a == actors_.end() ? "actor " + spec.actor.Hex() + " is unknown (dead)"
                                            : a->second.cause;
-    FailTask(spec.id, {"ActorError", cause, spec.name, -1});
+    FailTask(spec.id, ErrorInfo::Of(ErrorKind::kActorError, cause, spec.name, -1));
     return;
   }
   DispatchTask out;
@@ -841,7 +841,7 @@ void Head::OnKillRequest(const KillActorRequest& m) {
   auto t = tasks_.find(m.actor);
   if (t != tasks_.end() && t->second.rank < 0) {  // creation not placed yet
     ActorDead(m.actor, "killed by ActorHandle::Kill() before it started");
-    FailTask(m.actor, {"ActorError", "killed before it started", actor.creation->name, -1});
+    FailTask(m.actor, ErrorInfo::Of(ErrorKind::kActorError, "killed before it started", actor.creation->name, -1));
     return;
   }
   ActorDead(m.actor, "killed by ActorHandle::Kill()");
@@ -867,7 +867,7 @@ void Head::ActorDead(ObjectId id, const std::string& cause) {
     --actors_per_rank_[actor.rank];
   }
   for (auto& call : actor.waiting_calls) {
-    FailTask(call.spec->id, {"ActorError", cause, call.spec->name, -1});
+    FailTask(call.spec->id, ErrorInfo::Of(ErrorKind::kActorError, cause, call.spec->name, -1));
   }
   actor.waiting_calls.clear();
   if (!actor.name.empty()) {

@@ -16,7 +16,7 @@
 
 #include "prism/internal/core_api.h"
 #include "prism/internal/ids.h"
-#include "transport/messages.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
 

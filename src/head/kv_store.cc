@@ -1,4 +1,4 @@
-#include "gcs/kv_store.h"
+#include "head/kv_store.h"
 
 #include "prism/errors.h"
 #include "prism/kv.h"

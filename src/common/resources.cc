@@ -1,4 +1,4 @@
-#include "scheduler/resources.h"
+#include "common/resources.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "runtime/executor.h"
+#include "node_manager/executor.h"
 
 #include "common/spin_wait.h"
 

@@ -16,7 +16,7 @@
 
 #include "prism/internal/ids.h"
 #include "prism/state.h"
-#include "transport/messages.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
 

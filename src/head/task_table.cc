@@ -1,4 +1,4 @@
-#include "gcs/task_table.h"
+#include "head/task_table.h"
 
 #include <algorithm>
 #include <chrono>

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/messages.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
 

@@ -14,28 +14,21 @@
 #include <mutex>
 
 #include "common/adaptive_mutex.h"
+#include "common/head_calls.h"
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "common/object_fetcher.h"
 #include "object_store/memory_store.h"
-#include "runtime/actor_host.h"
+#include "node_manager/actor_host.h"
 #include "prism/internal/core_api.h"
-#include "runtime/executor.h"
-#include "scheduler/resources.h"
-#include "transport/messages.h"
+#include "node_manager/executor.h"
+#include "common/resources.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
-
-/// Fetches a large object's bytes from another rank (the data plane).
-class ObjectFetcher {
- public:
-  virtual ~ObjectFetcher() = default;
-  /// Calls `done` (on any thread) with the bytes, or with null and an error text.
-  virtual void Fetch(int holder, ObjectId id,
-                     std::function<void(Payload, const std::string& error)> done) = 0;
-};
 
 struct NodeOptions {
   int rank = 0;
@@ -61,12 +54,18 @@ class Node : public CoreApi {
   void KillActor(ObjectId actor, bool no_restart) override;
   std::pair<ObjectId, std::string> LookupActor(const std::string& name) override;
 
-  /// One control-plane call to the head (see HeadOp in transport/messages.h): sends `args`,
+  /// One control-plane call to the head (see common/head_calls.h): sends `args`,
   /// waits for the answer and returns its result. Rethrows the head's error (ResourceError
   /// or Error). Throws Error if no answer comes within `timeout` (the head answers at
   /// once; only a lost rank 0 could delay it, and that ends the job).
   Payload CallHead(HeadOp op, Buffer&& args,
                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  /// A typed control call (common/head_calls.h): CallHead with the call's own argument
+  /// and result types.
+  template <class Call>
+  typename Call::Result Ask(const typename Call::Args& args) {
+    return DecodeResult<Call>(CallHead(Call::kOp, EncodeArgs<Call>(args)));
+  }
   void AddLocalRef(ObjectId id) override;
   void RemoveLocalRef(ObjectId id) override;
 

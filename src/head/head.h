@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "common/adaptive_mutex.h"
-#include "gcs/kv_store.h"
-#include "gcs/object_directory.h"
-#include "gcs/task_table.h"
+#include "common/head_calls.h"
+#include "head/kv_store.h"
+#include "head/object_directory.h"
+#include "head/task_table.h"
 #include "prism/placement_group.h"
 #include "prism/state.h"
 #include "scheduler/scheduler.h"
-#include "transport/messages.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
 
@@ -68,13 +69,12 @@ class Head {
   std::vector<state::ErrorState> ListErrors(size_t limit);
 
   // Placement groups (see prism/placement_group.h). Thread-safe.
-  enum class PgState { kUnknown, kPending, kCreated };
   /// Returns the new group's id. Throws ResourceError if it could never be placed, Error on
   /// bad options.
   std::string CreatePlacementGroup(const PlacementGroupCreationOptions& options);
   /// False if no such group.
   bool RemovePlacementGroup(const std::string& id);
-  PgState PlacementGroupState(const std::string& id);
+  PlacementGroupStatus PlacementGroupState(const std::string& id);
   /// Live groups, optionally only the one with this name or id.
   std::vector<PlacementGroup> PlacementGroups(const std::string& name = "",
                                               const std::string& id = "");

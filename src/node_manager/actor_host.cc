@@ -1,4 +1,4 @@
-#include "runtime/actor_host.h"
+#include "node_manager/actor_host.h"
 
 #include "common/spin_wait.h"
 

@@ -1,4 +1,4 @@
-#include "gcs/object_directory.h"
+#include "head/object_directory.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "runtime/node.h"
+#include "node_manager/node.h"
 
 #include <cxxabi.h>
 
@@ -41,15 +41,20 @@ uint64_t NowNs() {
       .count();
 }
 
-// The error a rank keeps for an object whose fetched copy did not fit its store. Unlike a
-// failed task, it is not the object's fate: it is dropped once read, and the next Get
-// fetches again (memory may have been freed meanwhile).
-constexpr const char* kCopyDidNotFit = "CopyDidNotFit";
-
+// kCopyDidNotFit is the error a rank keeps for an object whose fetched copy did not fit its
+// store. Unlike a failed task, it is not the object's fate: it is dropped once read, and
+// the next Get fetches again (memory may have been freed meanwhile).
 [[noreturn]] void ThrowStored(const ErrorInfo& e) {
-  if (e.type == "ObjectLost") throw ObjectLostError("prism: " + e.message);
-  if (e.type == "ActorError") throw ActorError("prism: " + e.message);
-  if (e.type == "ObjectStoreFull" || e.type == kCopyDidNotFit) throw ObjectStoreFullError(e.message);
+  switch (e.kind) {
+    case ErrorKind::kObjectLost: throw ObjectLostError("prism: " + e.message);
+    case ErrorKind::kActorError: throw ActorError("prism: " + e.message);
+    case ErrorKind::kObjectStoreFull:
+    case ErrorKind::kCopyDidNotFit: throw ObjectStoreFullError(e.message);
+    case ErrorKind::kError: throw Error(e.message);
+    case ErrorKind::kTaskException:
+    case ErrorKind::kResourceError:
+    case ErrorKind::kPlacementGroupRemoved: break;
+  }
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }
 
@@ -366,8 +371,8 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders) {
       fetching_.erase(id);
       requested_.erase(id);
     }
-    store_.PutError(id, {"ObjectLost", "object " + id.Hex() + " has no copy left on any rank",
-                         "", -1});
+    store_.PutError(id, ErrorInfo::Of(ErrorKind::kObjectLost, "object " + id.Hex() + " has no copy left on any rank",
+                         "", -1));
     to_head_(AddLocation{id, false});
     return;
   }
@@ -380,10 +385,10 @@ void Node::StartFetch(ObjectId id, const std::vector<int>& holders) {
     }
     bool stored = false;
     if (!value) {
-      store_.PutError(id, {"ObjectLost",
+      store_.PutError(id, ErrorInfo::Of(ErrorKind::kObjectLost,
                            "object " + id.Hex() + " could not be fetched from rank " +
                                std::to_string(holder) + ": " + error,
-                           "", -1});
+                           "", -1));
     } else {
       stored = StoreArrived(id, std::move(value));
     }
@@ -396,16 +401,16 @@ bool Node::StoreArrived(ObjectId id, Payload value) {
     store_.Put(id, std::move(value));
     return true;
   } catch (const ObjectStoreFullError& e) {
-    store_.PutError(id, {kCopyDidNotFit,
+    store_.PutError(id, ErrorInfo::Of(ErrorKind::kCopyDidNotFit,
                          std::string(e.what()) + " (a copy of object " + id.Hex() + " fetched to rank " +
                              std::to_string(options_.rank) + "; a later Get tries again)",
-                         "", options_.rank});
+                         "", options_.rank));
     return false;
   }
 }
 
 void Node::ThrowLocal(ObjectId id, const ErrorInfo& error) {
-  if (error.type == kCopyDidNotFit) store_.Erase({id});  // read once; the next Get refetches
+  if (error.kind == ErrorKind::kCopyDidNotFit) store_.Erase({id});  // read once; the next Get refetches
   ThrowStored(error);
 }
 
@@ -455,7 +460,7 @@ void Node::FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause)
     done.id = c.spec->id;
     done.attempt = c.spec->attempt;
     done.ok = false;
-    done.error = {"ActorError", cause, c.spec->name, options_.rank};
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, cause, c.spec->name, options_.rank);
     to_head_(std::move(done));
   }
 }
@@ -463,9 +468,7 @@ void Node::FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause)
 void Node::KillActor(ObjectId actor, bool no_restart) { to_head_(KillActorRequest{actor, no_restart}); }
 
 std::pair<ObjectId, std::string> Node::LookupActor(const std::string& name) {
-  Payload reply = CallHead(HeadOp::kLookupActor, Serialize(name));
-  auto [id, class_name] =
-      Deserialize<std::pair<uint64_t, std::string>>(reply->data(), reply->size());
+  auto [id, class_name] = Ask<internal::LookupActor>(name);
   return {ObjectId(id), class_name};
 }
 
@@ -490,7 +493,7 @@ Payload Node::CallHead(HeadOp op, Buffer&& args, std::chrono::milliseconds timeo
     replies_.erase(request);
   }
   if (!reply.ok) {
-    if (reply.error_type == "ResourceError") throw ResourceError(reply.error);
+    if (reply.error_kind == ErrorKind::kResourceError) throw ResourceError(reply.error);
     throw Error(reply.error);
   }
   return reply.result;
@@ -572,7 +575,7 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
     }
   } catch (const ExitActorSignal&) {
     done.ok = false;
-    done.error = {"ActorError", "the actor ended itself with ExitActor()", spec.name, options_.rank};
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor ended itself with ExitActor()", spec.name, options_.rank);
     if (host != nullptr) {
       FailCalls(host->Die("the actor ended itself with ExitActor()"),
                 "the actor ended itself with ExitActor()");
@@ -580,23 +583,23 @@ void Node::Execute(DispatchTask& d, ActorHost* host) {
     }
   } catch (const ActorError& e) {
     done.ok = false;
-    done.error = {"ActorError", e.what(), spec.name, options_.rank};
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, e.what(), spec.name, options_.rank);
   } catch (const ObjectStoreFullError& e) {
     done.ok = false;
-    done.error = {"ObjectStoreFull", std::string(e.what()) + " (storing the result of task " +
+    done.error = ErrorInfo::Of(ErrorKind::kObjectStoreFull, std::string(e.what()) + " (storing the result of task " +
                                          spec.name + " on rank " + std::to_string(options_.rank) + ")",
-                  spec.name, options_.rank};
+                  spec.name, options_.rank);
   } catch (const TaskError& e) {
     // A failure of something this task waited on: pass the original cause through.
     done.ok = false;
-    done.error = {e.OriginalType(), e.OriginalMessage(), e.TaskName(), e.Rank()};
+    done.error = ErrorInfo::Exception(e.OriginalType(), e.OriginalMessage(), e.TaskName(), e.Rank());
   } catch (const std::exception& e) {
     done.ok = false;
-    done.error = {Demangle(typeid(e).name()), e.what(), spec.name, options_.rank};
+    done.error = ErrorInfo::Exception(Demangle(typeid(e).name()), e.what(), spec.name, options_.rank);
   } catch (...) {
     done.ok = false;
-    done.error = {"unknown exception", "a non-std::exception was thrown", spec.name,
-                  options_.rank};
+    done.error = ErrorInfo::Exception("unknown exception", "a non-std::exception was thrown", spec.name,
+                  options_.rank);
   }
   if (!done.ok && host != nullptr && spec.kind == TaskKind::kActorCreation) {
     std::string cause = "the actor's factory " + spec.function + " threw " + done.error.type +

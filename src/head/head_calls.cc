@@ -6,22 +6,12 @@
 #include "common/log.h"
 #include "prism/errors.h"
 #include "prism/serialization.h"
-#include "runtime/head.h"
+#include "common/head_calls.h"
+#include "head/head.h"
 
 namespace prism::internal {
 
 namespace {
-
-template <typename T>
-T Args(const HeadCall& call) {
-  if (!call.args) throw Error("prism: control call without arguments");
-  return Deserialize<T>(call.args->data(), call.args->size());
-}
-
-template <typename T>
-Payload Result(const T& value) {
-  return std::make_shared<const Buffer>(Serialize(value));
-}
 
 const char* StrategyName(PlacementStrategy s) {
   static const char* const kNames[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
@@ -39,90 +29,104 @@ void Head::SetJobInfo(JobInfo info) {
 void Head::OnHeadCall(int from, HeadCall&& call) {
   HeadReply reply;
   reply.request = call.request;
+  const Payload& args = call.args;
   try {
     switch (static_cast<HeadOp>(call.op)) {
-      case HeadOp::kLookupActor: {
-        auto name = Args<std::string>(call);
-        std::pair<uint64_t, std::string> found{0, ""};
-        {
+      case LookupActor::kOp:
+        reply.result = Answer<LookupActor>(args, [&](const std::string& name) {
           Locked lock(*this);
+          std::pair<uint64_t, std::string> found{0, ""};
           auto it = actor_names_.find(name);
           if (it != actor_names_.end()) {
             found = {it->second.Value(), actors_.at(it->second).creation->class_name};
           }
-        }
-        reply.result = Result(found);
+          return found;
+        });
         break;
-      }
-      case HeadOp::kAvailable:
-        reply.result = Result(Available());
+      case internal::Available::kOp:
+        reply.result = Answer<internal::Available>(args, [&](NoArgs) { return Available(); });
         break;
-      case HeadOp::kCreatePlacementGroup: {
-        auto group = Args<PlacementGroup>(call);
-        PlacementGroupCreationOptions options{group.GetName(), group.GetBundles(), group.GetStrategy()};
-        reply.result = Result(CreatePlacementGroup(options));
+      case CreateGroup::kOp:
+        reply.result = Answer<CreateGroup>(args, [&](const PlacementGroup& group) {
+          return CreatePlacementGroup({group.GetName(), group.GetBundles(), group.GetStrategy()});
+        });
         break;
-      }
-      case HeadOp::kRemovePlacementGroup:
-        reply.result = Result(RemovePlacementGroup(Args<std::string>(call)));
+      case RemoveGroup::kOp:
+        reply.result = Answer<RemoveGroup>(args, [&](const std::string& id) { return RemovePlacementGroup(id); });
         break;
-      case HeadOp::kPlacementGroupState:
-        reply.result = Result(static_cast<int>(PlacementGroupState(Args<std::string>(call))));
+      case GroupStatus::kOp:
+        reply.result = Answer<GroupStatus>(args, [&](const std::string& id) { return PlacementGroupState(id); });
         break;
-      case HeadOp::kGetPlacementGroups: {
-        auto [name, id] = Args<std::pair<std::string, std::string>>(call);
-        reply.result = Result(PlacementGroups(name, id));
+      case GetGroups::kOp:
+        reply.result = Answer<GetGroups>(args, [&](const std::pair<std::string, std::string>& filter) {
+          return PlacementGroups(filter.first, filter.second);
+        });
         break;
-      }
-      case HeadOp::kKvPut: {
-        auto [key, value, overwrite] = Args<std::tuple<std::string, std::string, bool>>(call);
-        Locked lock(*this);
-        reply.result = Result(kv_.Put(key, std::move(value), overwrite));
+      case KvPut::kOp:
+        reply.result = Answer<KvPut>(args, [&](std::tuple<std::string, std::string, bool> a) {
+          Locked lock(*this);
+          return kv_.Put(std::get<0>(a), std::move(std::get<1>(a)), std::get<2>(a));
+        });
         break;
-      }
-      case HeadOp::kKvGet: {
-        auto key = Args<std::string>(call);
-        Locked lock(*this);
-        reply.result = Result(kv_.Get(key));
+      case KvGet::kOp:
+        reply.result = Answer<KvGet>(args, [&](const std::string& key) {
+          Locked lock(*this);
+          return kv_.Get(key);
+        });
         break;
-      }
-      case HeadOp::kKvExists: {
-        auto key = Args<std::string>(call);
-        Locked lock(*this);
-        reply.result = Result(kv_.Exists(key));
+      case KvExists::kOp:
+        reply.result = Answer<KvExists>(args, [&](const std::string& key) {
+          Locked lock(*this);
+          return kv_.Exists(key);
+        });
         break;
-      }
-      case HeadOp::kKvDelete: {
-        auto [key, by_prefix] = Args<std::pair<std::string, bool>>(call);
-        Locked lock(*this);
-        reply.result = Result(kv_.Delete(key, by_prefix));
+      case KvDelete::kOp:
+        reply.result = Answer<KvDelete>(args, [&](const std::pair<std::string, bool>& a) {
+          Locked lock(*this);
+          return kv_.Delete(a.first, a.second);
+        });
         break;
-      }
-      case HeadOp::kKvList: {
-        auto prefix = Args<std::string>(call);
-        Locked lock(*this);
-        reply.result = Result(kv_.Keys(prefix));
+      case KvList::kOp:
+        reply.result = Answer<KvList>(args, [&](const std::string& prefix) {
+          Locked lock(*this);
+          return kv_.Keys(prefix);
+        });
         break;
-      }
-      case HeadOp::kListNodes: reply.result = Result(ListNodes()); break;
-      case HeadOp::kListActors: reply.result = Result(ListActors()); break;
-      case HeadOp::kListTasks: reply.result = Result(ListTasks(Args<state::TaskFilter>(call))); break;
-      case HeadOp::kListPlacementGroups: reply.result = Result(ListPlacementGroups()); break;
-      case HeadOp::kSummarizeTasks: reply.result = Result(SummarizeTasks()); break;
-      case HeadOp::kListJobs: reply.result = Result(ListJobs()); break;
-      case HeadOp::kListWorkers: reply.result = Result(ListWorkers()); break;
-      case HeadOp::kListErrors: reply.result = Result(ListErrors(Args<uint64_t>(call))); break;
+      case internal::ListNodes::kOp:
+        reply.result = Answer<internal::ListNodes>(args, [&](NoArgs) { return ListNodes(); });
+        break;
+      case internal::ListActors::kOp:
+        reply.result = Answer<internal::ListActors>(args, [&](NoArgs) { return ListActors(); });
+        break;
+      case internal::ListTasks::kOp:
+        reply.result = Answer<internal::ListTasks>(args, [&](const state::TaskFilter& f) { return ListTasks(f); });
+        break;
+      case ListGroups::kOp:
+        reply.result = Answer<ListGroups>(args, [&](NoArgs) { return ListPlacementGroups(); });
+        break;
+      case internal::SummarizeTasks::kOp:
+        reply.result = Answer<internal::SummarizeTasks>(args, [&](NoArgs) { return SummarizeTasks(); });
+        break;
+      case internal::ListJobs::kOp:
+        reply.result = Answer<internal::ListJobs>(args, [&](NoArgs) { return ListJobs(); });
+        break;
+      case internal::ListWorkers::kOp:
+        reply.result = Answer<internal::ListWorkers>(args, [&](NoArgs) { return ListWorkers(); });
+        break;
+      case internal::ListErrors::kOp:
+        reply.result = Answer<internal::ListErrors>(args, [&](uint64_t limit) { return ListErrors(limit); });
+        break;
       default:
         throw Error("prism: unknown control call " + std::to_string(call.op) + " from rank " +
                     std::to_string(from) + " (ranks running different binaries?)");
     }
   } catch (const ResourceError& e) {
     reply.ok = false;
-    reply.error_type = "ResourceError";
+    reply.error_kind = ErrorKind::kResourceError;
     reply.error = e.what();
   } catch (const std::exception& e) {
     reply.ok = false;
-    reply.error_type = "Error";
+    reply.error_kind = ErrorKind::kError;
     reply.error = e.what();
   }
   send_(from, std::move(reply));

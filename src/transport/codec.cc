@@ -1,23 +1,17 @@
 // Wire format of a batch: repeated [kind: u8][fields...]. Fields are written in struct
 // order with the primitives of prism::internal::Writer (little-endian, same binary on
 // every rank). Payloads are a presence byte followed by length-prefixed bytes.
-#include "transport/messages.h"
+#include "transport/codec.h"
 
 #include <type_traits>
 
 namespace prism::internal {
 
-std::string ErrorInfo::Render() const {
-  std::string s = type + ": " + message;
-  if (!task_name.empty()) s += " (in task " + task_name + " on rank " + std::to_string(rank) + ")";
-  return s;
-}
-
 namespace {
 
 // Field lists of nested structs and messages, shared by encoder and decoder so the two
 // can never disagree.
-template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.type); f(e.message); f(e.task_name); f(e.rank); }
+template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.kind); f(e.type); f(e.message); f(e.task_name); f(e.rank); }
 template <typename F> void Fields(TaskSpec& t, F&& f) {
   f(t.id); f(t.kind); f(t.actor); f(t.actor_name); f(t.class_name); f(t.max_restarts); f(t.max_concurrency); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
@@ -30,6 +24,7 @@ struct Enc {
   void operator()(uint8_t v) { w.Pod(v); }
   void operator()(uint16_t v) { w.Pod(v); }
   void operator()(TaskKind v) { w.Pod(static_cast<uint8_t>(v)); }
+  void operator()(ErrorKind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(bool v) { w.Pod<uint8_t>(v); }
   void operator()(int v) { w.Pod<int32_t>(v); }
   void operator()(uint32_t v) { w.Pod(v); }
@@ -72,6 +67,14 @@ struct Dec {
   void operator()(uint8_t& v) { v = r.Pod<uint8_t>(); }
   void operator()(uint16_t& v) { v = r.Pod<uint16_t>(); }
   void operator()(TaskKind& v) { v = static_cast<TaskKind>(r.Pod<uint8_t>()); }
+  void operator()(ErrorKind& v) {
+    const auto raw = r.Pod<uint8_t>();
+    if (raw >= kNumErrorKinds) {
+      throw SerializationError("prism: corrupt message: error kind " + std::to_string(raw) +
+                               " (ranks running different binaries?)");
+    }
+    v = static_cast<ErrorKind>(raw);
+  }
   void operator()(bool& v) { v = r.Pod<uint8_t>() != 0; }
   void operator()(int& v) { v = r.Pod<int32_t>(); }
   void operator()(uint32_t& v) { v = r.Pod<uint32_t>(); }
@@ -146,7 +149,7 @@ template <typename F> void Fields(KillActor& m, F&& f) { f(m.actor); f(m.restart
 template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); }
 template <typename F> void Fields(HeadCall& m, F&& f) { f(m.request); f(m.op); f(m.args); }
 template <typename F> void Fields(HeadReply& m, F&& f) {
-  f(m.request); f(m.ok); f(m.error_type); f(m.error); f(m.result);
+  f(m.request); f(m.ok); f(m.error_kind); f(m.error); f(m.result);
 }
 
 template <size_t I = 0>
@@ -160,25 +163,6 @@ Message MakeKind(size_t index) {
 }
 
 }  // namespace
-
-bool IsForHead(const Message& m) {
-  return std::holds_alternative<SubmitTask>(m) || std::holds_alternative<TaskDone>(m) ||
-         std::holds_alternative<TaskBlocked>(m) || std::holds_alternative<PutObject>(m) ||
-         std::holds_alternative<RefUpdate>(m) || std::holds_alternative<Subscribe>(m) ||
-         std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m) ||
-         std::holds_alternative<ActorDied>(m) || std::holds_alternative<HeadCall>(m) ||
-         std::holds_alternative<KillActorRequest>(m);
-}
-
-const char* KindName(const Message& m) {
-  static const char* const kNames[] = {
-      "SubmitTask", "DispatchTask", "TaskDone",     "TaskBlocked", "PutObject",
-      "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
-      "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
-      "KillActor",  "ActorDied",    "HeadCall",    "HeadReply"};
-  static_assert(std::size(kNames) == std::variant_size_v<Message>);
-  return kNames[m.index()];
-}
 
 void EncodeMessage(const Message& m, Buffer& batch) {
   Writer w(batch);

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/adaptive_mutex.h"
-#include "scheduler/resources.h"
-#include "transport/messages.h"
+#include "common/resources.h"
+#include "common/protocol.h"
 
 namespace prism::internal {
 

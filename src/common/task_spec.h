@@ -1,0 +1,52 @@
+#pragma once
+// A task as the head and the nodes know it: what to run, with which arguments, needing
+// which resources. The transport encodes it (transport/codec.cc); nothing here knows MPI.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/resources.h"
+#include "prism/internal/core_api.h"
+#include "prism/internal/ids.h"
+
+namespace prism::internal {
+
+struct TaskSpecArg {
+  bool is_ref = false;
+  ObjectId ref;
+  Payload value;  // serialized value (is_ref == false)
+};
+
+enum class TaskKind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
+
+struct TaskSpec {
+  TaskId id;
+  TaskKind kind = TaskKind::kTask;
+  ObjectId actor;         // actor calls: the actor (= id of its creation task)
+  std::string actor_name; // creation: SetName (named actors outlive their handles)
+  std::string class_name; // creation: typeid name of the class
+  int max_restarts = 0;   // creation
+  int max_concurrency = 1;  // creation
+  std::string function;
+  std::string name;  // display name (SetName, else function)
+  std::vector<TaskSpecArg> args;
+  ResourceSet demand;
+  int max_retries = 3;
+  bool retry_exceptions = false;
+  std::vector<ObjectId> contained;  // refs nested in argument values
+  int submitter = 0;
+  int attempt = 0;
+  std::string placement_group;  // empty: none
+  int bundle_index = -1;        // -1: any bundle of the group
+};
+
+/// A by-reference argument as the head knows it at dispatch time: small objects travel
+/// along; for large ones the executing rank asks the head where to pull from (Subscribe).
+struct ArgLocation {
+  ObjectId id;
+  Payload inline_value;  // set for small, ready objects
+};
+
+}  // namespace prism::internal
