@@ -1,0 +1,185 @@
+#include "head/actor_manager.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "head/task_manager.h"
+
+namespace prism::internal {
+
+bool ActorManager::OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation, ErrorInfo* error) {
+  const ObjectId id = creation->id;
+  Actor& actor = actors_[id];
+  actor.creation = creation;
+  actor.name = creation->actor_name;
+  if (actor.name.empty()) return true;
+  if (names_.count(actor.name)) {
+    const std::string cause = "an actor named \"" + actor.name + "\" already exists";
+    ActorDead(id, cause);
+    *error = ErrorInfo::Of(ErrorKind::kActorError, cause, creation->name, -1);
+    return false;
+  }
+  names_[actor.name] = id;
+  objects_.AddHolder(id, -1);  // named actors outlive their handles
+  return true;
+}
+
+int ActorManager::PickRank(const ResourceSet& demand) const {
+  int best = -1;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    ResourceSet after = scheduler_.Committed(r);
+    after.Add(demand);
+    if (!after.FitsIn(scheduler_.Capacity(r))) continue;
+    if (best < 0 || per_rank_[r] < per_rank_[best]) best = r;
+  }
+  return best;
+}
+
+std::vector<DispatchTask> ActorManager::OnCreationPlaced(ObjectId id, int rank, int bundle) {
+  auto a = actors_.find(id);
+  if (a == actors_.end() || rank < 0) return {};
+  a->second.rank = rank;
+  a->second.bundle = bundle;
+  ++per_rank_[rank];
+  std::vector<DispatchTask> calls;
+  calls.swap(a->second.waiting_calls);
+  return calls;
+}
+
+bool ActorManager::OnCreationDone(ObjectId id, const TaskDone& done, const TaskSpec& creation) {
+  auto a = actors_.find(id);
+  if (a == actors_.end()) return true;
+  Actor& actor = a->second;
+  if (actor.state == Actor::State::kDead) {
+    return actor.rank < 0;  // killed while starting: ActorDead gave back what it held
+  }
+  if (done.ok) {
+    actor.state = Actor::State::kAlive;
+    return false;  // a live actor keeps what it holds
+  }
+  // The caller releases what the creation held; ActorDead must not release a second time.
+  if (actor.rank >= 0) --per_rank_[actor.rank];
+  actor.rank = -1;
+  ActorDead(id, "the actor's factory " + creation.function + " threw " + done.error.type + ": " +
+                    done.error.message);
+  return true;
+}
+
+void ActorManager::OnRestartDone(ObjectId id, bool ok) {
+  auto a = actors_.find(id);
+  if (a != actors_.end() && ok && a->second.state == Actor::State::kRestarting) {
+    a->second.state = Actor::State::kAlive;
+  }
+}
+
+ActorManager::Route ActorManager::RouteCall(ObjectId id) const {
+  Route route;
+  auto a = actors_.find(id);
+  if (a == actors_.end() || a->second.state == Actor::State::kDead) {
+    route.cause = a == actors_.end() ? "actor " + id.Hex() + " is unknown (dead)" : a->second.cause;
+    return route;
+  }
+  route.rank = a->second.rank;
+  route.result = route.rank < 0 ? Route::kWaiting : Route::kSend;
+  return route;
+}
+
+void ActorManager::AddWaitingCall(ObjectId id, DispatchTask&& call) {
+  actors_.at(id).waiting_calls.push_back(std::move(call));
+}
+
+void ActorManager::OnKillRequest(const KillActorRequest& m) {
+  auto a = actors_.find(m.actor);
+  if (a == actors_.end() || a->second.state == Actor::State::kDead) return;
+  Actor& actor = a->second;
+  if (!m.no_restart && actor.restarts < actor.creation->max_restarts && actor.rank >= 0) {
+    ++actor.restarts;
+    actor.state = Actor::State::kRestarting;
+    PRISM_LOG_INFO("restarting actor " << m.actor.Hex() << " (" << actor.restarts << "/"
+                                       << actor.creation->max_restarts << ")");
+    send_(actor.rank, KillActor{m.actor, /*restart=*/true, "the actor was killed and is restarting"});
+    DispatchTask again;
+    again.spec = actor.creation;
+    send_(actor.rank, std::move(again));
+    return;
+  }
+  if (tasks_.IsWaitingForRank(m.actor)) {  // creation not placed yet
+    ActorDead(m.actor, "killed by ActorHandle::Kill() before it started");
+    tasks_.Fail(m.actor, ErrorInfo::Of(ErrorKind::kActorError, "killed before it started", actor.creation->name));
+    return;
+  }
+  ActorDead(m.actor, "killed by ActorHandle::Kill()");
+}
+
+void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
+  auto a = actors_.find(id);
+  if (a == actors_.end() || a->second.state == Actor::State::kDead) return;
+  Actor& actor = a->second;
+  actor.state = Actor::State::kDead;
+  actor.cause = cause;
+  tables_.RecordError("ACTOR_DIED",
+                      "actor " + id.Hex() + (actor.name.empty() ? "" : " (\"" + actor.name + "\")") +
+                          " died: " + cause,
+                      id, actor.rank);
+  if (actor.rank >= 0) {
+    send_(actor.rank, KillActor{id, /*restart=*/false, cause});
+    // Give back what the live actor held (a failed creation gave it back already).
+    groups_.Release({actor.rank, actor.creation->placement_group, actor.bundle}, actor.creation->demand);
+    --per_rank_[actor.rank];
+  }
+  for (auto& call : actor.waiting_calls) {
+    tasks_.Fail(call.spec->id, ErrorInfo::Of(ErrorKind::kActorError, cause, call.spec->name));
+  }
+  actor.waiting_calls.clear();
+  auto named = names_.find(actor.name);
+  if (!actor.name.empty() && named != names_.end() && named->second == id) {
+    names_.erase(named);
+    std::vector<FreedObject> freed;
+    objects_.RemoveHolder(id, -1, freed);
+    objects_.Free(freed);
+  }
+  tasks_.DrainQueues();
+}
+
+void ActorManager::OnHandleFreed(ObjectId id) {
+  auto a = actors_.find(id);
+  if (a != actors_.end() && a->second.state != Actor::State::kDead) {
+    ActorDead(id, "every handle to the actor went out of scope");
+  }
+}
+
+std::vector<ObjectId> ActorManager::InGroup(const std::string& group) const {
+  std::vector<ObjectId> out;
+  for (const auto& [id, actor] : actors_) {
+    if (actor.state != Actor::State::kDead && actor.creation->placement_group == group) out.push_back(id);
+  }
+  return out;
+}
+
+std::pair<uint64_t, std::string> ActorManager::Lookup(const std::string& name) const {
+  auto it = names_.find(name);
+  if (it == names_.end()) return {0, ""};
+  return {it->second.Value(), actors_.at(it->second).creation->class_name};
+}
+
+std::vector<state::ActorState> ActorManager::List() const {
+  static const char* const kStates[] = {"PENDING_CREATION", "ALIVE", "RESTARTING", "DEAD"};
+  std::vector<state::ActorState> out;
+  for (const auto& [id, a] : actors_) {
+    state::ActorState s;
+    s.actor_id = id.Hex();
+    s.class_name = a.creation->class_name;
+    s.name = a.creation->actor_name;
+    s.state = kStates[static_cast<int>(a.state)];
+    s.rank = a.rank;
+    s.num_restarts = a.restarts;
+    s.max_restarts = a.creation->max_restarts;
+    s.death_cause = a.cause;
+    s.placement_group_id = a.creation->placement_group;
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.actor_id < y.actor_id; });
+  return out;
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,101 @@
+#pragma once
+// The head's actors: where each lives, its state (pending, alive, restarting, dead) and
+// why it died, names, restarts, and the calls that arrived before its creation was placed.
+// An actor holds its creation's resources (on its rank or in its placement-group bundle)
+// for as long as it lives. Pure logic: the head serialises calls.
+//
+// Life of an actor: the task manager submits its creation (OnCreationSubmitted) and places
+// it (PickRank, then OnCreationPlaced, which releases the waiting calls); the creation's
+// completion makes it alive or dead (OnCreationDone). It dies on Kill, on ExitActor or a
+// throwing factory (ActorDied), when its last handle is freed, or with its placement group.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/protocol.h"
+#include "head/object_manager.h"
+#include "head/placement_group_manager.h"
+#include "head/state_tables.h"
+#include "prism/state.h"
+#include "scheduler/scheduler.h"
+
+namespace prism::internal {
+
+class TaskManager;
+
+class ActorManager {
+ public:
+  using SendFn = std::function<void(int dest, Message&& msg)>;
+  ActorManager(SendFn send, Scheduler& scheduler, ObjectManager& objects,
+               PlacementGroupManager& groups, TaskManager& tasks, StateTables& tables)
+      : send_(std::move(send)), scheduler_(scheduler), objects_(objects), groups_(groups),
+        tasks_(tasks), tables_(tables), per_rank_(scheduler.NumRanks(), 0) {}
+
+  /// A creation was submitted. False if its name is taken: the actor is dead at once and
+  /// the caller fails the creation with the returned error.
+  bool OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation, ErrorInfo* error);
+  /// Spreads actors: the rank with the fewest among those with room for `demand`, or -1.
+  int PickRank(const ResourceSet& demand) const;
+  /// The creation is on its way to `rank`: the calls that waited follow it, in order.
+  /// Returns them for the task manager to send.
+  std::vector<DispatchTask> OnCreationPlaced(ObjectId actor, int rank, int bundle);
+  /// The creation ended. Returns whether the task manager should give back what the
+  /// creation held (false while the actor lives and keeps it).
+  bool OnCreationDone(ObjectId actor, const TaskDone& done, const TaskSpec& creation);
+  /// A restarted actor's creation ended (its first one completed long ago).
+  void OnRestartDone(ObjectId actor, bool ok);
+
+  /// Where a call goes: failed (the actor is dead: `cause`), waiting for the creation to
+  /// be placed, or to `rank`.
+  struct Route {
+    enum Result { kFailed, kWaiting, kSend } result = kFailed;
+    int rank = -1;
+    std::string cause;
+  };
+  Route RouteCall(ObjectId actor) const;
+  /// Parks a call until the creation is placed (RouteCall said kWaiting).
+  void AddWaitingCall(ObjectId actor, DispatchTask&& call);
+
+  void OnKillRequest(const KillActorRequest& m);
+  /// Marks the actor dead, frees what it held, fails calls still waiting at the head.
+  void ActorDead(ObjectId actor, const std::string& cause);
+  /// The actor's last handle went (its id is the object the handles refer to).
+  void OnHandleFreed(ObjectId id);
+  /// Live actors created in placement group `group`.
+  std::vector<ObjectId> InGroup(const std::string& group) const;
+
+  /// A live named actor's id and class name (id 0 if none).
+  std::pair<uint64_t, std::string> Lookup(const std::string& name) const;
+  std::vector<state::ActorState> List() const;
+  /// Live actors on each rank.
+  const std::vector<int>& PerRank() const { return per_rank_; }
+
+ private:
+  struct Actor {
+    enum class State { kPending, kAlive, kRestarting, kDead };
+    State state = State::kPending;
+    std::shared_ptr<TaskSpec> creation;
+    int rank = -1;
+    int bundle = -1;
+    std::string name;
+    std::string cause;  // why it is dead
+    int restarts = 0;
+    std::vector<DispatchTask> waiting_calls;  // calls before the creation was placed
+  };
+
+  SendFn send_;
+  Scheduler& scheduler_;
+  ObjectManager& objects_;
+  PlacementGroupManager& groups_;
+  TaskManager& tasks_;
+  StateTables& tables_;
+  std::unordered_map<ObjectId, Actor> actors_;
+  std::map<std::string, ObjectId> names_;
+  std::vector<int> per_rank_;
+};
+
+}  // namespace prism::internal

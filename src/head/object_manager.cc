@@ -1,0 +1,185 @@
+#include "head/object_manager.h"
+
+#include <algorithm>
+
+namespace prism::internal {
+
+ErrorInfo LostError(ObjectId id, const std::string& task_name) {
+  return ErrorInfo::Of(ErrorKind::kObjectLost,
+                       "object " + id.Hex() + " is gone: it was freed after its last ObjectRef was dropped",
+                       task_name, -1);
+}
+
+void ObjectManager::OnPut(int from, PutObject&& put) {
+  ObjectEntry& e = objects_.Create(put.id, from, /*producer_pending=*/false);
+  e.state = ObjectEntry::State::kReady;
+  e.size = put.size;
+  e.inline_value = std::move(put.inline_value);
+  e.locations.push_back(from);
+  objects_.SetContained(put.id, std::move(put.contained));
+}
+
+void ObjectManager::OnRefUpdate(int from, const RefUpdate& m) {
+  for (ObjectId id : m.add) objects_.AddHolder(id, from);
+  std::vector<FreedObject> freed;
+  for (ObjectId id : m.remove) objects_.RemoveHolder(id, from, freed);
+  Free(freed);
+}
+
+void ObjectManager::OnSubscribe(int from, const Subscribe& m) {
+  for (ObjectId id : m.ids) {
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr) {
+      ObjectReady r;
+      r.id = id;
+      r.failed = true;
+      r.error = LostError(id, "");
+      send_(from, std::move(r));
+    } else if (e->state == ObjectEntry::State::kPending) {
+      e->subscribers.push_back(from);
+    } else {
+      e->subscribers.push_back(from);
+      NotifyReady(id, *e);
+    }
+  }
+}
+
+ArgLocation ObjectManager::LocationOf(ObjectId id) {
+  ArgLocation loc;
+  loc.id = id;
+  const ObjectEntry* e = objects_.Find(id);
+  if (e != nullptr && e->state == ObjectEntry::State::kReady) loc.inline_value = e->inline_value;
+  return loc;
+}
+
+void ObjectManager::AddBytesOnRanks(ObjectId id, std::vector<uint64_t>& bytes_on_rank, int num_ranks) {
+  const ObjectEntry* e = objects_.Find(id);
+  if (e == nullptr || e->inline_value) return;
+  if (bytes_on_rank.empty()) bytes_on_rank.resize(num_ranks);
+  for (int r : e->locations) bytes_on_rank[r] += e->size;
+}
+
+std::vector<TaskId> ObjectManager::Resolve(ObjectId id, TaskDone& done,
+                                           const std::shared_ptr<ErrorInfo>& failure, int from,
+                                           int submitter) {
+  std::vector<TaskId> dependents;
+  ObjectEntry* e = objects_.Find(id);
+  if (e == nullptr) return dependents;  // nobody holds a ref any more
+  if (done.ok) {
+    e->state = ObjectEntry::State::kReady;
+    e->size = done.size;
+    e->inline_value = std::move(done.inline_value);
+    if (!e->inline_value) e->locations.push_back(from);
+  } else {
+    e->state = ObjectEntry::State::kFailed;
+    e->error = failure;
+  }
+  objects_.SetContained(id, std::move(done.contained));
+  // Small results go straight to the submitter while it holds a ref (Ray's owner), so its
+  // Get finds them locally without asking.
+  if ((e->inline_value || !done.ok) &&
+      std::find(e->holders.begin(), e->holders.end(), submitter) != e->holders.end() &&
+      std::find(e->subscribers.begin(), e->subscribers.end(), submitter) == e->subscribers.end()) {
+    e->subscribers.push_back(submitter);
+  }
+  NotifyReady(id, *e);
+  dependents.swap(e->dependents);
+  return dependents;
+}
+
+ObjectReady ObjectManager::ReadyMessage(ObjectId id, const ObjectEntry& e) const {
+  ObjectReady r;
+  r.id = id;
+  r.size = e.size;
+  r.inline_value = e.inline_value;
+  if (!e.inline_value) r.holders = e.locations;
+  if (e.state == ObjectEntry::State::kFailed) {
+    r.failed = true;
+    r.error = *e.error;
+  }
+  return r;
+}
+
+void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e) {
+  const bool pulled = e.state == ObjectEntry::State::kReady && !e.inline_value && !e.locations.empty();
+  for (int rank : e.subscribers) {
+    if (pulled) {
+      AssignPull(id, e, rank);
+      continue;
+    }
+    // A rank sent an inline value keeps a cached copy: it must hear when it is freed.
+    if (e.inline_value && std::find(e.locations.begin(), e.locations.end(), rank) == e.locations.end()) {
+      e.locations.push_back(rank);
+    }
+    send_(rank, ReadyMessage(id, e));
+  }
+  e.subscribers.clear();
+}
+
+void ObjectManager::AssignPull(ObjectId id, ObjectEntry& e, int reader) {
+  auto pulling = [&](int rank) {
+    return std::any_of(e.pulls.begin(), e.pulls.end(), [&](const auto& p) { return p.first == rank; });
+  };
+  if (pulling(reader)) return;  // one pull per rank at a time
+  ObjectReady ready = ReadyMessage(id, e);
+  if (std::find(e.locations.begin(), e.locations.end(), reader) != e.locations.end()) {
+    send_(reader, std::move(ready));  // it has a copy already
+    return;
+  }
+  // The copy serving the fewest readers, if it has room: each copy serves at most
+  // kMaxPullsPerCopy readers at once, and every finished reader becomes a copy, so a
+  // broadcast spreads as a tree instead of queueing on the first holder.
+  int source = -1;
+  size_t load = 0;
+  for (int rank : e.locations) {
+    size_t n = static_cast<size_t>(std::count_if(e.pulls.begin(), e.pulls.end(),
+                                                 [&](const auto& p) { return p.second == rank; }));
+    if (source < 0 || n < load) {
+      source = rank;
+      load = n;
+    }
+  }
+  if (source < 0 || load >= kMaxPullsPerCopy) {
+    e.waiting_readers.push_back(reader);
+    return;
+  }
+  e.pulls.emplace_back(reader, source);
+  ready.holders = {source};
+  send_(reader, std::move(ready));
+}
+
+void ObjectManager::OnPullDone(int from, const AddLocation& m) {
+  ObjectEntry* e = objects_.Find(m.id);
+  if (e == nullptr) {
+    // Freed while that copy was in flight: nobody else will ever tell it to go.
+    if (m.stored) send_(from, FreeObjects{{m.id}});
+    return;
+  }
+  if (m.stored) objects_.AddLocation(m.id, from);
+  e->pulls.erase(std::remove_if(e->pulls.begin(), e->pulls.end(),
+                                [&](const auto& p) { return p.first == from; }),
+                 e->pulls.end());
+  std::vector<int> waiting;
+  waiting.swap(e->waiting_readers);
+  for (int reader : waiting) AssignPull(m.id, *e, reader);
+}
+
+void ObjectManager::Free(std::vector<FreedObject>& freed) {
+  if (freed.empty()) return;
+  if (freed_hook_) {
+    for (const auto& f : freed) freed_hook_(f.id);
+  }
+  // Usually one object on one rank: a small vector beats a map here.
+  std::vector<std::pair<int, FreeObjects>> per_rank;
+  for (auto& f : freed) {
+    for (int r : f.locations) {
+      auto it = std::find_if(per_rank.begin(), per_rank.end(), [r](const auto& p) { return p.first == r; });
+      if (it == per_rank.end()) it = per_rank.insert(per_rank.end(), {r, FreeObjects{}});
+      it->second.ids.push_back(f.id);
+    }
+  }
+  for (auto& [rank, msg] : per_rank) send_(rank, std::move(msg));
+  freed.clear();
+}
+
+}  // namespace prism::internal

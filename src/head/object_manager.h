@@ -1,0 +1,83 @@
+#pragma once
+// The head's object manager: every live object's lifecycle in one place. It keeps the
+// reference counts (ObjectDirectory: who holds a ref, which tasks use it, which objects
+// contain it), readiness (pending, ready with an inline value or holders, failed), the
+// ranks subscribed to it, the tasks waiting for it as an argument, and the broadcast tree
+// of a large object (which copy each reader pulls from). Pure logic: the head serialises
+// calls; messages go out through `send`.
+
+#include <functional>
+#include <vector>
+
+#include "common/protocol.h"
+#include "head/object_directory.h"
+
+namespace prism::internal {
+
+class ObjectManager {
+ public:
+  using SendFn = std::function<void(int dest, Message&& msg)>;
+  /// Called for each freed object before its copies are told to go (an actor whose last
+  /// handle went dies here).
+  using FreedHook = std::function<void(ObjectId id)>;
+  /// Each copy serves at most this many readers at once.
+  static constexpr size_t kMaxPullsPerCopy = 2;
+
+  explicit ObjectManager(SendFn send) : send_(std::move(send)) {}
+  void SetFreedHook(FreedHook hook) { freed_hook_ = std::move(hook); }
+
+  // Messages from the nodes.
+  void OnPut(int from, PutObject&& put);
+  void OnRefUpdate(int from, const RefUpdate& m);
+  void OnSubscribe(int from, const Subscribe& m);
+  /// A pull the head assigned ended (AddLocation): a new copy, maybe, and room for a
+  /// waiting reader.
+  void OnPullDone(int from, const AddLocation& m);
+
+  /// A submitted task's return object, held by its submitter until the task ends.
+  void CreateResult(ObjectId id, int submitter) { objects_.Create(id, submitter, true); }
+  ObjectEntry* Find(ObjectId id) { return objects_.Find(id); }
+  /// What a dispatched task learns of a by-reference argument: the inline value of a
+  /// small, ready object.
+  ArgLocation LocationOf(ObjectId id);
+  /// Adds the bytes of a large object to the ranks holding a copy (for locality).
+  void AddBytesOnRanks(ObjectId id, std::vector<uint64_t>& bytes_on_rank, int num_ranks);
+
+  /// The producing task of `id` ended: records the value (inline, or `from` holds it) or
+  /// the error, pushes small results and failures to the submitter while it holds a ref,
+  /// and wakes subscribers. Returns the tasks that waited for it as an argument.
+  std::vector<TaskId> Resolve(ObjectId id, TaskDone& done, const std::shared_ptr<ErrorInfo>& failure,
+                              int from, int submitter);
+
+  // Reference counts (see ObjectDirectory). Calls that may free append to `freed`; hand
+  // the list to Free once the caller's own bookkeeping is done.
+  void AddTaskUse(ObjectId id) { objects_.AddTaskUse(id); }
+  void AddHolder(ObjectId id, int rank) { objects_.AddHolder(id, rank); }
+  void RemoveTaskUse(ObjectId id, std::vector<FreedObject>& freed) { objects_.RemoveTaskUse(id, freed); }
+  void RemoveHolder(ObjectId id, int rank, std::vector<FreedObject>& freed) {
+    objects_.RemoveHolder(id, rank, freed);
+  }
+  void ProducerDone(ObjectId id, std::vector<FreedObject>& freed) { objects_.ProducerDone(id, freed); }
+  void SetContained(ObjectId id, std::vector<ObjectId> contained) {
+    objects_.SetContained(id, std::move(contained));
+  }
+  /// Runs the freed hook for each object, then tells every rank with a copy to drop it.
+  void Free(std::vector<FreedObject>& freed);
+
+  size_t Size() const { return objects_.Size(); }
+
+ private:
+  void NotifyReady(ObjectId id, ObjectEntry& e);
+  /// Tells `reader` where to pull a large object from, or queues it until a copy is free.
+  void AssignPull(ObjectId id, ObjectEntry& e, int reader);
+  ObjectReady ReadyMessage(ObjectId id, const ObjectEntry& e) const;
+
+  SendFn send_;
+  FreedHook freed_hook_;
+  ObjectDirectory objects_;
+};
+
+/// The error for an object that is gone (freed after its last ObjectRef was dropped).
+ErrorInfo LostError(ObjectId id, const std::string& task_name);
+
+}  // namespace prism::internal

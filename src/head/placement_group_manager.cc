@@ -1,0 +1,193 @@
+#include "head/placement_group_manager.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/log.h"
+#include "prism/errors.h"
+#include "scheduler/bundle_placement.h"
+
+namespace prism::internal {
+
+const char* StrategyName(PlacementStrategy s) {
+  static const char* const kNames[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+  return kNames[static_cast<int>(s)];
+}
+
+std::vector<ResourceSet> PlacementGroupManager::CheckBundles(const PlacementGroupCreationOptions& options) {
+  if (options.bundles.empty()) {
+    throw Error("prism: CreatePlacementGroup: no bundles given");
+  }
+  std::vector<ResourceSet> bundles;
+  for (size_t i = 0; i < options.bundles.size(); ++i) {
+    std::map<std::string, double> amounts(options.bundles[i].begin(), options.bundles[i].end());
+    bool any = false;
+    for (const auto& [name, amount] : amounts) {
+      if (!(amount >= 0)) {
+        throw Error("prism: CreatePlacementGroup: bundle " + std::to_string(i) + " asks for " +
+                    name + " = " + std::to_string(amount) + "; amounts must be >= 0");
+      }
+      any |= amount > 0;
+    }
+    if (!any) {
+      throw Error("prism: CreatePlacementGroup: bundle " + std::to_string(i) +
+                  " is empty; every bundle must reserve something");
+    }
+    bundles.emplace_back(amounts);
+  }
+  return bundles;
+}
+
+std::string PlacementGroupManager::Create(const PlacementGroupCreationOptions& options,
+                                          std::vector<ResourceSet> bundles) {
+  if (!options.name.empty()) {
+    for (const auto& [id, g] : groups_) {
+      if (g.options.name == options.name) {
+        throw Error("prism: a placement group named \"" + options.name + "\" already exists (" + id + ")");
+      }
+    }
+  }
+  std::vector<ResourceSet> capacities;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) capacities.push_back(scheduler_.Capacity(r));
+  if (PlaceBundles(bundles, options.strategy, capacities, node_of_rank_).empty()) {
+    std::string listed;
+    for (const auto& b : bundles) listed += " " + b.ToString();
+    throw ResourceError("prism: placement group" +
+                        (options.name.empty() ? std::string() : " \"" + options.name + "\"") +
+                        " can never be placed: bundles" + listed + " with strategy " +
+                        StrategyName(options.strategy) + " do not fit even an idle cluster (" +
+                        scheduler_.DescribeInfeasible(bundles[0]) + ")");
+  }
+  char id[32];
+  std::snprintf(id, sizeof id, "pg-%06llx", static_cast<unsigned long long>(++next_id_));
+  Group& g = groups_[id];
+  g.options = options;
+  g.bundles = std::move(bundles);
+  pending_.push_back(id);
+  PlacePending();
+  return id;
+}
+
+void PlacementGroupManager::PlacePending() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Group& g = groups_.at(*it);
+    std::vector<ResourceSet> free;
+    for (int r = 0; r < scheduler_.NumRanks(); ++r) free.push_back(scheduler_.Free(r));
+    auto ranks = PlaceBundles(g.bundles, g.options.strategy, free, node_of_rank_);
+    if (ranks.empty()) {
+      ++it;
+      continue;
+    }
+    for (size_t b = 0; b < ranks.size(); ++b) scheduler_.Commit(ranks[b], g.bundles[b]);
+    g.ranks = std::move(ranks);
+    g.free = g.bundles;
+    g.created = true;
+    PRISM_LOG_INFO("placement group " << *it << " created");
+    it = pending_.erase(it);
+  }
+}
+
+void PlacementGroupManager::Remove(const std::string& id) {
+  auto g = groups_.find(id);
+  if (g == groups_.end()) return;
+  // The whole reservation goes back at once; what its actors held inside it goes with it.
+  if (g->second.created) {
+    for (size_t b = 0; b < g->second.ranks.size(); ++b) {
+      scheduler_.Release(g->second.ranks[b], g->second.bundles[b]);
+    }
+  }
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), id), pending_.end());
+  groups_.erase(g);
+}
+
+PlacementGroupStatus PlacementGroupManager::Status(const std::string& id) const {
+  auto g = groups_.find(id);
+  if (g == groups_.end()) return PlacementGroupStatus::kUnknown;
+  return g->second.created ? PlacementGroupStatus::kCreated : PlacementGroupStatus::kPending;
+}
+
+std::vector<PlacementGroup> PlacementGroupManager::Find(const std::string& name, const std::string& id) const {
+  std::vector<PlacementGroup> out;
+  for (const auto& [gid, g] : groups_) {
+    if (!name.empty() && g.options.name != name) continue;
+    if (!id.empty() && gid != id) continue;
+    out.emplace_back(gid, g.options);
+  }
+  return out;
+}
+
+std::vector<int> PlacementGroupManager::BundleRanks(const std::string& id) const {
+  auto g = groups_.find(id);
+  return g == groups_.end() ? std::vector<int>{} : g->second.ranks;
+}
+
+std::vector<state::PlacementGroupState> PlacementGroupManager::List() const {
+  std::vector<state::PlacementGroupState> out;
+  for (const auto& [id, g] : groups_) {
+    state::PlacementGroupState s;
+    s.placement_group_id = id;
+    s.name = g.options.name;
+    s.strategy = StrategyName(g.options.strategy);
+    s.state = g.created ? "CREATED" : "PENDING";
+    for (const auto& b : g.bundles) s.bundles.push_back(b.ToMap());
+    s.bundle_ranks = g.ranks;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string PlacementGroupManager::CheckTask(const TaskSpec& spec) const {
+  auto g = groups_.find(spec.placement_group);
+  if (g == groups_.end()) {
+    return "placement group " + spec.placement_group + " does not exist (removed?)";
+  }
+  const int b = spec.bundle_index;
+  const auto& bundles = g->second.bundles;
+  if (b >= static_cast<int>(bundles.size()) || b < -1) {
+    return "bundle index " + std::to_string(b) + " out of range: placement group " +
+           spec.placement_group + " has " + std::to_string(bundles.size()) + " bundles";
+  }
+  if (std::none_of(bundles.begin(), bundles.end(), [&](const ResourceSet& bs) {
+        return (b < 0 || &bs == &bundles[b]) && spec.demand.FitsIn(bs);
+      })) {
+    return "task asks for " + spec.demand.ToString() + ", more than its placement group bundle holds";
+  }
+  return "";
+}
+
+PlacementGroupManager::Reservation PlacementGroupManager::Reserve(const TaskSpec& spec) {
+  Reservation r;
+  auto g = groups_.find(spec.placement_group);
+  if (g == groups_.end()) {
+    r.result = Reservation::kGone;
+    return r;
+  }
+  Group& pg = g->second;
+  if (!pg.created) return r;
+  int chosen = -1;
+  for (int b = 0; b < static_cast<int>(pg.bundles.size()); ++b) {
+    if (spec.bundle_index >= 0 && b != spec.bundle_index) continue;
+    if (!spec.demand.FitsIn(pg.free[b])) continue;
+    if (chosen < 0 || pg.ranks[b] == spec.submitter) chosen = b;
+  }
+  if (chosen < 0) return r;
+  pg.free[chosen].Subtract(spec.demand);
+  r.result = Reservation::kReserved;
+  r.bundle = chosen;
+  r.rank = pg.ranks[chosen];
+  return r;
+}
+
+void PlacementGroupManager::Adjust(const Holding& h, const ResourceSet& amount, bool release) {
+  if (amount.Empty() || h.rank < 0) return;
+  if (h.bundle >= 0) {  // accounted inside its placement group bundle
+    auto g = groups_.find(h.group);
+    if (g == groups_.end()) return;
+    ResourceSet& free = g->second.free[h.bundle];
+    release ? free.Add(amount) : free.Subtract(amount);
+  } else {
+    release ? scheduler_.Release(h.rank, amount) : scheduler_.Commit(h.rank, amount);
+  }
+}
+
+}  // namespace prism::internal

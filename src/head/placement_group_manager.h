@@ -1,0 +1,85 @@
+#pragma once
+// The head's placement groups: reservations of bundles of resources on ranks, created all
+// or none (scheduler/bundle_placement.h picks the ranks), pending until they fit. Tasks and
+// actors run inside a bundle and are accounted against what it has left; a Holding says
+// where something holds resources (a bundle, or its rank directly), so whoever releases
+// them need not know which. Pure logic: the head serialises calls.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/head_calls.h"
+#include "common/task_spec.h"
+#include "prism/placement_group.h"
+#include "prism/state.h"
+#include "scheduler/scheduler.h"
+
+namespace prism::internal {
+
+/// Where a task or actor holds its resources: in bundle `bundle` of placement group
+/// `group`, or (bundle < 0) on rank `rank` itself. rank < 0: holds nothing.
+struct Holding {
+  int rank = -1;
+  std::string group;
+  int bundle = -1;
+};
+
+class PlacementGroupManager {
+ public:
+  PlacementGroupManager(Scheduler& scheduler, const std::vector<std::string>& node_of_rank)
+      : scheduler_(scheduler), node_of_rank_(node_of_rank) {}
+
+  /// Throws Error on bad options (no bundles, an empty bundle, a negative amount).
+  static std::vector<ResourceSet> CheckBundles(const PlacementGroupCreationOptions& options);
+  /// Records a new group and places it if it fits now; returns its id. Throws Error for a
+  /// taken name, ResourceError if it could never be placed.
+  std::string Create(const PlacementGroupCreationOptions& options, std::vector<ResourceSet> bundles);
+  bool Exists(const std::string& id) const { return groups_.count(id) > 0; }
+  /// Gives the whole reservation back and forgets the group (its tasks and actors are the
+  /// caller's to settle first).
+  void Remove(const std::string& id);
+  PlacementGroupStatus Status(const std::string& id) const;
+  /// Live groups, optionally only the one with this name or id.
+  std::vector<PlacementGroup> Find(const std::string& name, const std::string& id) const;
+  /// Ranks holding each bundle of a created group (empty while pending or unknown).
+  std::vector<int> BundleRanks(const std::string& id) const;
+  std::vector<state::PlacementGroupState> List() const;
+  /// Reserves pending groups that fit now, oldest first.
+  void PlacePending();
+
+  /// Why a task cannot run in the group it asked for ("" if it can).
+  std::string CheckTask(const TaskSpec& spec) const;
+  /// Takes room for a task in a bundle of its group.
+  struct Reservation {
+    enum Result { kWait, kGone, kReserved } result = kWait;
+    int bundle = -1;
+    int rank = -1;
+  };
+  Reservation Reserve(const TaskSpec& spec);
+
+  /// Gives back (Release) or takes again (Take) `amount` where `h` holds it.
+  void Release(const Holding& h, const ResourceSet& amount) { Adjust(h, amount, true); }
+  void Take(const Holding& h, const ResourceSet& amount) { Adjust(h, amount, false); }
+
+ private:
+  struct Group {
+    PlacementGroupCreationOptions options;
+    std::vector<ResourceSet> bundles;
+    bool created = false;
+    std::vector<int> ranks;         // per bundle, once created
+    std::vector<ResourceSet> free;  // per bundle: reserved minus what its tasks hold
+  };
+  void Adjust(const Holding& h, const ResourceSet& amount, bool release);
+
+  Scheduler& scheduler_;
+  const std::vector<std::string>& node_of_rank_;
+  std::map<std::string, Group> groups_;      // by id
+  std::vector<std::string> pending_;         // ids, oldest first
+  uint64_t next_id_ = 0;
+};
+
+/// "PACK", "SPREAD", "STRICT_PACK" or "STRICT_SPREAD".
+const char* StrategyName(PlacementStrategy s);
+
+}  // namespace prism::internal

@@ -1,0 +1,339 @@
+#include "head/task_manager.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "head/actor_manager.h"
+
+namespace prism::internal {
+
+std::string TaskManager::ClassKey(const TaskSpec& spec) {
+  std::string key = spec.function;
+  if (!spec.placement_group.empty()) {
+    key += "|pg=" + spec.placement_group + "/" + std::to_string(spec.bundle_index);
+  }
+  for (const auto& [name, units] : spec.demand.Entries()) {
+    key += '|';
+    key += name;
+    key += '=';
+    key += std::to_string(units);
+  }
+  return key;
+}
+
+void TaskManager::OnSubmit(int from, TaskSpec&& spec) {
+  TaskId id = spec.id;
+  objects_.CreateResult(id, from);
+  for (ObjectId c : spec.contained) objects_.AddTaskUse(c);
+  Task& task = tasks_[id];
+  task.spec = std::make_shared<TaskSpec>(std::move(spec));
+  task.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = WallNowNs();
+  // Count every use first: however the task ends, Complete drops exactly these.
+  for (const auto& arg : task.spec->args) {
+    if (arg.is_ref) objects_.AddTaskUse(arg.ref);
+  }
+  if (task.spec->kind == TaskKind::kActorCall) {
+    // Calls never wait here: the actor's node resolves their arguments, in call order.
+    RouteActorCall(task);
+    return;
+  }
+  std::vector<ObjectId> seen;
+  for (const auto& arg : task.spec->args) {
+    if (!arg.is_ref) continue;
+    ObjectEntry* e = objects_.Find(arg.ref);
+    if (e == nullptr) {
+      Fail(id, LostError(arg.ref, task.spec->name));
+      return;
+    }
+    if (e->state == ObjectEntry::State::kFailed) {
+      Fail(id, *e->error);
+      return;
+    }
+    if (e->state == ObjectEntry::State::kPending &&
+        std::find(seen.begin(), seen.end(), arg.ref) == seen.end()) {
+      e->dependents.push_back(id);
+      ++task.unresolved;
+      seen.push_back(arg.ref);
+    }
+  }
+  if (task.spec->kind == TaskKind::kActorCreation) {
+    ErrorInfo error;
+    if (!actors_.OnCreationSubmitted(task.spec, &error)) {
+      Fail(id, error);
+      return;
+    }
+  }
+  if (!task.spec->placement_group.empty()) {
+    std::string bad = groups_.CheckTask(*task.spec);
+    if (!bad.empty()) {
+      Fail(id, ErrorInfo::Of(ErrorKind::kResourceError, std::move(bad), task.spec->name));
+      return;
+    }
+  }
+  if (task.unresolved == 0) Enqueue(id);
+}
+
+void TaskManager::RouteActorCall(Task& task) {
+  const TaskSpec& spec = *task.spec;
+  ActorManager::Route route = actors_.RouteCall(spec.actor);
+  if (route.result == ActorManager::Route::kFailed) {
+    Fail(spec.id, ErrorInfo::Of(ErrorKind::kActorError, route.cause, spec.name));
+    return;
+  }
+  DispatchTask out;
+  for (const auto& arg : spec.args) {
+    // Not ready yet: the actor's node asks for it itself, in call order.
+    if (arg.is_ref) out.refs.push_back(objects_.LocationOf(arg.ref));
+  }
+  out.spec = task.spec;
+  if (route.result == ActorManager::Route::kWaiting) {
+    actors_.AddWaitingCall(spec.actor, std::move(out));
+    return;
+  }
+  task.rank = route.rank;
+  task.times[static_cast<size_t>(TaskPhase::kSubmitted)] = task.times[0];
+  send_(route.rank, std::move(out));
+}
+
+void TaskManager::Enqueue(TaskId id) {
+  Task& task = tasks_.at(id);
+  task.times[static_cast<size_t>(TaskPhase::kPendingNode)] = WallNowNs();
+  if (queued_ == 0 && TryDispatch(task)) return;  // common case: nothing ahead of it
+  auto key = ClassKey(*task.spec);
+  auto it = queues_.find(key);
+  if ((it == queues_.end() || it->second.empty()) && TryDispatch(task)) return;
+  queues_[key].push_back(id);
+  ++queued_;
+}
+
+bool TaskManager::TryDispatch(Task& task) {
+  const TaskSpec& spec = *task.spec;
+  DispatchTask out;
+  std::vector<uint64_t> bytes_on_rank;
+  for (const auto& arg : spec.args) {
+    if (!arg.is_ref) continue;
+    objects_.AddBytesOnRanks(arg.ref, bytes_on_rank, scheduler_.NumRanks());
+    out.refs.push_back(objects_.LocationOf(arg.ref));
+  }
+  if (!spec.placement_group.empty()) {
+    auto reserved = groups_.Reserve(spec);
+    if (reserved.result == PlacementGroupManager::Reservation::kWait) return false;
+    if (reserved.result == PlacementGroupManager::Reservation::kGone) {
+      Fail(spec.id, ErrorInfo::Of(ErrorKind::kPlacementGroupRemoved,
+                                  "placement group " + spec.placement_group + " was removed", spec.name));
+      return true;  // handled: the task is gone
+    }
+    task.bundle = reserved.bundle;
+    task.rank = reserved.rank;
+  } else {
+    int rank = spec.kind == TaskKind::kActorCreation
+                   ? actors_.PickRank(spec.demand)
+                   : scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank);
+    if (rank < 0) return false;
+    scheduler_.Commit(rank, spec.demand);
+    task.rank = rank;
+  }
+  out.spec = task.spec;
+  send_(task.rank, std::move(out));
+  const int64_t now = WallNowNs();
+  task.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
+  if (spec.kind == TaskKind::kActorCreation) {
+    // The creation is on its way: calls that waited for a rank follow it, in order.
+    for (auto& call : actors_.OnCreationPlaced(spec.id, task.rank, task.bundle)) {
+      auto c = tasks_.find(call.spec->id);
+      if (c != tasks_.end()) {
+        c->second.rank = task.rank;
+        c->second.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
+      }
+      send_(task.rank, std::move(call));
+    }
+  }
+  return true;
+}
+
+void TaskManager::DrainQueues() {
+  groups_.PlacePending();
+  if (queued_ == 0) return;
+  for (auto& [key, queue] : queues_) {
+    while (!queue.empty()) {
+      auto it = tasks_.find(queue.front());
+      if (it == tasks_.end()) {  // failed while queued
+        queue.pop_front();
+        --queued_;
+        continue;
+      }
+      if (!TryDispatch(it->second)) break;
+      queue.pop_front();
+      --queued_;
+    }
+  }
+}
+
+void TaskManager::OnTaskDone(int from, TaskDone&& done) {
+  auto it = tasks_.find(done.id);
+  if (it == tasks_.end()) {
+    // A restarted actor's creation (its first one completed long ago).
+    actors_.OnRestartDone(done.id, done.ok);
+    return;
+  }
+  if (it->second.spec->attempt != done.attempt) return;
+  Task& task = it->second;
+  ResourceSet held = task.spec->demand;
+  if (task.blocked) held.Set("CPU", 0);
+  bool release = true;
+  if (task.spec->kind == TaskKind::kActorCreation) {
+    release = actors_.OnCreationDone(done.id, done, *task.spec);
+  }
+  if (release) groups_.Release(task.holding(), held);
+  task.bundle = -1;
+  scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
+  if (!done.ok && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
+    task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
+    ++task.spec->attempt;
+    PRISM_LOG_WARN("task " << task.spec->name << " failed on rank " << from << " ("
+                            << done.error.Render() << "); retry " << task.spec->attempt << "/"
+                            << task.spec->max_retries);
+    task.rank = -1;
+    task.blocked = false;
+    task.times[static_cast<size_t>(TaskPhase::kBlocked)] = 0;
+    Enqueue(done.id);
+  } else {
+    Complete(done.id, std::move(done), from);
+  }
+  DrainQueues();
+}
+
+void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
+  std::vector<FreedObject> freed;
+  std::vector<TaskId> failed_dependents;
+  std::shared_ptr<ErrorInfo> failure;
+  if (!done.ok) failure = std::make_shared<ErrorInfo>(std::move(done.error));
+  {
+    auto node = tasks_.extract(id);
+    const TaskSpec& spec = *node.mapped().spec;
+    RecordEnded(node.mapped(), done, failure, from);
+    if (objects_.Find(id) == nullptr && !done.ok) {
+      PRISM_LOG_DEBUG("result of failed task " << spec.name << " dropped: no refs left");
+    }
+    for (TaskId dep : objects_.Resolve(id, done, failure, from, spec.submitter)) {
+      auto dit = tasks_.find(dep);
+      if (dit == tasks_.end()) continue;
+      if (failure) {
+        failed_dependents.push_back(dep);
+      } else if (--dit->second.unresolved == 0) {
+        Enqueue(dep);
+      }
+    }
+    for (const auto& arg : spec.args) {
+      if (arg.is_ref) objects_.RemoveTaskUse(arg.ref, freed);
+    }
+    for (ObjectId c : spec.contained) objects_.RemoveTaskUse(c, freed);
+    objects_.ProducerDone(id, freed);
+  }
+  for (TaskId dep : failed_dependents) Fail(dep, *failure);
+  objects_.Free(freed);
+}
+
+void TaskManager::RecordEnded(const Task& task, const TaskDone& done,
+                              const std::shared_ptr<ErrorInfo>& failure, int from) {
+  const TaskSpec& spec = *task.spec;
+  TaskRecord r;
+  r.id = spec.id;
+  r.kind = spec.kind;
+  r.phase = done.ok ? TaskPhase::kFinished : TaskPhase::kFailed;
+  r.actor = spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId();
+  if (spec.kind == TaskKind::kActorCreation) r.actor = spec.id;
+  r.function = tables_.tasks().Intern(spec.function);
+  if (spec.name != spec.function) r.name = spec.name;
+  r.placement_group = spec.placement_group;
+  r.rank = from >= 0 ? from : task.rank;
+  r.attempt = spec.attempt;
+  r.times = task.times;
+  const int64_t now = WallNowNs();
+  r.times[static_cast<size_t>(r.phase)] = now;
+  if (done.exec_ns > 0) r.times[static_cast<size_t>(TaskPhase::kRunning)] = now - done.exec_ns;
+  r.error = failure;
+  tables_.TaskEnded(std::move(r), from);
+}
+
+void TaskManager::Fail(TaskId id, const ErrorInfo& error) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return;
+  TaskDone done;
+  done.id = id;
+  done.ok = false;
+  done.error = error;
+  Complete(id, std::move(done), -1);
+}
+
+void TaskManager::OnTaskBlocked(int from, const TaskBlocked& m) {
+  auto it = tasks_.find(m.id);
+  if (it == tasks_.end() || it->second.rank < 0 || it->second.blocked == m.blocked) return;
+  Task& task = it->second;
+  ResourceSet cpu;
+  cpu.Set("CPU", task.spec->demand.Get("CPU"));
+  task.blocked = m.blocked;
+  task.times[static_cast<size_t>(TaskPhase::kBlocked)] = m.blocked ? WallNowNs() : 0;
+  if (m.blocked) {
+    groups_.Release(task.holding(), cpu);
+    DrainQueues();
+  } else {
+    groups_.Take(task.holding(), cpu);
+  }
+}
+
+std::string TaskManager::NameOf(TaskId id) const {
+  auto it = tasks_.find(id);
+  return it == tasks_.end() ? std::string() : it->second.spec->name;
+}
+
+bool TaskManager::IsWaitingForRank(TaskId id) const {
+  auto it = tasks_.find(id);
+  return it != tasks_.end() && it->second.rank < 0;
+}
+
+std::vector<TaskId> TaskManager::DetachFromGroup(const std::string& group) {
+  std::vector<TaskId> queued;
+  for (auto& [task_id, task] : tasks_) {
+    if (task.spec->placement_group != group) continue;
+    if (task.spec->kind == TaskKind::kActorCreation) continue;  // its actor dies with the group
+    if (task.bundle >= 0) {
+      // Still running: from now on it holds its resources as a plain task of its rank.
+      ResourceSet held = task.spec->demand;
+      if (task.blocked) held.Set("CPU", 0);
+      scheduler_.Commit(task.rank, held);
+      task.bundle = -1;
+    } else if (task.rank < 0) {
+      queued.push_back(task_id);
+    }
+  }
+  return queued;
+}
+
+std::vector<TaskRecord> TaskManager::LiveRecords() {
+  std::vector<TaskRecord> out;
+  out.reserve(tasks_.size());
+  for (const auto& [id, t] : tasks_) {
+    const TaskSpec& spec = *t.spec;
+    TaskRecord r;
+    r.id = id;
+    r.kind = spec.kind;
+    r.phase = t.unresolved > 0 ? TaskPhase::kPendingArgs
+              : t.rank < 0     ? TaskPhase::kPendingNode
+              : t.blocked      ? TaskPhase::kBlocked
+                               : TaskPhase::kSubmitted;
+    r.actor = spec.kind == TaskKind::kActorCall     ? spec.actor
+              : spec.kind == TaskKind::kActorCreation ? spec.id
+                                                      : ObjectId();
+    r.function = tables_.tasks().Intern(spec.function);
+    if (spec.name != spec.function) r.name = spec.name;
+    r.placement_group = spec.placement_group;
+    r.rank = t.rank;
+    r.attempt = spec.attempt;
+    r.times = t.times;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,93 @@
+#pragma once
+// The head's tasks: every submitted task until it ends, through the protocol's steps
+// (scheduler/scheduler.h lists them): submit, resolve arguments, place, dispatch, complete
+// (with retries), release. Ready tasks that found no room wait in FIFO queues, one per
+// scheduling class (function, demand, placement-group bundle). Actor calls never wait
+// here: the actor manager says where they go. Pure logic: the head serialises calls.
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/protocol.h"
+#include "head/object_manager.h"
+#include "head/placement_group_manager.h"
+#include "head/state_tables.h"
+#include "head/task_table.h"
+#include "scheduler/scheduler.h"
+
+namespace prism::internal {
+
+class ActorManager;
+
+class TaskManager {
+ public:
+  using SendFn = std::function<void(int dest, Message&& msg)>;
+  TaskManager(SendFn send, Scheduler& scheduler, ObjectManager& objects,
+              PlacementGroupManager& groups, ActorManager& actors, StateTables& tables)
+      : send_(std::move(send)), scheduler_(scheduler), objects_(objects), groups_(groups),
+        actors_(actors), tables_(tables) {}
+
+  void OnSubmit(int from, TaskSpec&& spec);
+  void OnTaskDone(int from, TaskDone&& done);
+  void OnTaskBlocked(int from, const TaskBlocked& m);
+  /// Ends a task that has not completed with `error` (its result object fails with it).
+  void Fail(TaskId id, const ErrorInfo& error);
+  /// Places pending groups that fit, then dispatches queued tasks that fit, in order.
+  void DrainQueues();
+
+  bool IsKnown(TaskId id) const { return tasks_.count(id) > 0; }
+  /// The task's display name ("" if unknown).
+  std::string NameOf(TaskId id) const;
+  /// True while the task is known and not yet sent to a rank.
+  bool IsWaitingForRank(TaskId id) const;
+  /// Placement group `group` is going: its running tasks hold their resources as plain
+  /// tasks of their rank from now on. Returns the tasks that had not started (the caller
+  /// fails them once the group's actors are dead). Actor creations are left out: their
+  /// actors die with the group.
+  std::vector<TaskId> DetachFromGroup(const std::string& group);
+
+  /// The state-API view of the live tasks.
+  std::vector<TaskRecord> LiveRecords();
+  size_t Size() const { return tasks_.size(); }
+
+ private:
+  struct Task {
+    std::shared_ptr<TaskSpec> spec;
+    int unresolved = 0;
+    int rank = -1;       // where it was dispatched, -1 while waiting
+    int bundle = -1;     // bundle of its placement group it runs in, -1: none
+    bool blocked = false;
+    TaskTimes times{};   // when it entered each phase, for the state API
+
+    Holding holding() const { return {rank, spec->placement_group, bundle}; }
+  };
+
+  void RouteActorCall(Task& task);
+  void Enqueue(TaskId id);
+  /// Places and sends the task; false if it must wait for room.
+  bool TryDispatch(Task& task);
+  /// Records the task's result (or failure) and finishes its bookkeeping.
+  void Complete(TaskId id, TaskDone&& done, int from);
+  /// Moves an ended task's record into the state tables.
+  void RecordEnded(const Task& task, const TaskDone& done, const std::shared_ptr<ErrorInfo>& failure,
+                   int from);
+  static std::string ClassKey(const TaskSpec& spec);
+
+  SendFn send_;
+  Scheduler& scheduler_;
+  ObjectManager& objects_;
+  PlacementGroupManager& groups_;
+  ActorManager& actors_;
+  StateTables& tables_;
+  std::unordered_map<TaskId, Task> tasks_;
+  // Ready tasks that found no room, FIFO per scheduling class (function + demand).
+  std::map<std::string, std::deque<TaskId>> queues_;
+  size_t queued_ = 0;
+};
+
+}  // namespace prism::internal
