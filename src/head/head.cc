@@ -136,10 +136,12 @@ bool Head::RemovePlacementGroup(const std::string& id) {
   groups_.Remove(id);
   const std::string cause = "its placement group " + id + " was removed";
   for (ObjectId actor : doomed) {
-    actors_.ActorDead(actor, cause);
+    // A creation not placed yet fails first: ActorDead drains the queues, which would fail
+    // it as a task of a removed group instead of as an actor that died with its group.
     if (tasks_.IsWaitingForRank(actor)) {
       tasks_.Fail(actor, ErrorInfo::Of(ErrorKind::kActorError, cause, tasks_.NameOf(actor)));
     }
+    actors_.ActorDead(actor, cause);
   }
   for (TaskId t : queued) {
     if (!tasks_.IsKnown(t)) continue;

@@ -9,7 +9,7 @@
 #include "prism/serialization.h"
 #include "prism/state.h"
 #include "head/kv_store.h"
-#include "node_manager/node.h"
+#include "common/head_calls.h"
 
 namespace prism {
 namespace {
@@ -17,7 +17,9 @@ namespace {
 /// One typed control call to the head through this rank's node manager.
 template <class Call>
 typename Call::Result Ask(const char* what, const typename Call::Args& args = {}) {
-  return internal::LiveNode(what).Ask<Call>(args);
+  auto& core = internal::RequireCore(what);
+  return internal::DecodeResult<Call>(core.ControlCall(static_cast<uint16_t>(Call::kOp),
+                                                       internal::EncodeArgs<Call>(args)));
 }
 
 namespace call = internal;  // the call types of common/head_calls.h

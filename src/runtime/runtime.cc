@@ -201,6 +201,7 @@ void RequestStop(Runtime& rt, int code) {
   rt.transport->Stop(std::chrono::milliseconds(2000));
   if (rt.ucx) rt.ucx->Stop();
   rt.node->store().RemoveSpillFiles();  // _Exit below runs no destructors
+  SetProcessCore(nullptr);
   g_runtime.store(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
@@ -247,6 +248,8 @@ void Build(Runtime& rt) {
   options.max_inline_bytes = rt.settings.max_inline_bytes;
   options.object_store_memory = rt.settings.object_store_memory;
   options.spill_dir = rt.settings.session_dir + "/spill/rank-" + std::to_string(rt.rank);
+  options.node_ids = rt.node_ids;
+  options.job_id = rt.settings.job_id;
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -292,6 +295,9 @@ void DoInit(const Config& config, int argc, char** argv) {
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (g_runtime.load() != nullptr) {
     throw RuntimeError("prism: Init called twice; call Shutdown first");
+  }
+  if (CurrentCore() != nullptr) {
+    throw RuntimeError("prism: Init while an InProcessCluster runs in this process; end it first");
   }
   if (g_mpi_finalized) {
     throw RuntimeError("prism: Init after Shutdown in an MPI job: MPI cannot be started twice "
@@ -398,6 +404,7 @@ void DoInit(const Config& config, int argc, char** argv) {
   // find it (GetRuntimeContext, ObjectRef counting).
   Runtime* raw = rt.release();
   g_runtime.store(raw);
+  SetProcessCore(raw->node.get());
   InstallStopSignals(raw->rank);
   if (raw->transport) raw->transport->Start();
   std::set_terminate(OnTerminate);
@@ -416,9 +423,25 @@ void DoInit(const Config& config, int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+std::atomic<CoreApi*> g_core{nullptr};
+}  // namespace
+
 CoreApi* CurrentCore() {
-  Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  return rt ? rt->node.get() : nullptr;
+  CoreApi* process = g_core.load(std::memory_order_acquire);
+  if (process == nullptr) return nullptr;  // after Shutdown, ObjectRef destructors are no-ops
+  if (CoreApi* task = RunningTaskCore()) return task;
+  return process;
+}
+
+void SetProcessCore(CoreApi* core) {
+  CoreApi* none = nullptr;
+  if (core == nullptr) {
+    g_core.store(nullptr, std::memory_order_release);
+  } else if (!g_core.compare_exchange_strong(none, core)) {
+    throw RuntimeError("prism: a Prism runtime (prism::Init or an InProcessCluster) is already "
+                       "running in this process; end it first");
+  }
 }
 
 CoreApi& RequireCore(const char* what) {
@@ -436,7 +459,7 @@ void Init() { internal::DoInit(Config{}, 0, nullptr); }
 void Init(int argc, char** argv) { internal::DoInit(Config{}, argc, argv); }
 void Init(const Config& config, int argc, char** argv) { internal::DoInit(config, argc, argv); }
 
-bool IsInitialized() { return internal::g_runtime.load() != nullptr; }
+bool IsInitialized() { return internal::CurrentCore() != nullptr; }
 
 void Shutdown() {
   using namespace internal;
@@ -444,7 +467,8 @@ void Shutdown() {
   Runtime* rt = g_runtime.load();
   if (rt == nullptr) return;
   if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
-  g_runtime.store(nullptr);  // from here on ObjectRef destructors are no-ops
+  g_runtime.store(nullptr);
+  SetProcessCore(nullptr);  // from here on ObjectRef destructors are no-ops
   UninstallStopSignals();
   if (rt->transport) {
     for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
@@ -461,36 +485,19 @@ void Shutdown() {
   if (clean) delete rt;
 }
 
-namespace {
-/// The live runtime; throws RuntimeError naming `what` outside Init..Shutdown.
-internal::Runtime& LiveRuntime(const char* what) {
-  auto* rt = internal::g_runtime.load();
-  if (rt == nullptr) {
-    throw RuntimeError(std::string("prism: ") + what +
-                       " called before prism::Init() or after prism::Shutdown()");
-  }
-  return *rt;
-}
-
-}  // namespace
-
-namespace internal {
-Node& LiveNode(const char* what) { return *LiveRuntime(what).node; }
-}  // namespace internal
-
 std::map<std::string, double> ClusterResources() {
   internal::ResourceSet total;
-  for (const auto& c : LiveRuntime("ClusterResources").capacities) total.Add(c);
+  for (const auto& c : internal::RequireCore("ClusterResources").Capacities()) total.Add(internal::ResourceSet(c));
   return total.ToMap();
 }
 
-int RuntimeContext::GetRank() const { return LiveRuntime("RuntimeContext").rank; }
-int RuntimeContext::GetWorldSize() const { return LiveRuntime("RuntimeContext").world; }
+int RuntimeContext::GetRank() const { return internal::RequireCore("RuntimeContext").Rank(); }
+int RuntimeContext::GetWorldSize() const { return internal::RequireCore("RuntimeContext").WorldSize(); }
 std::string RuntimeContext::GetNodeId() const {
-  auto& rt = LiveRuntime("RuntimeContext");
-  return rt.node_ids[rt.rank];
+  auto& core = internal::RequireCore("RuntimeContext");
+  return core.NodeIds().at(core.Rank());
 }
-std::string RuntimeContext::GetJobId() const { return LiveRuntime("RuntimeContext").settings.job_id; }
+std::string RuntimeContext::GetJobId() const { return internal::RequireCore("RuntimeContext").JobId(); }
 TaskId RuntimeContext::GetTaskId() const { return internal::CurrentTaskId(); }
 bool RuntimeContext::IsDriver() const { return GetRank() == 0 && GetTaskId().IsNil(); }
 

@@ -1110,16 +1110,8 @@ TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsUnplacedActorAndItsWaiting
 }
 
 TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsQueuedActorCreationWithActorError) {
-  // Fails (kind is kPlacementGroupRemoved, message "placement group pg-000001 was
-  // removed"): Head::RemovePlacementGroup calls ActorManager::ActorDead for the actor,
-  // whose TaskManager::DrainQueues retries the queued creation, Reserve answers kGone and
-  // TryDispatch fails it with kPlacementGroupRemoved. The head's own
-  // `if (tasks_.IsWaitingForRank(actor)) tasks_.Fail(actor, kActorError ...)` then finds
-  // it gone, so that path only runs for a creation still waiting on its arguments (or
-  // stuck behind another task in its queue): the error kind depends on the queue. Same
-  // behaviour before the split into managers.
-  GTEST_SKIP() << "known bug: a removed group's queued actor creation fails with "
-                  "kPlacementGroupRemoved, not kActorError";
+  // The actor dies with its group: its queued creation fails as an actor (ActorError),
+  // not as a task of a removed group, whatever queue it waited in.
   head_.Handle(0, SubmitTask{Spec(1)});
   head_.Handle(0, SubmitTask{Spec(2)});
   Take<DispatchTask>();

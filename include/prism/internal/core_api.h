@@ -42,7 +42,11 @@ struct TaskRequest {
 /// Serialized object bytes shared between the store and readers.
 using Payload = std::shared_ptr<const Buffer>;
 
-/// Implemented by the runtime (src/runtime). Thread-safe.
+/// The one door into the runtime: tasks, objects, actors, every control-plane call (KV,
+/// placement groups, the state API go through ControlCall) and where the caller runs.
+/// Implemented by each rank's node manager, in an MPI job and in the in-process cluster
+/// (prism/platform/in_process.h). The public API (prism::Task, Put, Get, kv::, state::,
+/// placement groups) and the libraries reach the runtime only through it. Thread-safe.
 class CoreApi {
  public:
   virtual ~CoreApi() = default;
@@ -61,6 +65,20 @@ class CoreApi {
   virtual std::pair<ObjectId, std::string> LookupActor(const std::string& name) = 0;
   virtual void AddLocalRef(ObjectId id) = 0;
   virtual void RemoveLocalRef(ObjectId id) = 0;
+  /// One control-plane call to the head: `op` and its serialized arguments (the call
+  /// types are declared in src/common/head_calls.h), answered with its serialized result.
+  /// Throws the head's ResourceError or Error, or Error if no answer comes in 60 s (only a
+  /// lost rank 0 could delay it, and that ends the job).
+  virtual Payload ControlCall(uint16_t op, Buffer&& args) = 0;
+
+  // Where the caller runs.
+  virtual int Rank() const = 0;
+  virtual int WorldSize() const = 0;
+  /// Node (host) of every rank; ranks sharing one share a node id.
+  virtual const std::vector<std::string>& NodeIds() const = 0;
+  virtual const std::string& JobId() const = 0;
+  /// Every rank's total resources, by rank.
+  virtual std::vector<std::map<std::string, double>> Capacities() const = 0;
 };
 
 /// While alive on a thread, ObjectRef releases on that thread are held back until the
@@ -84,8 +102,15 @@ struct ExitActorSignal {};
 /// True inside a method of an actor that was restarted at least once.
 bool CurrentActorRestarted();
 
-/// The running runtime, or nullptr outside Init..Shutdown.
+/// The core of the running task's rank on this thread (set by the rank's task runner), else
+/// the process's core (the runtime's rank, or the in-process cluster's rank 0), else
+/// nullptr outside Init..Shutdown.
 CoreApi* CurrentCore();
+/// The core running the task on this thread, or nullptr (node_manager/task_runner.cc).
+CoreApi* RunningTaskCore();
+/// Installs (or with nullptr removes) the process's core: prism::Init, or an in-process
+/// cluster. Throws RuntimeError if one is installed already.
+void SetProcessCore(CoreApi* core);
 /// Like CurrentCore but throws prism::RuntimeError naming `what` when not initialized.
 CoreApi& RequireCore(const char* what);
 

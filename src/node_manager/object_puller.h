@@ -1,0 +1,50 @@
+#pragma once
+// Brings objects this rank needs but does not hold: subscribes to them at the head once
+// per object (Request), stores what the head pushes (small values, failures), and pulls
+// large ones from the copy the head assigned, through the data plane (ObjectFetcher),
+// once per object per rank however many readers wait. Every assigned pull is reported
+// back (AddLocation), so the copy it drew from can serve the next reader. Thread-safe.
+
+#include <functional>
+#include <unordered_set>
+#include <vector>
+
+#include "common/adaptive_mutex.h"
+#include "common/object_fetcher.h"
+#include "common/protocol.h"
+#include "object_store/memory_store.h"
+
+namespace prism::internal {
+
+class ObjectPuller {
+ public:
+  using ToHead = std::function<void(Message&&)>;
+  ObjectPuller(int rank, MemoryStore& store, ObjectFetcher* fetcher, ToHead to_head)
+      : rank_(rank), store_(store), fetcher_(fetcher), to_head_(std::move(to_head)) {}
+
+  /// Makes sure each id not held here is on its way (one subscription per id).
+  void Request(const std::vector<ObjectId>& ids);
+  /// The head's answer to a subscription: a value, a failure, or where to pull from.
+  void OnObjectReady(ObjectReady&& m);
+
+ private:
+  void StartFetch(ObjectId id, const std::vector<int>& holders);
+  /// Stores a copy that arrived; if the store is full, readers get ObjectStoreFullError.
+  bool StoreArrived(ObjectId id, Payload value);
+  void Forget(ObjectId id, bool fetching);
+
+  const int rank_;
+  MemoryStore& store_;
+  ObjectFetcher* fetcher_;
+  ToHead to_head_;
+  AdaptiveMutex mu_;
+  std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
+  std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank
+};
+
+/// Throws the prism exception for an object's stored error (ObjectLostError, ActorError,
+/// ObjectStoreFullError, TaskError, ...). A copy that did not fit this rank's store is
+/// dropped first, so that the next Get fetches it again.
+[[noreturn]] void ThrowStored(MemoryStore& store, ObjectId id, const ErrorInfo& error);
+
+}  // namespace prism::internal

@@ -1,0 +1,47 @@
+#include "node_manager/reference_counter.h"
+
+#include <mutex>
+
+namespace prism::internal {
+
+namespace {
+thread_local std::vector<ObjectId> t_deferred_releases;
+}  // namespace
+
+void ReferenceCounter::Adopt(ObjectId id, Message&& announce) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  refs_[id] = 1;  // the head counts this rank as a holder from the announcement on
+  to_head_(std::move(announce));
+}
+
+void ReferenceCounter::Add(ObjectId id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  if (refs_[id]++ == 0) to_head_(RefUpdate{{id}, {}});
+}
+
+void ReferenceCounter::Remove(ObjectId id, bool defer) {
+  if (defer) {
+    t_deferred_releases.push_back(id);
+    return;
+  }
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  auto it = refs_.find(id);
+  if (it == refs_.end()) return;
+  if (--it->second == 0) {
+    refs_.erase(it);
+    to_head_(RefUpdate{{}, {id}});
+  }
+}
+
+void ReferenceCounter::FlushDeferred() {
+  std::vector<ObjectId> ids;
+  ids.swap(t_deferred_releases);
+  for (ObjectId id : ids) Remove(id, false);
+}
+
+size_t ReferenceCounter::Size() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  return refs_.size();
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,39 @@
+#pragma once
+// This rank's side of distributed reference counting: how many ObjectRefs to each object
+// live here. The head learns only the transitions (first ref on this rank, last ref gone)
+// through RefUpdate; it frees an object once no rank holds it and no task needs it.
+// Thread-safe.
+
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/adaptive_mutex.h"
+#include "common/protocol.h"
+
+namespace prism::internal {
+
+class ReferenceCounter {
+ public:
+  using ToHead = std::function<void(Message&&)>;
+  explicit ReferenceCounter(ToHead to_head) : to_head_(std::move(to_head)) {}
+
+  /// A new object made here, with the one ObjectRef the caller returns. `announce` (its
+  /// SubmitTask or PutObject) goes to the head under the lock, so no release of the object
+  /// can reach the head before it does.
+  void Adopt(ObjectId id, Message&& announce);
+  void Add(ObjectId id);
+  /// Drops one ref. With `defer`, the release waits for FlushDeferred on this thread: a
+  /// running task's result may hold the last ref, and the head must learn that first.
+  void Remove(ObjectId id, bool defer);
+  /// Releases what this thread deferred (after its task's completion was sent).
+  void FlushDeferred();
+  size_t Size();
+
+ private:
+  ToHead to_head_;
+  AdaptiveMutex mu_;
+  std::unordered_map<ObjectId, int64_t> refs_;
+};
+
+}  // namespace prism::internal

@@ -1,0 +1,286 @@
+#include "node_manager/task_runner.h"
+
+#include <cxxabi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <typeinfo>
+
+#include "common/log.h"
+#include "prism/errors.h"
+#include "prism/remote.h"
+#include "prism/serialization.h"
+
+namespace prism::internal {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The task running on this thread, if any.
+struct ThreadTask {
+  bool active = false;
+  bool in_actor = false;  // actor threads hold no executor slot: nothing to give back
+  bool actor_restarted = false;
+  TaskId id;
+  ResourceSet demand;
+  CoreApi* core = nullptr;
+};
+thread_local ThreadTask t_task;
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = (status == 0 && out != nullptr) ? out : name;
+  std::free(out);
+  return s;
+}
+
+uint64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+
+TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
+bool CurrentActorRestarted() { return t_task.active && t_task.in_actor && t_task.actor_restarted; }
+CoreApi* RunningTaskCore() { return t_task.active ? t_task.core : nullptr; }
+
+TaskRunner::TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes,
+                       MemoryStore& store, ObjectPuller& puller, ToHead to_head, CoreApi* core,
+                       std::function<void()> after_task)
+    : rank_(rank),
+      max_inline_bytes_(max_inline_bytes),
+      store_(store),
+      puller_(puller),
+      to_head_(std::move(to_head)),
+      core_(core),
+      after_task_(std::move(after_task)) {
+  executor_ = std::make_unique<Executor>(capacity, [this](DispatchTask& t) { Execute(t); });
+}
+
+TaskRunner::~TaskRunner() {
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    deferred_stop_ = true;
+  }
+  deferred_cv_.notify_all();
+  if (deferred_thread_.joinable()) deferred_thread_.join();
+  if (!executor_->Stop()) executor_.release();  // threads still in user code keep using it
+}
+
+bool TaskRunner::Stop() { return executor_->Stop(); }
+
+bool TaskRunner::InTask() { return t_task.active; }
+
+bool TaskRunner::Block() {
+  if (!t_task.active || t_task.in_actor) return false;  // actor threads hold no executor slot
+  executor_->Block(t_task.demand);
+  to_head_(TaskBlocked{t_task.id, true});
+  return true;
+}
+
+void TaskRunner::Unblock() {
+  executor_->Unblock(t_task.demand);
+  to_head_(TaskBlocked{t_task.id, false});
+}
+
+void TaskRunner::Defer(std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(deferred_mu_);
+  deferred_.push_back(std::move(work));
+  if (!deferred_thread_.joinable()) deferred_thread_ = std::thread([this] { DeferredMain(); });
+  deferred_cv_.notify_one();
+}
+
+void TaskRunner::DeferredMain() {
+  std::unique_lock<std::mutex> lock(deferred_mu_);
+  for (;;) {
+    deferred_cv_.wait(lock, [&] { return deferred_stop_ || !deferred_.empty(); });
+    if (deferred_.empty()) return;  // stopping, nothing left
+    auto work = std::move(deferred_.front());
+    deferred_.pop_front();
+    lock.unlock();
+    work();
+    lock.lock();
+  }
+}
+
+void TaskRunner::Run(DispatchTask&& d) {
+  if (d.spec->kind == TaskKind::kTask) {
+    executor_->Submit(std::move(d));
+  } else {
+    RouteToActor(std::move(d));
+  }
+}
+
+void TaskRunner::Kill(const KillActor& k) {
+  std::deque<DispatchTask> failed;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto it = actors_.find(k.actor);
+    if (it != actors_.end()) failed = it->second->Kill(k.restart, k.cause);
+  }
+  if (!failed.empty()) {
+    auto shared = std::make_shared<std::deque<DispatchTask>>(std::move(failed));
+    Defer([this, shared, cause = k.cause] { FailCalls(std::move(*shared), cause); });
+  }
+}
+
+void TaskRunner::RouteToActor(DispatchTask&& d) {
+  const TaskSpec& spec = *d.spec;
+  ObjectId actor = spec.kind == TaskKind::kActorCreation ? spec.id : spec.actor;
+  ActorHost* host = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto& slot = actors_[actor];
+    if (!slot) {
+      if (spec.kind != TaskKind::kActorCreation) {
+        actors_.erase(actor);
+      } else {
+        slot = std::make_unique<ActorHost>(actor, spec.max_concurrency,
+                                           [this](DispatchTask& t, ActorHost& h) { Execute(t, &h); });
+      }
+    }
+    auto it = actors_.find(actor);
+    if (it != actors_.end()) host = it->second.get();
+  }
+  if (host == nullptr || !host->Enqueue(std::move(d))) {
+    auto one = std::make_shared<std::deque<DispatchTask>>();  // Enqueue does not move from
+    one->push_back(std::move(d));                             // a task it refuses
+    std::string cause = host != nullptr ? host->cause() : "";
+    if (cause.empty()) cause = "actor " + actor.Hex() + " is dead";
+    Defer([this, one, cause] { FailCalls(std::move(*one), cause); });
+  }
+}
+
+void TaskRunner::FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause) {
+  for (auto& c : calls) {
+    if (!c.spec) continue;
+    TaskDone done;
+    done.id = c.spec->id;
+    done.attempt = c.spec->attempt;
+    done.ok = false;
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, cause, c.spec->name, rank_);
+    to_head_(std::move(done));
+  }
+}
+
+void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
+  const TaskSpec& spec = *d.spec;
+  t_task.active = true;
+  t_task.in_actor = host != nullptr;
+  t_task.actor_restarted = host != nullptr && host->incarnation() > 0;
+  t_task.id = spec.id;
+  t_task.demand = spec.demand;
+  t_task.core = core_;
+  TaskDone done;
+  done.id = spec.id;
+  done.attempt = spec.attempt;
+  uint64_t start = NowNs();
+  try {
+    // Resolve by-reference arguments: inline values came with the task; large ones are
+    // pulled from a holder (at most once per rank, then cached).
+    std::vector<Payload> ref_values(d.refs.size());
+    std::vector<ObjectId> to_fetch;
+    for (size_t i = 0; i < d.refs.size(); ++i) {
+      auto& loc = d.refs[i];
+      if (loc.inline_value) {
+        ref_values[i] = loc.inline_value;
+      } else if (auto local = store_.Find(loc.id)) {
+        if (local->error) ThrowStored(store_, loc.id, *local->error);
+        ref_values[i] = local->value;
+      } else {
+        // Ask the head, which says where to pull it from (spreading readers over the
+        // copies), or, for an actor call routed before it was ready, when it is.
+        puller_.Request({loc.id});
+        to_fetch.push_back(loc.id);
+      }
+    }
+    if (!to_fetch.empty()) {
+      store_.WaitFor(to_fetch, to_fetch.size(), std::nullopt);
+      for (size_t i = 0; i < d.refs.size(); ++i) {
+        if (ref_values[i]) continue;
+        auto obj = store_.Find(d.refs[i].id);
+        if (!obj) throw ObjectLostError("prism: argument " + d.refs[i].id.Hex() + " vanished");
+        if (obj->error) ThrowStored(store_, d.refs[i].id, *obj->error);
+        ref_values[i] = obj->value;
+      }
+    }
+    std::vector<ByteView> views;
+    views.reserve(spec.args.size());
+    size_t next_ref = 0;
+    for (const auto& arg : spec.args) {
+      const Payload& p = arg.is_ref ? ref_values.at(next_ref++) : arg.value;
+      views.push_back({p->data(), p->size()});
+    }
+    const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
+    const bool usable = fn != nullptr && (spec.kind == TaskKind::kTask ? bool(fn->invoke)
+                                          : spec.kind == TaskKind::kActorCreation ? bool(fn->create)
+                                                                                  : bool(fn->method));
+    if (!usable) {
+      throw FunctionNotFound("prism: function " + spec.function +
+                             " is not registered in this binary (PRISM_REMOTE)");
+    }
+    Buffer out;
+    ContainedRefScope contained;
+    if (spec.kind == TaskKind::kTask) {
+      fn->invoke(views, out);
+    } else if (spec.kind == TaskKind::kActorCreation) {
+      host->SetInstance(fn->create(views), fn->destroy);
+    } else {
+      void* self = host->instance();
+      if (self == nullptr) throw ActorError("prism: actor " + spec.actor.Hex() + " is dead");
+      fn->method(self, views, out);
+    }
+    done.contained = contained.Take();
+    done.size = out.size();
+    auto payload = std::make_shared<const Buffer>(std::move(out));
+    if (payload->size() <= max_inline_bytes_) {
+      done.inline_value = std::move(payload);
+    } else {
+      store_.Put(spec.id, std::move(payload));
+    }
+  } catch (const ExitActorSignal&) {
+    done.ok = false;
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor ended itself with ExitActor()", spec.name, rank_);
+    if (host != nullptr) {
+      FailCalls(host->Die("the actor ended itself with ExitActor()"),
+                "the actor ended itself with ExitActor()");
+      to_head_(ActorDied{host->id(), "the actor ended itself with ExitActor()"});
+    }
+  } catch (const ActorError& e) {
+    done.ok = false;
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, e.what(), spec.name, rank_);
+  } catch (const ObjectStoreFullError& e) {
+    done.ok = false;
+    done.error = ErrorInfo::Of(ErrorKind::kObjectStoreFull, std::string(e.what()) + " (storing the result of task " +
+                                         spec.name + " on rank " + std::to_string(rank_) + ")",
+                  spec.name, rank_);
+  } catch (const TaskError& e) {
+    // A failure of something this task waited on: pass the original cause through.
+    done.ok = false;
+    done.error = ErrorInfo::Exception(e.OriginalType(), e.OriginalMessage(), e.TaskName(), e.Rank());
+  } catch (const std::exception& e) {
+    done.ok = false;
+    done.error = ErrorInfo::Exception(Demangle(typeid(e).name()), e.what(), spec.name, rank_);
+  } catch (...) {
+    done.ok = false;
+    done.error = ErrorInfo::Exception("unknown exception", "a non-std::exception was thrown", spec.name,
+                  rank_);
+  }
+  if (!done.ok && host != nullptr && spec.kind == TaskKind::kActorCreation) {
+    std::string cause = "the actor's factory " + spec.function + " threw " + done.error.type +
+                        ": " + done.error.message;
+    FailCalls(host->Die(cause), cause);
+    to_head_(ActorDied{host->id(), cause});
+  }
+  done.exec_ns = NowNs() - start;
+  t_task.active = false;
+  t_task.in_actor = false;
+  to_head_(std::move(done));
+  if (after_task_) after_task_();
+}
+
+}  // namespace prism::internal

@@ -1,0 +1,84 @@
+#pragma once
+// Runs what the head dispatches to this rank: plain tasks on the executor's threads, actor
+// creations and calls on their actor's host (one per actor living here). For each it
+// resolves the by-reference arguments (inline values came along; large ones are pulled),
+// invokes the registered function by name, keeps a large result in the store, and sends
+// TaskDone (or, for calls the actor can no longer run, their failure). Thread-safe.
+//
+// Threads: the executor's elastic pool, one or more threads per actor, and one "deferred
+// work" thread for what must reach the head from inside Handle (which may run under the
+// head's lock on rank 0, where a direct call back would deadlock).
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "common/protocol.h"
+#include "node_manager/actor_host.h"
+#include "node_manager/executor.h"
+#include "node_manager/object_puller.h"
+#include "object_store/memory_store.h"
+
+namespace prism::internal {
+
+class TaskRunner {
+ public:
+  using ToHead = std::function<void(Message&&)>;
+  /// `core` is what the tasks run here see as their rank's core (CurrentCore); `after_task`
+  /// runs on a task's thread once its completion was sent.
+  TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes, MemoryStore& store,
+             ObjectPuller& puller, ToHead to_head, CoreApi* core, std::function<void()> after_task);
+  ~TaskRunner();
+
+  /// A task, actor creation or actor call the head dispatched here.
+  void Run(DispatchTask&& task);
+  /// Destroys (or restarts) an actor living here; its queued calls fail with the cause.
+  void Kill(const KillActor& m);
+
+  /// True on a thread running a task or actor method of this rank.
+  static bool InTask();
+  /// While a plain task on this thread waits for objects it gives its CPU back (to the
+  /// executor and the head); Unblock takes it again. Block returns false (and nothing
+  /// happens) outside a plain task.
+  bool Block();
+  void Unblock();
+
+  /// Stops running new tasks. Returns false if some task is still running user code.
+  bool Stop();
+  Executor& executor() { return *executor_; }
+
+ private:
+  /// Runs a task, or (with `host`) an actor's creation or method call, and reports it.
+  void Execute(DispatchTask& task, ActorHost* host = nullptr);
+  void RouteToActor(DispatchTask&& task);
+  /// Fails actor calls that can no longer run, with ActorError(cause).
+  void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
+  /// Runs `work` soon on the deferred-work thread.
+  void Defer(std::function<void()> work);
+  void DeferredMain();
+
+  const int rank_;
+  const uint64_t max_inline_bytes_;
+  MemoryStore& store_;
+  ObjectPuller& puller_;
+  ToHead to_head_;
+  CoreApi* core_;
+  std::function<void()> after_task_;
+  std::unique_ptr<Executor> executor_;
+
+  std::mutex actors_mu_;
+  std::unordered_map<ObjectId, std::unique_ptr<ActorHost>> actors_;  // actors living here
+
+  std::mutex deferred_mu_;
+  std::condition_variable deferred_cv_;
+  std::deque<std::function<void()>> deferred_;
+  std::thread deferred_thread_;
+  bool deferred_stop_ = false;
+};
+
+}  // namespace prism::internal
