@@ -32,7 +32,7 @@ enum class HeadOp : uint16_t {
   kCreatePlacementGroup, kRemovePlacementGroup, kPlacementGroupState, kGetPlacementGroups,
   kKvPut, kKvGet, kKvExists, kKvDelete, kKvList,
   kListNodes, kListActors, kListTasks, kListPlacementGroups, kSummarizeTasks, kListJobs,
-  kListWorkers, kListErrors,
+  kListWorkers, kListErrors, kBundleRanks, kOpenChannel, kCloseChannel,
   kNumOps,
 };
 
@@ -79,6 +79,12 @@ using SummarizeTasks = HeadCallType<HeadOp::kSummarizeTasks, NoArgs, state::Task
 using ListJobs = HeadCallType<HeadOp::kListJobs, NoArgs, std::vector<state::JobState>>;
 using ListWorkers = HeadCallType<HeadOp::kListWorkers, NoArgs, std::vector<state::WorkerState>>;
 using ListErrors = HeadCallType<HeadOp::kListErrors, uint64_t, std::vector<state::ErrorState>>;  // (limit)
+// (group id) -> the rank of each bundle, in order; empty while pending or unknown.
+using BundleRanks = HeadCallType<HeadOp::kBundleRanks, std::string, std::vector<int>>;
+// (channel, rank) -> -1 if `rank` now owns the channel, else the rank that already does.
+using OpenChannel = HeadCallType<HeadOp::kOpenChannel, std::pair<std::string, int>, int>;
+// (channel, rank) -> whether `rank` owned it (and no longer does).
+using CloseChannel = HeadCallType<HeadOp::kCloseChannel, std::pair<std::string, int>, bool>;
 
 /// Caller side: the call's serialized arguments.
 template <class Call>

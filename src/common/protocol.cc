@@ -32,7 +32,7 @@ bool IsForHead(const Message& m) {
          std::holds_alternative<RefUpdate>(m) || std::holds_alternative<Subscribe>(m) ||
          std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m) ||
          std::holds_alternative<ActorDied>(m) || std::holds_alternative<HeadCall>(m) ||
-         std::holds_alternative<KillActorRequest>(m);
+         std::holds_alternative<KillActorRequest>(m) || std::holds_alternative<Publish>(m);
 }
 
 const char* KindName(const Message& m) {
@@ -40,7 +40,8 @@ const char* KindName(const Message& m) {
       "SubmitTask", "DispatchTask", "TaskDone",     "TaskBlocked", "PutObject",
       "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
       "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
-      "KillActor",  "ActorDied",    "HeadCall",    "HeadReply"};
+      "KillActor",  "ActorDied",    "HeadCall",    "HeadReply",   "Publish",
+      "Deliver"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -5,9 +5,8 @@
 //
 // Who sends what (W = any rank's node manager, H = the head on rank 0):
 //   W->H  SubmitTask, TaskDone, TaskBlocked, PutObject, RefUpdate, Subscribe, AddLocation,
-//         Heartbeat
-//         KillActorRequest, ActorDied, HeadCall
-//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply
+//         Heartbeat, KillActorRequest, ActorDied, HeadCall, Publish
+//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply, Deliver
 //   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
 
 #include <cstdint>
@@ -114,6 +113,16 @@ struct HeadReply {
   std::string error;
   Payload result;
 };
+/// Any rank -> head -> the rank that opened the channel (Deliver, with the sender's rank).
+struct Publish {
+  std::string channel;
+  Payload bytes;
+};
+struct Deliver {
+  std::string channel;
+  Payload bytes;
+  int from = -1;
+};
 struct Heartbeat {};
 struct Stop {
   int exit_code = 0;
@@ -123,7 +132,7 @@ struct Stop {
 using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, PutObject,
                              RefUpdate, Subscribe, ObjectReady, FetchRequest, FetchReply,
                              FreeObjects, AddLocation, Heartbeat, Stop, KillActorRequest,
-                             KillActor, ActorDied, HeadCall, HeadReply>;
+                             KillActor, ActorDied, HeadCall, HeadReply, Publish, Deliver>;
 
 /// True for kinds the head handles; the rest go to the node manager.
 bool IsForHead(const Message& m);

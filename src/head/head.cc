@@ -92,6 +92,16 @@ void Head::HandleLocked(int from, Message&& msg) {
           actors_.OnKillRequest(m);
         } else if constexpr (std::is_same_v<T, ActorDied>) {
           actors_.ActorDead(m.actor, m.cause);
+        } else if constexpr (std::is_same_v<T, Publish>) {
+          const int dest = channels_.Route(m.channel);
+          if (dest >= 0) {
+            send_(dest, Deliver{std::move(m.channel), std::move(m.bytes), from});
+          } else {
+            tables_.RecordError("CHANNEL_MESSAGE_DROPPED",
+                                "a message rank " + std::to_string(from) + " published to channel \"" +
+                                    m.channel + "\" was dropped: no rank has it open",
+                                ObjectId(), from);
+          }
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           // Liveness is tracked by the transport; nothing to do here.
         } else {

@@ -6,6 +6,7 @@
 //   ActorManager           actors: placement, calls waiting for it, death, restarts, names
 //   PlacementGroupManager  bundle reservations and what is left in each
 //   StateTables            job info, KV, ended tasks, errors (the state API's records)
+//   ChannelRouter          which rank reads each channel (platform::Channel)
 //
 // Every rank's node manager sends it messages (rank 0's own node calls in directly). One
 // mutex serialises all of it; the managers are pure logic under it. Messages they send go
@@ -24,6 +25,7 @@
 #include "common/head_calls.h"
 #include "common/protocol.h"
 #include "head/actor_manager.h"
+#include "head/channel_router.h"
 #include "head/object_manager.h"
 #include "head/placement_group_manager.h"
 #include "head/state_tables.h"
@@ -121,6 +123,7 @@ class Head {
   PlacementGroupManager groups_;
   TaskManager tasks_;
   ActorManager actors_;
+  ChannelRouter channels_;
 };
 
 }  // namespace prism::internal

@@ -92,6 +92,21 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
       case internal::ListErrors::kOp:
         reply.result = Answer<internal::ListErrors>(args, [&](uint64_t limit) { return ListErrors(limit); });
         break;
+      case internal::BundleRanks::kOp:
+        reply.result = Answer<internal::BundleRanks>(args, [&](const std::string& id) { return BundleRanks(id); });
+        break;
+      case internal::OpenChannel::kOp:
+        reply.result = Answer<internal::OpenChannel>(args, [&](const std::pair<std::string, int>& a) {
+          Locked lock(*this);
+          return channels_.Open(a.first, a.second);
+        });
+        break;
+      case internal::CloseChannel::kOp:
+        reply.result = Answer<internal::CloseChannel>(args, [&](const std::pair<std::string, int>& a) {
+          Locked lock(*this);
+          return channels_.Close(a.first, a.second);
+        });
+        break;
       default:
         throw Error("prism: unknown control call " + std::to_string(call.op) + " from rank " +
                     std::to_string(from) + " (ranks running different binaries?)");

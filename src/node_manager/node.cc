@@ -197,6 +197,19 @@ void Node::Handle(Message&& msg) {
     puller_.OnObjectReady(std::move(*r));
   } else if (auto* f = std::get_if<FreeObjects>(&msg)) {
     store_.Erase(f->ids);
+  } else if (auto* d = std::get_if<Deliver>(&msg)) {
+    std::shared_ptr<ChannelInbox> inbox;
+    {
+      std::lock_guard<std::mutex> lock(channels_mu_);
+      auto it = channels_.find(d->channel);
+      if (it != channels_.end()) inbox = it->second;
+    }
+    if (inbox) {
+      inbox->Push({d->from, d->bytes ? std::string(d->bytes->data(), d->bytes->size()) : std::string()});
+    } else {
+      PRISM_LOG_WARN("a message for channel " << d->channel << " from rank " << d->from
+                                              << " came after it was closed here; dropped");
+    }
   } else {
     PRISM_LOG_ERROR("node got an unexpected " << KindName(msg));
   }
@@ -210,6 +223,46 @@ Payload Node::LocalValue(ObjectId id) {
     PRISM_LOG_ERROR("serving object " << id.Hex() << ": " << e.what());
     return nullptr;
   }
+}
+
+// ---- Channels -------------------------------------------------------------------------
+
+std::shared_ptr<ChannelInbox> Node::OpenChannel(const std::string& name) {
+  if (name.empty()) throw Error("prism: a channel needs a name");
+  auto inbox = std::make_shared<ChannelInbox>();
+  {
+    // Registered before the head routes to it, so no message can come too early.
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    if (!channels_.emplace(name, inbox).second) {
+      throw Error("prism: channel \"" + name + "\" is already open on this rank (rank " +
+                  std::to_string(options_.rank) + ")");
+    }
+  }
+  int owner = -1;
+  try {
+    owner = Ask<internal::OpenChannel>({name, options_.rank});
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    channels_.erase(name);
+    throw;
+  }
+  if (owner >= 0) {
+    std::lock_guard<std::mutex> lock(channels_mu_);
+    channels_.erase(name);
+    throw Error("prism: channel \"" + name + "\" is already open on rank " + std::to_string(owner) +
+                "; close it there first or pick another name");
+  }
+  return inbox;
+}
+
+void Node::CloseChannel(const std::string& name) {
+  Ask<internal::CloseChannel>({name, options_.rank});  // no more routing here, then forget it
+  std::lock_guard<std::mutex> lock(channels_mu_);
+  channels_.erase(name);
+}
+
+void Node::Publish(const std::string& name, Buffer&& bytes) {
+  to_head_(::prism::internal::Publish{name, std::make_shared<const Buffer>(std::move(bytes))});
 }
 
 // ---- Actors and control calls ---------------------------------------------------------

@@ -63,6 +63,9 @@ class Node : public CoreApi {
   Payload ControlCall(uint16_t op, Buffer&& args) override {
     return CallHead(static_cast<HeadOp>(op), std::move(args));
   }
+  std::shared_ptr<ChannelInbox> OpenChannel(const std::string& name) override;
+  void CloseChannel(const std::string& name) override;
+  void Publish(const std::string& name, Buffer&& bytes) override;
   int Rank() const override { return options_.rank; }
   int WorldSize() const override { return options_.world_size; }
   const std::vector<std::string>& NodeIds() const override { return options_.node_ids; }
@@ -111,6 +114,9 @@ class Node : public CoreApi {
   ObjectPuller puller_;
   TaskRunner runner_;
   std::atomic<uint64_t> counter_{0};
+
+  std::mutex channels_mu_;
+  std::unordered_map<std::string, std::shared_ptr<ChannelInbox>> channels_;  // open here
 
   std::mutex calls_mu_;
   std::condition_variable calls_cv_;

@@ -6,6 +6,7 @@
 
 #include "prism/api.h"
 #include "prism/kv.h"
+#include "prism/platform/placement.h"
 #include "prism/serialization.h"
 #include "prism/state.h"
 #include "head/kv_store.h"
@@ -76,6 +77,19 @@ bool PlacementGroup::Wait(int timeout_seconds) const {
     nap = std::min(nap * 2, std::chrono::microseconds(5000));
   }
 }
+
+namespace platform {
+
+std::vector<BundleLocation> BundleLocations(const PlacementGroup& pg) {
+  if (pg.GetID().empty()) throw Error("prism: BundleLocations of an empty PlacementGroup handle");
+  const auto ranks = Ask<call::BundleRanks>("BundleLocations", pg.GetID());
+  const auto& nodes = internal::RequireCore("BundleLocations").NodeIds();
+  std::vector<BundleLocation> out;
+  for (int r : ranks) out.push_back({r, nodes.at(static_cast<size_t>(r))});
+  return out;
+}
+
+}  // namespace platform
 
 // ---- Internal KV ---------------------------------------------------------------------------
 

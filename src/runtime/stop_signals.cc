@@ -9,11 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/log.h"
+#include "prism/platform/preemption.h"
 #include "prism/preemption.h"
 
 namespace prism {
@@ -21,14 +24,17 @@ namespace internal {
 namespace {
 
 constexpr int kSignals[] = {SIGUSR1, SIGTERM};
+constexpr int kGuarded = 0x80;  // in a pipe byte: a PreemptionGuard was alive
 
 std::atomic<int> g_signal{0};          // the first stop signal since Init
-std::atomic<int> g_users{0};           // live StopSignalUsers
+std::atomic<int> g_users{0};           // live platform::PreemptionGuards
 int g_pipe[2] = {-1, -1};              // handler -> watcher; a 0 byte stops the watcher
 bool g_installed[2] = {false, false};  // per kSignals entry: ours to restore
 struct sigaction g_previous[2];
 std::thread g_watcher;
 std::mutex g_mu;  // Install / Uninstall
+std::mutex g_hooks_mu;
+std::list<std::function<void(int)>> g_hooks;  // PreemptionHooks, called by the watcher
 std::string g_ack_file;  // rank 0: PRISM_SIGNAL_ACK_FILE, written once a signal is heard
 
 // Tells the job script that rank 0 heard the signal, so it stops re-sending it. The script
@@ -50,7 +56,9 @@ void OnStopSignal(int sig) {
   int none = 0;
   g_signal.compare_exchange_strong(none, sig);
   const int saved = errno;
-  const char byte = static_cast<char>(sig);
+  // The top bit: whether a PreemptionGuard was alive when the signal came (the decision is
+  // taken then, not when the watcher gets to it).
+  const char byte = static_cast<char>(sig | (g_users.load() > 0 ? kGuarded : 0));
   (void)!write(g_pipe[1], &byte, 1);  // async-signal-safe; a full pipe only loses a wake-up
   errno = saved;
 }
@@ -62,13 +70,18 @@ void Watch(int rank) {
     ssize_t n = read(g_pipe[0], &byte, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || byte == 0) return;
-    const int sig = static_cast<unsigned char>(byte);
+    const int sig = static_cast<unsigned char>(byte) & ~kGuarded;
+    const bool guarded = (static_cast<unsigned char>(byte) & kGuarded) != 0;
+    {
+      std::lock_guard<std::mutex> lock(g_hooks_mu);
+      for (auto& hook : g_hooks) hook(sig);
+    }
     if (rank != 0) {
       PRISM_LOG_INFO("received " << StopSignalName(sig) << "; rank 0 decides how the job stops");
       continue;
     }
     Acknowledge(sig);
-    if (g_users.load() > 0) {
+    if (guarded) {
       std::fprintf(stderr,
                    "prism: received %s (preemption or time limit): the training run stops after "
                    "its next checkpoint; exit status %d asks the job script to requeue\n",
@@ -137,11 +150,28 @@ const char* StopSignalName(int sig) {
 
 void ClearStopSignalForTesting() { g_signal.store(0); }
 
-StopSignalUser::StopSignalUser() { g_users.fetch_add(1); }
-StopSignalUser::~StopSignalUser() { g_users.fetch_sub(1); }
 
 }  // namespace internal
 
 int PreemptionSignal() { return internal::g_signal.load(); }
+
+namespace platform {
+
+PreemptionGuard::PreemptionGuard() { internal::g_users.fetch_add(1); }
+PreemptionGuard::~PreemptionGuard() { internal::g_users.fetch_sub(1); }
+
+PreemptionHook::PreemptionHook(std::function<void(int)> hook) {
+  std::lock_guard<std::mutex> lock(internal::g_hooks_mu);
+  it_ = internal::g_hooks.insert(internal::g_hooks.end(), std::move(hook));
+}
+
+PreemptionHook::~PreemptionHook() {
+  std::lock_guard<std::mutex> lock(internal::g_hooks_mu);
+  internal::g_hooks.erase(it_);
+}
+
+const char* SignalName(int signal) { return internal::StopSignalName(signal); }
+
+}  // namespace platform
 
 }  // namespace prism

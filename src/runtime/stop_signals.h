@@ -1,7 +1,7 @@
 #pragma once
 // SIGUSR1 / SIGTERM handling (see prism/preemption.h for what users see). The handler only
 // records the signal and wakes a watcher thread through a pipe; the watcher logs it and,
-// on rank 0 with no run that can stop cleanly (no StopSignalUser alive), lets SIGTERM end
+// on rank 0 with no run that can stop cleanly (no platform::PreemptionGuard alive), lets SIGTERM end
 // the process as it would have without Prism.
 
 namespace prism::internal {
@@ -19,15 +19,5 @@ const char* StopSignalName(int sig);
 /// Forgets the signal received (PreemptionSignal() returns 0 again): for tests that
 /// preempt a run and then resume it in the same process.
 void ClearStopSignalForTesting();
-
-/// While one is alive, this process has work that stops cleanly on SIGTERM (a training
-/// run's driver), so SIGTERM on rank 0 is left to it instead of ending the process.
-class StopSignalUser {
- public:
-  StopSignalUser();
-  ~StopSignalUser();
-  StopSignalUser(const StopSignalUser&) = delete;
-  StopSignalUser& operator=(const StopSignalUser&) = delete;
-};
 
 }  // namespace prism::internal

@@ -25,7 +25,7 @@
 #include "prism/state.h"
 #include "prism/train/collective.h"
 #include "prism/train/trainer.h"
-#include "runtime/stop_signals.h"
+#include "prism/platform/preemption.h"
 #include "train/worker.h"
 
 namespace prism::train::internal {
@@ -321,14 +321,14 @@ Result TorchTrainer::Fit() {
   const std::string run_id = id;
   ReportReader reports(internal::ReportPrefix(run_id), run.verbose);
   // From here SIGTERM on the driver stops the run after a checkpoint instead of ending it.
-  prism::internal::StopSignalUser stop_signal_user;
+  platform::PreemptionGuard preemption_guard;
   auto preempted = [&](const std::string& why) {
     reports.Clear();
     auto latest = store.Latest();
     const std::string path = latest ? latest->checkpoint.path() : "";
     const int sig = PreemptionSignal();
     return TrainingPreemptedError(
-        "prism::train: stopped on " + std::string(prism::internal::StopSignalName(sig)) +
+        "prism::train: stopped on " + std::string(platform::SignalName(sig)) +
             " (preemption or time limit) " + why +
             (path.empty() ? "; no checkpoint yet" : "; latest checkpoint " + path) +
             ". Run it again with the same name and storage_path to resume (a job script "

@@ -148,6 +148,8 @@ template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.
 template <typename F> void Fields(KillActor& m, F&& f) { f(m.actor); f(m.restart); f(m.cause); }
 template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); }
 template <typename F> void Fields(HeadCall& m, F&& f) { f(m.request); f(m.op); f(m.args); }
+template <typename F> void Fields(Publish& m, F&& f) { f(m.channel); f(m.bytes); }
+template <typename F> void Fields(Deliver& m, F&& f) { f(m.channel); f(m.bytes); f(m.from); }
 template <typename F> void Fields(HeadReply& m, F&& f) {
   f(m.request); f(m.ok); f(m.error_kind); f(m.error); f(m.result);
 }

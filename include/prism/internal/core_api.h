@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "prism/internal/buffer.h"
+#include "prism/internal/channel_inbox.h"
 #include "prism/internal/ids.h"
 
 namespace prism::internal {
@@ -70,6 +71,13 @@ class CoreApi {
   /// Throws the head's ResourceError or Error, or Error if no answer comes in 60 s (only a
   /// lost rank 0 could delay it, and that ends the job).
   virtual Payload ControlCall(uint16_t op, Buffer&& args) = 0;
+
+  // Channels (prism/platform/channel.h): a push stream from any rank to one rank.
+  /// Opens channel `name` on this rank. Throws Error if it is open anywhere in the job.
+  virtual std::shared_ptr<ChannelInbox> OpenChannel(const std::string& name) = 0;
+  virtual void CloseChannel(const std::string& name) = 0;
+  /// Sends `bytes` to the rank that opened `name`; does not wait.
+  virtual void Publish(const std::string& name, Buffer&& bytes) = 0;
 
   // Where the caller runs.
   virtual int Rank() const = 0;

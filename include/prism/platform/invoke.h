@@ -1,0 +1,71 @@
+#pragma once
+// Invoke-by-name and serialization for libraries: a library gets a user's function as a
+// pointer on the driver, sends its registered name to the ranks that run it, and calls it
+// there by name with serialized arguments (how prism::train runs a training loop on each
+// worker). Values travel as bytes in Prism's own format (prism/serialization.h): trivially
+// copyable types, strings, vectors of them, and Boost-serializable types.
+
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "prism/errors.h"
+#include "prism/remote.h"
+#include "prism/serialization.h"
+
+namespace prism::platform {
+
+/// The bytes of `value`. Thread-safe.
+template <typename T>
+std::string ToBytes(const T& value) {
+  internal::Buffer b = internal::Serialize(value);
+  return std::string(b.data(), b.size());
+}
+
+/// The value in `bytes`. Throws SerializationError if they do not hold exactly one T.
+template <typename T>
+T FromBytes(std::string_view bytes) {
+  return internal::Deserialize<T>(bytes.data(), bytes.size());
+}
+
+/// The name `f` was registered under with PRISM_REMOTE: the same on every rank of the job
+/// (one binary). Throws Error naming `what` if `f` is not registered.
+template <typename F>
+std::string RegisteredName(F f, const char* what = "a library") {
+  try {
+    return internal::FunctionRegistry::Instance().NameOf(internal::FunctionKey(f), what);
+  } catch (const std::exception&) {
+    throw Error(std::string("prism: ") + what +
+                " was given a function that is not registered: add PRISM_REMOTE(<function>) "
+                "next to its definition");
+  }
+}
+
+/// Calls the free function registered as `name` on this rank, now, on this thread, and
+/// returns its result as R (R = void: none). Throws Error if no such function is
+/// registered here, SerializationError if the result's bytes are not an R, and whatever
+/// the function throws.
+template <typename R, typename... Args>
+R Invoke(const std::string& name, const Args&... args) {
+  const internal::RemoteFunction* fn = internal::FunctionRegistry::Instance().FindByName(name);
+  if (fn == nullptr || !fn->invoke) {
+    throw Error("prism: no function registered as \"" + name +
+                "\" in this binary (PRISM_REMOTE; every rank runs the same binary)");
+  }
+  if (fn->num_args != sizeof...(Args)) {
+    throw Error("prism: \"" + name + "\" takes " + std::to_string(fn->num_args) + " argument(s), " +
+                std::to_string(sizeof...(Args)) + " given");
+  }
+  std::vector<internal::Buffer> bytes;
+  bytes.reserve(sizeof...(Args));
+  (bytes.push_back(internal::Serialize(args)), ...);
+  std::vector<internal::ByteView> views;
+  for (const auto& b : bytes) views.push_back({b.data(), b.size()});
+  internal::Buffer result;
+  fn->invoke(views, result);
+  if constexpr (!std::is_void_v<R>) return internal::Deserialize<R>(result.data(), result.size());
+}
+
+}  // namespace prism::platform

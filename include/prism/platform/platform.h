@@ -1,0 +1,23 @@
+#pragma once
+// The platform: the one door through which Prism's libraries (prism::train, and Tune,
+// Data, Serve, RL to come) use the core. A library includes <prism/api.h> (tasks, actors,
+// objects, placement groups, kv::, state::) and this header, and nothing from src/: if it
+// needs more, this surface grows, with a test against the in-process cluster.
+//
+//   invoke.h      RegisteredName(f), Invoke<R>(name, args...): run a user's function by
+//                 its registered name on any rank; ToBytes / FromBytes: Prism's values as bytes
+//   channel.h     Channel / Publish: a push stream from any rank to the one that opened it
+//   placement.h   BundleLocations(pg): the rank and node each bundle landed on
+//   preemption.h  PreemptionGuard, PreemptionHook: SIGUSR1/SIGTERM for libraries
+//   in_process.h  InProcessCluster: N ranks in one process without MPI, for unit tests
+//
+// Under it, every call reaches the runtime through one interface, internal::CoreApi
+// (prism/internal/core_api.h): tasks and objects, every control-plane call (ControlCall),
+// channels, and where the caller runs. An MPI job's node manager implements it, and so does
+// each rank of an InProcessCluster.
+
+#include "prism/platform/channel.h"
+#include "prism/platform/in_process.h"
+#include "prism/platform/invoke.h"
+#include "prism/platform/placement.h"
+#include "prism/platform/preemption.h"

@@ -1,0 +1,170 @@
+// The in-process cluster: several ranks in one process, no MPI, the whole public API.
+#include "prism/platform/in_process.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+#include "prism/api.h"
+#include "prism/platform/channel.h"
+#include "prism/platform/invoke.h"
+#include "prism/platform/placement.h"
+
+namespace {
+
+int IpRank() { return prism::GetRuntimeContext().GetRank(); }
+std::vector<double> IpMake(int n, double x) { return std::vector<double>(static_cast<size_t>(n), x); }
+double IpSum(std::vector<double> v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+int IpFib(int n) {
+  if (n < 2) return n;
+  auto a = prism::Task(IpFib).Remote(n - 1);
+  auto b = prism::Task(IpFib).Remote(n - 2);
+  return *a.Get() + *b.Get();
+}
+std::string IpKvRoundTrip(std::string key) {
+  prism::kv::Put(key, "from rank " + std::to_string(IpRank()));
+  return *prism::kv::Get(key);
+}
+
+int IpPublish(std::string channel, int n) {
+  for (int i = 0; i < n; ++i) prism::platform::Publish(channel, prism::platform::ToBytes(i));
+  return IpRank();
+}
+
+class IpCounter {
+ public:
+  static IpCounter* Create(int start) { return new IpCounter{start}; }
+  int Add(int x) { return value += x; }
+  int Where() { return IpRank(); }
+  int value;
+};
+
+PRISM_REMOTE(IpRank, IpMake, IpSum, IpFib, IpKvRoundTrip, IpPublish, IpCounter::Create, &IpCounter::Add,
+             &IpCounter::Where);
+
+auto OnRank(int rank) {
+  return prism::Task(IpRank).SetResource("rank:" + std::to_string(rank), 0.01);
+}
+
+TEST(InProcessCluster, TasksRunOnTheRankTheyWerePlacedOn) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3});
+  EXPECT_TRUE(prism::IsInitialized());
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(*OnRank(r).Remote().Get(10000), r);
+  EXPECT_EQ(prism::GetRuntimeContext().GetRank(), 0);  // the driver
+  EXPECT_EQ(prism::GetRuntimeContext().GetWorldSize(), 3);
+  EXPECT_EQ(prism::state::ListNodes().size(), 3u);
+  EXPECT_EQ(prism::ClusterResources().at("CPU"), 6);
+}
+
+TEST(InProcessCluster, LargeObjectsMoveBetweenRanks) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3, .num_cpus = 1});
+  const int n = 1 << 18;  // 2 MiB: far above the inline limit, so it is pulled
+  auto made = prism::Task(IpMake).SetResource("rank:1", 0.01).Remote(n, 0.5);
+  auto sum = prism::Task(IpSum).SetResource("rank:2", 0.01).Remote(made);
+  EXPECT_EQ(*sum.Get(10000), n * 0.5);
+  EXPECT_EQ(made.Get(10000)->size(), static_cast<size_t>(n));  // and on the driver's rank
+}
+
+TEST(InProcessCluster, ActorsLiveOnTheirRank) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2});
+  auto counter = prism::Actor(IpCounter::Create).SetResource("rank:1", 0.01).Remote(10);
+  EXPECT_EQ(*counter.Task(&IpCounter::Where).Remote().Get(10000), 1);
+  counter.Task(&IpCounter::Add).Remote(1);
+  EXPECT_EQ(*counter.Task(&IpCounter::Add).Remote(2).Get(10000), 13);
+}
+
+TEST(InProcessCluster, SpreadPlacementGroupUsesDistinctRanks) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3});
+  auto pg = prism::CreatePlacementGroup({"spread", {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                                         prism::PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(pg.Wait(10));
+  std::set<int> ranks;
+  for (int b = 0; b < 3; ++b) ranks.insert(*prism::Task(IpRank).SetPlacementGroup(pg, b).Remote().Get(10000));
+  EXPECT_EQ(ranks.size(), 3u);
+  prism::RemovePlacementGroup(pg.GetID());
+}
+
+TEST(InProcessCluster, BundleLocationsSayWhereEachBundleLanded) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 4, .num_cpus = 1, .ranks_per_node = 2});
+  auto pg = prism::CreatePlacementGroup({"", {{{"CPU", 1}}, {{"CPU", 1}}}, prism::PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(pg.Wait(10));
+  auto where = prism::platform::BundleLocations(pg);
+  ASSERT_EQ(where.size(), 2u);
+  EXPECT_NE(where[0].node_id, where[1].node_id) << "STRICT_SPREAD: one bundle per node";
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_EQ(where[b].node_id, "node-" + std::to_string(where[b].rank / 2));
+    EXPECT_EQ(*prism::Task(IpRank).SetPlacementGroup(pg, b).Remote().Get(10000), where[b].rank);
+  }
+  prism::RemovePlacementGroup(pg.GetID());
+  EXPECT_TRUE(prism::platform::BundleLocations(pg).empty());
+  EXPECT_THROW(prism::platform::BundleLocations(prism::PlacementGroup()), prism::Error);
+}
+
+TEST(InProcessCluster, ChannelsPushMessagesInOrderFromEveryRank) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3});
+  prism::platform::Channel reports("reports");
+  EXPECT_THROW(prism::platform::Channel("reports"), prism::Error) << "names are job-wide";
+  std::vector<prism::ObjectRef<int>> done;
+  for (int r = 0; r < 3; ++r) {
+    done.push_back(prism::Task(IpPublish).SetResource("rank:" + std::to_string(r), 0.01)
+                       .Remote(std::string("reports"), 50));
+  }
+  std::map<int, std::vector<int>> by_rank;
+  for (int i = 0; i < 150; ++i) {
+    auto m = reports.Next(10000);
+    ASSERT_TRUE(m) << "message " << i << " did not come";
+    by_rank[m->from_rank].push_back(prism::platform::FromBytes<int>(m->bytes));
+  }
+  ASSERT_EQ(by_rank.size(), 3u);
+  for (auto& [rank, got] : by_rank) {
+    std::vector<int> want(50);
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(got, want) << "from rank " << rank << ": in order, none lost";
+  }
+  EXPECT_FALSE(reports.Next(0));
+  prism::Get(done, 10000);
+}
+
+TEST(InProcessCluster, MessagesToAClosedChannelAreDroppedAndListed) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2});
+  { prism::platform::Channel gone("gone"); }
+  prism::Task(IpPublish).SetResource("rank:1", 0.01).Remote(std::string("gone"), 1).Get(10000);
+  bool listed = false;
+  for (const auto& e : prism::state::ListErrors()) listed |= e.type == "CHANNEL_MESSAGE_DROPPED";
+  EXPECT_TRUE(listed);
+  prism::platform::Channel again("gone");  // the name is free again
+}
+
+TEST(Platform, InvokeByNameAndBytes) {
+  EXPECT_EQ(prism::platform::RegisteredName(IpSum), "IpSum");
+  EXPECT_THROW(prism::platform::RegisteredName(+[](int x) { return x; }), prism::Error);
+  EXPECT_EQ(prism::platform::Invoke<double>("IpSum", std::vector<double>{1, 2, 3.5}), 6.5);
+  EXPECT_THROW(prism::platform::Invoke<double>("NoSuchFunction", 1), prism::Error);
+  EXPECT_THROW(prism::platform::Invoke<double>("IpSum"), prism::Error);  // one argument missing
+  auto bytes = prism::platform::ToBytes(std::vector<double>{1, 2});
+  EXPECT_EQ(prism::platform::FromBytes<std::vector<double>>(bytes), (std::vector<double>{1, 2}));
+  EXPECT_THROW(prism::platform::FromBytes<std::vector<double>>(bytes + "x"), prism::SerializationError);
+}
+
+TEST(InProcessCluster, NestedTasksAndTheKvWorkFromAnyRank) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2, .num_cpus = 1});
+  EXPECT_EQ(*prism::Task(IpFib).Remote(10).Get(30000), 55);  // blocked tasks give their CPU back
+  EXPECT_EQ(*prism::Task(IpKvRoundTrip).SetResource("rank:1", 0.01).Remote(std::string("k")).Get(10000),
+            "from rank 1");
+  EXPECT_EQ(prism::kv::Get("k"), "from rank 1");
+}
+
+TEST(InProcessCluster, OneRuntimePerProcess) {
+  {
+    prism::platform::InProcessCluster cluster({.num_ranks = 2});
+    EXPECT_THROW(prism::platform::InProcessCluster second({.num_ranks = 2}), prism::RuntimeError);
+    EXPECT_THROW(prism::Init(), prism::RuntimeError);
+  }
+  EXPECT_FALSE(prism::IsInitialized());
+  EXPECT_THROW(prism::platform::InProcessCluster bad({.num_ranks = 0}), prism::Error);
+  prism::platform::InProcessCluster again({.num_ranks = 1});  // a new one after the first ended
+  EXPECT_EQ(*prism::Task(IpRank).Remote().Get(10000), 0);
+}
+
+}  // namespace
