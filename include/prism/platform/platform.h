@@ -10,6 +10,8 @@
 //   placement.h   BundleLocations(pg): the rank and node each bundle landed on
 //   preemption.h  PreemptionGuard, PreemptionHook: SIGUSR1/SIGTERM for libraries
 //   in_process.h  InProcessCluster: N ranks in one process without MPI, for unit tests
+//   worker_group.h WorkerGroup: N workers reserved by a placement group, a loop on each,
+//                 their reports and ends pushed to the driver, stop, abort, restart
 //
 // Under it, every call reaches the runtime through one interface, internal::CoreApi
 // (prism/internal/core_api.h): tasks and objects, every control-plane call (ControlCall),
@@ -21,3 +23,4 @@
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
 #include "prism/platform/preemption.h"
+#include "prism/platform/worker_group.h"

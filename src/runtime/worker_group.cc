@@ -1,0 +1,346 @@
+// WorkerGroup (prism/platform/worker_group.h), built only on the public surface: a
+// placement group reserves the workers, one task per bundle runs the loop, and a channel
+// carries every report and every worker's end to the driver, in order per worker.
+//
+// Stop and abort reach a worker through a small task pinned to its rank (no CPU: the
+// worker's own task holds them), which flips the worker's entry in this process's
+// registry, keyed by (group, attempt, worker), or runs its abort hooks.
+#include "prism/platform/worker_group.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <typeinfo>
+
+#include "prism/api.h"
+#include "prism/platform/channel.h"
+#include "prism/platform/invoke.h"
+#include "prism/platform/placement.h"
+#include "prism/platform/preemption.h"
+
+namespace prism::platform {
+namespace detail {
+
+/// What travels on a group's channel.
+struct WireEvent {
+  int kind = 0;
+  int worker = -1;
+  int attempt = 0;
+  std::string bytes;
+  int signal = 0;
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar& kind& worker& attempt& bytes& signal;
+  }
+};
+
+/// What a worker's task is given.
+struct WorkerStart {
+  std::string group_id, channel, loop, config;
+  int attempt = 0;
+  int index = 0;
+  std::vector<WorkerInfo> group;
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar& group_id& channel& loop& config& attempt& index& group;
+  }
+};
+
+// ---- This process's workers: stop flags and abort hooks ---------------------------------
+
+using WorkerKey = std::tuple<std::string, int, int>;  // group, attempt, worker
+struct WorkerEntry {
+  bool stop = false;
+  std::vector<std::function<void()>> abort_hooks;
+};
+std::mutex g_mu;
+std::map<WorkerKey, WorkerEntry> g_workers;
+thread_local const WorkerContext* t_worker = nullptr;
+
+enum Control { kStop = 0, kAbort = 1 };
+
+/// Runs on a worker's rank: asks that worker to stop, or runs its abort hooks.
+bool PrismWorkerGroupControl(std::string group, int attempt, int index, int what) {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    // A worker not started yet finds its stop when it starts. One that ended already
+    // leaves this entry behind until its group's next attempt starts here.
+    WorkerEntry& entry = g_workers[{group, attempt, index}];
+    entry.stop = true;
+    if (what == kAbort) hooks = entry.abort_hooks;
+  }
+  for (auto& hook : hooks) hook();
+  return true;
+}
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = (status == 0 && out != nullptr) ? out : name;
+  std::free(out);
+  return s;
+}
+
+/// A worker: runs the loop with its context on this thread, then tells the driver how it
+/// ended (and rethrows a failure, so the state API lists the task as failed too).
+std::string PrismWorkerGroupRun(WorkerStart s) {
+  const WorkerKey key{s.group_id, s.attempt, s.index};
+  WorkerContext ctx(s.group_id, s.channel, s.attempt, s.group.at(static_cast<size_t>(s.index)), s.group);
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_workers.try_emplace(key);  // a stop that came first is kept
+    // Entries of this group's older attempts (controls that came after a worker ended).
+    for (auto it = g_workers.lower_bound({s.group_id, 0, 0});
+         it != g_workers.end() && std::get<0>(it->first) == s.group_id;) {
+      it = std::get<1>(it->first) < s.attempt ? g_workers.erase(it) : std::next(it);
+    }
+  }
+  t_worker = &ctx;
+  WireEvent end;
+  end.worker = s.index;
+  end.attempt = s.attempt;
+  std::exception_ptr failure;
+  try {
+    end.bytes = Invoke<std::string>(s.loop, s.config);
+    end.kind = WorkerEvent::kFinished;
+  } catch (const TaskError& e) {
+    end.kind = WorkerEvent::kFailed;
+    end.bytes = e.OriginalType() + ": " + e.OriginalMessage();
+    failure = std::current_exception();
+  } catch (const std::exception& e) {
+    end.kind = WorkerEvent::kFailed;
+    end.bytes = Demangle(typeid(e).name()) + ": " + e.what();
+    failure = std::current_exception();
+  } catch (...) {
+    end.kind = WorkerEvent::kFailed;
+    end.bytes = "unknown exception: a non-std::exception was thrown";
+    failure = std::current_exception();
+  }
+  t_worker = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_workers.erase(key);
+  }
+  Publish(s.channel, ToBytes(end));
+  if (failure) std::rethrow_exception(failure);
+  return end.bytes;
+}
+
+}  // namespace detail
+
+const WorkerContext& CurrentWorker() {
+  if (detail::t_worker == nullptr) {
+    throw Error("prism: CurrentWorker() called outside a WorkerGroup's loop");
+  }
+  return *detail::t_worker;
+}
+
+void WorkerContext::Report(const std::string& bytes) const {
+  detail::WireEvent e;
+  e.kind = WorkerEvent::kReport;
+  e.worker = info_.index;
+  e.attempt = attempt_;
+  e.bytes = bytes;
+  Publish(channel_, ToBytes(e));
+}
+
+bool WorkerContext::StopRequested() const {
+  std::lock_guard<std::mutex> lock(detail::g_mu);
+  auto it = detail::g_workers.find({group_id_, attempt_, info_.index});
+  return it != detail::g_workers.end() && it->second.stop;
+}
+
+void WorkerContext::OnAbort(std::function<void()> hook) const {
+  std::lock_guard<std::mutex> lock(detail::g_mu);
+  detail::g_workers[{group_id_, attempt_, info_.index}].abort_hooks.push_back(std::move(hook));
+}
+
+// ---- The driver's side -------------------------------------------------------------------
+
+struct WorkerGroup::Impl {
+  WorkerGroupOptions options;
+  std::string id;
+  std::unique_ptr<Channel> channel;
+  PlacementGroup pg;
+  std::vector<WorkerInfo> workers;
+  int attempt = -1;
+  std::set<int> alive;              // workers of the current attempt that have not ended
+  std::deque<WorkerEvent> kept;     // events read by Abort, for Next
+  std::optional<PreemptionHook> preemption;
+
+  /// The next event from the channel (stale attempts dropped), without `kept`.
+  std::optional<WorkerEvent> Receive(int64_t timeout_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      int64_t left = timeout_ms < 0 ? -1
+                                    : std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                               deadline - std::chrono::steady_clock::now())
+                                                               .count());
+      auto m = channel->Next(left);
+      if (!m) return std::nullopt;
+      auto wire = FromBytes<detail::WireEvent>(m->bytes);
+      WorkerEvent e;
+      e.kind = static_cast<WorkerEvent::Kind>(wire.kind);
+      e.worker = wire.worker;
+      e.attempt = wire.attempt;
+      e.bytes = std::move(wire.bytes);
+      e.signal = wire.signal;
+      if (e.kind != WorkerEvent::kPreempted && e.attempt != attempt) continue;  // an older attempt's
+      if (e.kind == WorkerEvent::kFinished || e.kind == WorkerEvent::kFailed) alive.erase(e.worker);
+      return e;
+    }
+  }
+
+  void Control(int what) {
+    for (int i : alive) {
+      const auto& w = workers[static_cast<size_t>(i)];
+      prism::Task(detail::PrismWorkerGroupControl)
+          .SetResource("CPU", 0)
+          .SetResource("rank:" + std::to_string(w.rank), 0.001)
+          .Remote(id, attempt, i, what);
+    }
+  }
+};
+
+namespace {
+std::string NewGroupId() {
+  static std::atomic<uint64_t> next{0};
+  return "wg-" + std::to_string(GetRuntimeContext().GetRank()) + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(++next);
+}
+
+std::string Describe(const std::map<std::string, double>& resources) {
+  std::string out = "{";
+  for (const auto& [k, v] : resources) out += (out.size() > 1 ? ", " : "") + k + ": " + std::to_string(v);
+  return out + "}";
+}
+}  // namespace
+
+WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& g = *impl_;
+  if (options.num_workers < 1) {
+    throw Error("prism: WorkerGroup " + options.name + ": num_workers is " +
+                std::to_string(options.num_workers) + "; it must be at least 1");
+  }
+  if (options.resources_per_worker.empty()) options.resources_per_worker["CPU"] = 1;
+  g.options = std::move(options);
+  g.id = NewGroupId();
+  g.channel = std::make_unique<Channel>("prism/worker_group/" + g.id);
+  PlacementGroupCreationOptions pg;
+  pg.strategy = g.options.strategy;
+  for (int i = 0; i < g.options.num_workers; ++i) {
+    pg.bundles.emplace_back(g.options.resources_per_worker.begin(), g.options.resources_per_worker.end());
+  }
+  g.pg = CreatePlacementGroup(pg);  // ResourceError if it could never fit
+  if (!g.pg.Wait(g.options.reserve_timeout_s)) {
+    RemovePlacementGroup(g.pg.GetID());
+    throw Error("prism: WorkerGroup " + g.options.name + ": could not reserve " +
+                std::to_string(g.options.num_workers) + " workers with " +
+                Describe(g.options.resources_per_worker) + " each within " +
+                std::to_string(g.options.reserve_timeout_s) +
+                " s: other tasks, actors or placement groups hold those resources "
+                "(prism::state::ListPlacementGroups, ListActors)");
+  }
+  std::map<std::string, int> per_node, node_index;
+  for (const auto& where : BundleLocations(g.pg)) {
+    WorkerInfo w;
+    w.index = static_cast<int>(g.workers.size());
+    w.rank = where.rank;
+    w.node_id = where.node_id;
+    node_index.try_emplace(where.node_id, static_cast<int>(node_index.size()));
+    w.node_rank = node_index[where.node_id];
+    w.local_rank = per_node[where.node_id]++;
+    g.workers.push_back(w);
+  }
+  for (auto& w : g.workers) w.local_world_size = per_node[w.node_id];
+  if (g.options.preemption_events) {
+    const std::string channel = g.channel->name();
+    g.preemption.emplace([channel](int sig) {
+      detail::WireEvent e;
+      e.kind = WorkerEvent::kPreempted;
+      e.signal = sig;
+      Publish(channel, ToBytes(e));
+    });
+  }
+}
+
+WorkerGroup::~WorkerGroup() {
+  if (!IsInitialized()) return;  // after Shutdown: nothing to give back
+  try {
+    impl_->preemption.reset();
+    if (Running()) Abort(30000);
+    RemovePlacementGroup(impl_->pg.GetID());
+  } catch (const std::exception&) {  // the job is ending: the head frees everything anyway
+  }
+}
+
+const std::vector<WorkerInfo>& WorkerGroup::workers() const { return impl_->workers; }
+const std::string& WorkerGroup::id() const { return impl_->id; }
+int WorkerGroup::attempt() const { return impl_->attempt; }
+bool WorkerGroup::Running() const { return !impl_->alive.empty(); }
+
+void WorkerGroup::Start(const std::string& loop, const std::string& config) {
+  Impl& g = *impl_;
+  if (Running()) {
+    throw Error("prism: WorkerGroup " + g.options.name + ": " + std::to_string(g.alive.size()) +
+                " worker(s) of attempt " + std::to_string(g.attempt) +
+                " still run; read their events until Running() is false, or Abort, before Start");
+  }
+  const auto* fn = internal::FunctionRegistry::Instance().FindByName(loop);
+  if (fn == nullptr || !fn->invoke) {
+    throw Error("prism: WorkerGroup " + g.options.name + ": no function registered as \"" + loop +
+                "\" (PRISM_REMOTE; the loop is std::string(std::string))");
+  }
+  ++g.attempt;
+  g.kept.clear();
+  for (const auto& w : g.workers) {
+    detail::WorkerStart s;
+    s.group_id = g.id;
+    s.channel = g.channel->name();
+    s.loop = loop;
+    s.config = config;
+    s.attempt = g.attempt;
+    s.index = w.index;
+    s.group = g.workers;
+    auto task = prism::Task(detail::PrismWorkerGroupRun).SetPlacementGroup(g.pg, w.index);
+    task.SetName(g.options.name + "_worker_" + std::to_string(w.index));
+    for (const auto& [k, v] : g.options.resources_per_worker) task.SetResource(k, v);
+    task.Remote(s);
+    g.alive.insert(w.index);
+  }
+}
+
+std::optional<WorkerEvent> WorkerGroup::Next(int64_t timeout_ms) {
+  if (!impl_->kept.empty()) {
+    WorkerEvent e = std::move(impl_->kept.front());
+    impl_->kept.pop_front();
+    return e;
+  }
+  return impl_->Receive(timeout_ms);
+}
+
+void WorkerGroup::RequestStop() { impl_->Control(detail::kStop); }
+
+bool WorkerGroup::Abort(int64_t timeout_ms) {
+  Impl& g = *impl_;
+  g.Control(detail::kAbort);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!g.alive.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    if (auto e = g.Receive(left.count())) g.kept.push_back(std::move(*e));
+  }
+  return g.alive.empty();
+}
+
+}  // namespace prism::platform
+
+PRISM_REMOTE(prism::platform::detail::PrismWorkerGroupRun, prism::platform::detail::PrismWorkerGroupControl);

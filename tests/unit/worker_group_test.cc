@@ -1,0 +1,150 @@
+// WorkerGroup against the in-process cluster: placement, reports as events, failures,
+// stop, abort, restart, several groups at once.
+#include "prism/platform/worker_group.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "prism/api.h"
+#include "prism/platform/in_process.h"
+#include "prism/platform/invoke.h"
+
+namespace {
+
+using prism::platform::CurrentWorker;
+using prism::platform::WorkerEvent;
+using prism::platform::WorkerGroup;
+
+// Reports "<index>:<i>" `config` times, returns its rank.
+std::string WgCount(std::string config) {
+  const auto& me = CurrentWorker();
+  for (int i = 0; i < std::stoi(config); ++i) me.Report(std::to_string(me.info().index) + ":" + std::to_string(i));
+  return std::to_string(prism::GetRuntimeContext().GetRank());
+}
+// Worker 0 fails at once; the others wait until stopped or aborted (at most 20 s).
+std::string WgFailOne(std::string) {
+  const auto& me = CurrentWorker();
+  if (me.info().index == 0 && me.attempt() == 0) throw std::runtime_error("worker 0 gave up");
+  std::atomic<bool> aborted{false};
+  me.OnAbort([&] { aborted = true; });
+  for (int i = 0; i < 2000 && !aborted && !me.StopRequested(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return aborted ? "aborted" : "done";
+}
+// Waits for RequestStop (at most 20 s).
+std::string WgUntilStopped(std::string) {
+  for (int i = 0; i < 2000 && !CurrentWorker().StopRequested(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return CurrentWorker().StopRequested() ? "stopped" : "never stopped";
+}
+PRISM_REMOTE(WgCount, WgFailOne, WgUntilStopped);
+
+/// Reads events until no worker runs (at most 30 s).
+std::vector<WorkerEvent> Drain(WorkerGroup& g) {
+  std::vector<WorkerEvent> out;
+  while (g.Running()) {
+    auto e = g.Next(30000);
+    if (!e) {
+      ADD_FAILURE() << "no event within 30 s";
+      break;
+    }
+    out.push_back(*e);
+  }
+  return out;
+}
+
+TEST(WorkerGroup, SpreadsWorkersAndStreamsTheirReportsInOrder) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 4, .num_cpus = 1, .ranks_per_node = 2});
+  WorkerGroup group({.num_workers = 3, .strategy = prism::PlacementStrategy::SPREAD, .name = "count"});
+  std::set<int> ranks;
+  for (const auto& w : group.workers()) ranks.insert(w.rank);
+  EXPECT_EQ(ranks.size(), 3u) << "one CPU per rank: three distinct ranks";
+  int local_sum = 0;
+  for (const auto& w : group.workers()) local_sum += w.local_world_size;
+  EXPECT_EQ(local_sum, 5) << "SPREAD over 2 nodes: 2 workers on one node, 1 on the other";
+  group.Start(prism::platform::RegisteredName(WgCount), "4");
+  std::map<int, std::vector<std::string>> reports;
+  std::map<int, std::string> results;
+  for (const auto& e : Drain(group)) {
+    if (e.kind == WorkerEvent::kReport) reports[e.worker].push_back(e.bytes);
+    if (e.kind == WorkerEvent::kFinished) results[e.worker] = e.bytes;
+    EXPECT_NE(e.kind, WorkerEvent::kFailed) << e.bytes;
+  }
+  for (const auto& w : group.workers()) {
+    const std::string p = std::to_string(w.index) + ":";
+    EXPECT_EQ(reports[w.index], (std::vector<std::string>{p + "0", p + "1", p + "2", p + "3"}));
+    EXPECT_EQ(results[w.index], std::to_string(w.rank)) << "worker " << w.index << " ran on its rank";
+  }
+}
+
+TEST(WorkerGroup, AFailureIsAnEventAbortEndsTheOthersAndARestartReusesTheRanks) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3, .num_cpus = 1});
+  WorkerGroup group({.num_workers = 3, .name = "fail"});
+  const auto before = group.workers();
+  group.Start(prism::platform::RegisteredName(WgFailOne), "");
+  auto first = group.Next(30000);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->kind, WorkerEvent::kFailed);
+  EXPECT_EQ(first->worker, 0);
+  EXPECT_EQ(first->bytes, "std::runtime_error: worker 0 gave up");
+  EXPECT_THROW(group.Start(prism::platform::RegisteredName(WgCount), "1"), prism::Error) << "others still run";
+  EXPECT_TRUE(group.Abort(30000));
+  for (const auto& e : Drain(group)) EXPECT_EQ(e.kind, WorkerEvent::kFinished);
+  int aborted = 0;
+  while (auto e = group.Next(0)) aborted += e->kind == WorkerEvent::kFinished && e->bytes == "aborted";
+  EXPECT_EQ(aborted, 2) << "Abort ran the two survivors' hooks; their ends are kept for Next";
+  group.Start(prism::platform::RegisteredName(WgFailOne), "");  // attempt 1: nobody fails
+  EXPECT_EQ(group.attempt(), 1);
+  group.RequestStop();
+  for (const auto& e : Drain(group)) {
+    EXPECT_EQ(e.attempt, 1);
+    EXPECT_EQ(e.kind, WorkerEvent::kFinished) << e.bytes;
+  }
+  EXPECT_EQ(group.workers()[0].rank, before[0].rank) << "same reservation";
+}
+
+TEST(WorkerGroup, RequestStopReachesEveryWorker) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2});
+  WorkerGroup group({.num_workers = 2});
+  group.Start(prism::platform::RegisteredName(WgUntilStopped), "");
+  group.RequestStop();
+  for (const auto& e : Drain(group)) EXPECT_EQ(e.bytes, "stopped");
+}
+
+TEST(WorkerGroup, SeveralGroupsRunAtOnce) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2, .num_cpus = 2});
+  WorkerGroup a({.num_workers = 2, .name = "a"});
+  WorkerGroup b({.num_workers = 2, .name = "b"});
+  EXPECT_NE(a.id(), b.id());
+  a.Start(prism::platform::RegisteredName(WgCount), "3");
+  b.Start(prism::platform::RegisteredName(WgCount), "5");
+  int reports_a = 0, reports_b = 0;
+  for (const auto& e : Drain(a)) reports_a += e.kind == WorkerEvent::kReport;
+  for (const auto& e : Drain(b)) reports_b += e.kind == WorkerEvent::kReport;
+  EXPECT_EQ(reports_a, 6);
+  EXPECT_EQ(reports_b, 10);
+}
+
+TEST(WorkerGroup, BadInputIsAClearError) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2, .num_cpus = 1});
+  EXPECT_THROW(WorkerGroup({.num_workers = 0}), prism::Error);
+  EXPECT_THROW(WorkerGroup({.num_workers = 3, .strategy = prism::PlacementStrategy::STRICT_SPREAD}),
+               prism::ResourceError) << "three workers on two ranks, one per rank: never";
+  WorkerGroup all({.num_workers = 2});
+  try {
+    WorkerGroup({.num_workers = 1, .name = "late", .reserve_timeout_s = 1});
+    FAIL() << "every CPU is reserved";
+  } catch (const prism::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("could not reserve 1 workers"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(all.Start("NoSuchLoop", ""), prism::Error);
+  EXPECT_THROW(CurrentWorker(), prism::Error);
+}
+
+}  // namespace
