@@ -15,10 +15,13 @@
 //
 // Each path runs in its own process when --only is given; run_callgrind.sh does that, so one
 // path's background activity cannot land in another's count. The task and actor paths are
-// counted over every thread (their work spans the driver, executor, actor and head
-// threads); the serialization paths only inside their HotPath* function (see perf/README.md).
+// counted over every thread (their work spans the driver, executor and actor threads, and
+// the head runs on whichever of them posts to it), minus what the threads spend waiting for
+// each other, which perf/suite.py subtracts from the dump; the serialization paths only
+// inside their HotPath* function (see perf/README.md, "Instruction counts (callgrind)").
 #include <prism/api.h>
 #include <prism/serialization.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <valgrind/callgrind.h>
 
@@ -80,6 +83,16 @@ __attribute__((noinline)) int64_t HotPathSerialize1KiBPod(const PodRecord& pod, 
   int64_t sink = 0;
   for (int i = 0; i < n; ++i) sink += static_cast<int64_t>(prism::internal::Serialize(pod).size());
   return sink;
+}
+
+/// The process's thread count (entries of /proc/self/task), -1 if unreadable.
+int CountThreads() {
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
 }
 
 struct Path {
@@ -147,6 +160,7 @@ int main(int argc, char** argv) {
     ++ran;
     try {
       p.run(iterations);  // warm-up: caches, pools, the scheduler's view of the task
+      const int threads_before = CountThreads();
       auto t0 = std::chrono::steady_clock::now();
       CALLGRIND_ZERO_STATS;
       CALLGRIND_START_INSTRUMENTATION;
@@ -154,7 +168,10 @@ int main(int argc, char** argv) {
       CALLGRIND_STOP_INSTRUMENTATION;
       CALLGRIND_DUMP_STATS_AT(p.name.c_str());
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("path %s iterations %d wall_us_per_op %.3f\n", p.name.c_str(), iterations, us / iterations);
+      // A thread started inside the window (the executor grows when a task finds no idle
+      // thread) adds its start-up to the count: the thread counts show it.
+      std::printf("path %s iterations %d wall_us_per_op %.3f threads_at_start %d threads_at_end %d\n",
+                  p.name.c_str(), iterations, us / iterations, threads_before, CountThreads());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "prism_hotpath_benchmark: %s failed: %s\n", p.name.c_str(), e.what());
       status = 1;

@@ -6,12 +6,15 @@ baseline, plot. Python 3 standard library only (plot needs matplotlib).
   suite.py table SUITE.json
   suite.py compare BASELINE.json CURRENT.json [--threshold=0.15] [--callgrind-threshold=0.02]
   suite.py plot --out=DIR SUITE.json ...
-  suite.py callgrind --binary=PATH --out=DIR [--iterations=K] [--repeat=R]
+  suite.py callgrind --binary=PATH --out=DIR [--iterations=K] [--repeat=R] [--paths=a,b] [--cpu=N|auto|none]
   suite.py check SUITE.json          (is it a well-formed suite file? exit 0 or 2)
   suite.py degrade IN OUT --metric=NAME [--factor=2]   (for tests: one metric made worse)
 
 compare exits 0 if no metric is worse than its threshold, 1 if one is, 2 if an input is
-missing or malformed. See perf/README.md, "Regression suite".
+missing or malformed. See perf/README.md, "Regression suite". callgrind counts the
+instructions of prism_hotpath_benchmark's paths on every thread, minus the instructions
+spent waiting for another thread (see "callgrind" below and perf/README.md, "Instruction
+counts (callgrind)").
 """
 
 import argparse
@@ -144,13 +147,14 @@ def convert_entry(part, b):
     return e
 
 
-def git_commit():
+def git_commit(tree=None):
+    """HEAD of the git tree holding `tree` (default: this script), "-dirty" if tracked files changed."""
+    tree = tree or os.path.dirname(os.path.abspath(__file__))
     try:
-        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
                            capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=os.path.dirname(os.path.abspath(__file__)),
-                               capture_output=True, text=True, timeout=10)
+                               cwd=tree, capture_output=True, text=True, timeout=10)
         if r.returncode == 0:
             return r.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -172,6 +176,8 @@ def cmd_merge(args):
                        "prism_git_commit": ctx.get("prism_git_commit"),
                        "mpi_ranks": ctx.get("mpi_ranks"), "mode": ctx.get("mode"),
                        "load_avg_at_start": ctx.get("load_avg_at_start")}
+        if ctx.get("callgrind_counting"):
+            parts[part]["callgrind_counting"] = ctx["callgrind_counting"]
         benchmarks += [convert_entry(part, b) for b in d["benchmarks"]]
     names = [b["name"] for b in benchmarks]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -299,6 +305,12 @@ def ranges_overlap(b, c):
     return b["min"] <= c["max"] and c["min"] <= b["max"]
 
 
+def callgrind_counting(ctx):
+    """How a file's callgrind/* figures were counted (a callgrind.json or a merged suite file)."""
+    return (ctx.get("callgrind_counting") or ctx.get("parts", {}).get("callgrind", {}).get("callgrind_counting")
+            or CALLGRIND_COUNTING_BEFORE)
+
+
 def cmd_compare(args):
     base = check_suite(load_json(args.baseline), args.baseline)
     cur = check_suite(load_json(args.current), args.current)
@@ -318,6 +330,11 @@ def cmd_compare(args):
     for k in ("ranks", "mode"):
         if bc.get(k) != cc.get(k):
             print("WARNING: %s differ (%s vs %s): the figures are not comparable" % (k, bc.get(k), cc.get(k)))
+    if any(n.startswith("callgrind/") and n in cmap for n in bmap):
+        bm, cm = callgrind_counting(bc), callgrind_counting(cc)
+        if bm != cm:
+            print("WARNING: the instruction counts were counted differently (baseline: %s; current: %s): "
+                  "re-baseline (perf/README.md)" % (bm, cm))
     print("threshold: a metric regresses if its normalised slowdown exceeds %.2f (%.0f%% worse); "
           "instruction counts (callgrind/*) are not normalised and regress beyond %.2f (%.0f%%)"
           % (1 + args.threshold, 100 * args.threshold, 1 + args.callgrind_threshold, 100 * args.callgrind_threshold))
@@ -553,27 +570,148 @@ def cmd_degrade(args):
 
 
 # ---- callgrind ---------------------------------------------------------------------------
+#
+# What a count holds (perf/README.md, "Instruction counts (callgrind)"): the instructions
+# that every thread executes between the benchmark's start and stop, minus those spent
+# waiting for another thread. How long a thread spins, and whether it sleeps and must be
+# woken, depends on how the threads happened to interleave, not on what the operation
+# costs. Two measures keep the count to the operation:
+#   1. --separate-callers names each function by its call chain. Chains that pass through a
+#      function that waits or wakes (WAIT_C_FUNCTIONS, WAIT_CXX_FUNCTIONS) are excluded, and
+#      so are the lines of Prism's spin helpers (SPIN_FILES, inlined into their callers) with
+#      the calls they make (steady_clock::now, which never waits).
+#   2. valgrind runs on one CPU. It runs one guest thread at a time anyway; on one core the
+#      thread that wakes another keeps running instead of racing the woken thread for
+#      valgrind's lock. That race decides which thread runs the head's handlers; the two
+#      outcomes differed by up to 3.8 % in all instructions, and still by up to 0.9 % with
+#      the waiting excluded.
 
 CALLGRIND_PATHS = ["task_roundtrip", "actor_call", "serialize_1kib", "deserialize_1kib", "serialize_1kib_pod"]
 # Paths that run on the calling thread alone: counted only inside the benchmark's HotPath*
 # functions, so that the runtime's background threads (which may run during the window)
 # add nothing. The task and actor paths span several threads and are counted over all.
 SINGLE_THREAD_PATHS = {"serialize_1kib", "deserialize_1kib", "serialize_1kib_pod"}
+# Recorded in the JSON context; compare warns when two files were counted differently.
+CALLGRIND_COUNTING = "every thread minus waiting, on one CPU (since issue 13)"
+CALLGRIND_COUNTING_BEFORE = "every thread, waiting included (before issue 13)"
+CALLER_DEPTH = 64  # --separate-callers: far deeper than any chain of these paths (about 30)
+# Blocking, sleeping, yielding and waking (glibc; "@@GLIBC_x" versions are stripped).
+WAIT_C_FUNCTIONS = re.compile(
+    r"(pthread_cond_(timed|clock)?wait|__pthread_cond_wait_common|__futex_abstimed_wait\w*|futex_wait\w*"
+    r"|__lll_lock_wait\w*|sched_yield|_*nanosleep|_*clock_nanosleep\w*|usleep"
+    r"|pthread_cond_signal|pthread_cond_broadcast|__lll_lock_wake\w*|futex_wake\w*)")
+# The same in C++ (libstdc++'s condition variables and sleep, Prism's spin helpers when they
+# are not inlined); a name may start with its return type.
+WAIT_CXX_FUNCTIONS = re.compile(
+    r"(^|\s)(std::(_V2::)?condition_variable(_any)?::(wait|wait_for|wait_until|__wait_until_impl|notify_one"
+    r"|notify_all)|std::this_thread::__sleep_for|prism::internal::(SpinWhile|PollPause))\b")
+# Prism's spin helpers (src/common/spin_wait.h): the bounded busy-waits before a sleep.
+SPIN_FILES = ("spin_wait.h",)
 
 
-def callgrind_once(binary, path, iterations, out_dir, rep, timeout_s):
-    """Instructions per operation of one path in one valgrind run (every thread, inside the
-    benchmark's start/stop window)."""
+def waits(context):
+    """Whether a callgrind function context (name'caller'caller's caller...) is inside a
+    waiting function."""
+    for frame in context.split("'"):
+        if WAIT_C_FUNCTIONS.fullmatch(frame.split("@")[0]) or WAIT_CXX_FUNCTIONS.search(frame):
+            return True
+    return False
+
+
+def read_callgrind_dump(path):
+    """Instructions (Ir) of one callgrind dump: total, waiting (chains through a waiting
+    function), spinning (lines of SPIN_FILES and what they call) and the deepest chain."""
+    ids = {"fl": {}, "fn": {}, "ob": {}}
+    space = {"fl": "fl", "fi": "fl", "fe": "fl", "cfl": "fl", "cfi": "fl", "fn": "fn", "cfn": "fn",
+             "ob": "ob", "cob": "ob"}
+    spec = re.compile(r"(fl|fi|fe|fn|cfn|cfl|cfi|ob|cob)=(?:\((\d+)\))?\s*(.*)")
+    fn = fl = file = callee = ""
+    n_pos, ir = 1, 0
+    waiting = spinning = self_sum = depth = 0
+    in_call, totals = False, None
+    wait_cache = {"": False}
+    with open(path) as f:
+        for line in f:
+            c = line[:1]
+            if c.isdigit() or c in "+-*":
+                cols = line.split()
+                cost = int(cols[n_pos + ir]) if len(cols) > n_pos + ir else 0
+                fn_waits = wait_cache[fn]
+                if in_call:  # the inclusive cost of the call on the line before
+                    in_call = False
+                    if file.endswith(SPIN_FILES) and not fn_waits:
+                        if callee not in wait_cache:
+                            wait_cache[callee] = waits(callee)
+                        spinning += 0 if wait_cache[callee] else cost  # a waiting callee is in `waiting`
+                    continue
+                self_sum += cost
+                if fn_waits:
+                    waiting += cost
+                elif file.endswith(SPIN_FILES):
+                    spinning += cost
+                continue
+            m = spec.fullmatch(line.rstrip("\n"))
+            if m:
+                key, ident, name = m.groups()
+                if ident is not None:
+                    table = ids[space[key]]
+                    name = table.setdefault(ident, name) if name else table.get(ident, "")
+                if key == "fn":
+                    fn, file = name, fl
+                    if fn not in wait_cache:
+                        wait_cache[fn] = waits(fn)
+                        depth = max(depth, fn.count("'"))
+                elif key == "fl":
+                    fl = file = name
+                elif key in ("fi", "fe"):
+                    file = name
+                elif key == "cfn":
+                    callee = name
+            elif line.startswith("calls="):
+                in_call = True
+            elif line.startswith("positions:"):
+                n_pos = len(line.split()) - 1
+            elif line.startswith("events:"):
+                events = line.split()[1:]
+                if "Ir" not in events:
+                    raise InputError("%s: no Ir event" % path)
+                ir = events.index("Ir")
+            elif line.startswith("totals:"):
+                totals = int(line.split()[1 + ir])
+    if totals is None or totals != self_sum:
+        raise InputError("%s: the costs (%d) do not add up to the totals line (%s): unknown format"
+                         % (path, self_sum, totals))
+    return {"total": totals, "waiting": waiting, "spinning": spinning, "depth": depth}
+
+
+def pinned_cpu(choice):
+    """The CPU valgrind runs on: --cpu=N, the highest one this process may use (auto), or
+    None (--cpu=none: not pinned)."""
+    if choice == "none":
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if choice == "auto":
+        return allowed[-1]
+    if not choice.isdigit() or int(choice) not in allowed:
+        raise InputError("--cpu=%s: not one of the CPUs this process may use (%s)" % (choice, allowed))
+    return int(choice)
+
+
+def callgrind_once(binary, path, iterations, out_dir, rep, timeout_s, cpu):
+    """Instructions per operation of one path in one valgrind run: counted (every thread,
+    inside the benchmark's start/stop window, waiting excluded), all, and excluded."""
     out = os.path.join(out_dir, "%s.%d.out" % (path, rep))
     for f in (out, out + ".1"):
         if os.path.exists(f):
             os.remove(f)
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + out]
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-callers=%d" % CALLER_DEPTH,
+           "--callgrind-out-file=" + out]
     if path in SINGLE_THREAD_PATHS:
         cmd.append("--toggle-collect=*HotPath*")
     cmd += [binary, "--iterations=%d" % iterations, "--only=" + path]
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, preexec_fn=pin)
     except subprocess.TimeoutExpired:
         raise InputError("%s: valgrind did not finish within %d s: %s" % (path, timeout_s, " ".join(cmd)))
     with open(os.path.join(out_dir, "%s.%d.log" % (path, rep)), "w") as f:
@@ -582,41 +720,71 @@ def callgrind_once(binary, path, iterations, out_dir, rep, timeout_s):
         raise InputError("%s: %s exited %d; last output:\n%s" % (path, " ".join(cmd), r.returncode,
                                                                   "\n".join((r.stdout + r.stderr).splitlines()[-15:])))
     dump = out + ".1"  # the benchmark's CALLGRIND_DUMP_STATS_AT: the window only
-    try:
-        with open(dump) as f:
-            totals = [int(line.split()[1]) for line in f if line.startswith("totals:")]
-    except OSError as e:
-        raise InputError("%s: callgrind wrote no dump %s (%s)" % (path, dump, e))
-    if len(totals) != 1 or totals[0] <= 0:
+    if not os.path.exists(dump):
+        raise InputError("%s: callgrind wrote no dump %s" % (path, dump))
+    d = read_callgrind_dump(dump)
+    if d["total"] <= 0:
         raise InputError("%s: no instruction total in %s" % (path, dump))
-    return totals[0] / iterations
+    if d["depth"] >= CALLER_DEPTH:
+        raise InputError("%s: a call chain in %s is %d deep, as deep as --separate-callers=%d: a waiting "
+                         "function further up would be missed; raise CALLER_DEPTH" % (path, dump, d["depth"],
+                                                                                      CALLER_DEPTH))
+    excluded = d["waiting"] + d["spinning"]
+    return {"counted": (d["total"] - excluded) / iterations, "all": d["total"] / iterations,
+            "excluded": excluded / iterations}
+
+
+def median(v):
+    s = sorted(v)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
+def source_commit(binary):
+    """The commit of the source tree `binary` was built from (its build directory's
+    CMakeCache.txt names the tree), else this script's."""
+    cache = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(binary))), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    return git_commit(line.split("=", 1)[1].strip())
+    except OSError:
+        pass
+    return git_commit()
 
 
 def cmd_callgrind(args):
     os.makedirs(args.out, exist_ok=True)
     paths = args.paths.split(",") if args.paths else CALLGRIND_PATHS
+    unknown = [p for p in paths if p not in CALLGRIND_PATHS]
+    if unknown:
+        raise InputError("unknown path(s) %s (known: %s)" % (", ".join(unknown), ", ".join(CALLGRIND_PATHS)))
+    cpu = pinned_cpu(args.cpu)
     load_start = list(os.getloadavg())
     benchmarks = []
-    print("callgrind: %d iterations per path, %d run(s) each; instructions per operation (task and actor paths: "
-          "every thread; serialization: the calling thread inside the loop)"
-          % (args.iterations, args.repeat))
+    print("callgrind: %d iterations per path, %d run(s) each, %s; instructions per operation (task and actor "
+          "paths: every thread, waiting excluded; serialization: the calling thread inside the loop)"
+          % (args.iterations, args.repeat, "on CPU %d" % cpu if cpu is not None else "not pinned"))
     for path in paths:
-        per_run = [callgrind_once(args.binary, path, args.iterations, args.out, rep, args.timeout)
-                   for rep in range(args.repeat)]
-        med = sorted(per_run)[len(per_run) // 2] if len(per_run) % 2 else \
-            sum(sorted(per_run)[len(per_run) // 2 - 1:len(per_run) // 2 + 1]) / 2
+        runs = [callgrind_once(args.binary, path, args.iterations, args.out, rep, args.timeout, cpu)
+                for rep in range(args.repeat)]
+        per_run = [r["counted"] for r in runs]
+        med = median(per_run)
         spread = (max(per_run) - min(per_run)) / med if med else 0
-        print("  %-22s %12.1f instructions/op  runs %s  spread %.2f%%"
-              % (path, med, ", ".join("%.1f" % v for v in per_run), 100 * spread))
+        print("  %-22s %12.1f instructions/op  runs %s  spread %.2f%%  (all instructions %.1f, waiting %.1f)"
+              % (path, med, ", ".join("%.1f" % v for v in per_run), 100 * spread,
+                 median([r["all"] for r in runs]), median([r["excluded"] for r in runs])))
+        threads = "calling thread, inside HotPath*" if path in SINGLE_THREAD_PATHS else "every thread, waiting excluded"
         benchmarks.append({
             "name": "callgrind/" + path, "run_name": "callgrind/" + path, "run_type": "aggregate",
             "repetitions": len(per_run), "aggregate_name": "median", "aggregate_unit": "time",
             "iterations": args.iterations, "real_time": med, "cpu_time": med, "time_unit": "ns",
             "items_per_second": None, "unit": "instructions/op", "median": med,
             "min": min(per_run), "max": max(per_run), "per_round": per_run, "spread": spread,
-            "threads": "calling thread, inside HotPath*" if path in SINGLE_THREAD_PATHS else "every thread",
-            "label": "valgrind --tool=callgrind, Ir between start/stop (%s), divided by iterations"
-                     % ("calling thread inside HotPath*" if path in SINGLE_THREAD_PATHS else "every thread")})
+            "all_instructions_per_round": [r["all"] for r in runs],
+            "waiting_per_round": [r["excluded"] for r in runs],
+            "threads": threads,
+            "label": "valgrind --tool=callgrind, Ir between start/stop (%s), divided by iterations" % threads})
     try:
         version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -625,8 +793,18 @@ def cmd_callgrind(args):
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host_name": socket.gethostname(), "executable": args.binary, "num_cpus": os.cpu_count(),
         "load_avg_at_start": load_start, "load_avg": list(os.getloadavg()),
-        "prism_git_commit": git_commit(), "valgrind_version": version,
+        "prism_git_commit": source_commit(args.binary), "valgrind_version": version,
         "iterations": args.iterations, "repeat": args.repeat,
+        "callgrind_counting": CALLGRIND_COUNTING,
+        "counted": "Ir of every thread between CALLGRIND_START/STOP_INSTRUMENTATION minus the excluded waiting "
+                   "(serialization paths: the calling thread inside HotPath*), divided by iterations; valgrind "
+                   "pinned to CPU `cpu`",
+        "excluded": "per op in waiting_per_round (all_instructions_per_round = counted + waiting): call chains "
+                    "through a function that waits or wakes (glibc's condition-variable waits and signals, "
+                    "futex and lock waits and wakes, sched_yield, nanosleep; libstdc++'s condition_variable "
+                    "wait/notify, this_thread::sleep_for; Prism's SpinWhile, PollPause), and the lines of %s "
+                    "with the calls they make" % ", ".join(SPIN_FILES),
+        "cpu": cpu, "separate_callers": CALLER_DEPTH,
         "statistic": "instructions per operation (Ir), median over runs; real_time/cpu_time hold the same"},
         "benchmarks": benchmarks}
     path = os.path.join(args.out, "callgrind.json")
@@ -673,6 +851,8 @@ def main(argv):
     cg.add_argument("--iterations", type=int, default=1000)
     cg.add_argument("--repeat", type=int, default=5)
     cg.add_argument("--paths", default="", help="comma-separated (default: all)")
+    cg.add_argument("--cpu", default="auto",
+                    help="CPU to run valgrind on: a number, auto (the highest this process may use) or none")
     cg.add_argument("--timeout", type=int, default=300, help="seconds per valgrind run (default 300)")
     ck = sub.add_parser("check", help="check that a suite file is well formed (exit 2 if not)")
     ck.add_argument("suite")
