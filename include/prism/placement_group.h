@@ -25,6 +25,9 @@ struct PlacementGroupCreationOptions {
   std::string name;  // optional; lets GetPlacementGroup(name) find it
   std::vector<std::unordered_map<std::string, double>> bundles;
   PlacementStrategy strategy = PlacementStrategy::PACK;
+  /// Every bundle on a rank of its own (a Prism extension: one worker per MPI process,
+  /// as a library whose workers join one communicator needs), on top of `strategy`.
+  bool one_bundle_per_rank = false;
 };
 
 /// Handle to a placement group. Cheap copyable value; thread-safe.
@@ -41,6 +44,7 @@ class PlacementGroup {
     return options_.bundles;
   }
   PlacementStrategy GetStrategy() const { return options_.strategy; }
+  bool OneBundlePerRank() const { return options_.one_bundle_per_rank; }
   bool Empty() const { return id_.empty(); }
   /// Blocks until every bundle is reserved (true) or timeout_seconds pass (false). Returns
   /// false at once if the group was removed.
@@ -49,7 +53,7 @@ class PlacementGroup {
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     int strategy = static_cast<int>(options_.strategy);
-    ar & id_ & options_.name & options_.bundles & strategy;
+    ar & id_ & options_.name & options_.bundles & strategy & options_.one_bundle_per_rank;
     options_.strategy = static_cast<PlacementStrategy>(strategy);
   }
 

@@ -24,7 +24,8 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
         break;
       case CreateGroup::kOp:
         reply.result = Answer<CreateGroup>(args, [&](const PlacementGroup& group) {
-          return CreatePlacementGroup({group.GetName(), group.GetBundles(), group.GetStrategy()});
+          return CreatePlacementGroup(
+              {group.GetName(), group.GetBundles(), group.GetStrategy(), group.OneBundlePerRank()});
         });
         break;
       case RemoveGroup::kOp:

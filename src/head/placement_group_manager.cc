@@ -49,13 +49,14 @@ std::string PlacementGroupManager::Create(const PlacementGroupCreationOptions& o
   }
   std::vector<ResourceSet> capacities;
   for (int r = 0; r < scheduler_.NumRanks(); ++r) capacities.push_back(scheduler_.Capacity(r));
-  if (PlaceBundles(bundles, options.strategy, capacities, node_of_rank_).empty()) {
+  if (PlaceBundles(bundles, options.strategy, capacities, node_of_rank_, options.one_bundle_per_rank).empty()) {
     std::string listed;
     for (const auto& b : bundles) listed += " " + b.ToString();
     throw ResourceError("prism: placement group" +
                         (options.name.empty() ? std::string() : " \"" + options.name + "\"") +
                         " can never be placed: bundles" + listed + " with strategy " +
-                        StrategyName(options.strategy) + " do not fit even an idle cluster (" +
+                        StrategyName(options.strategy) +
+                        (options.one_bundle_per_rank ? ", one bundle per rank," : "") + " do not fit even an idle cluster (" +
                         scheduler_.DescribeInfeasible(bundles[0]) + ")");
   }
   char id[32];
@@ -73,7 +74,7 @@ void PlacementGroupManager::PlacePending() {
     Group& g = groups_.at(*it);
     std::vector<ResourceSet> free;
     for (int r = 0; r < scheduler_.NumRanks(); ++r) free.push_back(scheduler_.Free(r));
-    auto ranks = PlaceBundles(g.bundles, g.options.strategy, free, node_of_rank_);
+    auto ranks = PlaceBundles(g.bundles, g.options.strategy, free, node_of_rank_, g.options.one_bundle_per_rank);
     if (ranks.empty()) {
       ++it;
       continue;

@@ -236,6 +236,7 @@ WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Im
   g.channel = std::make_unique<Channel>("prism/worker_group/" + g.id);
   PlacementGroupCreationOptions pg;
   pg.strategy = g.options.strategy;
+  pg.one_bundle_per_rank = g.options.one_worker_per_rank;
   for (int i = 0; i < g.options.num_workers; ++i) {
     pg.bundles.emplace_back(g.options.resources_per_worker.begin(), g.options.resources_per_worker.end());
   }

@@ -3,6 +3,7 @@
 //   PACK          STRICT_PACK if possible, else fill nodes one after another.
 //   STRICT_SPREAD each bundle on a node no earlier bundle used.
 //   SPREAD        prefer an unused node, else any node with room.
+// With one_per_rank, a rank that took a bundle takes no other.
 // Ranks inside a node are tried in rank order. Greedy placement can miss a packing that
 // exists (bin packing is NP-hard); bundles are tried largest first to make that rarer.
 #include "scheduler/bundle_placement.h"
@@ -17,9 +18,12 @@ namespace {
 
 struct Scratch {
   std::vector<ResourceSet> free;
+  bool one_per_rank = false;
+  std::set<int> used{};
   bool Take(int rank, const ResourceSet& bundle) {
-    if (!bundle.FitsIn(free[rank])) return false;
+    if (!bundle.FitsIn(free[rank]) || (one_per_rank && used.count(rank))) return false;
     free[rank].Subtract(bundle);
+    used.insert(rank);
     return true;
   }
 };
@@ -42,7 +46,7 @@ int64_t Size(const ResourceSet& r) {
 
 std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
                               const std::vector<ResourceSet>& available,
-                              const std::vector<std::string>& node_of_rank) {
+                              const std::vector<std::string>& node_of_rank, bool one_per_rank) {
   const int n = static_cast<int>(available.size());
   std::vector<size_t> order(bundles.size());
   std::iota(order.begin(), order.end(), 0);
@@ -59,7 +63,7 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
   };
   auto strict_pack = [&]() -> bool {
     for (const auto& node : nodes) {
-      Scratch s{available};
+      Scratch s{available, one_per_rank};
       bool ok = true;
       for (size_t i : order) {
         result[i] = on_node(s, node, bundles[i]);
@@ -79,7 +83,7 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
       return {};
     case PlacementStrategy::PACK: {
       if (strict_pack()) return result;
-      Scratch s{available};
+      Scratch s{available, one_per_rank};
       for (size_t i : order) {
         result[i] = -1;
         for (const auto& node : nodes) {
@@ -93,7 +97,7 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
     case PlacementStrategy::STRICT_SPREAD:
     case PlacementStrategy::SPREAD: {
       const bool strict = strategy == PlacementStrategy::STRICT_SPREAD;
-      Scratch s{available};
+      Scratch s{available, one_per_rank};
       std::set<std::string> used;
       for (size_t i : order) {
         result[i] = -1;

@@ -11,9 +11,10 @@
 namespace prism::internal {
 
 /// One rank per bundle, or an empty vector if the bundles do not fit `available` under
-/// `strategy`. Nodes are compared by `node_of_rank`.
+/// `strategy`. Nodes are compared by `node_of_rank`. With `one_per_rank`, no two bundles
+/// share a rank.
 std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
                               const std::vector<ResourceSet>& available,
-                              const std::vector<std::string>& node_of_rank);
+                              const std::vector<std::string>& node_of_rank, bool one_per_rank = false);
 
 }  // namespace prism::internal

@@ -21,6 +21,21 @@ TEST(BundlePlacementTest, StrictPackKeepsEveryBundleOnOneNode) {
       << "one node has only 4 CPUs";
 }
 
+TEST(BundlePlacementTest, OneBundlePerRankKeepsBundlesApartUnderEveryStrategy) {
+  auto packed = PlaceBundles({Cpus(1), Cpus(1)}, PlacementStrategy::PACK, Free(), kNodes);
+  ASSERT_EQ(packed.size(), 2u);
+  EXPECT_EQ(packed[0], packed[1]) << "without it, PACK puts both on one 2-CPU rank";
+  for (auto strategy : {PlacementStrategy::PACK, PlacementStrategy::STRICT_PACK, PlacementStrategy::SPREAD}) {
+    auto r = PlaceBundles({Cpus(1), Cpus(1)}, strategy, Free(), kNodes, /*one_per_rank=*/true);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_NE(r[0], r[1]);
+  }
+  EXPECT_TRUE(PlaceBundles({Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::STRICT_PACK, Free(), kNodes, true).empty())
+      << "a node has only two ranks";
+  EXPECT_EQ(PlaceBundles({Cpus(1), Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::PACK, Free(), kNodes, true).size(), 4u);
+  EXPECT_TRUE(PlaceBundles({Cpus(1), Cpus(1), Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::PACK, Free(), kNodes, true).empty());
+}
+
 TEST(BundlePlacementTest, PackFallsBackToSeveralNodes) {
   auto r = PlaceBundles({Cpus(2), Cpus(2), Cpus(2)}, PlacementStrategy::PACK, Free(), kNodes);
   ASSERT_EQ(r.size(), 3u);

@@ -109,6 +109,15 @@ TEST(WorkerGroup, AFailureIsAnEventAbortEndsTheOthersAndARestartReusesTheRanks) 
   EXPECT_EQ(group.workers()[0].rank, before[0].rank) << "same reservation";
 }
 
+TEST(WorkerGroup, OneWorkerPerRankEvenWhenARankHasRoomForMore) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3, .num_cpus = 4});
+  WorkerGroup group({.num_workers = 3, .one_worker_per_rank = true});
+  std::set<int> ranks;
+  for (const auto& w : group.workers()) ranks.insert(w.rank);
+  EXPECT_EQ(ranks.size(), 3u);
+  EXPECT_THROW(WorkerGroup({.num_workers = 4, .one_worker_per_rank = true}), prism::ResourceError);
+}
+
 TEST(WorkerGroup, RequestStopReachesEveryWorker) {
   prism::platform::InProcessCluster cluster({.num_ranks = 2});
   WorkerGroup group({.num_workers = 2});

@@ -53,6 +53,9 @@ struct WorkerGroupOptions {
   int num_workers = 1;
   std::map<std::string, double> resources_per_worker;  // empty: {CPU: 1}
   PlacementStrategy strategy = PlacementStrategy::PACK;
+  /// Every worker in a process (rank) of its own: for workers that join one MPI
+  /// communicator, like prism::train's.
+  bool one_worker_per_rank = false;
   std::string name = "workers";  // in messages
   int reserve_timeout_s = 60;    // how long the reservation may wait for resources
   /// SIGUSR1/SIGTERM on the driver's rank become kPreempted events (see prism/preemption.h).
