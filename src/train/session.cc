@@ -20,8 +20,8 @@
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/json.h"
 #include "prism/api.h"
-#include "prism/internal/buffer.h"
-#include "prism/kv.h"
+#include "prism/platform/invoke.h"
+#include "prism/platform/worker_group.h"
 #include "prism/remote.h"
 #include "prism/train/collective.h"
 #include "prism/train/session.h"
@@ -49,24 +49,13 @@ struct WorkerAccess {
 namespace internal {
 namespace {
 
-// ---- Aborting and stopping a group ----------------------------------------------------
+// ---- Aborting a group ------------------------------------------------------------------
 
-/// What the driver can ask of a group on this rank, by group tag: abort (a peer failed:
-/// every collective throws) or stop (preemption: end after the next checkpoint).
+/// Set by the driver's WorkerGroup::Abort (a peer failed): every collective then throws.
+/// Stopping (preemption) is WorkerContext::StopRequested, read at each Report.
 struct GroupFlags {
   std::atomic<bool> aborted{false};
-  std::atomic<bool> stop{false};
 };
-
-std::mutex g_groups_mu;
-std::map<int, std::shared_ptr<GroupFlags>> g_groups;
-
-std::shared_ptr<GroupFlags> Flags(int tag) {
-  std::lock_guard<std::mutex> lock(g_groups_mu);
-  auto& flags = g_groups[tag];
-  if (!flags) flags = std::make_shared<GroupFlags>();
-  return flags;
-}
 
 /// Thrown by Report to end the loop when the group stops (not a std::exception, so that
 /// `catch (const std::exception&)` in the loop does not swallow it); RunWorker catches it.
@@ -326,17 +315,10 @@ bool UnderTempCheckpointRoot(const std::string& path) {
   return path.rfind(root, 0) == 0;
 }
 
-std::string Pad(int64_t n, int width) {
-  std::string s = std::to_string(n);
-  return std::string(width > static_cast<int>(s.size()) ? width - s.size() : 0, '0') + s;
-}
 
 }  // namespace
 
-std::string ReportPrefix(const std::string& run_id) { return "prism.train/" + run_id + "/"; }
 
-void AbortGroup(int tag) { Flags(tag)->aborted.store(true); }
-void RequestStop(int tag) { Flags(tag)->stop.store(true); }
 
 void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
   const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -391,7 +373,8 @@ WorkerOutcome RunWorker(const WorkerSpec& spec) {
   }
   Worker w;
   w.spec = spec;
-  w.flags = Flags(spec.tag);
+  w.flags = std::make_shared<GroupFlags>();
+  platform::CurrentWorker().OnAbort([flags = w.flags] { flags->aborted.store(true); });
   torch::Device device = torch::kCPU;
   if (spec.use_gpu) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.local_rank));
   w.collective = MakeGroupCollective(w, spec.tag);
@@ -401,11 +384,9 @@ WorkerOutcome RunWorker(const WorkerSpec& spec) {
   struct Reset {
     ~Reset() { t_worker = nullptr; }
   } reset;
-  prism::internal::Buffer args = prism::internal::Serialize(spec.config);
-  prism::internal::Buffer result;
   WorkerOutcome outcome;
   try {
-    loop->invoke({prism::internal::ByteView{args.data(), args.size()}}, result);
+    platform::Invoke<void>(spec.loop_name, spec.config);
   } catch (const StopTraining&) {
     outcome.stopped = true;  // every worker stopped at the same Report
   }
@@ -434,7 +415,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   // A barrier that also agrees on stopping: once the driver asked (on any member's rank),
   // every worker stops at the same Report, the first whose checkpoint world rank 0 commits.
   const bool chief = w.spec.world_rank == 0;
-  torch::Tensor votes = torch::tensor({w.flags->stop.load() ? 1.0f : 0.0f,
+  torch::Tensor votes = torch::tensor({platform::CurrentWorker().StopRequested() ? 1.0f : 0.0f,
                                        chief && checkpoint ? 1.0f : 0.0f})
                             .to(w.context.GetDevice());
   w.collective->AllReduce(votes, ReduceOp::kMax);
@@ -451,10 +432,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
       record.checkpoint_path = store.Commit(*checkpoint, metrics, /*move=*/true).checkpoint.path();
     }
     internal::AppendHistory(w.spec.trial_dir, record);
-    prism::internal::Buffer bytes = prism::internal::Serialize(record);
-    kv::Put(internal::ReportPrefix(w.spec.run_id) + internal::Pad(record.attempt, 4) + "/" +
-                internal::Pad(record.iteration, 9),
-            std::string(bytes.data(), bytes.size()));
+    platform::CurrentWorker().Report(platform::ToBytes(record));  // to the driver, in order
   } else if (checkpoint && internal::UnderTempCheckpointRoot(checkpoint->path())) {
     // World rank 0's checkpoint is the one kept; a copy this worker wrote to a temporary
     // directory would only fill the disk.

@@ -19,25 +19,31 @@
 
 #include "checkpoint/checkpoint_store.h"
 #include "prism/api.h"
-#include "prism/kv.h"
 #include "prism/placement_group.h"
 #include "prism/remote.h"
 #include "prism/state.h"
 #include "prism/train/collective.h"
 #include "prism/train/trainer.h"
+#include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
+#include "prism/platform/worker_group.h"
 #include "train/worker.h"
 
 namespace prism::train::internal {
 
-WorkerOutcome PrismTrainRunWorker(WorkerSpec spec) { return RunWorker(spec); }
-bool PrismTrainAbortGroup(int tag) {
-  AbortGroup(tag);
-  return true;
-}
-bool PrismTrainStopGroup(int tag) {
-  RequestStop(tag);
-  return true;
+/// A training worker, as a WorkerGroup loop: the run's spec plus this worker's place in
+/// the group; returns its WorkerOutcome's bytes.
+std::string PrismTrainWorkerLoop(std::string spec_bytes) {
+  auto spec = platform::FromBytes<WorkerSpec>(spec_bytes);
+  const auto& me = platform::CurrentWorker();
+  spec.attempt = me.attempt();
+  spec.world_rank = me.info().index;
+  spec.local_rank = me.info().local_rank;
+  spec.local_world_size = me.info().local_world_size;
+  spec.node_rank = me.info().node_rank;
+  spec.world_ranks.clear();
+  for (const auto& w : me.group()) spec.world_ranks.push_back(w.rank);
+  return platform::ToBytes(RunWorker(spec));
 }
 
 /// The storage probe file of the driver (rank < 0) or of a worker's rank.
@@ -60,9 +66,7 @@ std::string PrismTrainProbeStorage(std::string dir, std::string run_id, int rank
 
 }  // namespace prism::train::internal
 
-PRISM_REMOTE(prism::train::internal::PrismTrainRunWorker,
-             prism::train::internal::PrismTrainAbortGroup,
-             prism::train::internal::PrismTrainStopGroup,
+PRISM_REMOTE(prism::train::internal::PrismTrainWorkerLoop,
              prism::train::internal::PrismTrainProbeStorage);
 
 namespace prism::train {
@@ -97,82 +101,17 @@ std::string DefaultStorage() {
   return std::string(home && *home ? home : ".") + "/prism_results";
 }
 
-struct Placement {
-  std::vector<int> ranks;  // by world rank
-  std::vector<int> local_rank, local_world_size, node_rank;
-};
-
-/// One rank per worker, each with `resources` free, ordered by the strategy.
-Placement PickRanks(int n, const std::map<std::string, double>& resources,
-                    const std::string& strategy) {
-  std::vector<state::NodeState> nodes = state::ListNodes();
-  std::map<std::string, std::vector<int>> fitting;  // node id -> ranks with room
-  std::vector<std::string> node_order;
-  std::ostringstream seen;
-  for (const auto& node : nodes) {
-    bool fits = true;
-    for (const auto& [k, v] : resources) {
-      auto it = node.resources_available.find(k);
-      if (it == node.resources_available.end() || it->second + 1e-9 < v) fits = false;
-    }
-    seen << "\n  rank " << node.rank << " (" << node.node_id << "): "
-         << Describe(node.resources_available) << (fits ? "" : " - too little");
-    if (!fits) continue;
-    if (!fitting.count(node.node_id)) node_order.push_back(node.node_id);
-    fitting[node.node_id].push_back(node.rank);
-  }
-  std::vector<int> chosen;
-  if (strategy == "PACK" || strategy == "STRICT_PACK") {
-    std::stable_sort(node_order.begin(), node_order.end(), [&](const auto& a, const auto& b) {
-      return fitting[a].size() > fitting[b].size();
-    });
-    for (const auto& node : node_order) {
-      for (int r : fitting[node]) {
-        if (static_cast<int>(chosen.size()) < n) chosen.push_back(r);
-      }
-      if (strategy == "STRICT_PACK") break;
-    }
-  } else if (strategy == "SPREAD" || strategy == "STRICT_SPREAD") {
-    for (size_t round = 0; static_cast<int>(chosen.size()) < n; ++round) {
-      bool any = false;
-      for (const auto& node : node_order) {
-        if (round < fitting[node].size() && static_cast<int>(chosen.size()) < n) {
-          chosen.push_back(fitting[node][round]);
-          any = true;
-        }
-      }
-      if (!any || strategy == "STRICT_SPREAD") break;
-    }
-  } else {
-    throw Error("prism::train: placement_strategy \"" + strategy +
+/// The placement strategy named in ScalingConfig.
+PlacementStrategy StrategyOf(const std::string& name) {
+  static const std::map<std::string, PlacementStrategy> kStrategies = {
+      {"PACK", PlacementStrategy::PACK}, {"SPREAD", PlacementStrategy::SPREAD},
+      {"STRICT_PACK", PlacementStrategy::STRICT_PACK}, {"STRICT_SPREAD", PlacementStrategy::STRICT_SPREAD}};
+  auto it = kStrategies.find(name);
+  if (it == kStrategies.end()) {
+    throw Error("prism::train: placement_strategy \"" + name +
                 "\" is not one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD");
   }
-  if (static_cast<int>(chosen.size()) < n) {
-    throw Error("prism::train: " + std::to_string(n) + " workers need " + std::to_string(n) +
-                " distinct ranks with " + Describe(resources) + " free each (placement " + strategy +
-                "), but only " + std::to_string(chosen.size()) +
-                " qualify. Start more ranks (mpirun -n, srun -n) or lower "
-                "ScalingConfig::num_workers / resources_per_worker. Ranks now:" + seen.str());
-  }
-  Placement p;
-  p.ranks = chosen;
-  std::map<int, std::string> node_of;
-  for (const auto& node : nodes) node_of[node.rank] = node.node_id;
-  std::map<std::string, int> node_index, per_node;
-  for (int r : chosen) {
-    if (!node_index.count(node_of[r])) node_index.emplace(node_of[r], static_cast<int>(node_index.size()));
-    p.local_rank.push_back(per_node[node_of[r]]++);
-    p.node_rank.push_back(node_index[node_of[r]]);
-  }
-  for (int r : chosen) p.local_world_size.push_back(per_node[node_of[r]]);
-  return p;
-}
-
-std::string FailureText(const std::exception& e) {
-  if (auto* t = dynamic_cast<const TaskError*>(&e)) {
-    return t->OriginalType() + ": " + t->OriginalMessage() + " (rank " + std::to_string(t->Rank()) + ")";
-  }
-  return e.what();
+  return it->second;
 }
 
 std::string FormatMetrics(const Metrics& m) {
@@ -185,38 +124,13 @@ std::string FormatMetrics(const Metrics& m) {
   return out.str();
 }
 
-/// Reads world rank 0's reports that appeared since the last call.
-class ReportReader {
- public:
-  ReportReader(std::string prefix, bool verbose) : prefix_(std::move(prefix)), verbose_(verbose) {}
-  void Drain() {
-    std::vector<std::string> keys = kv::List(prefix_);
-    std::sort(keys.begin(), keys.end());
-    for (const auto& key : keys) {
-      if (!read_.insert(key).second) continue;
-      auto value = kv::Get(key);
-      if (!value) continue;
-      auto record = prism::internal::Deserialize<ReportRecord>(value->data(), value->size());
-      if (verbose_) {
-        std::fprintf(stderr, "prism.train: report %lld (attempt %d): %s%s\n",
-                     static_cast<long long>(record.iteration), record.attempt + 1,
-                     FormatMetrics(record.metrics).c_str(),
-                     record.checkpoint_path.empty()
-                         ? ""
-                         : (", checkpoint " + record.checkpoint_path).c_str());
-      }
-      last_ = record;
-    }
-  }
-  const std::optional<ReportRecord>& last() const { return last_; }
-  void Clear() { kv::Delete(prefix_, /*by_prefix=*/true); }
-
- private:
-  std::string prefix_;
-  bool verbose_;
-  std::set<std::string> read_;
-  std::optional<ReportRecord> last_;
-};
+/// Prints a report as the driver receives it.
+void ShowReport(const ReportRecord& record) {
+  std::fprintf(stderr, "prism.train: report %lld (attempt %d): %s%s\n",
+               static_cast<long long>(record.iteration), record.attempt + 1,
+               FormatMetrics(record.metrics).c_str(),
+               record.checkpoint_path.empty() ? "" : (", checkpoint " + record.checkpoint_path).c_str());
+}
 
 std::atomic<int> g_next_tag{1 << 12};
 
@@ -227,13 +141,6 @@ auto PinnedToRank(F fn, int rank) {
   auto task = prism::Task(fn);
   task.SetResource("CPU", 0).SetResource("rank:" + std::to_string(rank), 0.001);
   return task;
-}
-
-/// Runs fn(tag) on each of `ranks` (PinnedToRank).
-std::vector<ObjectRef<bool>> OnEachRank(const std::vector<int>& ranks, bool (*fn)(int), int tag) {
-  std::vector<ObjectRef<bool>> refs;
-  for (int r : ranks) refs.push_back(PinnedToRank(fn, r).Remote(tag));
-  return refs;
 }
 
 /// Checks that every worker's rank sees the storage path as the driver does (a shared file
@@ -287,8 +194,7 @@ Result TorchTrainer::Fit() {
   if (loop_ == nullptr) throw Error("prism::train: TorchTrainer was given no training loop");
   std::string loop_name;
   try {
-    loop_name = prism::internal::FunctionRegistry::Instance().NameOf(
-        prism::internal::FunctionKey(loop_), "TorchTrainer");
+    loop_name = platform::RegisteredName(loop_, "TorchTrainer");
   } catch (const std::exception&) {
     throw Error("prism::train: the training loop is not registered: add PRISM_REMOTE(<your loop>) "
                 "next to its definition");
@@ -319,11 +225,11 @@ Result TorchTrainer::Fit() {
   char id[32];
   std::snprintf(id, sizeof id, "%08x%08x", rd(), static_cast<unsigned>(getpid()));
   const std::string run_id = id;
-  ReportReader reports(internal::ReportPrefix(run_id), run.verbose);
-  // From here SIGTERM on the driver stops the run after a checkpoint instead of ending it.
+  // From here SIGTERM on the driver stops the run after a checkpoint instead of ending it,
+  // and either signal arrives as a kPreempted event.
   platform::PreemptionGuard preemption_guard;
+  std::optional<ReportRecord> last_report;
   auto preempted = [&](const std::string& why) {
-    reports.Clear();
     auto latest = store.Latest();
     const std::string path = latest ? latest->checkpoint.path() : "";
     const int sig = PreemptionSignal();
@@ -336,98 +242,97 @@ Result TorchTrainer::Fit() {
         sig, path);
   };
 
-  int failures = 0;
-  for (int attempt = 0;; ++attempt) {
-    Placement placement = PickRanks(scaling.num_workers, resources, scaling.placement_strategy);
-    if (attempt == 0) CheckStorageShared(trial_dir, placement.ranks, run_id);
-    if (PreemptionSignal() != 0) throw preempted("before the workers started");
-    PlacementGroupCreationOptions pg_options;
-    pg_options.strategy = PlacementStrategy::PACK;  // the rank pins below decide
-    for (int r : placement.ranks) {
-      std::unordered_map<std::string, double> bundle(resources.begin(), resources.end());
-      bundle["rank:" + std::to_string(r)] = 0.001;
-      pg_options.bundles.push_back(std::move(bundle));
-    }
-    PlacementGroup pg = CreatePlacementGroup(pg_options);
-    if (!pg.Wait(60)) {
-      RemovePlacementGroup(pg.GetID());
-      throw Error("prism::train: could not reserve " + std::to_string(scaling.num_workers) +
-                  " workers with " + Describe(resources) +
-                  " within 60 s: other tasks or actors hold those resources");
-    }
-    const int tag = g_next_tag.fetch_add(16);
-    std::vector<ObjectRef<internal::WorkerOutcome>> refs;
-    for (int i = 0; i < scaling.num_workers; ++i) {
-      WorkerSpec spec;
-      spec.run_id = run_id;
-      spec.attempt = attempt;
-      spec.tag = tag;
-      spec.world_ranks = placement.ranks;
-      spec.world_rank = i;
-      spec.local_rank = placement.local_rank[i];
-      spec.local_world_size = placement.local_world_size[i];
-      spec.node_rank = placement.node_rank[i];
-      spec.experiment_name = name;
-      spec.trial_dir = trial_dir;
-      spec.loop_name = loop_name;
-      spec.config = options_.train_loop_config;
-      spec.resume_path = resume;
-      spec.checkpoint_config = run.checkpoint_config;
-      spec.use_gpu = scaling.use_gpu;
-      auto task = prism::Task(internal::PrismTrainRunWorker).SetPlacementGroup(pg, i);
-      task.SetName("train_worker_" + std::to_string(i));
-      for (const auto& [k, v] : resources) task.SetResource(k, v);
-      refs.push_back(task.Remote(spec));
-    }
+  // One worker per rank: the workers of a run join one MPI communicator.
+  platform::WorkerGroupOptions group_options;
+  group_options.num_workers = scaling.num_workers;
+  group_options.resources_per_worker = resources;
+  group_options.strategy = StrategyOf(scaling.placement_strategy);
+  group_options.one_worker_per_rank = true;
+  group_options.name = "train_" + name;
+  group_options.preemption_events = true;
+  std::unique_ptr<platform::WorkerGroup> group;
+  try {
+    group = std::make_unique<platform::WorkerGroup>(group_options);
+  } catch (const ResourceError& e) {
+    throw Error("prism::train: " + std::to_string(scaling.num_workers) + " workers need " +
+                std::to_string(scaling.num_workers) + " distinct ranks with " + Describe(resources) +
+                " each (placement " + scaling.placement_strategy + "), which this cluster can never "
+                "hold. Start more ranks (mpirun -n, srun -n) or lower ScalingConfig::num_workers / "
+                "resources_per_worker. (" + e.what() + ")");
+  }
+  std::vector<int> ranks;
+  for (const auto& w : group->workers()) ranks.push_back(w.rank);
+  CheckStorageShared(trial_dir, ranks, run_id);
+  const std::string loop_entry = platform::RegisteredName(internal::PrismTrainWorkerLoop);
 
-    // Wait for the workers, showing reports as they come; stop at the first failure.
-    // On SIGUSR1/SIGTERM, ask the group to stop after its next checkpoint.
+  int failures = 0;
+  for (;;) {
+    if (PreemptionSignal() != 0) throw preempted("before the workers started");
+    WorkerSpec spec;
+    spec.run_id = run_id;
+    spec.tag = g_next_tag.fetch_add(16);
+    spec.experiment_name = name;
+    spec.trial_dir = trial_dir;
+    spec.loop_name = loop_name;
+    spec.config = options_.train_loop_config;
+    spec.resume_path = resume;
+    spec.checkpoint_config = run.checkpoint_config;
+    spec.use_gpu = scaling.use_gpu;
+    group->Start(loop_entry, platform::ToBytes(spec));
+
+    // Reports and the workers' ends come as events, in order; stop at the first failure.
+    // A signal before this attempt started, or during it, asks the group to stop after its
+    // next checkpoint.
     std::string failure;
-    std::vector<bool> finished(refs.size(), false);
-    size_t done = 0;
     bool stop_asked = false, stopped_early = false;
-    while (done < refs.size() && failure.empty()) {
-      prism::Wait(refs, static_cast<int>(refs.size()), 200);
-      reports.Drain();
-      if (!stop_asked && PreemptionSignal() != 0) {
-        stop_asked = true;
-        OnEachRank(placement.ranks, internal::PrismTrainStopGroup, tag);
-      }
-      for (size_t i = 0; i < refs.size() && failure.empty(); ++i) {
-        if (finished[i] || prism::Wait(std::vector{refs[i]}, 1, 0).ready.empty()) continue;
-        finished[i] = true;
-        ++done;
-        try {
-          stopped_early |= refs[i].Get(1000)->stopped;
-        } catch (const std::exception& e) {
-          failure = "worker " + std::to_string(i) + ": " + FailureText(e);
+    auto ask_stop = [&] {
+      if (stop_asked) return;
+      stop_asked = true;
+      group->RequestStop();
+    };
+    if (PreemptionSignal() != 0) ask_stop();
+    while (group->Running() && failure.empty()) {
+      auto e = group->Next(60000);  // bounded only to stay responsive; events drive it
+      if (!e) continue;
+      switch (e->kind) {
+        case platform::WorkerEvent::kReport: {
+          auto record = platform::FromBytes<ReportRecord>(e->bytes);
+          if (run.verbose) ShowReport(record);
+          last_report = std::move(record);
+          break;
         }
+        case platform::WorkerEvent::kPreempted: ask_stop(); break;
+        case platform::WorkerEvent::kFinished:
+          stopped_early |= platform::FromBytes<internal::WorkerOutcome>(e->bytes).stopped;
+          break;
+        case platform::WorkerEvent::kFailed:
+          failure = "worker " + std::to_string(e->worker) + ": " + e->bytes + " (rank " +
+                    std::to_string(group->workers().at(static_cast<size_t>(e->worker)).rank) + ")";
+          break;
       }
     }
     if (failure.empty()) {
-      reports.Drain();
-      RemovePlacementGroup(pg.GetID());
       if (stopped_early) throw preempted("after its checkpointed report");
       break;
     }
 
     // A worker failed: abort the others' collectives, wait for them to stop, start over.
     if (run.verbose) std::fprintf(stderr, "prism.train: %s\n", failure.c_str());
-    std::vector<ObjectRef<bool>> aborts = OnEachRank(placement.ranks, internal::PrismTrainAbortGroup, tag);
-    prism::Wait(aborts, static_cast<int>(aborts.size()), 30000);
-    auto stopped = prism::Wait(refs, static_cast<int>(refs.size()), 120000);
-    reports.Drain();
-    RemovePlacementGroup(pg.GetID());
-    if (stopped.ready.size() < refs.size()) {
+    if (!group->Abort(120000)) {
       throw TrainingFailedError("prism::train: " + failure +
                                 "; the other workers did not stop within 120 s of the abort "
                                 "(a loop that never reaches a collective or Report cannot be "
                                 "stopped)");
     }
+    while (auto e = group->Next(0)) {  // what the others reported before they stopped
+      if (e->kind != platform::WorkerEvent::kReport) continue;
+      auto record = platform::FromBytes<ReportRecord>(e->bytes);
+      if (run.verbose) ShowReport(record);
+      last_report = std::move(record);
+    }
     if (PreemptionSignal() != 0) throw preempted("while handling a failure (" + failure + ")");
     ++failures;
     if (run.failure_config.max_failures >= 0 && failures > run.failure_config.max_failures) {
-      reports.Clear();
       throw TrainingFailedError("prism::train: training failed (" + std::to_string(failures) +
                                 " failure(s), max_failures=" +
                                 std::to_string(run.failure_config.max_failures) + "): " + failure);
@@ -441,11 +346,10 @@ Result TorchTrainer::Fit() {
                    resume.empty() ? "" : " from ", resume.c_str());
     }
   }
-  reports.Clear();
 
   Result result;
   result.path = trial_dir;
-  if (reports.last()) result.metrics = reports.last()->metrics;
+  if (last_report) result.metrics = last_report->metrics;
   if (auto latest = store.Latest()) result.checkpoint = latest->checkpoint;
   for (const auto& kept : store.Best()) result.best_checkpoints.push_back({kept.checkpoint, kept.metrics});
   result.metrics_history = internal::ReadHistory(trial_dir);

@@ -1,7 +1,7 @@
 #pragma once
 // What the driver (TorchTrainer::Fit) and a training worker share: the worker's spec, the
-// report records the worker publishes for the driver (through the GCS KV), and the
-// worker's entry points, which trainer.cc registers as remote functions.
+// report records world rank 0 sends the driver (WorkerContext::Report), and the worker's
+// entry point, which trainer.cc runs as a platform::WorkerGroup loop.
 
 #include <cstdint>
 #include <string>
@@ -14,9 +14,9 @@ namespace prism::train::internal {
 
 struct WorkerSpec {
   std::string run_id;  // unique per Fit call
-  int attempt = 0;
+  int attempt = 0;  // the WorkerGroup's
   int tag = 0;  // MPI group tag base: the group uses tag, the gradient reducer tag + 1
-  std::vector<int> world_ranks;  // the group's MPI ranks, by world rank
+  std::vector<int> world_ranks;  // the group's MPI ranks, by world rank (from the WorkerGroup)
   int world_rank = 0, local_rank = 0, local_world_size = 1, node_rank = 0;
   std::string experiment_name, trial_dir, loop_name;
   Config config;
@@ -43,10 +43,6 @@ struct ReportRecord {
   }
 };
 
-/// KV prefix under which a run's reports appear, in order ("<prefix><attempt>/<iteration>"
-/// with zero-padded numbers).
-std::string ReportPrefix(const std::string& run_id);
-
 /// How a worker ended (when it did not throw).
 struct WorkerOutcome {
   int64_t reports = 0;
@@ -57,12 +53,11 @@ struct WorkerOutcome {
   }
 };
 
-/// Runs the user's loop as one worker of the group. Throws what the loop throws.
+/// Runs the user's loop as one worker of the group, inside a platform::WorkerGroup's loop
+/// (its reports go to the driver through CurrentWorker(); an abort makes every collective
+/// throw CollectiveAborted; a stop request ends it at the next Report with a checkpoint).
+/// Throws what the loop throws.
 WorkerOutcome RunWorker(const WorkerSpec& spec);
-/// Makes every collective of the group `tag` on this rank throw CollectiveAborted.
-void AbortGroup(int tag);
-/// Asks the group `tag` to stop after its next Report with a checkpoint (preemption).
-void RequestStop(int tag);
 
 /// result.json (one JSON object per report) and progress.csv in the run directory.
 void AppendHistory(const std::string& trial_dir, const ReportRecord& record);
