@@ -12,9 +12,10 @@ baseline, plot. Python 3 standard library only (plot needs matplotlib).
 
 compare exits 0 if no metric is worse than its threshold, 1 if one is, 2 if an input is
 missing or malformed. See perf/README.md, "Regression suite". callgrind counts the
-instructions of prism_hotpath_benchmark's paths on every thread, minus the instructions
-spent waiting for another thread (see "callgrind" below and perf/README.md, "Instruction
-counts (callgrind)").
+instructions of prism_hotpath_benchmark's paths, under valgrind pinned to one CPU: the
+task and actor paths on every thread minus the instructions spent waiting for another
+thread, the serialization paths on the calling thread (see "callgrind" below and
+perf/README.md, "Instruction counts (callgrind)").
 """
 
 import argparse
