@@ -12,6 +12,10 @@
 namespace prism::internal {
 
 inline constexpr int64_t kResourceUnit = 10000;
+/// The largest amount of one resource Prism accepts anywhere (a task's demand, a bundle, a
+/// rank's capacity): 1e14 (100 TB of "memory" in bytes). Its fixed-point units stay far
+/// below int64's limit, and so do the sums over a cluster's ranks.
+inline constexpr double kMaxResourceAmount = 1e14;
 
 inline int64_t ToUnits(double amount) {
   return static_cast<int64_t>(amount * kResourceUnit + (amount >= 0 ? 0.5 : -0.5));

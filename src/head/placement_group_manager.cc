@@ -23,9 +23,10 @@ std::vector<ResourceSet> PlacementGroupManager::CheckBundles(const PlacementGrou
     std::map<std::string, double> amounts(options.bundles[i].begin(), options.bundles[i].end());
     bool any = false;
     for (const auto& [name, amount] : amounts) {
-      if (!(amount >= 0)) {
+      if (!(amount >= 0) || !(amount <= kMaxResourceAmount)) {
         throw Error("prism: CreatePlacementGroup: bundle " + std::to_string(i) + " asks for " +
-                    name + " = " + std::to_string(amount) + "; amounts must be >= 0");
+                    name + " = " + std::to_string(amount) + "; amounts must be >= 0 and at most " +
+                    std::to_string(kMaxResourceAmount));
       }
       any |= amount > 0;
     }

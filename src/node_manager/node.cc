@@ -45,6 +45,11 @@ void Node::ValidateResources(const std::string& task_name,
       throw ResourceError("prism: task " + task_name + ": resource " + name + " = " +
                           std::to_string(amount) + " must be a finite amount >= 0");
     }
+    if (amount > kMaxResourceAmount) {
+      throw ResourceError("prism: task " + task_name + ": resource " + name + " = " +
+                          std::to_string(amount) + " is more than any cluster holds (at most " +
+                          std::to_string(kMaxResourceAmount) + " of one resource)");
+    }
     if (amount > 1 && amount != std::floor(amount)) {
       throw ResourceError("prism: task " + task_name + ": resource " + name + " = " +
                           std::to_string(amount) +

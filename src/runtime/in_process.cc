@@ -55,7 +55,9 @@ InProcessCluster::InProcessCluster(InProcessOptions options) : impl_(std::make_u
     throw Error("prism: InProcessCluster: num_ranks is " + std::to_string(options.num_ranks) +
                 "; it must be 1..1024");
   }
-  if (!(options.num_cpus >= 0)) throw Error("prism: InProcessCluster: num_cpus must be >= 0");
+  if (!(options.num_cpus >= 0) || options.num_cpus > internal::kMaxResourceAmount) {
+    throw Error("prism: InProcessCluster: num_cpus must be >= 0 and at most 1e14");
+  }
   const int n = options.num_ranks;
   std::vector<internal::ResourceSet> capacities;
   std::vector<std::string> node_ids;

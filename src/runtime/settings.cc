@@ -19,6 +19,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "common/resources.h"
 #include "prism/errors.h"
 
 namespace prism::internal {
@@ -135,6 +136,10 @@ void CheckResourceAmount(const std::string& what, const std::string& name, doubl
   if (!(amount >= 0) || !std::isfinite(amount)) {
     Fail(what + ": resource \"" + name + "\" amount " + shown + " must be >= 0 (e.g. " + name +
          ":1)");
+  }
+  if (amount > internal::kMaxResourceAmount) {
+    Fail(what + ": resource \"" + name + "\" amount " + shown + " is more than Prism accepts (at most " +
+         Format(internal::kMaxResourceAmount) + ")");
   }
 }
 
@@ -303,10 +308,11 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   s.log_dir = s.session_dir + "/logs";
 
   auto non_negative = [](auto v) { return v >= 0 && std::isfinite(static_cast<double>(v)); };
+  auto amount = [](double v) { return v >= 0 && v <= internal::kMaxResourceAmount; };
   auto positive = [](double v) { return v > 0 && std::isfinite(v); };
   auto any = [](auto) { return true; };
-  Resolve(s.num_cpus, code.num_cpus, kNumCpus, src, ParseNumber, non_negative, "must be >= 0");
-  Resolve(s.num_gpus, code.num_gpus, kNumGpus, src, ParseNumber, non_negative, "must be >= 0");
+  Resolve(s.num_cpus, code.num_cpus, kNumCpus, src, ParseNumber, amount, "must be >= 0 and at most 1e14");
+  Resolve(s.num_gpus, code.num_gpus, kNumGpus, src, ParseNumber, amount, "must be >= 0 and at most 1e14");
   Resolve(
       s.object_store_memory, code.object_store_memory, kObjectStore, src, ParseBytes,
       [](uint64_t v) { return v >= kMiB; }, "must be at least 1M (1048576 bytes)");

@@ -58,6 +58,7 @@ struct WorkerStart {
 using WorkerKey = std::tuple<std::string, int, int>;  // group, attempt, worker
 struct WorkerEntry {
   bool stop = false;
+  bool aborted = false;  // hooks registered later run at once
   std::vector<std::function<void()>> abort_hooks;
 };
 std::mutex g_mu;
@@ -75,7 +76,10 @@ bool PrismWorkerGroupControl(std::string group, int attempt, int index, int what
     // leaves this entry behind until its group's next attempt starts here.
     WorkerEntry& entry = g_workers[{group, attempt, index}];
     entry.stop = true;
-    if (what == kAbort) hooks = entry.abort_hooks;
+    if (what == kAbort) {
+      entry.aborted = true;
+      hooks = entry.abort_hooks;
+    }
   }
   for (auto& hook : hooks) hook();
   return true;
@@ -159,8 +163,15 @@ bool WorkerContext::StopRequested() const {
 }
 
 void WorkerContext::OnAbort(std::function<void()> hook) const {
-  std::lock_guard<std::mutex> lock(detail::g_mu);
-  detail::g_workers[{group_id_, attempt_, info_.index}].abort_hooks.push_back(std::move(hook));
+  {
+    std::lock_guard<std::mutex> lock(detail::g_mu);
+    auto& entry = detail::g_workers[{group_id_, attempt_, info_.index}];
+    if (!entry.aborted) {
+      entry.abort_hooks.push_back(std::move(hook));
+      return;
+    }
+  }
+  hook();  // the group was aborted before this hook was set
 }
 
 // ---- The driver's side -------------------------------------------------------------------

@@ -155,6 +155,16 @@ TEST(InProcessCluster, NestedTasksAndTheKvWorkFromAnyRank) {
   EXPECT_EQ(prism::kv::Get("k"), "from rank 1");
 }
 
+TEST(InProcessCluster, HugeResourceAmountsAreRejectedNotOverflowed) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2});
+  // 1e18 CPUs once overflowed the fixed-point units and ran six such tasks at once on 3 CPUs.
+  EXPECT_THROW(prism::Task(IpRank).SetResource("CPU", 1e18).Remote(), prism::ResourceError);
+  EXPECT_THROW(prism::Task(IpRank).SetResource("CPU", 9.3e14).Remote(), prism::ResourceError);
+  EXPECT_THROW(prism::CreatePlacementGroup({"", {{{"CPU", 1e18}}}, prism::PlacementStrategy::PACK}),
+               prism::Error);
+  EXPECT_THROW(prism::platform::InProcessCluster({.num_ranks = 1, .num_cpus = 1e18}), prism::Error);
+}
+
 TEST(InProcessCluster, OneRuntimePerProcess) {
   {
     prism::platform::InProcessCluster cluster({.num_ranks = 2});

@@ -357,6 +357,9 @@ TEST(SettingsTest, OutOfRangeValues) {
   ExpectError([] { Resolve({}, {"--prism-log-dir="}); }, {"--prism-log-dir", "empty"});
   ExpectError([] { Resolve({{"PRISM_TASK_TABLE_SIZE", "-5"}}); },
               {"PRISM_TASK_TABLE_SIZE=\"-5\"", "whole number >= 0"});
+  // Amounts whose fixed-point units would overflow (issue 14, item 6).
+  ExpectError([] { Resolve({}, {"--prism-num-cpus=1e18"}); }, {"--prism-num-cpus=1e18", "at most 1e14"});
+  ExpectError([] { Resolve({{"PRISM_RESOURCES", "ssd:1e15"}}); }, {"ssd", "at most"});
 }
 
 TEST(SettingsTest, BadValuesInConfigAreRejected) {

@@ -121,8 +121,8 @@ class WorkerContext {
   void Report(const std::string& bytes) const;
   /// True once the driver called RequestStop.
   bool StopRequested() const;
-  /// `hook` runs (on another thread) when the driver aborts the group; until this worker's
-  /// loop ends. It must be quick and must not throw.
+  /// `hook` runs (on another thread) when the driver aborts the group, or at once if it
+  /// already did; until this worker's loop ends. It must be quick and must not throw.
   void OnAbort(std::function<void()> hook) const;
 
   // Set up by the group's worker task.
