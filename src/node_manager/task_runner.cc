@@ -1,11 +1,10 @@
 #include "node_manager/task_runner.h"
 
-#include <cxxabi.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <typeinfo>
 
+#include "common/demangle.h"
 #include "common/log.h"
 #include "prism/errors.h"
 #include "prism/remote.h"
@@ -27,14 +26,6 @@ struct ThreadTask {
   CoreApi* core = nullptr;
 };
 thread_local ThreadTask t_task;
-
-std::string Demangle(const char* name) {
-  int status = 0;
-  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string s = (status == 0 && out != nullptr) ? out : name;
-  std::free(out);
-  return s;
-}
 
 uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())

@@ -7,7 +7,6 @@
 // registry, keyed by (group, attempt, worker), or runs its abort hooks.
 #include "prism/platform/worker_group.h"
 
-#include <cxxabi.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,7 +18,9 @@
 #include <tuple>
 #include <typeinfo>
 
+#include "common/demangle.h"
 #include "prism/api.h"
+
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
@@ -85,14 +86,6 @@ bool PrismWorkerGroupControl(std::string group, int attempt, int index, int what
   return true;
 }
 
-std::string Demangle(const char* name) {
-  int status = 0;
-  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string s = (status == 0 && out != nullptr) ? out : name;
-  std::free(out);
-  return s;
-}
-
 /// A worker: runs the loop with its context on this thread, then tells the driver how it
 /// ended (and rethrows a failure, so the state API lists the task as failed too).
 std::string PrismWorkerGroupRun(WorkerStart s) {
@@ -121,7 +114,7 @@ std::string PrismWorkerGroupRun(WorkerStart s) {
     failure = std::current_exception();
   } catch (const std::exception& e) {
     end.kind = WorkerEvent::kFailed;
-    end.bytes = Demangle(typeid(e).name()) + ": " + e.what();
+    end.bytes = internal::Demangle(typeid(e).name()) + ": " + e.what();
     failure = std::current_exception();
   } catch (...) {
     end.kind = WorkerEvent::kFailed;
