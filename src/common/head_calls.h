@@ -4,7 +4,7 @@
 // The caller (runtime/control_api.cc, node/node.cc) and the head (head/head_calls.cc) both
 // name the call's type, so a mismatch is a compile error, not a decode error at run time:
 //
-//   auto existed = CallHead<KvPut>(node, {key, value, overwrite});        // caller
+//   auto existed = CallHead<KvPut>(core, {key, value, overwrite});        // caller
 //   case KvPut::kOp: return Answer<KvPut>(call, [&](KvPut::Args a) {...});  // head
 //
 // On the wire a call is a HeadCall (op, serialized Args) answered by one HeadReply
@@ -96,6 +96,12 @@ template <class Call>
 typename Call::Result DecodeResult(const Payload& reply) {
   if (!reply) throw Error("prism: control call answered without a result");
   return Deserialize<typename Call::Result>(reply->data(), reply->size());
+}
+/// Caller side, the whole call: `core` sends it to the head and waits for its answer
+/// (CoreApi::ControlCall), returned as the call's result type.
+template <class Call>
+typename Call::Result CallHead(CoreApi& core, const typename Call::Args& args) {
+  return DecodeResult<Call>(core.ControlCall(static_cast<uint16_t>(Call::kOp), EncodeArgs<Call>(args)));
 }
 /// Head side: decodes the arguments, runs `serve` on them and serializes what it returns,
 /// which must convert to the call's result type.

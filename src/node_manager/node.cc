@@ -245,7 +245,7 @@ std::shared_ptr<ChannelInbox> Node::OpenChannel(const std::string& name) {
   }
   int owner = -1;
   try {
-    owner = Ask<internal::OpenChannel>({name, options_.rank});
+    owner = internal::CallHead<internal::OpenChannel>(*this, {name, options_.rank});
   } catch (...) {
     std::lock_guard<std::mutex> lock(channels_mu_);
     channels_.erase(name);
@@ -261,7 +261,7 @@ std::shared_ptr<ChannelInbox> Node::OpenChannel(const std::string& name) {
 }
 
 void Node::CloseChannel(const std::string& name) {
-  Ask<internal::CloseChannel>({name, options_.rank});  // no more routing here, then forget it
+  internal::CallHead<internal::CloseChannel>(*this, {name, options_.rank});  // no more routing here, then forget it
   std::lock_guard<std::mutex> lock(channels_mu_);
   channels_.erase(name);
 }
@@ -275,7 +275,7 @@ void Node::Publish(const std::string& name, Buffer&& bytes) {
 void Node::KillActor(ObjectId actor, bool no_restart) { to_head_(KillActorRequest{actor, no_restart}); }
 
 std::pair<ObjectId, std::string> Node::LookupActor(const std::string& name) {
-  auto [id, class_name] = Ask<internal::LookupActor>(name);
+  auto [id, class_name] = internal::CallHead<internal::LookupActor>(*this, name);
   return {ObjectId(id), class_name};
 }
 

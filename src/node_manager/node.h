@@ -78,12 +78,6 @@ class Node : public CoreApi {
   /// only a lost rank 0 could delay it, and that ends the job).
   Payload CallHead(HeadOp op, Buffer&& args,
                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
-  /// A typed control call (common/head_calls.h): CallHead with the call's own argument
-  /// and result types.
-  template <class Call>
-  typename Call::Result Ask(const typename Call::Args& args) {
-    return DecodeResult<Call>(CallHead(Call::kOp, EncodeArgs<Call>(args)));
-  }
 
   /// Handles a message from the head (DispatchTask, ObjectReady, FreeObjects, KillActor,
   /// HeadReply). Thread-safe; never calls into the head synchronously.

@@ -15,12 +15,10 @@
 namespace prism {
 namespace {
 
-/// One typed control call to the head through this rank's node manager.
+/// One typed control call to the head through the caller's core, naming `what` if none runs.
 template <class Call>
 typename Call::Result Ask(const char* what, const typename Call::Args& args = {}) {
-  auto& core = internal::RequireCore(what);
-  return internal::DecodeResult<Call>(core.ControlCall(static_cast<uint16_t>(Call::kOp),
-                                                       internal::EncodeArgs<Call>(args)));
+  return internal::CallHead<Call>(internal::RequireCore(what), args);
 }
 
 namespace call = internal;  // the call types of common/head_calls.h

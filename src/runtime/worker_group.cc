@@ -19,6 +19,7 @@
 #include <typeinfo>
 
 #include "common/demangle.h"
+#include "common/resources.h"
 #include "prism/api.h"
 
 #include "prism/platform/channel.h"
@@ -220,12 +221,6 @@ std::string NewGroupId() {
   return "wg-" + std::to_string(GetRuntimeContext().GetRank()) + "-" + std::to_string(getpid()) + "-" +
          std::to_string(++next);
 }
-
-std::string Describe(const std::map<std::string, double>& resources) {
-  std::string out = "{";
-  for (const auto& [k, v] : resources) out += (out.size() > 1 ? ", " : "") + k + ": " + std::to_string(v);
-  return out + "}";
-}
 }  // namespace
 
 WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Impl>()) {
@@ -249,7 +244,7 @@ WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Im
     RemovePlacementGroup(g.pg.GetID());
     throw Error("prism: WorkerGroup " + g.options.name + ": could not reserve " +
                 std::to_string(g.options.num_workers) + " workers with " +
-                Describe(g.options.resources_per_worker) + " each within " +
+                internal::ResourceSet(g.options.resources_per_worker).ToString() + " each within " +
                 std::to_string(g.options.reserve_timeout_s) +
                 " s: other tasks, actors or placement groups hold those resources "
                 "(prism::state::ListPlacementGroups, ListActors)");
