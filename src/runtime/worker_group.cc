@@ -1,6 +1,7 @@
 // WorkerGroup (prism/platform/worker_group.h), built on the platform door (plus two helpers
-// of common/: Demangle, ResourceSet::ToString): a placement group reserves the workers, one task per bundle runs the loop, and a channel
-// carries every report and every worker's end to the driver, in order per worker.
+// of common/: Demangle, ResourceSet::ToString): a placement group reserves the workers, one
+// task per bundle runs the loop, and a channel carries every report and every worker's end
+// to the driver, in order per worker.
 //
 // Stop and abort reach a worker through a small task pinned to its rank (no CPU: the
 // worker's own task holds them), which flips the worker's entry in this process's
