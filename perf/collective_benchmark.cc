@@ -4,9 +4,9 @@
 //   mpirun -n 3 ./prism_collective_benchmark [--quick] [--json=PATH] [--rounds=N]
 //                                            [--sizes-mib=1,16,100]
 //
-// The driver (rank 0) starts one task per rank. Each builds the Collective over all ranks
-// and, for the baseline, a second communicator made the same way (MPI_Comm_create_group with
-// another tag), then runs both round by round, interleaved (the order alternates), so that
+// The driver (rank 0) starts one task per rank. Each creates the group's communicator
+// (platform::Communicator) and builds the Collective on a Duplicate of it; the baseline
+// runs raw MPI on the group's communicator itself. Both run round by round, interleaved (the order alternates), so that
 // both see the same machine load. A round is a fixed number of operations (the same on
 // every rank, as collectives need), timed between two barriers; a round's time is the
 // slowest rank's. Reported: bus bandwidth = bytes * 2 (n - 1) / n / seconds (NCCL-tests'
@@ -15,6 +15,7 @@
 // (like perf/microbenchmark.cc) at --json (default perf/results/collective_benchmark.json).
 #include <mpi.h>
 #include <prism/api.h>
+#include <prism/platform/communicator.h>
 #include <prism/train/collective.h>
 #include <unistd.h>
 
@@ -40,10 +41,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kCollectiveTag = 1;
-// The baseline's MPI_Comm_create_group tag on MPI_COMM_WORLD: above Prism's transport tags
-// and the collective backend's (its base is 1 << 20), so nothing can match it by mistake.
-constexpr int kRawCommTag = (1 << 20) + (1 << 19);
 constexpr double kTargetRatio = 0.90;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -55,14 +52,9 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 /// Throws if a warm-up result is wrong (so a fast but broken collective cannot pass).
 std::vector<double> BenchMember(std::vector<int> ranks, std::vector<int64_t> sizes,
                                 std::vector<int64_t> iterations, int rounds) {
-  auto collective = prism::train::MakeMpiCollective(ranks, kCollectiveTag);
-  MPI_Group world_group, group;
-  MPI_Comm raw = MPI_COMM_NULL;
-  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
-  MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group);
-  MPI_Comm_create_group(MPI_COMM_WORLD, group, kRawCommTag, &raw);
-  MPI_Group_free(&group);
-  MPI_Group_free(&world_group);
+  auto group = prism::platform::Communicator::Create("collective_benchmark", ranks);
+  auto collective = prism::train::MakeMpiCollective(group.Duplicate());
+  MPI_Comm raw = group.comm();
   const int n = static_cast<int>(ranks.size());
 
   std::vector<double> out;
@@ -113,7 +105,6 @@ std::vector<double> BenchMember(std::vector<int> ranks, std::vector<int64_t> siz
       out.push_back(m);
     }
   }
-  MPI_Comm_free(&raw);
   return out;
 }
 

@@ -605,9 +605,9 @@ WAIT_C_FUNCTIONS = re.compile(
 # are not inlined); a name may start with its return type.
 WAIT_CXX_FUNCTIONS = re.compile(
     r"(^|\s)(std::(_V2::)?condition_variable(_any)?::(wait|wait_for|wait_until|__wait_until_impl|notify_one"
-    r"|notify_all)|std::this_thread::__sleep_for|prism::internal::(SpinWhile|PollPause))\b")
+    r"|notify_all)|std::this_thread::__sleep_for|prism::(internal::SpinWhile|platform::PollPause))\b")
 # Prism's spin helpers (src/common/spin_wait.h): the bounded busy-waits before a sleep.
-SPIN_FILES = ("spin_wait.h",)
+SPIN_FILES = ("spin_wait.h", "poll.h")
 
 
 def waits(context):

@@ -1,15 +1,14 @@
-// The MPI backend of prism::train collectives: a sub-communicator of the group's ranks.
+// The MPI backend of prism::train collectives, on a communicator of the group's ranks from
+// the platform's communicator service (prism/platform/communicator.h).
 //
 // Prism's progress thread uses MPI_COMM_WORLD on every rank all the time, so nothing here
-// runs a collective on MPI_COMM_WORLD: the group is made with MPI_Comm_create_group (collective
-// over the members only) and every operation runs on that communicator. Operations are
+// runs on MPI_COMM_WORLD: every operation runs on the group's own communicator. Operations are
 // nonblocking MPI calls polled to completion, so that a wait can be cut short by the group's
 // `aborted` flag or by the timeout instead of hanging on a member that never comes.
 //
 // Not for concurrent use: one thread at a time calls one Collective (as with any MPI
 // communicator, members must also issue the same operations in the same order).
 #include <mpi.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,14 +16,13 @@
 #include <climits>
 #include <cstdint>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "common/spin_wait.h"
+#include "prism/platform/communicator.h"
+#include "prism/platform/poll.h"
 #include "prism/train/collective.h"
 
 namespace prism::train {
@@ -46,28 +44,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// MPI_Comm_create_group exchanges point-to-point messages on MPI_COMM_WORLD with the given
-// tag. Prism's transport uses tags 1..30000 there (src/transport/mpi/mpi_transport.h), so
-// group tags are moved above that range to keep the two from ever matching each other.
-constexpr int kTagBase = 1 << 20;
-
 // The dimensions compared by AllGather's shape check (a deeper tensor folds the rest into
 // the last slot).
 constexpr int kMetaDims = 8;
 constexpr int kMetaLen = 3 + kMetaDims;  // dtype, ndim, numel, dims
-
-std::string RankList(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
-std::string MpiErrorText(int code) {
-  char buf[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(buf, static_cast<size_t>(std::max(0, len)));
-}
 
 /// Buffers of operations that were abandoned while still pending: MPI may still write to
 /// (or read from) them when a late peer's message arrives, so they are never freed.
@@ -126,22 +106,15 @@ std::string ShapeText(const std::vector<int64_t>& meta) {
 
 class MpiCollective final : public Collective {
  public:
-  MpiCollective(MPI_Comm comm, std::vector<int> world_ranks, int tag, CollectiveOptions options)
-      : comm_(comm), world_ranks_(std::move(world_ranks)), tag_(tag), options_(std::move(options)) {
-    MPI_Comm_rank(comm_, &rank_);
-    MPI_Comm_size(comm_, &size_);
-  }
+  MpiCollective(platform::Communicator comm, CollectiveOptions options)
+      : owner_(std::move(comm)), comm_(owner_.comm()), world_ranks_(owner_.world_ranks()),
+        options_(std::move(options)), rank_(owner_.Rank()), size_(owner_.Size()) {}
 
   ~MpiCollective() override {
-    if (broken_ || GroupAborted()) {
-      // Leaked on purpose. A broken communicator still has our pending request, and after
-      // an abort peers may have requests pending toward us: MPI_Comm_free could then let a
-      // later communicator inherit this one's context id and receive their stale messages.
-      return;
-    }
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    // A broken communicator still has our pending request, and after an abort peers may
+    // have requests pending toward us: freeing it could let a later communicator inherit
+    // its context id and receive their stale messages. Leaked on purpose.
+    if (broken_ || GroupAborted()) owner_.Abandon();
   }
 
   int Rank() const override { return rank_; }
@@ -261,15 +234,13 @@ class MpiCollective final : public Collective {
     Clock::time_point start;
   };
 
-  /// "AllReduce on group tag 7 (world ranks [0, 1, 2], member 1)".
+  /// "AllReduce on communicator "run-7/0" (world ranks [0, 1, 2], member 1)".
   std::string Where(const char* name) const {
-    return std::string("prism::train MPI ") + name + " on group tag " + std::to_string(tag_) +
-           " (world ranks " + RankList(world_ranks_) + ", member " + std::to_string(rank_) + ")";
+    return std::string("prism::train MPI ") + name + " on " + owner_.Describe();
   }
   std::string Where(const Operation& o) const {
-    return "prism::train MPI " + o.name + " of " + std::to_string(o.bytes) +
-           " bytes on group tag " + std::to_string(tag_) + " (world ranks " +
-           RankList(world_ranks_) + ", member " + std::to_string(rank_) + ")";
+    return "prism::train MPI " + o.name + " of " + std::to_string(o.bytes) + " bytes on " +
+           owner_.Describe();
   }
 
   bool GroupAborted() const noexcept {
@@ -317,7 +288,7 @@ class MpiCollective final : public Collective {
     if (rc == MPI_SUCCESS) return;
     // A failed call may leave the communicator in any state: do not use it again.
     MarkBroken("an MPI call failed");
-    throw Error(Where(o) + " failed: " + MpiErrorText(rc));
+    throw Error(Where(o) + " failed: " + platform::MpiErrorText(rc));
   }
 
   /// Calls fn(first, count) for pieces of at most the chunk size, in order. `n` counts units
@@ -357,7 +328,7 @@ class MpiCollective final : public Collective {
             "collective). Raise CollectiveOptions::timeout if the operation is only slow");
       }
       // MPI_Test is what drives a nonblocking collective: keep polling, pausing as the wait grows.
-      prism::internal::PollPause(now - wait_start);
+      platform::PollPause(now - wait_start);
     }
   }
 
@@ -387,9 +358,9 @@ class MpiCollective final : public Collective {
                 "they differ: " + members);
   }
 
+  platform::Communicator owner_;
   MPI_Comm comm_;
   std::vector<int> world_ranks_;
-  int tag_;
   CollectiveOptions options_;
   int rank_ = 0;
   int size_ = 0;
@@ -399,75 +370,18 @@ class MpiCollective final : public Collective {
 
 }  // namespace
 
-std::unique_ptr<Collective> MakeMpiCollective(const std::vector<int>& world_ranks, int tag,
-                                              CollectiveOptions options) {
-  const std::string what = "prism::train::MakeMpiCollective(world ranks " + RankList(world_ranks) +
-                           ", tag " + std::to_string(tag) + ")";
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) {
-    throw Error(what + ": MPI is not running: call it between prism::Init and prism::Shutdown");
+std::unique_ptr<Collective> MakeMpiCollective(platform::Communicator comm, CollectiveOptions options) {
+  if (!comm.valid()) {
+    throw Error("prism::train::MakeMpiCollective: the communicator is empty; make it with "
+                "platform::Communicator::Create (or Duplicate)");
   }
-  int thread_level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&thread_level);
-  if (thread_level != MPI_THREAD_MULTIPLE) {
-    throw Error(what + ": MPI was initialized without MPI_THREAD_MULTIPLE; let prism::Init " +
-                "initialize MPI");
-  }
-  int world = 0, me = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-
-  if (world_ranks.empty()) throw Error(what + ": the group has no ranks");
-  std::vector<int> bad, repeated;
-  std::set<int> seen;
-  for (int r : world_ranks) {
-    if (r < 0 || r >= world) bad.push_back(r);
-    if (!seen.insert(r).second) repeated.push_back(r);
-  }
-  if (!bad.empty()) {
-    throw Error(what + ": ranks " + RankList(bad) + " are not MPI_COMM_WORLD ranks (0.." +
-                std::to_string(world - 1) + ")");
-  }
-  if (!repeated.empty()) {
-    throw Error(what + ": ranks " + RankList(repeated) + " appear more than once; list each " +
-                "member once");
-  }
-  if (!seen.count(me)) {
-    throw Error(what + ": this rank (" + std::to_string(me) + ") is not in the group; only " +
-                "members may create it");
-  }
-  int* tag_ub = nullptr;
-  int has_tag_ub = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub);
-  const int max_tag = has_tag_ub && tag_ub ? *tag_ub - kTagBase : 0;
-  if (tag < 0 || tag > max_tag) {
-    throw Error(what + ": the tag must be in 0.." + std::to_string(max_tag) +
-                " (this MPI's MPI_TAG_UB less the range Prism keeps for itself)");
-  }
-
-  MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_Comm_group(MPI_COMM_WORLD, &world_group);
-  if (rc == MPI_SUCCESS) {
-    rc = MPI_Group_incl(world_group, static_cast<int>(world_ranks.size()), world_ranks.data(),
-                        &group);
-  }
-  // Collective over the members only (not MPI_COMM_WORLD): blocks until all of them call it.
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, kTagBase + tag, &comm);
-  if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
-  if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
-  if (rc != MPI_SUCCESS || comm == MPI_COMM_NULL) {
-    throw Error(what + ": MPI_Comm_create_group failed: " +
-                (rc != MPI_SUCCESS ? MpiErrorText(rc) : "no communicator returned"));
-  }
-  // Errors as return codes (then exceptions) rather than the default abort of the job, where
-  // MPI reports them on this communicator. (Open MPI 4.1 reports a failure inside a running
-  // nonblocking collective on MPI_COMM_WORLD, whose handler ends the job: the checks before
-  // each operation, such as AllGather's shape exchange, keep such failures from happening.)
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  return std::make_unique<MpiCollective>(comm, world_ranks, tag, std::move(options));
+  // Errors come back as return codes (the service's communicators inherit MPI_ERRORS_RETURN)
+  // and become exceptions here, rather than the default abort of the job. (Open MPI 4.1
+  // reports a failure inside a running nonblocking collective on MPI_COMM_WORLD, whose
+  // handler ends the job: the checks before each operation, such as AllGather's shape
+  // exchange, keep such failures from happening.)
+  MPI_Comm_set_errhandler(comm.comm(), MPI_ERRORS_RETURN);
+  return std::make_unique<MpiCollective>(std::move(comm), std::move(options));
 }
 
 }  // namespace prism::train

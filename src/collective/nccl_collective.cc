@@ -12,7 +12,7 @@
 // cudaPointerGetAttributes that it is device memory, and makes AllGather's results with
 // cudaMalloc + torch::from_blob. It compiles and links there but cannot run (no GPU): it is
 // untested until a machine with GPUs runs it.
-#include "common/spin_wait.h"
+#include "prism/platform/poll.h"
 #include "prism/train/collective.h"
 
 #if PRISM_WITH_NCCL
@@ -370,7 +370,7 @@ class NcclCollective final : public Collective {
                                 "different collective). Raise CollectiveOptions::timeout if it "
                                 "is only slow");
       }
-      prism::internal::PollPause(now - wait_start);  // spin, then yield, then short sleeps
+      platform::PollPause(now - wait_start);  // spin, then yield, then short sleeps
     }
   }
 

@@ -33,6 +33,7 @@ enum class HeadOp : uint16_t {
   kKvPut, kKvGet, kKvExists, kKvDelete, kKvList,
   kListNodes, kListActors, kListTasks, kListPlacementGroups, kSummarizeTasks, kListJobs,
   kListWorkers, kListErrors, kBundleRanks, kOpenChannel, kCloseChannel,
+  kCommunicatorTag,
   kNumOps,
 };
 
@@ -85,6 +86,8 @@ using BundleRanks = HeadCallType<HeadOp::kBundleRanks, std::string, std::vector<
 using OpenChannel = HeadCallType<HeadOp::kOpenChannel, std::pair<std::string, int>, int>;
 // (channel, rank) -> whether `rank` owned it (and no longer does).
 using CloseChannel = HeadCallType<HeadOp::kCloseChannel, std::pair<std::string, int>, bool>;
+// (communicator key, member count) -> its creation tag, the same for every member.
+using CommunicatorTag = HeadCallType<HeadOp::kCommunicatorTag, std::pair<std::string, int>, int>;
 
 /// Caller side: the call's serialized arguments.
 template <class Call>

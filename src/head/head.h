@@ -7,6 +7,7 @@
 //   PlacementGroupManager  bundle reservations and what is left in each
 //   StateTables            job info, KV, ended tasks, errors (the state API's records)
 //   ChannelRouter          which rank reads each channel (platform::Channel)
+//   CommunicatorTags       the creation tag of each communicator being made (platform::Communicator)
 //
 // Every rank's node manager sends it messages (rank 0's own node calls in directly). One
 // mutex serialises all of it; the managers are pure logic under it. Messages they send go
@@ -26,6 +27,7 @@
 #include "common/protocol.h"
 #include "head/actor_manager.h"
 #include "head/channel_router.h"
+#include "head/communicator_tags.h"
 #include "head/object_manager.h"
 #include "head/placement_group_manager.h"
 #include "head/state_tables.h"
@@ -124,6 +126,7 @@ class Head {
   TaskManager tasks_;
   ActorManager actors_;
   ChannelRouter channels_;
+  CommunicatorTags communicator_tags_;
 };
 
 }  // namespace prism::internal

@@ -108,6 +108,12 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
           return channels_.Close(a.first, a.second);
         });
         break;
+      case internal::CommunicatorTag::kOp:
+        reply.result = Answer<internal::CommunicatorTag>(args, [&](const std::pair<std::string, int>& a) {
+          Locked lock(*this);
+          return communicator_tags_.Tag(a.first, a.second);
+        });
+        break;
       default:
         throw Error("prism: unknown control call " + std::to_string(call.op) + " from rank " +
                     std::to_string(from) + " (ranks running different binaries?)");

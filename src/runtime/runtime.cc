@@ -2,7 +2,8 @@
 //
 // Init: detect the launcher; under mpirun/srun call MPI_Init_thread, resolve the settings
 // (code < env < flags), agree on the job id, exchange every rank's resources and node id
-// (MPI_Allgather), then build the node manager (every rank), the head (rank 0) and the MPI
+// (MPI_Allgather), copy MPI_COMM_WORLD for the communicator service (MPI_Comm_dup), then
+// build the node manager (every rank), the head (rank 0) and the MPI
 // transport. Rank 0 returns to the driver; other ranks wait for Stop, then finalize MPI and
 // exit with the code the head sent. Without a launcher everything lives in one process and
 // MPI is never touched.
@@ -28,6 +29,7 @@
 #include "object_store/buffer_pool.h"
 #include "prism/api.h"
 #include "head/head.h"
+#include "runtime/communicator_service.h"
 #include "runtime/launch.h"
 #include "node_manager/node.h"
 #include "runtime/settings.h"
@@ -107,6 +109,7 @@ void OnExitWithoutShutdown() {
     for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{1, "driver exited"});
     rt->transport->Stop(std::chrono::milliseconds(2000));
   }
+  CloseCommunicatorService();
   if (rt->mpi) MPI_Finalize();
   std::_Exit(1);
 }
@@ -205,6 +208,7 @@ void RequestStop(Runtime& rt, int code) {
   g_runtime.store(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
+  CloseCommunicatorService();
   MPI_Finalize();
   std::_Exit(code);
 }
@@ -385,6 +389,7 @@ void DoInit(const Config& config, int argc, char** argv) {
                             : NodeIdentity(rt->launch, host.hostname);
   ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id,
                    host.hostname);
+  if (rt->mpi) OpenCommunicatorService();  // collective, like the exchange before it
   Build(*rt);
   if (rt->head) {
     JobInfo job;
@@ -477,6 +482,7 @@ void Shutdown() {
   bool clean = rt->node->Stop();
   if (rt->ucx) rt->ucx->Stop();
   rt->node->store().RemoveSpillFiles();
+  CloseCommunicatorService();
   if (rt->mpi) {
     MPI_Finalize();
     g_mpi_finalized = true;

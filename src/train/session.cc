@@ -258,6 +258,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 struct Worker {
   WorkerSpec spec;
   std::shared_ptr<GroupFlags> flags;
+  // The group's communicator (groups of 2 or more): every collective runs on a Duplicate.
+  platform::Communicator comm;
   std::unique_ptr<Collective> collective;
   TrainContext context;
   // Made with the group's before the loop runs: creating a communicator cannot be aborted,
@@ -265,7 +267,6 @@ struct Worker {
   std::unique_ptr<Collective> reducer_collective;
   std::vector<std::shared_ptr<Reducer>> reducers;
   int64_t reports = 0;
-  int reducer_tags_used = 1;
 };
 
 thread_local Worker* t_worker = nullptr;
@@ -301,9 +302,11 @@ class SoloCollective : public Collective {
   void Barrier() override {}
 };
 
-std::unique_ptr<Collective> MakeGroupCollective(const Worker& w, int tag) {
+/// A collective of its own over the worker's group (every member makes its collectives in
+/// the same order, so they duplicate the group's communicator together).
+std::unique_ptr<Collective> MakeGroupCollective(const Worker& w) {
   if (w.spec.world_ranks.size() == 1) return std::make_unique<SoloCollective>();
-  auto mpi = MakeMpiCollective(w.spec.world_ranks, tag, OptionsFor(w));
+  auto mpi = MakeMpiCollective(w.comm.Duplicate(), OptionsFor(w));
   if (!w.spec.use_gpu) return mpi;
   return MakeNcclCollective(*mpi, w.spec.local_rank, OptionsFor(w));
 }
@@ -377,8 +380,12 @@ WorkerOutcome RunWorker(const WorkerSpec& spec) {
   platform::CurrentWorker().OnAbort([flags = w.flags] { flags->aborted.store(true); });
   torch::Device device = torch::kCPU;
   if (spec.use_gpu) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.local_rank));
-  w.collective = MakeGroupCollective(w, spec.tag);
-  if (spec.world_ranks.size() > 1) w.reducer_collective = MakeGroupCollective(w, spec.tag + 1);
+  if (spec.world_ranks.size() > 1) {
+    w.comm = platform::Communicator::Create(
+        "prism.train/" + spec.run_id + "/attempt-" + std::to_string(spec.attempt), spec.world_ranks);
+  }
+  w.collective = MakeGroupCollective(w);
+  if (spec.world_ranks.size() > 1) w.reducer_collective = MakeGroupCollective(w);
   w.context = WorkerAccess::Make(spec, device, w.collective.get());
   t_worker = &w;
   struct Reset {
@@ -462,7 +469,7 @@ void PrepareModule(const std::shared_ptr<torch::nn::Module>& module, size_t buck
   // A second prepared model gets a communicator of its own (every worker prepares the
   // same models in the same order, so they all create it together).
   std::unique_ptr<Collective> comm = std::move(w.reducer_collective);
-  if (!comm) comm = internal::MakeGroupCollective(w, w.spec.tag + 1 + w.reducer_tags_used++);
+  if (!comm) comm = internal::MakeGroupCollective(w);
   auto reducer = std::make_shared<internal::Reducer>(std::move(params), bucket_bytes, std::move(comm));
   reducer->Attach();
   w.reducers.push_back(std::move(reducer));

@@ -132,8 +132,6 @@ void ShowReport(const ReportRecord& record) {
                record.checkpoint_path.empty() ? "" : (", checkpoint " + record.checkpoint_path).c_str());
 }
 
-std::atomic<int> g_next_tag{1 << 12};
-
 /// A task of `fn` pinned to `rank` with no CPU (the rank's worker task holds its CPUs): how
 /// the driver probes a worker's rank, and aborts or stops a group there.
 template <typename F>
@@ -270,7 +268,6 @@ Result TorchTrainer::Fit() {
     if (PreemptionSignal() != 0) throw preempted("before the workers started");
     WorkerSpec spec;
     spec.run_id = run_id;
-    spec.tag = g_next_tag.fetch_add(16);
     spec.experiment_name = name;
     spec.trial_dir = trial_dir;
     spec.loop_name = loop_name;

@@ -15,7 +15,6 @@ namespace prism::train::internal {
 struct WorkerSpec {
   std::string run_id;  // unique per Fit call
   int attempt = 0;  // the WorkerGroup's
-  int tag = 0;  // MPI group tag base: the group uses tag, the gradient reducer tag + 1
   std::vector<int> world_ranks;  // the group's MPI ranks, by world rank (from the WorkerGroup)
   int world_rank = 0, local_rank = 0, local_world_size = 1, node_rank = 0;
   std::string experiment_name, trial_dir, loop_name;
@@ -26,7 +25,7 @@ struct WorkerSpec {
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar& run_id& attempt& tag& world_ranks& world_rank& local_rank& local_world_size& node_rank;
+    ar& run_id& attempt& world_ranks& world_rank& local_rank& local_world_size& node_rank;
     ar& experiment_name& trial_dir& loop_name& config& resume_path& checkpoint_config& use_gpu;
   }
 };

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "head/communicator_tags.h"
 #include "head/object_manager.h"
 #include "head/placement_group_manager.h"
 #include "head/state_tables.h"
@@ -1130,3 +1131,45 @@ TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsQueuedActorCreationWithAct
 
 }  // namespace
 }  // namespace prism::internal
+
+// ---- CommunicatorTags ----------------------------------------------------------------------
+
+TEST(CommunicatorTagsTest, EveryMemberOfAKeyGetsTheSameTagAndTheEntryEndsWithTheLast) {
+  prism::internal::CommunicatorTags tags;
+  const int a = tags.Tag("run-1", 3);
+  const int b = tags.Tag("run-2", 2);
+  EXPECT_NE(a, b) << "groups being created at once get different tags";
+  EXPECT_EQ(tags.Tag("run-1", 3), a);
+  EXPECT_EQ(tags.Tag("run-2", 2), b);
+  EXPECT_EQ(tags.pending(), 1u) << "run-2 has had both its members";
+  EXPECT_EQ(tags.Tag("run-1", 3), a);
+  EXPECT_EQ(tags.pending(), 0u);
+  // A key made again later is a new group.
+  EXPECT_GE(tags.Tag("run-1", 1), 0);
+  EXPECT_EQ(tags.pending(), 0u);
+}
+
+TEST(CommunicatorTagsTest, TagsWrapWithinMpisGuaranteedRangeSkippingThoseInUse) {
+  prism::internal::CommunicatorTags tags;
+  const int held = tags.Tag("held", 2);  // one member asked; the other has not yet
+  for (int i = 0; i < 3 * prism::internal::CommunicatorTags::kMaxTag; ++i) {
+    const int t = tags.Tag("k" + std::to_string(i), 1);
+    ASSERT_GE(t, 0);
+    ASSERT_LE(t, prism::internal::CommunicatorTags::kMaxTag);
+    ASSERT_NE(t, held) << "a tag still being used is not handed out again";
+  }
+  EXPECT_EQ(tags.Tag("held", 2), held);
+}
+
+TEST(CommunicatorTagsTest, BadRequestsAreErrors) {
+  prism::internal::CommunicatorTags tags;
+  EXPECT_THROW(tags.Tag("", 2), prism::Error);
+  EXPECT_THROW(tags.Tag("g", 0), prism::Error);
+  tags.Tag("g", 3);
+  try {
+    tags.Tag("g", 2);
+    ADD_FAILURE() << "no error";
+  } catch (const prism::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same ranks"), std::string::npos) << e.what();
+  }
+}

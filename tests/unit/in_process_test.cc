@@ -8,6 +8,7 @@
 
 #include "prism/api.h"
 #include "prism/platform/channel.h"
+#include "prism/platform/communicator.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
 
@@ -163,6 +164,18 @@ TEST(InProcessCluster, HugeResourceAmountsAreRejectedNotOverflowed) {
   EXPECT_THROW(prism::CreatePlacementGroup({"", {{{"CPU", 1e18}}}, prism::PlacementStrategy::PACK}),
                prism::Error);
   EXPECT_THROW(prism::platform::InProcessCluster({.num_ranks = 1, .num_cpus = 1e18}), prism::Error);
+}
+
+TEST(InProcessCluster, CommunicatorsNeedAnMpiJobAndSaySo) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2});
+  try {
+    prism::platform::Communicator::Create("group", {0, 1});
+    ADD_FAILURE() << "no error";
+  } catch (const prism::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mpirun or srun"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(prism::platform::Communicator().valid());
+  EXPECT_THROW(prism::platform::Communicator().Duplicate(), prism::Error);
 }
 
 TEST(InProcessCluster, OneRuntimePerProcess) {

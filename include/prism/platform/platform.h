@@ -7,7 +7,10 @@
 //   invoke.h      RegisteredName(f), Invoke<R>(name, args...): run a user's function by
 //                 its registered name on any rank; ToBytes / FromBytes: Prism's values as bytes
 //   channel.h     Channel / Publish: a push stream from any rank to the one that opened it
+//   communicator.h Communicator: an MPI communicator over any ranks, made once per group
+//                 under a key and duplicated per stream of collectives (no tag ranges)
 //   placement.h   BundleLocations(pg): the rank and node each bundle landed on
+//   poll.h        PollPause: the pause of a poll loop (spin, then yield, then short sleeps)
 //   preemption.h  PreemptionGuard, PreemptionHook: SIGUSR1/SIGTERM for libraries
 //   in_process.h  InProcessCluster: N ranks in one process without MPI, for unit tests
 //   worker_group.h WorkerGroup: N workers reserved by a placement group, a loop on each,
@@ -19,8 +22,10 @@
 // each rank of an InProcessCluster.
 
 #include "prism/platform/channel.h"
+#include "prism/platform/communicator.h"
 #include "prism/platform/in_process.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
+#include "prism/platform/poll.h"
 #include "prism/platform/preemption.h"
 #include "prism/platform/worker_group.h"

@@ -1,7 +1,7 @@
 #pragma once
 // Collectives for a training group: one interface, two backends.
-//  - MPI (CPU tensors): a sub-communicator of the group's ranks, made with
-//    MPI_Comm_create_group so only the members take part. Tested here.
+//  - MPI (CPU tensors): on a communicator of the group's ranks from the platform's
+//    communicator service (prism/platform/communicator.h). Tested here.
 //  - NCCL (CUDA tensors): built with -DPRISM_WITH_NCCL=ON against CUDA and NCCL; its unique
 //    id travels over the group's MPI communicator. It compiles and links on machines
 //    without a GPU but cannot run there.
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "prism/errors.h"
+#include "prism/platform/communicator.h"
 
 namespace prism::train {
 
@@ -56,10 +57,11 @@ struct CollectiveOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
 };
 
-/// The MPI backend over the MPI_COMM_WORLD ranks `world_ranks` (in group rank order; this
-/// rank must be among them, each rank once). Every member calls it with the same ranks and
-/// `tag` (distinct per group, so groups never cross). Throws prism::Error on bad input.
-std::unique_ptr<Collective> MakeMpiCollective(const std::vector<int>& world_ranks, int tag,
+/// The MPI backend on `comm`, which it owns from here on: a communicator of the group's
+/// ranks from platform::Communicator::Create, or a Duplicate of one for a second stream of
+/// collectives (a collective object is used by one thread at a time). Throws prism::Error
+/// if `comm` is empty.
+std::unique_ptr<Collective> MakeMpiCollective(platform::Communicator comm,
                                               CollectiveOptions options = {});
 
 /// The NCCL backend (only with PRISM_WITH_NCCL): `bootstrap` (an MPI collective over the

@@ -1,9 +1,11 @@
 // prism::train collectives, MPI backend, on 3 and 4 ranks. The driver starts one task per
 // group member, pinned to the member's rank; the task builds the group (every member with
-// the same ranks and tag) and checks what it sees, returning "" or a description of what
-// was wrong. Every test uses a tag of its own: a group that was abandoned after an abort or
-// a timeout keeps its communicator (and a pending request) for the rest of the process.
+// the same ranks and group id, a communicator from the platform's communicator service) and
+// checks what it sees, returning "" or a description of what was wrong. Every test uses a
+// group id of its own: a group that was abandoned after an abort or a timeout keeps its
+// communicator (and a pending request) for the rest of the process.
 #include <gtest/gtest.h>
+#include <prism/platform/communicator.h>
 #include <prism/train/collective.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include "../test_util.h"
 
@@ -25,6 +28,7 @@ using prism::train::Collective;
 using prism::train::CollectiveAborted;
 using prism::train::CollectiveOptions;
 using prism::train::CollectiveTimeout;
+using prism::platform::Communicator;
 using prism::train::MakeMpiCollective;
 using prism::train::ReduceOp;
 
@@ -104,11 +108,17 @@ int64_t NowNs() {
 
 // ---- Tasks (run on the members' ranks) ---------------------------------------------------
 
+/// Group `tag` of the test over `ranks`: a communicator from the service, keyed by the tag.
+std::unique_ptr<Collective> Group(const Ranks& ranks, int tag, CollectiveOptions options = {}) {
+  return MakeMpiCollective(Communicator::Create("collective_test/" + std::to_string(tag), ranks),
+                           std::move(options));
+}
+
 /// AllReduce of every op on float, double, int64, int32 and uint8 tensors.
 std::string CtReduce(Ranks ranks, int tag) {
   Problems p;
   const int me = MyRank();
-  auto c = MakeMpiCollective(ranks, tag);
+  auto c = Group(ranks, tag);
   p.Expect(c->Rank() == IndexOf(ranks, me), "Rank() is " + std::to_string(c->Rank()) +
                                                 ", expected " + std::to_string(IndexOf(ranks, me)));
   p.Expect(c->Size() == static_cast<int>(ranks.size()), "Size() is " + std::to_string(c->Size()));
@@ -155,7 +165,7 @@ std::string CtBroadcast(Ranks ranks, int tag, int root) {
   Problems p;
   const int me = MyRank();
   const int root_world = ranks[static_cast<size_t>(root)];
-  auto c = MakeMpiCollective(ranks, tag);
+  auto c = Group(ranks, tag);
   for (auto dtype : {torch::kFloat32, torch::kInt64, torch::kBool}) {
     const int64_t shift = 100 * me;
     torch::Tensor t = Filled(me, {4, 9}, torch::kInt64, shift);
@@ -181,7 +191,7 @@ std::string CtBroadcast(Ranks ranks, int tag, int root) {
 std::string CtAllGather(Ranks ranks, int tag) {
   Problems p;
   const int me = MyRank();
-  auto c = MakeMpiCollective(ranks, tag);
+  auto c = Group(ranks, tag);
   torch::Tensor mine =
       (torch::arange(6, torch::kFloat32) + 100.0 * me).view({3, 2}).t();  // 2x3 view
   auto all = c->AllGather(mine);
@@ -211,7 +221,7 @@ std::string CtAllGather(Ranks ranks, int tag) {
 /// Member 0 enters the Barrier 400 ms late: the others must wait for it.
 std::string CtBarrier(Ranks ranks, int tag) {
   Problems p;
-  auto c = MakeMpiCollective(ranks, tag);
+  auto c = Group(ranks, tag);
   if (c->Rank() == 0) SleepMs(400);
   auto t0 = Clock::now();
   c->Barrier();
@@ -232,7 +242,7 @@ std::string CtChunked(Ranks ranks, int tag) {
   prism::train::internal::SetMpiChunkBytesForTesting(4096);
   Problems p;
   const int me = MyRank();
-  auto c = MakeMpiCollective(ranks, tag);
+  auto c = Group(ranks, tag);
 
   const int64_t n = 10001;  // 80008 bytes of doubles: 20 pieces, the last one short
   torch::Tensor d = Filled(me, {n}, torch::kFloat64, 0) * 0.5;
@@ -275,7 +285,7 @@ std::string CtChunked(Ranks ranks, int tag) {
 std::string CtLarge(Ranks ranks, int tag) {
   Problems p;
   const int me = MyRank();
-  auto c = MakeMpiCollective(ranks, tag);
+  auto c = Group(ranks, tag);
   const int64_t n = 4 << 20;
   torch::Tensor t = torch::arange(n, torch::kInt64).remainder(1000).to(torch::kFloat32) + me;
   c->AllReduce(t, ReduceOp::kSum);
@@ -291,33 +301,54 @@ std::string CtLarge(Ranks ranks, int tag) {
   return p.text;
 }
 
-/// `rounds` AllReduces and AllGathers whose values depend on `salt`, so that two groups
-/// running at once on the same ranks would see each other's data if they crossed.
-std::string CtSalted(Ranks ranks, int tag, int salt, int rounds) {
+/// `rounds` AllReduces and AllGathers on `c` whose values depend on `salt`, so that two
+/// groups (or two streams of one group) running at once would see each other's data if
+/// they crossed. Returns "" or what was wrong.
+std::string SaltedRounds(Collective& c, const Ranks& ranks, int salt, int rounds,
+                         const std::string& label) {
   Problems p;
   const int me = MyRank();
-  auto c = MakeMpiCollective(ranks, tag);
-  p.Expect(c->Rank() == IndexOf(ranks, me),
-           "group " + std::to_string(tag) + ": Rank() is " + std::to_string(c->Rank()));
+  p.Expect(c.Rank() == IndexOf(ranks, me), label + ": Rank() is " + std::to_string(c.Rank()));
   for (int k = 0; k < rounds; ++k) {
     torch::Tensor t =
         torch::full({1000}, static_cast<double>(salt * 1000 + me + k), torch::kFloat64);
-    c->AllReduce(t, ReduceOp::kSum);
+    c.AllReduce(t, ReduceOp::kSum);
     double want = 0;
     for (int w : ranks) want += salt * 1000 + w + k;
     p.Expect(t.eq(want).all().item<bool>(),
-             "group " + std::to_string(tag) + " round " + std::to_string(k) + ": sum is " +
+             label + " round " + std::to_string(k) + ": sum is " +
                  std::to_string(t[0].item<double>()) + ", expected " + std::to_string(want));
     auto all =
-        c->AllGather(torch::full({2}, static_cast<int64_t>(salt * 1000 + me), torch::kInt64));
+        c.AllGather(torch::full({2}, static_cast<int64_t>(salt * 1000 + me), torch::kInt64));
     for (size_t j = 0; j < all.size(); ++j) {
-      p.Expect(
-          all[j][0].item<int64_t>() == salt * 1000 + ranks[j],
-          "group " + std::to_string(tag) + ": AllGather entry " + std::to_string(j) + " is wrong");
+      p.Expect(all[j][0].item<int64_t>() == salt * 1000 + ranks[j],
+               label + ": AllGather entry " + std::to_string(j) + " is wrong");
     }
     if (!p.text.empty()) break;
   }
   return p.text;
+}
+
+/// SaltedRounds on group `tag`.
+std::string CtSalted(Ranks ranks, int tag, int salt, int rounds) {
+  auto c = Group(ranks, tag);
+  return SaltedRounds(*c, ranks, salt, rounds, "group " + std::to_string(tag));
+}
+
+/// Two Duplicates of group `tag`'s communicator, each driven by its own thread at the same
+/// time (the training loop and the gradient reducer do this): neither sees the other's data.
+std::string CtDuplicateStreams(Ranks ranks, int tag, int rounds) {
+  auto base = Communicator::Create("collective_test/" + std::to_string(tag), ranks);
+  Problems p;
+  p.Expect(base.Size() == static_cast<int>(ranks.size()) && base.Rank() == IndexOf(ranks, MyRank()),
+           base.Describe() + ": wrong size or rank");
+  auto a = MakeMpiCollective(base.Duplicate());
+  auto b = MakeMpiCollective(base.Duplicate());
+  std::string from_a;
+  std::thread other([&] { from_a = SaltedRounds(*a, ranks, 1, rounds, "stream a"); });
+  std::string from_b = SaltedRounds(*b, ranks, 2, rounds, "stream b");
+  other.join();
+  return p.text + from_a + from_b;
 }
 
 /// AllGather with the last member passing a different shape (mode 0) or dtype (mode 1):
@@ -326,7 +357,7 @@ std::string CtGatherMismatch(Ranks ranks, int tag, int mode) {
   Problems p;
   CollectiveOptions o;
   o.timeout = std::chrono::seconds(20);  // a hang becomes an error instead of a stuck test
-  auto c = MakeMpiCollective(ranks, tag, o);
+  auto c = Group(ranks, tag, o);
   const bool odd_one = c->Rank() == c->Size() - 1;
   torch::Tensor t = torch::ones({2});
   if (odd_one) t = mode == 0 ? torch::ones({3}) : torch::ones({2}, torch::kFloat64);
@@ -365,7 +396,7 @@ std::string CtAbortMember(Ranks ranks, int tag, bool joins) {
   CollectiveOptions o;
   o.aborted = [tag] { return g_abort_tag.load() == tag; };
   o.timeout = std::chrono::seconds(20);
-  auto c = MakeMpiCollective(ranks, tag, o);
+  auto c = Group(ranks, tag, o);
   if (!joins) {
     auto t0 = Clock::now();
     while (!o.aborted() && SecondsSince(t0) < 30) SleepMs(5);
@@ -410,7 +441,7 @@ std::string CtTimeoutMember(Ranks ranks, int tag, bool joins) {
     auto deadline = Clock::now() + std::chrono::milliseconds(800);
     o.aborted = [deadline] { return Clock::now() > deadline; };
   }
-  auto c = MakeMpiCollective(ranks, tag, o);
+  auto c = Group(ranks, tag, o);
   if (!joins) {
     SleepMs(1000);
     return "";
@@ -440,7 +471,7 @@ std::string CtTimeoutMember(Ranks ranks, int tag, bool joins) {
 }
 
 PRISM_REMOTE(CtReduce, CtBroadcast, CtAllGather, CtBarrier, CtChunked, CtLarge, CtSalted,
-             CtGatherMismatch, CtSetAbort, CtAbortMember, CtTimeoutMember);
+             CtDuplicateStreams, CtGatherMismatch, CtSetAbort, CtAbortMember, CtTimeoutMember);
 
 // ---- Driver helpers -----------------------------------------------------------------------
 
@@ -531,6 +562,14 @@ TEST(MpiCollective, TwoGroupsOnTheSameRanksAtOnceDoNotCross) {
   }
 }
 
+TEST(MpiCollective, DuplicatesOfOneGroupRunOnTwoThreadsAtOnceWithoutCrossing) {
+  if (World() < 2) GTEST_SKIP() << "needs 2 ranks";
+  auto ranks = AllRanks();
+  ExpectAllOk(OnMembers(ranks, CtDuplicateStreams, 310, 20), ranks, "two streams of group 310");
+  // The same key again once the first group is made: a new group, not a clash.
+  ExpectAllOk(OnMembers(ranks, CtDuplicateStreams, 310, 2), ranks, "group 310 made again");
+}
+
 TEST(MpiCollective, AllGatherShapeOrDtypeMismatchIsAnErrorOnEveryMember) {
   if (World() < 2) GTEST_SKIP() << "needs 2 ranks";
   auto ranks = AllRanks();
@@ -573,20 +612,21 @@ TEST(MpiCollective, BadGroupsAndArgumentsAreClearErrors) {
     }
   };
   const int n = World();
-  expect_error([] { MakeMpiCollective({}, 700); }, {"no ranks"});
-  expect_error([] { MakeMpiCollective({0, 0}, 700); }, {"[0]", "more than once"});
+  expect_error([] { Group({}, 700); }, {"no ranks"});
+  expect_error([] { Group({0, 0}, 700); }, {"[0]", "more than once"});
   expect_error(
       [n] {
-        MakeMpiCollective({0, n}, 700);
+        Group({0, n}, 700);
       },
       {"[" + std::to_string(n) + "]", "0.." + std::to_string(n - 1)});
-  expect_error([] { MakeMpiCollective({0, -1}, 700); }, {"[-1]"});
-  expect_error([] { MakeMpiCollective({0}, -3); }, {"tag", "-3"});
+  expect_error([] { Group({0, -1}, 700); }, {"[-1]"});
+  expect_error([] { Communicator::Create("", {0}); }, {"key", "empty"});
+  expect_error([] { MakeMpiCollective(Communicator()); }, {"communicator is empty"});
   if (n >= 2)
-    expect_error([n] { MakeMpiCollective({n - 1}, 700); }, {"this rank (0)", "not in the group"});
+    expect_error([n] { Group({n - 1}, 700); }, {"this rank (0)", "not in the group"});
 
   // A group of the driver alone: the operations work and check their arguments.
-  auto c = MakeMpiCollective({0}, 701);
+  auto c = Group({0}, 701);
   EXPECT_EQ(c->Rank(), 0);
   EXPECT_EQ(c->Size(), 1);
   torch::Tensor t = torch::arange(6, torch::kFloat32);
