@@ -1,6 +1,7 @@
 #pragma once
 // Control plane and (for now) object transfer over MPI. One progress thread per rank owns
-// every MPI call after Init:
+// MPI_COMM_WORLD after Init (libraries' collectives run on communicators of their own:
+// prism/platform/communicator.h; docs/ARCHITECTURE.md lists every tag):
 //   * Send() from any thread encodes the message into a per-destination batch; the
 //     progress thread ships each batch as one MPI_Isend on kControlTag.
 //   * Incoming batches are matched with MPI_Improbe/MPI_Mrecv, decoded and handed to
