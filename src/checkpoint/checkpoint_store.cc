@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 
+#include "checkpoint/checksums.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/json.h"
 
@@ -25,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kRecordFile = "prism_checkpoint.json";
 constexpr const char* kIndexFile = ".prism_checkpoint_index";
 constexpr const char* kCheckpointPrefix = "checkpoint_";
 constexpr const char* kStagingPrefix = ".staging-checkpoint_";
@@ -92,7 +92,8 @@ void FsyncTree(const std::string& root) {
   FsyncPath(root);
 }
 
-std::string RecordJson(int index, double time, const Metrics& metrics) {
+std::string RecordJson(int index, double time, const Metrics& metrics,
+                       const std::vector<FileChecksum>& files) {
   std::string text = "{\n  \"index\": " + std::to_string(index) +
                      ",\n  \"time\": " + JsonNumber(time) + ",\n  \"metrics\": {";
   bool first = true;
@@ -101,8 +102,8 @@ std::string RecordJson(int index, double time, const Metrics& metrics) {
     first = false;
     text += JsonQuote(name) + ": " + JsonNumber(value);
   }
-  text += first ? "}\n}\n" : "\n  }\n}\n";
-  return text;
+  text += first ? "}" : "\n  }";
+  return text + ",\n  \"files\": " + FilesJson(files, "  ") + "\n}\n";
 }
 
 Metrics ParseRecordMetrics(const std::string& text, const std::string& file) {
@@ -229,13 +230,20 @@ std::vector<StoredCheckpoint> CheckpointStore::List() const {
     int index = ParseCheckpointName(name);
     if (index < 0) continue;
     const std::string dir = run_dir_ + "/" + name;
-    std::optional<std::string> record = ReadFileIfExists(dir + "/" + kRecordFile);
-    if (!record) continue;  // not committed by Commit: not a checkpoint
-    StoredCheckpoint c;
-    c.index = index;
-    c.checkpoint = Checkpoint::FromDirectory(dir);
-    c.metrics = ParseRecordMetrics(*record, dir + "/" + kRecordFile);
-    out.push_back(std::move(c));
+    // A directory without a record was not committed by Commit; one whose record cannot
+    // be read cannot be ranked. Both are left out here (so one damaged checkpoint does not
+    // stop a run's commits), and NewestValid reports them when a resume would need them.
+    try {
+      std::optional<std::string> record = ReadFileIfExists(dir + "/" + kRecordFile);
+      if (!record) continue;
+      StoredCheckpoint c;
+      c.index = index;
+      c.metrics = ParseRecordMetrics(*record, dir + "/" + kRecordFile);
+      c.checkpoint = Checkpoint::FromDirectory(dir);
+      out.push_back(std::move(c));
+    } catch (const Error&) {
+      continue;
+    }
   }
   std::sort(out.begin(), out.end(),
             [](const StoredCheckpoint& a, const StoredCheckpoint& b) { return a.index < b.index; });
@@ -250,6 +258,40 @@ std::optional<StoredCheckpoint> CheckpointStore::Latest() const {
 
 std::vector<StoredCheckpoint> CheckpointStore::Best() const {
   return RankBestFirst(List(), config_);
+}
+
+ResumePoint CheckpointStore::NewestValid() const {
+  std::vector<std::pair<int, std::string>> candidates;
+  for (const auto& name : DirectoryEntries(run_dir_)) {
+    int index = ParseCheckpointName(name);
+    if (index >= 0) candidates.emplace_back(index, run_dir_ + "/" + name);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());  // newest first
+  ResumePoint out;
+  for (const auto& [index, dir] : candidates) {
+    Verification verification = VerifyCheckpoint(dir);
+    StoredCheckpoint c;
+    c.index = index;
+    if (verification.problem.empty()) {
+      try {
+        const std::string record_file = dir + "/" + kRecordFile;
+        std::optional<std::string> record = ReadFileIfExists(record_file);
+        if (!record) throw Error(record_file + " disappeared while it was verified");
+        c.metrics = ParseRecordMetrics(*record, record_file);
+        c.checkpoint = Checkpoint::FromDirectory(dir);
+      } catch (const Error& e) {
+        verification.problem = e.what();
+      }
+    }
+    if (!verification.problem.empty()) {
+      out.rejected.push_back({dir, verification.problem});
+      continue;
+    }
+    out.checkpoint = std::move(c);
+    out.verified = verification.has_checksums;
+    break;
+  }
+  return out;
 }
 
 StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& metrics,
@@ -290,9 +332,13 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
     const std::string record = staging + "/" + kRecordFile;
+    // The checksums are of the bytes FsyncTree then makes durable. metadata.json is left
+    // out (SetMetadata may replace it later; see checksums.h), and so is a record the
+    // directory may carry from an earlier commit (it is replaced here).
+    const std::vector<FileChecksum> files = ChecksumTree(staging, {kRecordFile, kMetadataFile});
     // Plain write: FsyncTree below makes it durable before the rename publishes it.
     {
-      std::string text = RecordJson(index, now, metrics);
+      std::string text = RecordJson(index, now, metrics, files);
       FILE* out = std::fopen(record.c_str(), "w");
       if (out == nullptr) throw Error("cannot create " + record + ": " + ErrnoText(errno));
       bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();

@@ -11,7 +11,9 @@
 //                     optimizer's torch::serialize::OutputArchive bytes (uint8)
 //
 // The file is written next to its destination as <file>.tmp, closed, fsynced and renamed
-// over <file>, so a reader sees the old file or the complete new one.
+// over <file>, so a reader sees the old file or the complete new one. LoadStateDict first
+// checks the file against the CRC-32 its checkpoint's commit recorded (checksums.h), so a
+// damaged file is an error, not weights.
 
 #include <hdf5.h>
 #include <sys/stat.h>
@@ -27,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checksums.h"
 #include "checkpoint/file_util.h"
 #include "prism/train/checkpoint.h"
 
@@ -522,6 +525,12 @@ void LoadStateDict(const std::string& file, torch::nn::Module& module,
   std::lock_guard<std::mutex> lock(Hdf5Mutex());
   SilenceHdf5Errors();
   Hid f = OpenForReading(file);
+  // After the open, so a missing file or a directory keeps its own message.
+  if (std::string problem = internal::VerifyCheckpointFile(file); !problem.empty()) {
+    throw Error("refusing to load " + file + ": it does not match its checkpoint's record: " +
+                problem + ". The checkpoint is damaged: load an older one (a new Fit of the "
+                "run resumes from the newest intact checkpoint by itself)");
+  }
   CheckFormat(f.get(), file);
   if (!LinkExists(f.get(), kModelGroup, file)) {
     throw Error(file + " has no /model group: it is not a state dict written by "

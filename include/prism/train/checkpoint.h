@@ -78,6 +78,9 @@ void SaveStateDict(const std::string& file, const torch::nn::Module& module,
                    const std::map<std::string, Attribute>& attributes = {});
 /// Reads what SaveStateDict wrote into `module` (and `optimizer`): every parameter and
 /// buffer must be present with the same shape, else prism::Error says which one differs.
+/// In a committed checkpoint the file is first checked against the size and CRC-32 its
+/// commit recorded; a file changed since (overwritten, truncated) throws prism::Error and
+/// loads nothing.
 void LoadStateDict(const std::string& file, torch::nn::Module& module,
                    torch::optim::Optimizer* optimizer = nullptr);
 /// The root-group attributes of a file SaveStateDict wrote.

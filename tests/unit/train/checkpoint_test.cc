@@ -1,11 +1,12 @@
 // Checkpoints without an MPI launcher: HDF5 state dicts (SaveStateDict, LoadStateDict,
-// ReadAttributes), Checkpoint metadata, MakeTempCheckpointDir and the CheckpointStore's
-// commit protocol and retention.
+// ReadAttributes), Checkpoint metadata, MakeTempCheckpointDir, and the CheckpointStore's
+// commit protocol, retention, checksums and choice of a checkpoint to resume from.
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,7 @@ using prism::train::Metrics;
 using prism::train::ReadAttributes;
 using prism::train::SaveStateDict;
 using prism::train::internal::CheckpointStore;
+using prism::train::internal::ResumePoint;
 using prism::train::internal::StoredCheckpoint;
 
 /// A fresh directory for one test, removed with everything in it afterwards.
@@ -64,6 +66,23 @@ std::string ReadText(const std::string& path) {
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
+}
+
+/// Inverts up to `n` bytes in the middle of `path` in place: its size stays the same, as
+/// when a bad disk or a stray `dd conv=notrunc` overwrites part of a file.
+void DamageMiddle(const std::string& path, size_t n) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file) << path;
+  const size_t size = fs::file_size(path);
+  n = std::min(n, size);
+  const auto offset = static_cast<std::streamoff>((size - n) / 2);
+  std::string bytes(n, '\0');
+  file.seekg(offset);
+  file.read(bytes.data(), static_cast<std::streamsize>(n));
+  for (char& c : bytes) c = static_cast<char>(~c);
+  file.seekp(offset);
+  file.write(bytes.data(), static_cast<std::streamsize>(n));
+  ASSERT_TRUE(file) << path;
 }
 
 /// The message of the prism::Error `f` throws; fails the test if it throws nothing.
@@ -636,18 +655,36 @@ TEST(CheckpointStore, UnwritableStoragePathIsAClearError) {
       << error;
 }
 
-TEST(CheckpointStore, BadScoreOrderAndCorruptRecordsAreErrors) {
-  TempDir scratch, storage;
+TEST(CheckpointStore, BadScoreOrderIsAnError) {
+  TempDir storage;
   CheckpointConfig config;
   config.checkpoint_score_order = "maximum";
   std::string error = ErrorOf([&] { CheckpointStore store(storage.path(), config); });
   EXPECT_NE(error.find("\"maximum\"; use \"max\" or \"min\""), std::string::npos) << error;
+}
 
-  CheckpointStore store(storage.path(), {});
+TEST(CheckpointStore, AnUnreadableRecordIsReportedAndDoesNotStopCommits) {
+  TempDir scratch, storage;
+  CheckpointConfig config;
+  config.num_to_keep = 1;
+  CheckpointStore store(storage.path(), config);
   store.Commit(MakeWorkerCheckpoint(scratch, "x"), {{"loss", 1}});
   WriteText(storage / "checkpoint_000001/prism_checkpoint.json", "{\"index\": 1, ");
-  error = ErrorOf([&] { store.List(); });
-  EXPECT_NE(error.find("checkpoint_000001/prism_checkpoint.json"), std::string::npos) << error;
+  EXPECT_TRUE(store.List().empty());  // it cannot be ranked
+  ResumePoint point = store.NewestValid();
+  EXPECT_FALSE(point.checkpoint.has_value());
+  ASSERT_EQ(point.rejected.size(), 1u);
+  EXPECT_EQ(point.rejected[0].path, storage / "checkpoint_000001");
+  EXPECT_NE(point.rejected[0].problem.find("prism_checkpoint.json: malformed JSON"),
+            std::string::npos)
+      << point.rejected[0].problem;
+
+  // The run goes on: the next commit and its retention work around it.
+  EXPECT_EQ(store.Commit(MakeWorkerCheckpoint(scratch, "y"), {{"loss", 2}}).index, 2);
+  point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_EQ(point.checkpoint->index, 2);
+  EXPECT_TRUE(point.rejected.empty());
 }
 
 TEST(CheckpointStore, CommitOfAMissingDirectoryIsAnError) {
@@ -658,6 +695,142 @@ TEST(CheckpointStore, CommitOfAMissingDirectoryIsAnError) {
   std::string error = ErrorOf([&] { store.Commit(worker, {}); });  // moved by the first
   EXPECT_NE(error.find("is not a directory"), std::string::npos) << error;
   EXPECT_EQ(Indices(store.List()), (std::vector<int>{1}));
+}
+
+// ---- Checksums and the choice of a checkpoint to resume from ------------------------------
+
+TEST(CheckpointStore, CommitRecordsTheSizeAndCrc32OfEveryFile) {
+  TempDir scratch, storage;
+  CheckpointStore store(storage.path(), {});
+  Checkpoint worker = MakeWorkerCheckpoint(scratch, "hello");
+  worker.SetMetadata({{"note", "mutable"}});
+  StoredCheckpoint c = store.Commit(worker, {});
+  std::string record = ReadText(c.checkpoint.path() + "/prism_checkpoint.json");
+  // zlib.crc32(b"hello") and zlib.crc32(b"extra hello"), as Python computes them.
+  EXPECT_NE(record.find("\"model.bin\": {\"size\": 5, \"crc32\": \"3610a686\"}"), std::string::npos)
+      << record;
+  EXPECT_NE(record.find("\"sub/extra.txt\": {\"size\": 11, \"crc32\": \"36ff5932\"}"),
+            std::string::npos)
+      << record;
+  EXPECT_EQ(record.find("metadata.json"), std::string::npos) << record;  // SetMetadata may change it
+
+  ResumePoint point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_TRUE(point.verified);
+  EXPECT_TRUE(point.rejected.empty());
+  c.checkpoint.SetMetadata({{"note", "changed after the commit"}});
+  EXPECT_TRUE(store.NewestValid().rejected.empty());
+}
+
+TEST(CheckpointStore, NewestValidFallsBackPastCorruptTruncatedAndIncompleteCheckpoints) {
+  TempDir scratch, storage;
+  CheckpointStore store(storage.path(), {});
+  std::string big(256 * 1024, 'w');
+  for (int i = 1; i <= 4; ++i) store.Commit(MakeWorkerCheckpoint(scratch, big + std::to_string(i)), {{"epoch", i}});
+  const std::string c1 = storage / "checkpoint_000001", c2 = storage / "checkpoint_000002",
+                    c3 = storage / "checkpoint_000003", c4 = storage / "checkpoint_000004";
+  ASSERT_EQ(store.NewestValid().checkpoint->index, 4);
+
+  DamageMiddle(c4 + "/model.bin", 64 * 1024);  // overwritten, size unchanged
+  ResumePoint point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_EQ(point.checkpoint->index, 3);
+  EXPECT_EQ(point.checkpoint->checkpoint.path(), c3);
+  EXPECT_EQ(point.checkpoint->metrics.at("epoch"), 3);
+  ASSERT_EQ(point.rejected.size(), 1u);
+  EXPECT_EQ(point.rejected[0].path, c4);
+  EXPECT_NE(point.rejected[0].problem.find("model.bin has CRC-32 "), std::string::npos)
+      << point.rejected[0].problem;
+  EXPECT_NE(point.rejected[0].problem.find("when committed"), std::string::npos);
+  EXPECT_EQ(store.Latest()->index, 4);  // Latest does not verify; resumes use NewestValid
+
+  fs::resize_file(c3 + "/model.bin", 1000);  // truncated
+  fs::remove(c2 + "/sub/extra.txt");          // a file gone
+  point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_EQ(point.checkpoint->index, 1);
+  ASSERT_EQ(point.rejected.size(), 3u);
+  EXPECT_EQ(point.rejected[1].path, c3);
+  EXPECT_NE(point.rejected[1].problem.find("model.bin is 1000 bytes, 262145 when committed"),
+            std::string::npos)
+      << point.rejected[1].problem;
+  EXPECT_EQ(point.rejected[2].path, c2);
+  EXPECT_NE(point.rejected[2].problem.find("sub/extra.txt is missing"), std::string::npos)
+      << point.rejected[2].problem;
+
+  // A final name without its record (never committed, or the record was lost) is not
+  // trusted either; with nothing intact left there is no checkpoint to resume from.
+  fs::remove(c1 + "/prism_checkpoint.json");
+  point = store.NewestValid();
+  EXPECT_FALSE(point.checkpoint.has_value());
+  ASSERT_EQ(point.rejected.size(), 4u);
+  EXPECT_NE(point.rejected[3].problem.find("no prism_checkpoint.json"), std::string::npos)
+      << point.rejected[3].problem;
+
+  CheckpointStore empty(storage / "empty", {});
+  point = empty.NewestValid();
+  EXPECT_FALSE(point.checkpoint.has_value());
+  EXPECT_TRUE(point.rejected.empty());
+}
+
+TEST(CheckpointStore, DamagedMetadataAndRecordChecksumsAreReported) {
+  TempDir scratch, storage;
+  CheckpointStore store(storage.path(), {});
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {});
+  WriteText(storage / "checkpoint_000001/metadata.json", "{\"a\": ");
+  ResumePoint point = store.NewestValid();
+  ASSERT_EQ(point.rejected.size(), 1u);
+  EXPECT_NE(point.rejected[0].problem.find("metadata.json: malformed JSON"), std::string::npos)
+      << point.rejected[0].problem;
+
+  store.Commit(MakeWorkerCheckpoint(scratch, "y"), {});
+  const std::string record = storage / "checkpoint_000002/prism_checkpoint.json";
+  std::string text = ReadText(record);
+  const std::string entry = "\"model.bin\": {";
+  ASSERT_NE(text.find(entry), std::string::npos) << text;
+  text.replace(text.find(entry), entry.size(), "\"../../etc/passwd\": {");
+  WriteText(record, text);
+  point = store.NewestValid();
+  ASSERT_EQ(point.rejected.size(), 2u);
+  EXPECT_NE(point.rejected[0].problem.find("outside the checkpoint"), std::string::npos)
+      << point.rejected[0].problem;
+}
+
+TEST(CheckpointStore, ACheckpointWithoutChecksumsIsUsedButNotVerified) {
+  TempDir storage;
+  const std::string dir = storage / "checkpoint_000001";
+  fs::create_directories(dir);
+  WriteText(dir + "/model.bin", "from an older Prism");
+  WriteText(dir + "/prism_checkpoint.json", "{\"index\": 1, \"time\": 0, \"metrics\": {\"epoch\": 3}}");
+  ResumePoint point = CheckpointStore(storage.path(), {}).NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_FALSE(point.verified);
+  EXPECT_EQ(point.checkpoint->metrics.at("epoch"), 3);
+}
+
+TEST(StateDict, LoadRefusesACommittedFileWhoseBytesChanged) {
+  TempDir scratch, storage;
+  torch::manual_seed(0);
+  Net saved;
+  torch::optim::Adam adam(saved->parameters(), AdamOpts());
+  const std::string worker = scratch / "worker";
+  fs::create_directories(worker);
+  SaveStateDict(worker + "/model.h5", *saved, &adam, {{"epoch", 1}});
+  CheckpointStore store(storage.path(), {});
+  const std::string file = store.Commit(Checkpoint::FromDirectory(worker), {}).checkpoint.path() +
+                           "/model.h5";
+  Net net;
+  LoadStateDict(file, *net);  // intact: loads
+  ExpectSameState(*saved, *net);
+
+  DamageMiddle(file, 4096);
+  torch::manual_seed(1);
+  Net fresh;
+  torch::Tensor before = fresh->fc->weight.clone();
+  std::string error = ErrorOf([&] { LoadStateDict(file, *fresh); });
+  EXPECT_NE(error.find("refusing to load " + file), std::string::npos) << error;
+  EXPECT_NE(error.find("model.h5 has CRC-32"), std::string::npos) << error;
+  EXPECT_TRUE(torch::equal(before, fresh->fc->weight));  // nothing loaded
 }
 
 }  // namespace
