@@ -87,8 +87,11 @@ void LoadStateDict(const std::string& file, torch::nn::Module& module,
 std::map<std::string, Attribute> ReadAttributes(const std::string& file);
 
 /// A fresh, empty directory for a worker to write a checkpoint into before Report (under
-/// ${TMPDIR:-/tmp}/prism-checkpoints-<uid>/; Report moves or copies it into the run's
-/// storage).
+/// ${TMPDIR:-/tmp}/prism-checkpoints-<uid>/, made 0700; Report moves or copies it into the
+/// run's storage). If that name is a symbolic link, another user's, or not a directory, it
+/// is left alone and a private ${TMPDIR:-/tmp}/prism-checkpoints-<uid>-XXXXXX is used
+/// instead (with a warning on stderr). Throws prism::Error if no directory can be made.
+/// Thread-safe.
 std::string MakeTempCheckpointDir();
 
 }  // namespace prism::train

@@ -1,9 +1,11 @@
 // Checkpoints without an MPI launcher: HDF5 state dicts (SaveStateDict, LoadStateDict,
-// ReadAttributes), Checkpoint metadata, MakeTempCheckpointDir, and the CheckpointStore's
-// commit protocol, retention, checksums and choice of a checkpoint to resume from.
+// ReadAttributes), Checkpoint metadata, MakeTempCheckpointDir and its scratch root, and the
+// CheckpointStore's commit protocol, retention, checksums and choice of a checkpoint to
+// resume from.
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -467,6 +469,7 @@ TEST(CheckpointDir, MakeTempCheckpointDirIsFreshAndUnderTmpdir) {
   EXPECT_NE(a, b);
   const std::string base = dir / ("prism-checkpoints-" + std::to_string(::getuid())) + "/";
   EXPECT_EQ(a.rfind(base, 0), 0u) << a;
+  EXPECT_EQ(fs::status(base).permissions() & fs::perms::all, fs::perms::owner_all);
   EXPECT_TRUE(fs::is_directory(a));
   EXPECT_TRUE(fs::is_empty(a));
   EXPECT_TRUE(fs::is_directory(b));
@@ -831,6 +834,68 @@ TEST(StateDict, LoadRefusesACommittedFileWhoseBytesChanged) {
   EXPECT_NE(error.find("refusing to load " + file), std::string::npos) << error;
   EXPECT_NE(error.find("model.h5 has CRC-32"), std::string::npos) << error;
   EXPECT_TRUE(torch::equal(before, fresh->fc->weight));  // nothing loaded
+}
+
+// ---- The scratch root of MakeTempCheckpointDir --------------------------------------------
+
+/// Runs `f` with TMPDIR set to `dir`, then restores it.
+template <typename F>
+void WithTmpdir(const std::string& dir, F&& f) {
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  f();
+  if (old) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
+}
+
+std::string ScratchRootIn(const TempDir& dir) {
+  return dir / ("prism-checkpoints-" + std::to_string(::getuid()));
+}
+
+TEST(CheckpointDir, MakeTempCheckpointDirNeverWritesThroughASymlinkedRoot) {
+  TempDir tmp, elsewhere;  // elsewhere: a directory someone pointed the root at
+  fs::permissions(elsewhere.path(), fs::perms::all);  // world-writable, as in the report
+  const std::string root = ScratchRootIn(tmp);
+  fs::create_directory_symlink(elsewhere.path(), root);
+  std::string a, b;
+  WithTmpdir(tmp.path(), [&] {
+    a = prism::train::MakeTempCheckpointDir();
+    b = prism::train::MakeTempCheckpointDir();
+  });
+  WriteText(a + "/model.h5", "weights");
+  EXPECT_TRUE(fs::is_empty(elsewhere.path())) << "a checkpoint went through the link";
+  EXPECT_TRUE(fs::is_symlink(root));  // left as it was
+  EXPECT_NE(a.rfind(root + "/", 0), 0u) << a;
+  EXPECT_EQ(a.rfind(root + "-", 0), 0u) << a;  // a private root of its own next to it
+  EXPECT_EQ(fs::path(a).parent_path(), fs::path(b).parent_path()) << "one fallback per process";
+  struct stat st {};
+  ASSERT_EQ(::lstat(fs::path(a).parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+}
+
+TEST(CheckpointDir, MakeTempCheckpointDirLeavesAnotherUsersRootAlone) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a directory another user owns";
+  TempDir tmp;
+  const std::string root = ScratchRootIn(tmp);
+  fs::create_directory(root);
+  ASSERT_EQ(::chown(root.c_str(), 65534, 65534), 0);
+  fs::permissions(root, fs::perms::all);
+  std::string a;
+  WithTmpdir(tmp.path(), [&] { a = prism::train::MakeTempCheckpointDir(); });
+  EXPECT_NE(a.rfind(root + "/", 0), 0u) << a;
+  EXPECT_TRUE(fs::is_empty(root));
+}
+
+TEST(CheckpointDir, MakeTempCheckpointDirMakesItsOwnLooseRootPrivate) {
+  TempDir tmp;
+  const std::string root = ScratchRootIn(tmp);
+  fs::create_directory(root);
+  fs::permissions(root, fs::perms::all);  // 0777, ours
+  std::string a;
+  WithTmpdir(tmp.path(), [&] { a = prism::train::MakeTempCheckpointDir(); });
+  EXPECT_EQ(a.rfind(root + "/", 0), 0u) << a;
+  EXPECT_EQ(fs::status(root).permissions() & fs::perms::all, fs::perms::owner_all);
 }
 
 }  // namespace
