@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates
   libopenmpi-dev openmpi-bin
-  libucx-dev ucx-utils
+  libucx-dev ucx-utils zlib1g-dev
   libhdf5-openmpi-dev hdf5-tools
   libboost-serialization-dev
   libtorch-dev libopenblas0-pthread

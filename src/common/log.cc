@@ -1,8 +1,15 @@
 #include "common/log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
+
+#include "common/private_dir.h"
 
 namespace prism::internal {
 
@@ -33,13 +40,18 @@ void LogLine(int level, const std::string& text) {
   std::fprintf(stderr, "prism[%d] %s: %s\n", g_rank.load(), kLevelNames[level], text.c_str());
   std::lock_guard<std::mutex> lock(g_file_mu);
   if (g_file == nullptr && !g_path.empty() && !g_file_failed) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(g_path).parent_path(), ec);
-    g_file = std::fopen(g_path.c_str(), "a");
+    std::string why = MakePrivateDir(std::filesystem::path(g_path).parent_path().string());
+    if (why.empty()) {
+      // Private to the user (0600), and never through a link someone else left there.
+      int fd = ::open(g_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+      if (fd < 0 || (g_file = ::fdopen(fd, "a")) == nullptr) {
+        why = "cannot write log file " + g_path + ": " + std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+      }
+    }
     if (g_file == nullptr) {
       g_file_failed = true;
-      std::fprintf(stderr, "prism[%d] WARN: cannot write log file %s; stderr only\n",
-                   g_rank.load(), g_path.c_str());
+      std::fprintf(stderr, "prism[%d] WARN: %s; logging to stderr only\n", g_rank.load(), why.c_str());
     }
   }
   if (g_file != nullptr) {

@@ -10,6 +10,9 @@
 // memory only if it fits. If even spilling everything spillable cannot make room, Put
 // throws ObjectStoreFullError with the sizes involved. Files go when their objects are
 // freed and when the store is destroyed. Disk I/O never happens under the store's lock.
+// Each file starts with a header naming the store that wrote it (a random token), the
+// object and its size, and a CRC-32 of the bytes: a file that is not this store's copy of
+// that object, or was changed, is read back as ObjectLostError, never as the object.
 
 #include <chrono>
 #include <condition_variable>
@@ -91,6 +94,7 @@ class MemoryStore {
 
   const uint64_t capacity_;
   const std::string spill_dir_;
+  const uint64_t writer_;  // this store's token in its spill files' headers
   AdaptiveMutex mu_;
   std::unordered_map<ObjectId, Entry> objects_;
   std::unordered_map<ObjectId, std::vector<Waiter*>> waiters_;

@@ -26,6 +26,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "common/private_dir.h"
 #include "object_store/buffer_pool.h"
 #include "prism/api.h"
 #include "head/head.h"
@@ -69,8 +70,32 @@ std::atomic<Runtime*> g_runtime{nullptr};
 std::mutex g_init_mu;
 bool g_mpi_finalized = false;
 
+/// At a clean end, on every rank: its spill files, its log file when the logs are in the
+/// session directory, then whichever of the session's directories are empty (so the last
+/// rank on a host to leave removes them all). After a failure only the spill files go: the
+/// logs stay, and the failure message says where.
+void RemoveSessionFiles(Runtime& rt, bool clean) {
+  rt.node->store().RemoveSpillFiles();
+  if (!clean) return;
+  const Settings& s = rt.settings;
+  const std::string spill = s.session_dir + "/spill";
+  ::rmdir(spill.c_str());
+  if (s.log_dir.rfind(s.session_dir + "/", 0) == 0) {
+    SetLogFile("");  // closes it; later lines go to stderr only
+    ::unlink((s.log_dir + "/rank-" + std::to_string(rt.rank) + ".log").c_str());
+    ::rmdir(s.log_dir.c_str());
+  }
+  ::rmdir(s.session_dir.c_str());
+}
+
 [[noreturn]] void AbortJob(const std::string& why, int code) {
-  std::fprintf(stderr, "prism: %s\n", why.c_str());
+  Runtime* rt = g_runtime.load();
+  if (rt != nullptr) {
+    std::fprintf(stderr, "prism: %s (this rank's log, if it wrote one: %s/rank-%d.log)\n", why.c_str(),
+                 rt->settings.log_dir.c_str(), rt->rank);
+  } else {
+    std::fprintf(stderr, "prism: %s\n", why.c_str());
+  }
   std::fflush(stderr);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -203,7 +228,7 @@ void RequestStop(Runtime& rt, int code) {
   rt.node->Stop();
   rt.transport->Stop(std::chrono::milliseconds(2000));
   if (rt.ucx) rt.ucx->Stop();
-  rt.node->store().RemoveSpillFiles();  // _Exit below runs no destructors
+  RemoveSessionFiles(rt, code == 0);  // _Exit below runs no destructors
   SetProcessCore(nullptr);
   g_runtime.store(nullptr);
   std::fflush(stdout);
@@ -341,17 +366,22 @@ void DoInit(const Config& config, int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc && argv != nullptr; ++i) args.emplace_back(argv[i]);
   HostFacts host = ReadHostFacts();
-  std::string job_id = rt->launch.job_id;
-  if (job_id.empty()) job_id = MakeJobId();
+  // This launch's id, made by rank 0 and shared: the job id when no launcher gives one,
+  // and what keeps two launches in one Slurm job apart (their directories, spill files).
+  std::string launch_id = MakeJobId();
   if (rt->mpi && rt->world > 1) {
     char buf[64] = {};
-    std::snprintf(buf, sizeof buf, "%s", job_id.c_str());
+    std::snprintf(buf, sizeof buf, "%s", launch_id.c_str());
     PRISM_MPI_CHECK(MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD));
-    job_id = buf;
+    launch_id = buf;
   }
   std::string error;
   try {
-    rt->settings = ResolveSettings(config, args, env, rt->launch, host, job_id);
+    rt->settings = ResolveSettings(config, args, env, rt->launch, host, launch_id);
+    // Private to the user (0700), and never a link or a directory someone else made.
+    if (std::string why = MakePrivateDir(rt->settings.session_dir); !why.empty()) {
+      error = "prism: cannot use the session directory (logs, spilled objects): " + why;
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -420,7 +450,8 @@ void DoInit(const Config& config, int argc, char** argv) {
       registered = true;
     }
     PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
-                                << raw->launch.launcher_name() << ", job " << job_id);
+                                << raw->launch.launcher_name() << ", job " << raw->settings.job_id
+                                << ", session directory " << raw->settings.session_dir);
     return;
   }
   ServeUntilStop(*raw);
@@ -481,7 +512,7 @@ void Shutdown() {
   }
   bool clean = rt->node->Stop();
   if (rt->ucx) rt->ucx->Stop();
-  rt->node->store().RemoveSpillFiles();
+  RemoveSessionFiles(*rt, true);
   CloseCommunicatorService();
   if (rt->mpi) {
     MPI_Finalize();

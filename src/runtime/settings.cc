@@ -291,7 +291,7 @@ LogLevel ParseLogLevel(const std::string& what, const std::string& text) {
 
 Settings ResolveSettings(const Config& code, const std::vector<std::string>& args, const EnvFn& env,
                          const LaunchInfo& launch, const HostFacts& host,
-                         const std::string& fallback_job_id) {
+                         const std::string& launch_id) {
   const Sources src{env, ParseFlags(args)};
   const unsigned local = static_cast<unsigned>(std::max(1, launch.local_size));
   Settings s;
@@ -301,10 +301,14 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   s.num_gpus = std::floor(launch.gpus_on_node.value_or(0) / local);
   s.object_store_memory =
       std::max(kMiB, static_cast<uint64_t>(static_cast<double>(host.memory_bytes) * 0.3 / local));
-  s.job_id = launch.job_id.empty() ? fallback_job_id : launch.job_id;
+  s.job_id = launch.job_id.empty() ? launch_id : launch.job_id;
+  s.launch_id = launch_id;
   std::string tmp = env("TMPDIR").value_or("");
+  // Two launches in one allocation (a job script running two mpiruns at once) share the
+  // Slurm job id, and mpirun's ranks have no step id: the launch id keeps them apart.
   s.session_dir = AbsolutePath(tmp.empty() ? "/tmp" : tmp) + "/prism-" + s.job_id +
-                  (launch.step_id.empty() ? "" : "." + launch.step_id);
+                  (launch.step_id.empty() ? "" : "." + launch.step_id) +
+                  (launch.job_id.empty() ? "" : "-" + launch_id);
   s.log_dir = s.session_dir + "/logs";
 
   auto non_negative = [](auto v) { return v >= 0 && std::isfinite(static_cast<double>(v)); };

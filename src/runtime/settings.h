@@ -44,9 +44,13 @@ struct Settings {
   uint64_t task_table_size = 10000;
   /// "ucx" or "mpi".
   std::string data_plane = "ucx";
-  /// LaunchInfo::job_id, else the fallback given to ResolveSettings.
+  /// LaunchInfo::job_id, else the launch id.
   std::string job_id;
-  /// $TMPDIR (else /tmp) + "/prism-" + job_id, as an absolute path.
+  /// Made once by rank 0 for this launch (mpirun or srun) and shared by every rank: two
+  /// launches in one Slurm job never share it.
+  std::string launch_id;
+  /// $TMPDIR (else /tmp) + "/prism-" + job_id [+ "." + step id] [+ "-" + launch id when the
+  /// job id came from Slurm], as an absolute path: private to this launch.
   std::string session_dir;
 };
 
@@ -60,7 +64,7 @@ struct Settings {
 /// an unknown --prism-* flag (listing the known ones).
 Settings ResolveSettings(const Config& code, const std::vector<std::string>& args, const EnvFn& env,
                          const LaunchInfo& launch, const HostFacts& host,
-                         const std::string& fallback_job_id);
+                         const std::string& launch_id);
 
 /// Parses a byte count: "1073741824", "512M", "2G", "100K", "1.5G", "1T" (K/M/G/T are
 /// powers of 1024; case-insensitive; an optional trailing "B" or "iB" is accepted).

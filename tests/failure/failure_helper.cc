@@ -15,6 +15,9 @@
 //                       rank must still hear the head's heartbeats, and not end the job
 //     lifecycle         API calls before Init / after Shutdown throw RuntimeError, refs may
 //                       outlive Shutdown; prints "lifecycle ok" and exits 0
+//     spill_check SEED  Puts 40 objects of 4 MiB whose bytes depend on SEED (with a small
+//                       object store they spill), reads them all back twice and checks
+//                       every byte; prints "spill_check ok" or what was wrong (exit 1)
 #include <prism/api.h>
 #include <signal.h>
 
@@ -97,6 +100,33 @@ int Lifecycle(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
+/// The bytes of object `i` of launch `seed`.
+std::vector<uint8_t> SpillObject(int seed, int i) {
+  std::vector<uint8_t> v(4 << 20);
+  for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<uint8_t>((k * 7 + i * 13 + seed * 101) & 0xff);
+  return v;
+}
+
+int SpillCheck(int seed) {
+  std::vector<prism::ObjectRef<std::vector<uint8_t>>> refs;
+  for (int i = 0; i < 40; ++i) refs.push_back(prism::Put(SpillObject(seed, i)));
+  int wrong = 0, lost = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 40; ++i) {
+      try {
+        if (*refs[static_cast<size_t>(i)].Get(60000) != SpillObject(seed, i)) ++wrong;
+      } catch (const prism::ObjectLostError& e) {
+        ++lost;
+        std::fprintf(stderr, "spill_check: object %d lost: %s\n", i, e.what());
+      }
+    }
+  }
+  std::printf("spill_check %s: launch %d, %d of 80 reads held other bytes, %d lost\n",
+              wrong + lost == 0 ? "ok" : "FAILED", seed, wrong, lost);
+  prism::Shutdown();
+  return wrong + lost == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +182,8 @@ int main(int argc, char** argv) {
                 LastRank(), calls, last);
     prism::Shutdown();
     return 0;
+  } else if (mode == "spill_check") {
+    return SpillCheck(argc > 2 ? std::atoi(argv[2]) : 0);
   } else if (mode == "shutdown_busy") {
     for (int r = 0; r <= LastRank(); ++r) {
       prism::Task(SleepMs).SetResource(RankRes(r), 0.01).Remote(60000);

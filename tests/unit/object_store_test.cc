@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "object_store/memory_store.h"
@@ -85,6 +86,50 @@ TEST(ObjectStore, FreeingASpilledObjectDeletesItsFileAndTheDirGoesWithTheStore) 
     EXPECT_EQ(dir.Files(), 1u);
   }
   EXPECT_FALSE(std::filesystem::exists(dir.path()));
+}
+
+/// The message of the ObjectLostError that reading `id` back throws, or "" if none.
+std::string LostWhy(MemoryStore& store, ObjectId id) {
+  try {
+    store.Find(id);
+  } catch (const ObjectLostError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ObjectStore, ASpillFileAnotherStoreWroteIsAnErrorNeverItsBytes) {
+  // Two jobs sharing a spill directory once read each other's objects back (same names,
+  // same sizes) and exited 0.
+  SpillDir dir;
+  MemoryStore mine(4 * kMiB, dir.path()), theirs(4 * kMiB, dir.path());
+  for (uint8_t i = 0; i < 4; ++i) mine.Put(ObjectId(i + 1), Bytes(2 * kMiB, i));
+  for (uint8_t i = 0; i < 4; ++i) theirs.Put(ObjectId(i + 1), Bytes(2 * kMiB, 100 + i));
+  ASSERT_EQ(mine.NumSpilled(), 2u);
+  const std::string why = LostWhy(mine, ObjectId(1));
+  EXPECT_NE(why.find("written by another process"), std::string::npos) << why;
+  EXPECT_NE(why.find(ObjectId(1).Hex()), std::string::npos) << why;
+  EXPECT_TRUE(Same(theirs.Find(ObjectId(1))->value, 2 * kMiB, 100)) << "theirs reads its own";
+}
+
+TEST(ObjectStore, ADamagedOrTruncatedSpillFileIsAnError) {
+  SpillDir dir;
+  MemoryStore store(4 * kMiB, dir.path());
+  for (uint8_t i = 0; i < 4; ++i) store.Put(ObjectId(i + 1), Bytes(2 * kMiB, i));
+  ASSERT_EQ(store.NumSpilled(), 2u);
+  const std::string one = dir.path() + "/" + ObjectId(1).Hex();
+  const std::string two = dir.path() + "/" + ObjectId(2).Hex();
+  {
+    std::fstream f(one, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kMiB);  // 64 KiB overwritten in the middle, size unchanged
+    std::string junk(64 * 1024, 'x');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  std::string why = LostWhy(store, ObjectId(1));
+  EXPECT_NE(why.find("checksum"), std::string::npos) << why;
+  std::filesystem::resize_file(two, kMiB);
+  why = LostWhy(store, ObjectId(2));
+  EXPECT_NE(why.find("shorter"), std::string::npos) << why;
 }
 
 TEST(ObjectStore, ObjectsBeingReadAreNeverSpilledAndAFullStoreSaysWhy) {

@@ -228,9 +228,11 @@ TEST(SettingsTest, DefaultsFromSlurm) {
   EXPECT_EQ(s.num_cpus, 3.0);
   EXPECT_EQ(s.num_gpus, 2.0);  // floor(5 / 2)
   EXPECT_EQ(s.job_id, "42");
-  // Per step: two srun steps of one job running at once never share a directory.
-  EXPECT_EQ(s.session_dir, "/scratch/tmp/prism-42.0");
-  EXPECT_EQ(s.log_dir, "/scratch/tmp/prism-42.0/logs");
+  // Per step and per launch: two srun steps, or two mpiruns, of one job running at once
+  // never share a directory.
+  EXPECT_EQ(s.launch_id, "fallback");
+  EXPECT_EQ(s.session_dir, "/scratch/tmp/prism-42.0-fallback");
+  EXPECT_EQ(s.log_dir, "/scratch/tmp/prism-42.0-fallback/logs");
 }
 
 TEST(SettingsTest, GpusFromCudaVisibleDevices) {
@@ -244,7 +246,7 @@ TEST(SettingsTest, ArrayJobSessionDir) {
                         {"SLURM_ARRAY_TASK_ID", "5"},
                         {"TMPDIR", "/local"}});
   EXPECT_EQ(s.job_id, "1000_5");
-  EXPECT_EQ(s.session_dir, "/local/prism-1000_5");
+  EXPECT_EQ(s.session_dir, "/local/prism-1000_5-fallback");
 }
 
 // --- Precedence: default < Config < environment < flag ---------------------------------
