@@ -39,6 +39,14 @@ if(TARGET train_fashion_mnist)
   set_tests_properties(failure_storage_not_shared PROPERTIES
     TIMEOUT 150 LABELS failure SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "storage_path is not shared: rank 2 \\(host [^)]*\\) cannot see the probe file")
+  # A resume after the newest checkpoint's model.h5 was overwritten in the middle (size
+  # unchanged): it names that checkpoint and resumes from the newest intact one; with every
+  # checkpoint damaged it fails, naming them, and trains nothing.
+  add_test(NAME failure_corrupt_checkpoint
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/corrupt_checkpoint.sh ${PRISM_MPIRUN} --
+            $<TARGET_FILE:train_fashion_mnist>)
+  set_tests_properties(failure_corrupt_checkpoint PROPERTIES
+    TIMEOUT 300 LABELS failure PASS_REGULAR_EXPRESSION "PASS: corrupt checkpoint")
   add_test(NAME app_train_fashion_mnist_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_fmnist_store})
   set_tests_properties(app_train_fashion_mnist_clean PROPERTIES FIXTURES_SETUP fmnist_clean)
 endif()

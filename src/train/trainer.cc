@@ -1,7 +1,9 @@
 // TorchTrainer::Fit, on the driver: pick one rank per worker, reserve them with a placement
 // group, run the loop as one pinned task per worker, show world rank 0's reports as they
 // come (through the GCS KV), and on a failure abort the group and start again from the
-// latest checkpoint, up to FailureConfig::max_failures.
+// latest checkpoint, up to FailureConfig::max_failures. A resume starts from the newest
+// checkpoint whose files still match their commit's checksums; newer ones that do not
+// are named on stderr and skipped, and a run whose checkpoints all fail stops.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/checksums.h"
 #include "prism/api.h"
 #include "prism/placement_group.h"
 #include "prism/remote.h"
@@ -177,6 +180,57 @@ void CheckStorageShared(const std::string& dir, const std::vector<int>& ranks,
   }
 }
 
+/// The checkpoint a run resumes from ("" for none): the newest of `store` that verifies.
+/// Says on stderr which newer ones are corrupt and why, and then which one it resumes from
+/// (also without them if `announce`). Throws TrainingFailedError, listing what was tried,
+/// when the run has checkpoints and none verifies: starting over would silently throw the
+/// run's work away.
+std::string NewestValidCheckpoint(const internal::CheckpointStore& store, const std::string& name,
+                                  bool announce) {
+  internal::ResumePoint point = store.NewestValid();
+  for (const auto& bad : point.rejected) {
+    std::fprintf(stderr, "prism.train: checkpoint %s is corrupt, not resuming from it: %s\n",
+                 bad.path.c_str(), bad.problem.c_str());
+  }
+  if (!point.checkpoint) {
+    if (point.rejected.empty()) return "";
+    std::string tried;
+    for (const auto& bad : point.rejected) tried += "\n  " + bad.path + ": " + bad.problem;
+    throw TrainingFailedError(
+        "prism::train: run " + name + " has no intact checkpoint to resume from; tried, newest "
+        "first:" + tried + "\nMove the damaged checkpoint directories out of " + store.run_dir() +
+        " (a run without checkpoints starts from scratch), or restore them from a copy");
+  }
+  const std::string path = point.checkpoint->checkpoint.path();
+  if (!point.rejected.empty()) {
+    std::fprintf(stderr,
+                 "prism.train: resuming %s from %s instead, the newest intact checkpoint (%zu "
+                 "newer one%s corrupt)\n",
+                 name.c_str(), path.c_str(), point.rejected.size(),
+                 point.rejected.size() == 1 ? " is" : "s are");
+  } else if (announce) {
+    std::fprintf(stderr, "prism.train: resuming %s from %s\n", name.c_str(), path.c_str());
+  }
+  if (!point.verified) {
+    std::fprintf(stderr,
+                 "prism.train: checkpoint %s has no checksums (committed by an older Prism), so "
+                 "it cannot be verified\n",
+                 path.c_str());
+  }
+  return path;
+}
+
+/// Checks a checkpoint given as TorchTrainerOptions::resume_from_checkpoint, if it was
+/// committed (a directory of the user's own has no record to check against).
+void CheckChosenCheckpoint(const Checkpoint& checkpoint) {
+  if (!std::filesystem::exists(checkpoint.path() + "/" + internal::kRecordFile)) return;
+  internal::Verification v = internal::VerifyCheckpoint(checkpoint.path());
+  if (!v.problem.empty()) {
+    throw TrainingFailedError("prism::train: resume_from_checkpoint " + checkpoint.path() +
+                              " is corrupt: " + v.problem + ". Pick another checkpoint");
+  }
+}
+
 }  // namespace
 
 TorchTrainer::TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options)
@@ -213,10 +267,10 @@ Result TorchTrainer::Fit() {
 
   std::string resume;
   if (options_.resume_from_checkpoint) {
+    CheckChosenCheckpoint(*options_.resume_from_checkpoint);
     resume = options_.resume_from_checkpoint->path();
-  } else if (auto latest = store.Latest()) {
-    resume = latest->checkpoint.path();
-    if (run.verbose) std::fprintf(stderr, "prism.train: resuming %s from %s\n", name.c_str(), resume.c_str());
+  } else {
+    resume = NewestValidCheckpoint(store, name, run.verbose);
   }
 
   std::random_device rd;
@@ -334,7 +388,9 @@ Result TorchTrainer::Fit() {
                                 " failure(s), max_failures=" +
                                 std::to_string(run.failure_config.max_failures) + "): " + failure);
     }
-    if (auto latest = store.Latest()) resume = latest->checkpoint.path();
+    if (std::string newest = NewestValidCheckpoint(store, name, false); !newest.empty()) {
+      resume = newest;
+    }
     if (run.verbose) {
       std::fprintf(stderr, "prism.train: restarting the group (failure %d of %s)%s%s\n", failures,
                    run.failure_config.max_failures < 0

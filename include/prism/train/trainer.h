@@ -72,7 +72,8 @@ struct TorchTrainerOptions {
   Config train_loop_config;
   ScalingConfig scaling_config;
   RunConfig run_config;
-  /// Start from this checkpoint (else the run's latest if the run exists, else none).
+  /// Start from this checkpoint (else the run's newest intact one if the run has any, else
+  /// none). A committed checkpoint given here is verified too: a damaged one throws.
   std::optional<Checkpoint> resume_from_checkpoint;
 };
 
@@ -96,11 +97,13 @@ using TrainLoop = void (*)(Config);
 class TorchTrainer {
  public:
   TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options = {});
-  /// Runs the loop on the group until every worker returns. Throws TrainingFailedError
-  /// after too many failures, TrainingPreemptedError when a SIGUSR1/SIGTERM stopped it
-  /// after a checkpoint, prism::Error on bad options (more workers than the cluster can
-  /// place, an unwritable storage path or one the workers' ranks cannot see, an
-  /// unregistered loop).
+  /// Runs the loop on the group until every worker returns. A resume starts from the
+  /// newest checkpoint whose files match their commit's checksums (newer, damaged ones are
+  /// named on stderr and skipped). Throws TrainingFailedError after too many failures or
+  /// when the run has checkpoints and none is intact, TrainingPreemptedError when a
+  /// SIGUSR1/SIGTERM stopped it after a checkpoint, prism::Error on bad options (more
+  /// workers than the cluster can place, an unwritable storage path or one the workers'
+  /// ranks cannot see, an unregistered loop).
   Result Fit();
 
  private:

@@ -1,7 +1,8 @@
 // TorchTrainer on 4 ranks (one CPU each): DDP on 2 and 3 workers matches one worker on the
 // whole batch, a failing worker restarts the group from the latest checkpoint, a new Fit
-// of the same run resumes where the last one stopped, SIGUSR1 stops a run after a
-// checkpoint, and bad input gets clear errors.
+// of the same run resumes where the last one stopped (from the newest intact checkpoint,
+// past damaged ones), SIGUSR1 stops a run after a checkpoint, and bad input gets clear
+// errors.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -185,6 +186,42 @@ TEST(Trainer, ANewFitOfTheSameRunResumesFromItsLatestCheckpoint) {
   train::Result second = train::TorchTrainer(EpochLoop, EpochOptions(storage, "run", 2, 4)).Fit();
   EXPECT_EQ(second.metrics.at("epoch"), 3);
   EXPECT_EQ(Epochs(second), (std::vector<double>{0, 1, 2, 3})) << "history spans both fits, epochs continue";
+}
+
+/// Overwrites the first byte of `file` in place (its size unchanged).
+void Scribble(const std::string& file) {
+  std::fstream out(file, std::ios::in | std::ios::out | std::ios::binary);
+  out.seekp(0);
+  out.put('#');
+  ASSERT_TRUE(out) << file;
+}
+
+TEST(Trainer, AResumeSkipsDamagedCheckpointsAndRefusesToStartOverWhenNoneIsIntact) {
+  const std::string storage = FreshDir("damaged");
+  const std::string run = storage + "/run";
+  train::Result first = train::TorchTrainer(EpochLoop, EpochOptions(storage, "run", 2, 3)).Fit();
+  ASSERT_EQ(Epochs(first), (std::vector<double>{0, 1, 2}));
+  Scribble(run + "/checkpoint_000003/epoch.txt");  // the newest, overwritten after its commit
+  train::Result second = train::TorchTrainer(EpochLoop, EpochOptions(storage, "run", 2, 5)).Fit();
+  EXPECT_EQ(Epochs(second), (std::vector<double>{0, 1, 2, 2, 3, 4}))
+      << "the second Fit resumed from checkpoint_000002 (after epoch 1), the newest intact one";
+
+  std::vector<std::string> checkpoints;
+  for (const auto& e : std::filesystem::directory_iterator(run)) {
+    if (e.path().filename().string().rfind("checkpoint_", 0) != 0) continue;
+    checkpoints.push_back(e.path().string());
+    Scribble(e.path().string() + "/epoch.txt");
+  }
+  ASSERT_EQ(checkpoints.size(), 6u);
+  try {
+    train::TorchTrainer(EpochLoop, EpochOptions(storage, "run", 2, 8)).Fit();
+    FAIL() << "Fit started although every checkpoint of the run is damaged";
+  } catch (const train::TrainingFailedError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("has no intact checkpoint to resume from"), std::string::npos) << what;
+    for (const auto& c : checkpoints) EXPECT_NE(what.find(c + ": epoch.txt has CRC-32"), std::string::npos) << c;
+  }
+  EXPECT_EQ(train::internal::ReadHistory(run).size(), 6u) << "nothing was trained";
 }
 
 TEST(Trainer, SigusrStopsTheRunAfterACheckpointAndANewFitResumesIt) {
