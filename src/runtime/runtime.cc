@@ -440,7 +440,7 @@ void DoInit(const Config& config, int argc, char** argv) {
   Runtime* raw = rt.release();
   g_runtime.store(raw);
   SetProcessCore(raw->node.get());
-  InstallStopSignals(raw->rank);
+  InstallStopSignals(raw->rank, raw->hosts, raw->pids);
   if (raw->transport) raw->transport->Start();
   std::set_terminate(OnTerminate);
   if (raw->rank == 0) {

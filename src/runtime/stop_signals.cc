@@ -1,6 +1,7 @@
 #include "runtime/stop_signals.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,11 +10,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <list>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "prism/platform/preemption.h"
@@ -24,7 +29,8 @@ namespace internal {
 namespace {
 
 constexpr int kSignals[] = {SIGUSR1, SIGTERM};
-constexpr int kGuarded = 0x80;  // in a pipe byte: a PreemptionGuard was alive
+constexpr int kGuarded = 0x80;   // in a pipe byte: a PreemptionGuard was alive
+constexpr int kLauncher = 0x40;  // in a pipe byte: SIGTERM from mpirun/orted, our parent
 
 std::atomic<int> g_signal{0};          // the first stop signal since Init
 std::atomic<int> g_users{0};           // live platform::PreemptionGuards
@@ -36,6 +42,51 @@ std::mutex g_mu;  // Install / Uninstall
 std::mutex g_hooks_mu;
 std::list<std::function<void(int)>> g_hooks;  // PreemptionHooks, called by the watcher
 std::string g_ack_file;  // rank 0: PRISM_SIGNAL_ACK_FILE, written once a signal is heard
+bool g_parent_is_mpi_launcher = false;  // our parent is mpirun/orted (Open MPI) or prted
+std::vector<std::string> g_hosts;       // per rank, to look for dead ranks on this host
+std::vector<int> g_pids;
+
+/// Whether process `pid` is Open MPI's launcher or its daemon (mpirun, orted, prted, ...):
+/// the process that SIGTERMs every rank when one rank dies or mpirun itself is stopped.
+bool IsMpiLauncher(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string comm;
+  std::getline(in, comm);
+  for (const char* name : {"mpirun", "mpiexec", "orterun", "orted", "prterun", "prted", "prte"}) {
+    if (comm == name) return true;
+  }
+  return false;
+}
+
+/// What became of the other ranks on this host, from /proc: "rank 2 (pid 123) was killed by
+/// signal 9; ..." or "" if they all still run. (A rank that its launcher already reaped has
+/// no /proc entry left: it has ended, and the launcher's own message says how.)
+std::string DeadRanksHere(int me) {
+  std::string out;
+  for (size_t r = 0; r < g_pids.size() && r < g_hosts.size(); ++r) {
+    if (static_cast<int>(r) == me || g_hosts[r] != g_hosts[static_cast<size_t>(me)]) continue;
+    const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(g_pids[r]) + ")";
+    std::ifstream in("/proc/" + std::to_string(g_pids[r]) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    std::string what;
+    if (!in && stat.empty()) {
+      what = who + " has ended";
+    } else if (auto close = stat.rfind(')'); close != std::string::npos) {
+      std::istringstream fields(stat.substr(close + 1));
+      std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+      if (!f.empty() && f[0] == "Z") {
+        // Field 52 (exit_code, Linux 3.5+), the 50th after the name: a wait status.
+        const int status = f.size() > 49 ? std::atoi(f[49].c_str()) : -1;
+        what = who + (status < 0              ? " has ended"
+                      : WIFSIGNALED(status)   ? " was killed by signal " + std::to_string(WTERMSIG(status))
+                                              : " exited with status " + std::to_string(WEXITSTATUS(status)));
+      }
+    }
+    if (!what.empty()) out += (out.empty() ? "" : "; ") + what;
+  }
+  return out;
+}
 
 // Tells the job script that rank 0 heard the signal, so it stops re-sending it. The script
 // re-sends because a signal that reaches srun while it is still launching the step can be
@@ -52,13 +103,20 @@ void Acknowledge(int sig) {
   close(fd);
 }
 
-void OnStopSignal(int sig) {
-  int none = 0;
-  g_signal.compare_exchange_strong(none, sig);
+void OnStopSignal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
+  // SIGTERM from our parent when that is mpirun or its daemon: the launcher is ending the
+  // job (a rank died, or mpirun itself was stopped), which is no preemption. Slurm's
+  // preemption and time-limit signals come from slurmstepd, never from mpirun.
+  const bool launcher = sig == SIGTERM && g_parent_is_mpi_launcher && info != nullptr &&
+                        info->si_pid != 0 && info->si_pid == getppid();
+  if (!launcher) {
+    int none = 0;
+    g_signal.compare_exchange_strong(none, sig);
+  }
   // The top bit: whether a PreemptionGuard was alive when the signal came (the decision is
   // taken then, not when the watcher gets to it).
-  const char byte = static_cast<char>(sig | (g_users.load() > 0 ? kGuarded : 0));
+  const char byte = static_cast<char>(sig | (g_users.load() > 0 ? kGuarded : 0) | (launcher ? kLauncher : 0));
   (void)!write(g_pipe[1], &byte, 1);  // async-signal-safe; a full pipe only loses a wake-up
   errno = saved;
 }
@@ -70,8 +128,26 @@ void Watch(int rank) {
     ssize_t n = read(g_pipe[0], &byte, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 || byte == 0) return;
-    const int sig = static_cast<unsigned char>(byte) & ~kGuarded;
+    const int sig = static_cast<unsigned char>(byte) & ~(kGuarded | kLauncher);
     const bool guarded = (static_cast<unsigned char>(byte) & kGuarded) != 0;
+    if ((static_cast<unsigned char>(byte) & kLauncher) != 0) {
+      // Not a preemption: no checkpoint, no requeue (a dead rank is a failure to look at,
+      // and mpirun kills the remaining ranks moments later anyway). End as SIGTERM would.
+      if (rank == 0) {
+        const std::string dead = DeadRanksHere(rank);
+        std::fprintf(stderr,
+                     "prism: received SIGTERM from the MPI launcher (pid %d), which is ending the "
+                     "job because a rank ended or the launcher itself was stopped: %s. This is "
+                     "not a preemption: no checkpoint, no requeue; exiting\n",
+                     static_cast<int>(getppid()),
+                     dead.empty() ? "no rank on this host has ended (see the launcher's message)"
+                                  : dead.c_str());
+        std::fflush(stderr);
+      }
+      std::signal(SIGTERM, SIG_DFL);
+      std::raise(SIGTERM);
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(g_hooks_mu);
       for (auto& hook : g_hooks) hook(sig);
@@ -104,10 +180,13 @@ void Watch(int rank) {
 
 }  // namespace
 
-void InstallStopSignals(int rank) {
+void InstallStopSignals(int rank, std::vector<std::string> hosts, std::vector<int> pids) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_watcher.joinable()) return;
   g_signal.store(0);
+  g_parent_is_mpi_launcher = IsMpiLauncher(getppid());
+  g_hosts = std::move(hosts);
+  g_pids = std::move(pids);
   const char* ack = rank == 0 ? std::getenv("PRISM_SIGNAL_ACK_FILE") : nullptr;
   g_ack_file = ack != nullptr ? ack : "";
   if (pipe2(g_pipe, O_CLOEXEC) != 0) {
@@ -121,9 +200,9 @@ void InstallStopSignals(int rank) {
     sigaction(kSignals[i], nullptr, &current);
     if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) continue;  // the program's own
     struct sigaction mine {};
-    mine.sa_handler = OnStopSignal;
+    mine.sa_sigaction = OnStopSignal;
     sigemptyset(&mine.sa_mask);
-    mine.sa_flags = SA_RESTART;
+    mine.sa_flags = SA_RESTART | SA_SIGINFO;
     g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
   }
   g_watcher = std::thread(Watch, rank);

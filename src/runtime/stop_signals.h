@@ -2,13 +2,20 @@
 // SIGUSR1 / SIGTERM handling (see prism/preemption.h for what users see). The handler only
 // records the signal and wakes a watcher thread through a pipe; the watcher logs it and,
 // on rank 0 with no run that can stop cleanly (no platform::PreemptionGuard alive), lets SIGTERM end
-// the process as it would have without Prism.
+// the process as it would have without Prism. A SIGTERM that the MPI launcher (mpirun or
+// its daemon, our parent) sends is no preemption: the launcher is ending the job because a
+// rank died (or it was stopped itself), so rank 0 says which ranks on its host ended and
+// how, and every rank ends as SIGTERM would end it: no checkpoint, no requeue.
+
+#include <string>
+#include <vector>
 
 namespace prism::internal {
 
 /// Installs the handlers (only for signals still at their default disposition) and starts
-/// the watcher. Called by Init on every rank.
-void InstallStopSignals(int rank);
+/// the watcher. Called by Init on every rank, with every rank's host and pid (to say which
+/// ranks ended when the launcher ends the job).
+void InstallStopSignals(int rank, std::vector<std::string> hosts = {}, std::vector<int> pids = {});
 /// Stops the watcher and restores the dispositions. Called by Shutdown (and before a
 /// serving rank exits).
 void UninstallStopSignals();

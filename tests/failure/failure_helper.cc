@@ -6,6 +6,8 @@
 //     no_shutdown       the driver returns from main without prism::Shutdown()
 //     worker_sigkill    a task on the last rank kills its own process with SIGKILL
 //     worker_sigstop    a task on the last rank stops its own process (SIGSTOP): it hangs
+//     worker_sigkill_guarded  worker_sigkill while the driver holds a PreemptionGuard (as a
+//                       training run does): mpirun's clean-up SIGTERM is no preemption
 //     driver_sigstop    the driver process stops itself (SIGSTOP): the workers must notice
 //     worker_terminate  a thread started by a task on the last rank throws (std::terminate)
 //     init_only         Init and Shutdown (for bad flags/environment: Init must refuse)
@@ -19,12 +21,14 @@
 //                       object store they spill), reads them all back twice and checks
 //                       every byte; prints "spill_check ok" or what was wrong (exit 1)
 #include <prism/api.h>
+#include <prism/platform/preemption.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -144,8 +148,10 @@ int main(int argc, char** argv) {
     throw std::runtime_error("boom from the driver");
   } else if (mode == "no_shutdown") {
     return 0;
-  } else if (mode == "worker_sigkill" || mode == "worker_sigstop") {
-    int sig = mode == "worker_sigkill" ? SIGKILL : SIGSTOP;
+  } else if (mode == "worker_sigkill" || mode == "worker_sigstop" || mode == "worker_sigkill_guarded") {
+    int sig = mode == "worker_sigstop" ? SIGSTOP : SIGKILL;
+    std::optional<prism::platform::PreemptionGuard> guard;
+    if (mode == "worker_sigkill_guarded") guard.emplace();
     auto ref = prism::Task(KillSelf).SetResource(RankRes(LastRank()), 0.01).Remote(sig);
     ref.Get();  // never returns: the job must end without us
     std::fprintf(stderr, "failure_helper: Get returned after the rank was lost\n");
