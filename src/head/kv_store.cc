@@ -1,13 +1,29 @@
 #include "head/kv_store.h"
 
+#include <cctype>
+
 #include "prism/errors.h"
 #include "prism/kv.h"
 
 namespace prism::internal {
 
 namespace {
-void CheckKey(const std::string& key, const char* what) {
-  if (key.empty()) throw Error(std::string("prism: kv::") + what + ": the key is empty");
+/// The start of a key for a message: at most 40 bytes, unprintable ones as '?'.
+std::string Quote(const std::string& key) {
+  std::string out = "\"";
+  for (size_t i = 0; i < key.size() && i < 40; ++i) {
+    out += std::isprint(static_cast<unsigned char>(key[i])) ? key[i] : '?';
+  }
+  return out + (key.size() > 40 ? "...\"" : "\"");
+}
+
+void CheckSize(const std::string& key, const char* call, const char* noun) {
+  if (key.size() > kv::kMaxKeyBytes) {
+    throw Error(std::string("prism: ") + call + "(" + Quote(key) + "): the " + noun + " has " +
+                std::to_string(key.size()) + " bytes, above the limit of " +
+                std::to_string(kv::kMaxKeyBytes) +
+                " (kv::kMaxKeyBytes); a key names a value: keep the data in the value");
+  }
 }
 
 /// First key after every key starting with `prefix` (empty: none).
@@ -24,10 +40,19 @@ std::string PrefixEnd(std::string prefix) {
 }
 }  // namespace
 
+void KvStore::CheckKey(const std::string& key, const char* call, bool non_empty) {
+  if (non_empty && key.empty()) throw Error(std::string("prism: ") + call + ": the key is empty");
+  CheckSize(key, call, "key");
+}
+
+void KvStore::CheckPrefix(const std::string& prefix, const char* call) {
+  CheckSize(prefix, call, "prefix");
+}
+
 void KvStore::CheckPut(const std::string& key, size_t value_bytes) {
-  CheckKey(key, "Put");
+  CheckKey(key, "kv::Put", true);
   if (value_bytes > kv::kMaxValueBytes) {
-    throw Error("prism: kv::Put(\"" + key + "\"): the value has " + std::to_string(value_bytes) +
+    throw Error("prism: kv::Put(" + Quote(key) + "): the value has " + std::to_string(value_bytes) +
                 " bytes, above the limit of " + std::to_string(kv::kMaxValueBytes) +
                 "; keep large data in the object store (prism::Put)");
   }
@@ -50,20 +75,27 @@ bool KvStore::Put(const std::string& key, std::string value, bool overwrite) {
 }
 
 std::optional<std::string> KvStore::Get(const std::string& key) const {
+  CheckKey(key, "kv::Get", false);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
+bool KvStore::Exists(const std::string& key) const {
+  CheckKey(key, "kv::Exists", false);
+  return entries_.count(key) > 0;
+}
+
 int64_t KvStore::Delete(const std::string& key, bool by_prefix) {
   if (!by_prefix) {
-    CheckKey(key, "Delete");
+    CheckKey(key, "kv::Delete", true);
     auto it = entries_.find(key);
     if (it == entries_.end()) return 0;
     bytes_ -= it->first.size() + it->second.size();
     entries_.erase(it);
     return 1;
   }
+  CheckPrefix(key, "kv::Delete");
   auto first = entries_.lower_bound(key);
   std::string end = PrefixEnd(key);
   auto last = end.empty() ? entries_.end() : entries_.lower_bound(end);
@@ -74,6 +106,7 @@ int64_t KvStore::Delete(const std::string& key, bool by_prefix) {
 }
 
 std::vector<std::string> KvStore::Keys(const std::string& prefix) const {
+  CheckPrefix(prefix, "kv::List");
   std::vector<std::string> out;
   for (auto it = entries_.lower_bound(prefix);
        it != entries_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {

@@ -10,15 +10,23 @@
 
 namespace prism::internal {
 
+// Every call checks its key (callers check the same before shipping it, with the static
+// Check* below) and throws prism::Error naming the call, the size and the limit.
 class KvStore {
  public:
   /// Returns true if the key existed. With overwrite = false an existing value stays.
-  /// Throws prism::Error on an empty key or a value above kv::kMaxValueBytes.
+  /// Throws prism::Error on an empty key, a key above kv::kMaxKeyBytes or a value above
+  /// kv::kMaxValueBytes.
   bool Put(const std::string& key, std::string value, bool overwrite);
-  /// Throws prism::Error on what Put rejects; callers check before shipping the value.
+  /// Throws prism::Error on what Put rejects.
   static void CheckPut(const std::string& key, size_t value_bytes);
+  /// Throws prism::Error naming `call` (e.g. "kv::Get") on a key above kv::kMaxKeyBytes;
+  /// with `non_empty`, also on an empty key.
+  static void CheckKey(const std::string& key, const char* call, bool non_empty);
+  /// Throws prism::Error naming `call` on a prefix above kv::kMaxKeyBytes.
+  static void CheckPrefix(const std::string& prefix, const char* call);
   std::optional<std::string> Get(const std::string& key) const;
-  bool Exists(const std::string& key) const { return entries_.count(key) > 0; }
+  bool Exists(const std::string& key) const;
   /// Returns how many keys went.
   int64_t Delete(const std::string& key, bool by_prefix);
   /// Sorted keys starting with `prefix`.

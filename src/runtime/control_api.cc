@@ -93,22 +93,35 @@ std::vector<BundleLocation> BundleLocations(const PlacementGroup& pg) {
 
 namespace kv {
 
+// Keys and values are checked here, before they travel, and again by the head.
+using internal::KvStore;
+
 bool Put(const std::string& key, const std::string& value, bool overwrite) {
-  internal::KvStore::CheckPut(key, value.size());  // before the value travels
+  KvStore::CheckPut(key, value.size());
   return Ask<call::KvPut>("kv::Put", {key, value, overwrite});
 }
 
 std::optional<std::string> Get(const std::string& key) {
+  KvStore::CheckKey(key, "kv::Get", false);
   return Ask<call::KvGet>("kv::Get", key);
 }
 
-bool Exists(const std::string& key) { return Ask<call::KvExists>("kv::Exists", key); }
+bool Exists(const std::string& key) {
+  KvStore::CheckKey(key, "kv::Exists", false);
+  return Ask<call::KvExists>("kv::Exists", key);
+}
 
 int64_t Delete(const std::string& key, bool by_prefix) {
+  if (by_prefix) {
+    KvStore::CheckPrefix(key, "kv::Delete");
+  } else {
+    KvStore::CheckKey(key, "kv::Delete", true);
+  }
   return Ask<call::KvDelete>("kv::Delete", {key, by_prefix});
 }
 
 std::vector<std::string> List(const std::string& prefix) {
+  KvStore::CheckPrefix(prefix, "kv::List");
   return Ask<call::KvList>("kv::List", prefix);
 }
 

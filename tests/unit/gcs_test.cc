@@ -2,6 +2,8 @@
 // states with timestamps, the bounded task table, actor and error tables.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "head/kv_store.h"
 #include "head/task_table.h"
 #include "prism/errors.h"
@@ -53,6 +55,52 @@ TEST(KvStore, BadInputIsAClearError) {
     FAIL() << "no error for an oversized value";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("prism::Put"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KvStore, KeysAboveTheLimitAreAClearErrorInEveryCall) {
+  KvStore kv;
+  const std::string longest(kv::kMaxKeyBytes, 'k');
+  EXPECT_FALSE(kv.Put(longest, "v", true));  // at the limit: fine
+  EXPECT_EQ(kv.Get(longest), "v");
+  const std::string too_long(kv::kMaxKeyBytes + 1, 'k');
+  const std::string size = std::to_string(kv::kMaxKeyBytes + 1);
+  const std::string limit = std::to_string(kv::kMaxKeyBytes);
+  auto expect_refused = [&](const char* call, auto&& run) {
+    try {
+      run();
+      ADD_FAILURE() << call << " took a key of " << size << " bytes";
+    } catch (const Error& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find(call), std::string::npos) << what;
+      EXPECT_NE(what.find(size + " bytes"), std::string::npos) << what;
+      EXPECT_NE(what.find(limit), std::string::npos) << what;
+      EXPECT_LT(what.size(), 400u) << "the message quotes the whole key";
+    }
+  };
+  expect_refused("kv::Put", [&] { kv.Put(too_long, "v", true); });
+  expect_refused("kv::Get", [&] { kv.Get(too_long); });
+  expect_refused("kv::Exists", [&] { kv.Exists(too_long); });
+  expect_refused("kv::Delete", [&] { kv.Delete(too_long, false); });
+  expect_refused("kv::Delete", [&] { kv.Delete(too_long, true); });
+  expect_refused("kv::List", [&] { kv.Keys(too_long); });
+  EXPECT_EQ(kv.Size(), 1u);
+  EXPECT_EQ(kv.Bytes(), kv::kMaxKeyBytes + 1);
+}
+
+TEST(KvApi, OversizedKeysAreRefusedOnTheCallersRankBeforeTheyTravel) {
+  // No runtime here: a call that got as far as the head would fail with "not initialized".
+  // The reported case: a 100 MiB key was taken.
+  const std::string huge(100 << 20, 'k');
+  for (auto run : std::vector<std::function<void()>>{
+           [&] { kv::Put(huge, "v"); }, [&] { kv::Get(huge); }, [&] { kv::Exists(huge); },
+           [&] { kv::Delete(huge); }, [&] { kv::Delete(huge, true); }, [&] { kv::List(huge); }}) {
+    try {
+      run();
+      ADD_FAILURE() << "a 100 MiB key was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("kMaxKeyBytes"), std::string::npos) << e.what();
+    }
   }
 }
 
