@@ -9,12 +9,13 @@
 // member (or a free serialize found by ADL). Standard containers of serializable types
 // work (map, unordered_map, set, list, deque, pair, tuple, optional, shared_ptr).
 // A type that fits none of these is a compile error that says what to add.
+// Boost's walk is recursive, so a value may nest at most kMaxValueDepth (1000) objects and
+// containers deep; deeper ones are a SerializationError, never a stack overflow
+// (prism/internal/depth_limited_archive.h).
 //
 // Byte order and layout are the machine's: all ranks of a job run the same binary.
 
 #include <array>
-#include <boost/archive/binary_iarchive.hpp>
-#include <boost/archive/binary_oarchive.hpp>
 #include <boost/serialization/array.hpp>
 #include <boost/serialization/deque.hpp>
 #include <boost/serialization/list.hpp>
@@ -45,6 +46,7 @@
 
 #include "prism/errors.h"
 #include "prism/internal/buffer.h"
+#include "prism/internal/depth_limited_archive.h"
 #include "prism/internal/ids.h"
 
 // Boost 1.74 (Debian bookworm) serializes boost::optional but not std::optional or
@@ -76,8 +78,7 @@ template <typename T, typename = void>
 struct HasMemberSerialize : std::false_type {};
 template <typename T>
 struct HasMemberSerialize<T, std::void_t<decltype(std::declval<T&>().serialize(
-                                 std::declval<boost::archive::binary_oarchive&>(), 0u))>>
-    : std::true_type {};
+                                 std::declval<DepthLimitedOArchive&>(), 0u))>> : std::true_type {};
 
 // A free serialize(ar, t, version) in T's namespace, found by ADL only (the catch-all in
 // boost::serialization is deliberately not visible here).
@@ -85,9 +86,9 @@ namespace adl_probe {
 template <typename T, typename = void>
 struct HasFreeSerialize : std::false_type {};
 template <typename T>
-struct HasFreeSerialize<T, std::void_t<decltype(serialize(
-                               std::declval<boost::archive::binary_oarchive&>(),
-                               std::declval<T&>(), 0u))>> : std::true_type {};
+struct HasFreeSerialize<T, std::void_t<decltype(serialize(std::declval<DepthLimitedOArchive&>(),
+                                                          std::declval<T&>(), 0u))>>
+    : std::true_type {};
 }  // namespace adl_probe
 
 template <typename T>
@@ -201,8 +202,7 @@ struct Serializer {
     w.Pod<uint64_t>(0);
     {
       BufferOStreamBuf sb(out);
-      std::ostream os(&sb);
-      boost::archive::binary_oarchive ar(os, boost::archive::no_header);
+      DepthLimitedOArchive ar(sb);
       ar << value;
     }
     uint64_t length = out.size() - length_at - sizeof(uint64_t);
@@ -211,10 +211,9 @@ struct Serializer {
   static T Read(Reader& r) {
     ByteView v = r.Bytes();
     ViewIStreamBuf sb(v.data, v.size);
-    std::istream is(&sb);
     T value{};
     try {
-      boost::archive::binary_iarchive ar(is, boost::archive::no_header);
+      DepthLimitedIArchive ar(sb);
       ar >> value;
     } catch (const boost::archive::archive_exception& e) {
       throw SerializationError(std::string("prism: cannot deserialize value: ") + e.what());

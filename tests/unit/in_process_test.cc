@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/archive/binary_oarchive.hpp>
 #include <numeric>
 #include <set>
+#include <sstream>
 
 #include "prism/api.h"
 #include "prism/platform/channel.h"
@@ -41,8 +43,36 @@ class IpCounter {
   int value;
 };
 
+// A tree whose nodes keep their children in a std::vector: two nesting levels per generation.
+struct IpTree {
+  std::vector<IpTree> kids;
+  template <class A>
+  void serialize(A& ar, unsigned) {
+    ar & kids;
+  }
+};
+// A list linked by shared_ptrs: two levels per link (the node, the shared_ptr).
+struct IpLink {
+  std::shared_ptr<IpLink> next;
+  template <class A>
+  void serialize(A& ar, unsigned) {
+    ar & next;
+  }
+};
+IpTree IpChain(int generations) {
+  IpTree root;
+  IpTree* node = &root;
+  for (int i = 1; i < generations; ++i) node = &node->kids.emplace_back();
+  return root;
+}
+int IpGenerations(IpTree tree) {
+  int n = 1;
+  for (const IpTree* node = &tree; !node->kids.empty(); node = &node->kids.front()) ++n;
+  return n;
+}
+
 PRISM_REMOTE(IpRank, IpMake, IpSum, IpFib, IpKvRoundTrip, IpPublish, IpCounter::Create, &IpCounter::Add,
-             &IpCounter::Where);
+             &IpCounter::Where, IpChain, IpGenerations);
 
 auto OnRank(int rank) {
   return prism::Task(IpRank).SetResource("rank:" + std::to_string(rank), 0.01);
@@ -164,6 +194,59 @@ TEST(InProcessCluster, HugeResourceAmountsAreRejectedNotOverflowed) {
   EXPECT_THROW(prism::CreatePlacementGroup({"", {{{"CPU", 1e18}}}, prism::PlacementStrategy::PACK}),
                prism::Error);
   EXPECT_THROW(prism::platform::InProcessCluster({.num_ranks = 1, .num_cpus = 1e18}), prism::Error);
+}
+
+TEST(InProcessCluster, TooDeepValuesFailTheCallNotTheRank) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2, .num_cpus = 1});
+  const int legit = prism::kMaxValueDepth / 2, too_deep = prism::kMaxValueDepth;  // generations
+  auto on_rank_1 = [](auto f) { return prism::Task(f).SetResource("rank:1", 0.01); };
+  EXPECT_EQ(*on_rank_1(IpGenerations).Remote(IpChain(legit)).Get(10000), legit);
+  EXPECT_EQ(IpGenerations(*prism::Get(prism::Put(IpChain(legit)))), legit);
+
+  {  // The reported case: Put of a list 30,000 links long overflowed the driver's stack.
+    IpLink head;
+    IpLink* node = &head;
+    for (int i = 1; i < 30000; ++i) node = (node->next = std::make_shared<IpLink>()).get();
+    EXPECT_THROW(prism::Put(head), prism::SerializationError);
+    std::shared_ptr<IpLink> next = std::move(head.next);  // ~IpLink would recurse 30,000 deep
+    while (next) next = std::move(next->next);
+  }
+  try {  // A too-deep argument is refused by Remote, on the caller, before anything travels.
+    on_rank_1(IpGenerations).Remote(IpChain(too_deep));
+    ADD_FAILURE() << "a too-deep argument was submitted";
+  } catch (const prism::SerializationError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested more than 1000 levels"), std::string::npos) << e.what();
+  }
+  try {  // A task whose result is too deep fails with the error; its rank carries on.
+    on_rank_1(IpChain).Remote(too_deep).Get(10000);
+    ADD_FAILURE() << "a too-deep result was returned";
+  } catch (const prism::TaskError& e) {
+    EXPECT_EQ(e.OriginalType(), "prism::SerializationError") << e.what();
+    EXPECT_EQ(e.Rank(), 1);
+  }
+  {  // Argument bytes of a too-deep value (written without the limit) reach a task: it fails.
+    std::ostringstream os;
+    {
+      boost::archive::binary_oarchive ar(os, boost::archive::no_header);
+      ar << IpChain(too_deep);
+    }
+    prism::internal::TaskRequest request;
+    request.function = prism::platform::RegisteredName(IpGenerations);
+    request.resources = {{"rank:1", 0.01}};
+    request.max_retries = 0;
+    prism::internal::Writer(request.args.emplace_back().value).Str(os.str());
+    prism::ObjectRef<int> ref(prism::internal::RequireCore("test").Submit(std::move(request)),
+                              prism::ObjectRef<int>::Adopt{});
+    try {
+      ref.Get(10000);
+      ADD_FAILURE() << "a task read a too-deep argument";
+    } catch (const prism::TaskError& e) {
+      EXPECT_EQ(e.OriginalType(), "prism::SerializationError") << e.what();
+      EXPECT_NE(e.OriginalMessage().find("cannot deserialize"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(*OnRank(1).Remote().Get(10000), 1);
+  EXPECT_EQ(*on_rank_1(IpGenerations).Remote(IpChain(legit)).Get(10000), legit);
 }
 
 TEST(InProcessCluster, CommunicatorsNeedAnMpiJobAndSaySo) {

@@ -1,7 +1,9 @@
 // Serialization fast paths, Boost types, nested refs and the wire codec.
 #include <gtest/gtest.h>
 
+#include <boost/archive/binary_oarchive.hpp>
 #include <map>
+#include <sstream>
 
 #include "prism/object_ref.h"
 #include "prism/remote.h"
@@ -92,6 +94,136 @@ TEST(SerializationTest, NestedObjectRefsAreRecorded) {
   EXPECT_EQ(ids[1], ObjectId(12));
   auto back = Deserialize<std::vector<ObjectRef<int>>>(b.data(), b.size());
   EXPECT_EQ(back[0].ID(), ObjectId(11));
+}
+
+// ---- Nesting depth -------------------------------------------------------------------------
+
+// A tree whose nodes keep their children in a std::vector: two levels per generation.
+struct Tree {
+  std::vector<Tree> kids;
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar & kids;
+  }
+};
+
+/// A chain of `generations` nodes, built and taken apart without recursion (a 30,000-deep
+/// ~Tree would itself recurse 30,000 frames).
+struct Chain {
+  explicit Chain(int generations) {
+    Tree* node = &root;
+    for (int i = 1; i < generations; ++i) node = &node->kids.emplace_back();
+  }
+  ~Chain() {
+    std::vector<Tree> level = std::move(root.kids);
+    while (!level.empty()) level = std::move(level.front().kids);
+  }
+  Tree root;
+};
+
+int Generations(const Tree& tree) {
+  int n = 1;
+  for (const Tree* node = &tree; !node->kids.empty(); node = &node->kids.front()) ++n;
+  return n;
+}
+
+// A linked list of shared_ptrs: also two levels per link (the node, the shared_ptr).
+struct Link {
+  std::shared_ptr<Link> next;
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar & next;
+  }
+};
+
+struct LinkChain {
+  explicit LinkChain(int links) {
+    Link* node = &head;
+    for (int i = 1; i < links; ++i) node = (node->next = std::make_shared<Link>()).get();
+  }
+  ~LinkChain() {
+    std::shared_ptr<Link> next = std::move(head.next);
+    while (next) next = std::move(next->next);
+  }
+  Link head;
+};
+
+int Links(const Link& head) {
+  int n = 1;
+  for (const Link* node = &head; node->next; node = node->next.get()) ++n;
+  return n;
+}
+
+TEST(SerializationDepthTest, ValuesNestedUpToTheLimitRoundTrip) {
+  Chain chain(kMaxValueDepth / 2);  // its last node's (empty) vector is level kMaxValueDepth
+  Buffer b = Serialize(chain.root);
+  Chain back(1);
+  back.root = Deserialize<Tree>(b.data(), b.size());
+  EXPECT_EQ(Generations(back.root), static_cast<int>(kMaxValueDepth / 2));
+
+  LinkChain links(kMaxValueDepth / 2);
+  Buffer lb = Serialize(links.head);
+  LinkChain links_back(1);
+  links_back.head = Deserialize<Link>(lb.data(), lb.size());
+  EXPECT_EQ(Links(links_back.head), static_cast<int>(kMaxValueDepth / 2));
+}
+
+TEST(SerializationDepthTest, DeeperValuesAreASerializationErrorNotAStackOverflow) {
+  auto expect_refused = [](const auto& value, const std::string& what_value) {
+    try {
+      Serialize(value);
+      ADD_FAILURE() << what_value << " was serialized";
+    } catch (const SerializationError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("cannot serialize a value nested more than 1000 levels"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("Flatten"), std::string::npos) << what;
+    }
+  };
+  const int over = kMaxValueDepth / 2 + 1;
+  expect_refused(Chain(over).root, "a tree one generation too deep");
+  expect_refused(LinkChain(over).head, "a list one link too long");
+  // The reported crash: Boost overflowed the 8 MiB stack and killed the process (from about
+  // 20,000 links; a vector tree from about 58,000 generations).
+  expect_refused(LinkChain(30000).head, "a list of 30,000 links");
+  expect_refused(Chain(30000).root, "a tree 30,000 generations deep");
+}
+
+TEST(SerializationDepthTest, BytesOfATooDeepValueAreASerializationErrorNotAStackOverflow) {
+  // Bytes from a writer without the limit (Boost's own archive writes the same format):
+  // reading them must stop at the limit too.
+  auto unchecked_bytes = [](const Tree& tree) {
+    std::ostringstream os;
+    {
+      boost::archive::binary_oarchive ar(os, boost::archive::no_header);
+      ar << tree;
+    }
+    Buffer framed;
+    Writer(framed).Str(os.str());
+    return framed;
+  };
+  {
+    Chain legit(kMaxValueDepth / 2);  // the same bytes Prism writes: readable
+    Buffer b = unchecked_bytes(legit.root);
+    EXPECT_EQ(b.size(), Serialize(legit.root).size());
+    Chain back(1);
+    back.root = Deserialize<Tree>(b.data(), b.size());
+    EXPECT_EQ(Generations(back.root), static_cast<int>(kMaxValueDepth / 2));
+  }
+  // (Not 30,000 here: Boost's own archive would overflow the stack writing them.)
+  for (int generations : {static_cast<int>(kMaxValueDepth / 2) + 1, static_cast<int>(kMaxValueDepth)}) {
+    Chain chain(generations);
+    Buffer b = unchecked_bytes(chain.root);
+    try {
+      Chain back(1);
+      back.root = Deserialize<Tree>(b.data(), b.size());
+      ADD_FAILURE() << "a value " << generations << " generations deep was deserialized";
+    } catch (const SerializationError& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot deserialize a value nested more than 1000 levels"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(RemoteNamesTest, SplitsMacrosMembersAndOverloads) {
