@@ -22,6 +22,7 @@ struct ThreadTask {
   bool in_actor = false;  // actor threads hold no executor slot: nothing to give back
   bool actor_restarted = false;
   TaskId id;
+  const std::string* name = nullptr;  // the running spec's
   ResourceSet demand;
   CoreApi* core = nullptr;
 };
@@ -36,6 +37,7 @@ uint64_t NowNs() {
 
 
 TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
+const std::string* CurrentTaskName() { return t_task.active ? t_task.name : nullptr; }
 bool CurrentActorRestarted() { return t_task.active && t_task.in_actor && t_task.actor_restarted; }
 CoreApi* RunningTaskCore() { return t_task.active ? t_task.core : nullptr; }
 
@@ -164,6 +166,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   t_task.in_actor = host != nullptr;
   t_task.actor_restarted = host != nullptr && host->incarnation() > 0;
   t_task.id = spec.id;
+  t_task.name = &spec.name;
   t_task.demand = spec.demand;
   t_task.core = core_;
   TaskDone done;
@@ -269,6 +272,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   }
   done.exec_ns = NowNs() - start;
   t_task.active = false;
+  t_task.name = nullptr;
   t_task.in_actor = false;
   to_head_(std::move(done));
   if (after_task_) after_task_();

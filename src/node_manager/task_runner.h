@@ -26,6 +26,11 @@
 
 namespace prism::internal {
 
+/// The task running on the calling thread: its id (nil outside a task) and its display
+/// name (nullptr outside a task; valid while the task runs).
+TaskId CurrentTaskId();
+const std::string* CurrentTaskName();
+
 class TaskRunner {
  public:
   using ToHead = std::function<void(Message&&)>;

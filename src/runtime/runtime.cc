@@ -9,8 +9,9 @@
 // MPI is never touched.
 //
 // Ending badly never hangs: an uncaught exception anywhere calls the terminate handler
-// (message, then MPI_Abort); a driver that returns without Shutdown is caught by atexit
-// (message, Stop(1) to all ranks, exit 1); a silent rank is reported by the transport's
+// (message, then MPI_Abort); a driver that returns without Shutdown is caught by an on_exit
+// hook (message, Stop to all ranks, exit 1 or main's status), as is a task that calls
+// exit() (message naming the task and rank, MPI_Abort with its status); a silent rank is reported by the transport's
 // heartbeat check (message, MPI_Abort).
 #include <mpi.h>
 #include <unistd.h>
@@ -40,8 +41,6 @@
 
 namespace prism {
 namespace internal {
-
-TaskId CurrentTaskId();
 
 namespace {
 
@@ -123,20 +122,40 @@ void OnTerminate() {
            1);
 }
 
-void OnExitWithoutShutdown() {
+/// exit() while the job runs (registered with on_exit, which passes the status, at Init on
+/// every rank). On rank 0 outside a task, the driver's main ended without Shutdown: the
+/// other ranks are stopped and the job ends with the status (1 if it was 0). Anywhere else
+/// a task (or a thread of the program's) called exit(): the job ends with that status
+/// (1 for exit(0)), saying which task on which rank, before static destructors can run
+/// under the threads still working (which used to end in "std::terminate called").
+void OnExitWhileRunning(int status, void*) {
   Runtime* rt = g_runtime.load();
-  if (rt == nullptr || rt->rank != 0) return;
-  std::fprintf(stderr,
-               "prism: the driver's main() returned without calling prism::Shutdown(); "
-               "stopping all ranks, exit code 1\n");
-  std::fflush(stderr);
-  if (rt->transport) {
-    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{1, "driver exited"});
-    rt->transport->Stop(std::chrono::milliseconds(2000));
+  if (rt == nullptr) return;  // after Shutdown, or a serving rank's clean stop
+  const int code = status != 0 ? status : 1;
+  const TaskId task = CurrentTaskId();
+  if (rt->rank == 0 && task.IsNil()) {
+    std::fprintf(stderr,
+                 "prism: the driver's main() ended (exit status %d) without calling "
+                 "prism::Shutdown(); stopping all ranks, exit code %d\n",
+                 status, code);
+    std::fflush(stderr);
+    if (rt->transport) {
+      for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{code, "driver exited"});
+      rt->transport->Stop(std::chrono::milliseconds(2000));
+    }
+    CloseCommunicatorService();
+    if (rt->mpi) MPI_Finalize();
+    std::_Exit(code);
   }
-  CloseCommunicatorService();
-  if (rt->mpi) MPI_Finalize();
-  std::_Exit(1);
+  const std::string* name = CurrentTaskName();
+  const std::string who =
+      task.IsNil() ? "a thread outside any task on rank " + std::to_string(rt->rank)
+                   : "task " + (name != nullptr && !name->empty() ? *name + " " : std::string()) +
+                         "(id " + task.Hex() + ") on rank " + std::to_string(rt->rank);
+  AbortJob(who + " called exit(" + std::to_string(status) + ") while the job was running; "
+           "ending the job with exit status " + std::to_string(code) +
+           " (return from the task, or throw, instead of exiting)",
+           code);
 }
 
 std::string MakeJobId() {
@@ -441,14 +460,14 @@ void DoInit(const Config& config, int argc, char** argv) {
   g_runtime.store(raw);
   SetProcessCore(raw->node.get());
   InstallStopSignals(raw->rank, raw->hosts, raw->pids);
+  static bool exit_hook = false;
+  if (!exit_hook) {
+    on_exit(OnExitWhileRunning, nullptr);  // glibc: like atexit, with the exit status
+    exit_hook = true;
+  }
   if (raw->transport) raw->transport->Start();
   std::set_terminate(OnTerminate);
   if (raw->rank == 0) {
-    static bool registered = false;
-    if (!registered) {
-      std::atexit(OnExitWithoutShutdown);
-      registered = true;
-    }
     PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
                                 << raw->launch.launcher_name() << ", job " << raw->settings.job_id
                                 << ", session directory " << raw->settings.session_dir);

@@ -9,6 +9,7 @@
 //     worker_sigkill_guarded  worker_sigkill while the driver holds a PreemptionGuard (as a
 //                       training run does): mpirun's clean-up SIGTERM is no preemption
 //     driver_sigstop    the driver process stops itself (SIGSTOP): the workers must notice
+//     worker_exit       a task (ExitThree) on the last rank calls exit(3)
 //     worker_terminate  a thread started by a task on the last rank throws (std::terminate)
 //     init_only         Init and Shutdown (for bad flags/environment: Init must refuse)
 //     shutdown_busy     Shutdown while tasks still sleep on every rank: must exit 0 promptly
@@ -48,11 +49,14 @@ int ThrowInThread(int) {
   std::thread([] { throw std::logic_error("thrown in a worker thread on purpose"); }).join();
   return 0;
 }
+int ExitThree(int) {
+  std::exit(3);
+}
 int SleepMs(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;
 }
-PRISM_REMOTE(Square, KillSelf, ThrowInThread, SleepMs);
+PRISM_REMOTE(Square, KillSelf, ThrowInThread, ExitThree, SleepMs);
 
 int LastRank() { return prism::GetRuntimeContext().GetWorldSize() - 1; }
 std::string RankRes(int r) { return "rank:" + std::to_string(r); }
@@ -162,6 +166,10 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     raise(SIGSTOP);
     std::fprintf(stderr, "failure_helper: the driver was continued\n");
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "worker_exit") {
+    prism::Task(ExitThree).SetResource(RankRes(LastRank()), 0.01).Remote(0).Get();
     prism::Shutdown();
     return 0;
   } else if (mode == "worker_terminate") {
