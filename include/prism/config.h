@@ -17,6 +17,7 @@
 //   log_level             --prism-log-level=info        PRISM_LOG_LEVEL (error|warn|info|debug)
 //   task_table_size       --prism-task-table-size=N     PRISM_TASK_TABLE_SIZE
 //   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
+//   network               --prism-network=ib0           PRISM_NETWORK (any|shm|<interface>)
 
 #include <cstdint>
 #include <map>
@@ -54,6 +55,11 @@ struct Config {
   /// How objects move between ranks: "ucx" (default; UCX picks shared memory, RDMA or
   /// TCP) or "mpi" (point-to-point over the control plane's MPI, the fallback).
   std::optional<std::string> data_plane;
+  /// Where ranks listen for each other (MPI's TCP transport and UCX): "any" (default: every
+  /// interface, as Open MPI and UCX do by themselves), an interface name such as "ib0" or
+  /// "eth1" (only that one), or "shm" (shared memory only, no TCP listener at all: one node).
+  /// Read before MPI starts, so the program's Config must say the same on every rank.
+  std::optional<std::string> network;
 };
 
 }  // namespace prism

@@ -361,7 +361,11 @@ void DoInit(const Config& config, int argc, char** argv) {
   auto rt = std::make_unique<Runtime>();
   rt->launch = DetectLaunch(env);
   rt->mpi = LaunchedByMpiLauncher(env);
+  std::vector<std::string> args;
+  for (int i = 1; i < argc && argv != nullptr; ++i) args.emplace_back(argv[i]);
   if (rt->mpi) {
+    // Where ranks listen (Config::network) is MPI's and UCX's environment: set before both.
+    ApplyNetwork(NetworkSetting(config, args, env));
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -382,8 +386,6 @@ void DoInit(const Config& config, int argc, char** argv) {
   }
 
   // Settings: every rank resolves them; any failure stops every rank, reported by rank 0.
-  std::vector<std::string> args;
-  for (int i = 1; i < argc && argv != nullptr; ++i) args.emplace_back(argv[i]);
   HostFacts host = ReadHostFacts();
   // This launch's id, made by rank 0 and shared: the job id when no launcher gives one,
   // and what keeps two launches in one Slurm job apart (their directories, spill files).

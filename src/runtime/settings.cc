@@ -9,6 +9,7 @@
 
 #include "runtime/settings.h"
 
+#include <net/if.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,9 +50,11 @@ constexpr Option kLogLevel{"log_level", "--prism-log-level", "PRISM_LOG_LEVEL", 
 constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM_TASK_TABLE_SIZE",
                             "100000"};
 constexpr Option kDataPlane{"data_plane", "--prism-data-plane", "PRISM_DATA_PLANE", "mpi"};
+constexpr Option kNetwork{"network", "--prism-network", "PRISM_NETWORK", "ib0"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
-                                      &kRankTimeout, &kLogLevel, &kTaskTable, &kDataPlane};
+                                      &kRankTimeout, &kLogLevel, &kTaskTable, &kDataPlane,
+                                      &kNetwork};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -206,6 +209,26 @@ void Resolve(T& out, const std::optional<T>& code, const Option& o, const Source
 
 }  // namespace
 
+std::string NetworkSetting(const Config& code, const std::vector<std::string>& args, const EnvFn& env) {
+  std::string network = code.network.value_or("any");
+  const Sources src{env, ParseFlags(args)};
+  src.ForEachText(kNetwork, [&](const std::string&, const std::string& text) { network = text; });
+  return network;
+}
+
+void ApplyNetwork(const std::string& network) {
+  if (network == "any" || network.empty()) return;
+  if (network == "shm") {
+    // Open MPI: loopback and shared memory only (no tcp btl, so no listening socket);
+    // UCX: the same.
+    setenv("OMPI_MCA_btl", "self,vader", 1);
+    setenv("UCX_TLS", "self,sm", 1);
+    return;
+  }
+  setenv("OMPI_MCA_btl_tcp_if_include", network.c_str(), 1);
+  setenv("UCX_NET_DEVICES", network.c_str(), 1);
+}
+
 HostFacts ReadHostFacts() {
   HostFacts facts;
   facts.cores = std::max(1u, std::thread::hardware_concurrency());
@@ -344,6 +367,21 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   };
   if (code.data_plane) take_plane("Config::data_plane", *code.data_plane);
   src.ForEachText(kDataPlane, take_plane);
+
+  auto take_network = [&](const std::string& what, const std::string& text) {
+    if (text != "any" && text != "shm" && if_nametoindex(text.c_str()) == 0) {
+      std::string names;
+      if (struct if_nameindex* all = if_nameindex()) {
+        for (auto* i = all; i->if_index != 0; ++i) names += std::string(names.empty() ? "" : ", ") + i->if_name;
+        if_freenameindex(all);
+      }
+      Fail(what + "=\"" + text + "\" is not a network interface of this host (it has: " + names +
+           "); give one of them, \"shm\" (one node, shared memory only) or \"any\"");
+    }
+    s.network = text;
+  };
+  if (code.network) take_network("Config::network", *code.network);
+  src.ForEachText(kNetwork, take_network);
 
   if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
   src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {

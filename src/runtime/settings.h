@@ -44,6 +44,8 @@ struct Settings {
   uint64_t task_table_size = 10000;
   /// "ucx" or "mpi".
   std::string data_plane = "ucx";
+  /// "any", "shm" or an interface name (Config::network).
+  std::string network = "any";
   /// LaunchInfo::job_id, else the launch id.
   std::string job_id;
   /// Made once by rank 0 for this launch (mpirun or srun) and shared by every rank: two
@@ -65,6 +67,14 @@ struct Settings {
 Settings ResolveSettings(const Config& code, const std::vector<std::string>& args, const EnvFn& env,
                          const LaunchInfo& launch, const HostFacts& host,
                          const std::string& launch_id);
+
+/// Config::network as the highest source gives it ("any" if none), read before MPI_Init:
+/// what ApplyNetwork sets up. ResolveSettings validates it afterwards.
+std::string NetworkSetting(const Config& code, const std::vector<std::string>& args, const EnvFn& env);
+/// Restricts where MPI's TCP transport and UCX listen, through their environment variables
+/// (OMPI_MCA_btl_tcp_if_include / OMPI_MCA_btl and UCX_NET_DEVICES / UCX_TLS); must run
+/// before MPI_Init. "any" changes nothing.
+void ApplyNetwork(const std::string& network);
 
 /// Parses a byte count: "1073741824", "512M", "2G", "100K", "1.5G", "1T" (K/M/G/T are
 /// powers of 1024; case-insensitive; an optional trailing "B" or "iB" is accepted).

@@ -18,6 +18,8 @@
 //                       rank must still hear the head's heartbeats, and not end the job
 //     lifecycle         API calls before Init / after Shutdown throw RuntimeError, refs may
 //                       outlive Shutdown; prints "lifecycle ok" and exits 0
+//     listeners         prints how many TCP sockets each rank's process listens on
+//                       ("listening TCP sockets per rank: a b c"), exits 0
 //     spill_check SEED  Puts 40 objects of 4 MiB whose bytes depend on SEED (with a small
 //                       object store they spill), reads them all back twice and checks
 //                       every byte; prints "spill_check ok" or what was wrong (exit 1)
@@ -29,6 +31,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -49,6 +55,29 @@ int ThrowInThread(int) {
   std::thread([] { throw std::logic_error("thrown in a worker thread on purpose"); }).join();
   return 0;
 }
+/// TCP sockets this process listens on: rows of /proc/net/tcp{,6} in state 0A (LISTEN)
+/// whose inode is one of this process's open sockets.
+int ListeningSockets(int) {
+  std::set<std::string> mine;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) mine.insert(target.substr(8, target.size() - 9));
+  }
+  int n = 0;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state == "0A" && mine.count(inode)) ++n;
+    }
+  }
+  return n;
+}
 int ExitThree(int) {
   std::exit(3);
 }
@@ -56,7 +85,7 @@ int SleepMs(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;
 }
-PRISM_REMOTE(Square, KillSelf, ThrowInThread, ExitThree, SleepMs);
+PRISM_REMOTE(Square, KillSelf, ThrowInThread, ListeningSockets, ExitThree, SleepMs);
 
 int LastRank() { return prism::GetRuntimeContext().GetWorldSize() - 1; }
 std::string RankRes(int r) { return "rank:" + std::to_string(r); }
@@ -166,6 +195,15 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     raise(SIGSTOP);
     std::fprintf(stderr, "failure_helper: the driver was continued\n");
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "listeners") {
+    std::string counts;
+    for (int r = 0; r <= LastRank(); ++r) {
+      counts += " " + std::to_string(
+                          *prism::Task(ListeningSockets).SetResource(RankRes(r), 0.01).Remote(0).Get(30000));
+    }
+    std::printf("listening TCP sockets per rank:%s\n", counts.c_str());
     prism::Shutdown();
     return 0;
   } else if (mode == "worker_exit") {

@@ -433,3 +433,23 @@ TEST(SettingsTest, UserArgumentsAreIgnored) {
 
 }  // namespace
 }  // namespace prism::internal
+
+namespace prism::internal {
+namespace {
+
+TEST(SettingsTest, NetworkIsAnyShmOrAnInterfaceOfThisHost) {
+  EXPECT_EQ(Resolve({}).network, "any");
+  EXPECT_EQ(Resolve({{"PRISM_NETWORK", "shm"}}).network, "shm");
+  EXPECT_EQ(Resolve({}, {"--prism-network=lo"}).network, "lo");
+  Config code;
+  code.network = "lo";
+  EXPECT_EQ(Resolve({}, {}, code).network, "lo");
+  ExpectError([] { Resolve({}, {"--prism-network=nosuchif0"}); },
+              {"--prism-network=\"nosuchif0\"", "not a network interface", "lo", "shm"});
+  // Read before MPI starts: the highest source wins, unvalidated (ResolveSettings checks).
+  EXPECT_EQ(NetworkSetting(code, {"--prism-network=eth9"}, FakeEnv({{"PRISM_NETWORK", "shm"}})), "eth9");
+  EXPECT_EQ(NetworkSetting(Config{}, {}, FakeEnv({})), "any");
+}
+
+}  // namespace
+}  // namespace prism::internal
