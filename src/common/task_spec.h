@@ -40,6 +40,7 @@ struct TaskSpec {
   int attempt = 0;
   std::string placement_group;  // empty: none
   int bundle_index = -1;        // -1: any bundle of the group
+  int depth = 1;                // nesting: 1 from the driver, a task's children its depth + 1
 };
 
 /// A by-reference argument as the head knows it at dispatch time: small objects travel

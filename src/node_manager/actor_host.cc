@@ -1,17 +1,22 @@
 #include "node_manager/actor_host.h"
 
 #include "common/spin_wait.h"
+#include "node_manager/executor.h"
 
 namespace prism::internal {
 
-ActorHost::ActorHost(ObjectId id, int max_concurrency, RunFn run)
-    : id_(id), max_concurrency_(std::max(1, max_concurrency)), run_(std::move(run)) {}
+ActorHost::ActorHost(ObjectId id, int max_concurrency, RunFn run, EndedFn ended)
+    : id_(id),
+      max_concurrency_(std::max(1, max_concurrency)),
+      run_(std::move(run)),
+      ended_(std::move(ended)) {}
 
 ActorHost::~ActorHost() {
   std::vector<std::thread> threads;
   bool idle;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ended_ = nullptr;  // the owner is going away: leaving threads must not call back
     stop_ = true;
     idle = running_ == 0;
     threads.swap(threads_);
@@ -31,7 +36,22 @@ ActorHost::~ActorHost() {
 bool ActorHost::Enqueue(DispatchTask&& task) {
   std::lock_guard<std::mutex> lock(mu_);
   const bool creation = task.spec->kind == TaskKind::kActorCreation;
-  if (dead_ && !creation) return false;
+  if (stop_ || (dead_ && !creation)) return false;
+  if (threads_.size() < static_cast<size_t>(max_concurrency_)) {
+    threads_.emplace_back();
+    try {
+      threads_.back() = StartThread([this] { ThreadMain(); });
+      ++live_;
+    } catch (const std::system_error& e) {
+      threads_.pop_back();
+      if (threads_.empty()) {  // nothing could run it: the actor is dead, nothing else
+        dead_ = true;
+        cause_ = ThreadStartFailure("actor " + id_.Hex(), e).substr(7);  // a cause: no "prism: "
+        return false;
+      }
+      // Fewer threads than max_concurrency: the ones there run the calls.
+    }
+  }
   if (creation) {
     dead_ = false;
     cause_.clear();
@@ -39,9 +59,6 @@ bool ActorHost::Enqueue(DispatchTask&& task) {
   }
   mailbox_.push_back(std::move(task));
   queued_.store(mailbox_.size(), std::memory_order_relaxed);
-  if (threads_.size() < static_cast<size_t>(max_concurrency_)) {
-    threads_.emplace_back([this] { ThreadMain(); });
-  }
   if (sleeping_ > 0) cv_.notify_all();  // a spinning thread sees queued_ change by itself
   return true;
 }
@@ -65,7 +82,7 @@ void ActorHost::ThreadMain() {
       cv_.wait(lock, runnable);
       --sleeping_;
     }
-    if (stop_) return;
+    if (stop_) break;
     DispatchTask task = std::move(mailbox_.front());
     mailbox_.pop_front();
     queued_.store(mailbox_.size(), std::memory_order_relaxed);
@@ -80,6 +97,21 @@ void ActorHost::ThreadMain() {
     DestroyIfIdle();
     cv_.notify_all();
   }
+  // The actor ended: the last thread to leave asks the owner to join the threads.
+  EndedFn ended = --live_ == 0 ? ended_ : nullptr;
+  lock.unlock();
+  if (ended) ended(*this);
+}
+
+bool ActorHost::JoinThreads() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_ || live_ > 0) return false;
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.join();  // they left ThreadMain: returns at once
+  return true;
 }
 
 void ActorHost::SetInstance(void* instance, std::function<void(void*)> destroy) {

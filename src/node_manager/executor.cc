@@ -2,12 +2,51 @@
 
 #include "common/spin_wait.h"
 
+#include <dirent.h>
+
+#include <cerrno>
 #include <chrono>
 
 namespace prism::internal {
 
-Executor::Executor(ResourceSet capacity, RunFn run)
-    : run_(std::move(run)), available_(std::move(capacity)) {}
+namespace {
+std::atomic<int> g_failing_thread_starts{0};
+std::atomic<size_t> g_max_blocked_tasks{kMaxBlockedTasks};
+
+int CountThreads() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+}  // namespace
+
+void FailThreadStartsForTest(int n) { g_failing_thread_starts.store(n); }
+void SetMaxBlockedTasksForTest(size_t n) { g_max_blocked_tasks.store(n == 0 ? kMaxBlockedTasks : n); }
+
+size_t MaxBlockedTasks() { return g_max_blocked_tasks.load(std::memory_order_relaxed); }
+
+void MaybeFailThreadStartForTest() {
+  if (g_failing_thread_starts.load(std::memory_order_relaxed) > 0 &&
+      g_failing_thread_starts.fetch_sub(1) > 0) {
+    throw std::system_error(EAGAIN, std::generic_category(),
+                            "injected by a test");
+  }
+}
+
+std::string ThreadStartFailure(const std::string& what, const std::system_error& e) {
+  static_assert(sizeof("prism: ") == 8, "ActorHost strips this prefix for a cause");
+  return "prism: could not start a thread for " + what + " (" + e.what() + ", with " +
+         std::to_string(CountThreads()) +
+         " threads in this process): the process is at a limit on threads or memory mappings "
+         "(ulimit -u, /proc/sys/kernel/threads-max, /proc/sys/vm/max_map_count); end actors "
+         "that are no longer needed, or block fewer tasks at once";
+}
+
+Executor::Executor(ResourceSet capacity, RunFn run, FailFn fail)
+    : run_(std::move(run)), fail_(std::move(fail)), available_(std::move(capacity)) {}
 
 Executor::~Executor() { Stop(); }
 
@@ -18,12 +57,16 @@ ResourceSet Executor::CpuOnly(const ResourceSet& demand) {
 }
 
 void Executor::Submit(DispatchTask&& task) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
-  waiting_.push_back(std::move(task));
-  Admit();
+  bool unstarted;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mu_);
+    waiting_.push_back(std::move(task));
+    unstarted = Admit();
+  }
+  if (unstarted) FailUnstarted();
 }
 
-void Executor::Admit(size_t caller_takes) {
+bool Executor::Admit(size_t caller_takes) {
   // Strict FIFO: the head already sized what it sent here (capacity x pipeline depth), so
   // the queue is short-lived; scanning past a task that does not fit would cost a demand
   // comparison per queued task on every completion.
@@ -33,18 +76,48 @@ void Executor::Admit(size_t caller_takes) {
     waiting_.pop_front();
   }
   num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
-  if (runnable_.size() <= caller_takes || stop_) return;  // the caller runs it: nobody to wake
+  if (runnable_.size() <= caller_takes || stop_) return false;  // the caller runs it: nobody to wake
   const size_t need = runnable_.size() - caller_takes;
-  if (spinning_ >= need) return;  // spinning threads will take them: no wake-up
+  if (spinning_ >= need) return false;  // spinning threads will take them: no wake-up
   if (idle_ >= need) {
     cv_.notify_one();
-    return;
+    return false;
   }
   size_t missing = need - idle_;
   for (size_t i = 0; i < missing; ++i) {
-    threads_.emplace_back([this] { ThreadMain(); });
+    threads_.emplace_back();
+    try {
+      threads_.back() = StartThread([this] { ThreadMain(); });
+    } catch (const std::system_error& e) {
+      // The tasks no thread will take now (the last ones) fail, rather than wait for a
+      // thread that may never come.
+      threads_.pop_back();
+      start_error_ = ThreadStartFailure("a task", e);
+      for (size_t k = i; k < missing && runnable_.size() > caller_takes; ++k) {
+        available_.Add(runnable_.back().spec->demand);
+        unstarted_.push_back(std::move(runnable_.back()));
+        runnable_.pop_back();
+      }
+      num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
+      if (idle_ > 0) cv_.notify_all();
+      return true;
+    }
   }
   if (idle_ > 0) cv_.notify_all();
+  return false;
+}
+
+void Executor::FailUnstarted() {
+  std::deque<DispatchTask> tasks;
+  std::string message;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mu_);
+    tasks.swap(unstarted_);
+    message = start_error_;
+  }
+  for (auto& t : tasks) {
+    if (fail_) fail_(t, message);
+  }
 }
 
 void Executor::ThreadMain() {
@@ -72,18 +145,30 @@ void Executor::ThreadMain() {
     available_.Add(task.spec->demand);
     // This thread takes the next runnable task itself (the lock is held until it does), so
     // Admit wakes or starts threads only for the rest.
-    Admit(/*caller_takes=*/1);
+    if (Admit(/*caller_takes=*/1)) {
+      lock.unlock();
+      FailUnstarted();
+      lock.lock();
+    }
   }
 }
 
-void Executor::Block(const ResourceSet& demand) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
-  available_.Add(CpuOnly(demand));
-  Admit();
+bool Executor::Block(const ResourceSet& demand) {
+  bool unstarted;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mu_);
+    if (blocked_ >= MaxBlockedTasks()) return false;
+    ++blocked_;
+    available_.Add(CpuOnly(demand));
+    unstarted = Admit();
+  }
+  if (unstarted) FailUnstarted();
+  return true;
 }
 
 void Executor::Unblock(const ResourceSet& demand) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
+  --blocked_;
   available_.Subtract(CpuOnly(demand));  // may go negative for a moment: Ray does the same
 }
 

@@ -4,12 +4,20 @@
 // hands its CPU back (Block/Unblock), and a new thread is started if a queued task can then
 // run, so nested tasks cannot deadlock the pool. Idle threads sleep on a condition variable
 // (no CPU). Thread-safe.
+//
+// Bounds: at most kMaxBlockedTasks tasks of a rank may block at once (each holds a thread);
+// Block refuses the next one, which then fails with an error instead of growing the pool
+// until the rank runs out of threads or memory mappings. So the pool never holds more than
+// about num_cpus + 2 x kMaxBlockedTasks threads. A thread the system refuses to start fails
+// the tasks that needed it (FailFn), never the rank.
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -19,15 +27,42 @@
 
 namespace prism::internal {
 
+/// Most tasks of one rank that may wait in Get/Wait at once (each keeps a thread): far
+/// below the limits on threads and memory mappings (two per thread stack).
+inline constexpr size_t kMaxBlockedTasks = 1024;
+
+/// The message of a thread the system refused to start (std::system_error from
+/// std::thread, EAGAIN when the process is out of threads or memory mappings): what it was
+/// for and what to do.
+std::string ThreadStartFailure(const std::string& what, const std::system_error& e);
+/// For tests: the next `n` StartThread calls on this process fail as the system would.
+void FailThreadStartsForTest(int n);
+void MaybeFailThreadStartForTest();
+/// For tests: Block refuses past `n` blocked tasks instead of kMaxBlockedTasks (0: back to it).
+void SetMaxBlockedTasksForTest(size_t n);
+/// kMaxBlockedTasks, or what a test set.
+size_t MaxBlockedTasks();  // throws std::system_error while FailThreadStartsForTest counts
+
+/// std::thread(fn), or a std::system_error when the system refuses (or a test asked).
+template <typename F>
+std::thread StartThread(F&& fn) {
+  MaybeFailThreadStartForTest();
+  return std::thread(std::forward<F>(fn));
+}
+
 class Executor {
  public:
   using RunFn = std::function<void(DispatchTask&)>;
-  Executor(ResourceSet capacity, RunFn run);
+  /// Fails a task that could not be given a thread, with this message (outside the lock).
+  using FailFn = std::function<void(DispatchTask&, const std::string& message)>;
+  Executor(ResourceSet capacity, RunFn run, FailFn fail = {});
   ~Executor();
 
   void Submit(DispatchTask&& task);
-  /// Called by a running task's thread when it blocks in Get / resumes.
-  void Block(const ResourceSet& demand);
+  /// Called by a running task's thread when it blocks in Get / resumes. Block returns false
+  /// (and gives nothing back) when kMaxBlockedTasks tasks are blocked already: the caller
+  /// must then fail rather than wait. Unblock only after a Block that returned true.
+  bool Block(const ResourceSet& demand);
   void Unblock(const ResourceSet& demand);
   /// Stops the pool. Returns true if every thread was idle and has been joined; false if
   /// some were still running user code (they are detached and the executor must then be
@@ -38,12 +73,16 @@ class Executor {
  private:
   /// Moves waiting tasks that fit into runnable_ and makes sure threads are there for them,
   /// beyond `caller_takes` that the calling pool thread will run itself. Requires mu_.
-  void Admit(size_t caller_takes = 0);
+  /// Returns true if a thread could not be started: the tasks it was for are in unstarted_
+  /// and the caller must call FailUnstarted once it released mu_.
+  bool Admit(size_t caller_takes = 0);
+  void FailUnstarted();  // not under mu_
   void ThreadMain();
   static ResourceSet CpuOnly(const ResourceSet& demand);
 
   static constexpr int kSpinUs = 50;
   RunFn run_;
+  FailFn fail_;
   std::atomic<size_t> num_runnable_{0};
   AdaptiveMutex mu_;
   std::condition_variable_any cv_;
@@ -53,6 +92,9 @@ class Executor {
   std::vector<std::thread> threads_;
   size_t idle_ = 0;      // threads waiting for work (spinning or asleep)
   size_t spinning_ = 0;  // of those, spinning: they need no wake-up
+  size_t blocked_ = 0;   // running tasks waiting in Get/Wait
+  std::deque<DispatchTask> unstarted_;  // admitted, but no thread could be started for them
+  std::string start_error_;
   bool stop_ = false;
   bool stopped_clean_ = true;
 };

@@ -85,6 +85,14 @@ ObjectId Node::Submit(TaskRequest&& request) {
     spec.demand = ResourceSet(request.resources);
   }
   CheckFeasible(spec);
+  spec.depth = CurrentTaskDepth() + 1;
+  if (spec.depth > kMaxTaskDepth) {
+    throw RuntimeError("prism: " + spec.name + " would run at nesting depth " +
+                       std::to_string(spec.depth) + " (a task submitting a task, and so on), " +
+                       "beyond the limit of " + std::to_string(kMaxTaskDepth) +
+                       " (kMaxTaskDepth): does the recursion end? Each level waiting in Get "
+                       "holds a thread; make it shallower, or a loop inside one task");
+  }
   spec.id = NextId();
   spec.args.reserve(request.args.size());
   for (auto& a : request.args) {

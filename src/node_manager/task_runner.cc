@@ -21,6 +21,7 @@ struct ThreadTask {
   bool active = false;
   bool in_actor = false;  // actor threads hold no executor slot: nothing to give back
   bool actor_restarted = false;
+  int depth = 0;
   TaskId id;
   const std::string* name = nullptr;  // the running spec's
   ResourceSet demand;
@@ -38,6 +39,7 @@ uint64_t NowNs() {
 
 TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
 const std::string* CurrentTaskName() { return t_task.active ? t_task.name : nullptr; }
+int CurrentTaskDepth() { return t_task.active ? t_task.depth : 0; }
 bool CurrentActorRestarted() { return t_task.active && t_task.in_actor && t_task.actor_restarted; }
 CoreApi* RunningTaskCore() { return t_task.active ? t_task.core : nullptr; }
 
@@ -51,7 +53,9 @@ TaskRunner::TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inlin
       to_head_(std::move(to_head)),
       core_(core),
       after_task_(std::move(after_task)) {
-  executor_ = std::make_unique<Executor>(capacity, [this](DispatchTask& t) { Execute(t); });
+  executor_ = std::make_unique<Executor>(
+      capacity, [this](DispatchTask& t) { Execute(t); },
+      [this](DispatchTask& t, const std::string& message) { FailUnstartedTask(t, message); });
 }
 
 TaskRunner::~TaskRunner() {
@@ -62,6 +66,11 @@ TaskRunner::~TaskRunner() {
   deferred_cv_.notify_all();
   if (deferred_thread_.joinable()) deferred_thread_.join();
   if (!executor_->Stop()) executor_.release();  // threads still in user code keep using it
+  // Before the deferred-work members go: a leaving actor thread may call back (Defer,
+  // which now refuses), and ~ActorHost waits for it.
+  std::lock_guard<std::mutex> lock(actors_mu_);
+  actors_.clear();
+  ended_actors_.clear();
 }
 
 bool TaskRunner::Stop() { return executor_->Stop(); }
@@ -70,7 +79,15 @@ bool TaskRunner::InTask() { return t_task.active; }
 
 bool TaskRunner::Block() {
   if (!t_task.active || t_task.in_actor) return false;  // actor threads hold no executor slot
-  executor_->Block(t_task.demand);
+  if (!executor_->Block(t_task.demand)) {
+    throw RuntimeError(
+        "prism: task " + *t_task.name + " (nesting depth " + std::to_string(t_task.depth) +
+        ") cannot wait in Get/Wait on rank " + std::to_string(rank_) + ": " +
+        std::to_string(MaxBlockedTasks()) +
+        " tasks wait there already, the most a rank keeps threads for (kMaxBlockedTasks). "
+        "Nested tasks this wide or deep would exhaust the rank's threads: wait for fewer "
+        "results from inside tasks at once, or return refs instead of waiting for them");
+  }
   to_head_(TaskBlocked{t_task.id, true});
   return true;
 }
@@ -82,8 +99,16 @@ void TaskRunner::Unblock() {
 
 void TaskRunner::Defer(std::function<void()> work) {
   std::lock_guard<std::mutex> lock(deferred_mu_);
+  if (deferred_stop_) return;  // shutting down: nobody would run it
   deferred_.push_back(std::move(work));
-  if (!deferred_thread_.joinable()) deferred_thread_ = std::thread([this] { DeferredMain(); });
+  if (!deferred_thread_.joinable()) {
+    try {
+      deferred_thread_ = StartThread([this] { DeferredMain(); });
+    } catch (const std::system_error& e) {
+      // The work stays queued: the next Defer tries again.
+      PRISM_LOG_ERROR(ThreadStartFailure("deferred work", e));
+    }
+  }
   deferred_cv_.notify_one();
 }
 
@@ -110,15 +135,41 @@ void TaskRunner::Run(DispatchTask&& d) {
 
 void TaskRunner::Kill(const KillActor& k) {
   std::deque<DispatchTask> failed;
+  ActorHost* ended = nullptr;
   {
     std::lock_guard<std::mutex> lock(actors_mu_);
     auto it = actors_.find(k.actor);
-    if (it != actors_.end()) failed = it->second->Kill(k.restart, k.cause);
+    if (it != actors_.end()) {
+      failed = it->second->Kill(k.restart, k.cause);
+      if (!k.restart) {
+        // The head sends nothing more for this actor: its host leaves the table and is
+        // deleted once its threads have left (a call may still be running).
+        ended = it->second.get();
+        ended_actors_.emplace(ended, std::move(it->second));
+        actors_.erase(it);
+      }
+    }
   }
   if (!failed.empty()) {
     auto shared = std::make_shared<std::deque<DispatchTask>>(std::move(failed));
     Defer([this, shared, cause = k.cause] { FailCalls(std::move(*shared), cause); });
   }
+  if (ended != nullptr) Defer([this, ended, id = k.actor] { Reap(id, ended); });
+}
+
+void TaskRunner::Reap(ObjectId actor, ActorHost* host) {
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto live = actors_.find(actor);
+    if (!ended_actors_.count(host) && (live == actors_.end() || live->second.get() != host)) {
+      return;  // reaped already
+    }
+  }
+  // Only this thread reaps, so the host stays alive while it joins (outside the lock:
+  // a leaving thread may still be calling back).
+  if (!host->JoinThreads()) return;  // a call still runs: its thread calls back as it leaves
+  std::lock_guard<std::mutex> lock(actors_mu_);
+  ended_actors_.erase(host);  // deletes it if the head ended it; else it waits for the Kill
 }
 
 void TaskRunner::RouteToActor(DispatchTask&& d) {
@@ -132,8 +183,9 @@ void TaskRunner::RouteToActor(DispatchTask&& d) {
       if (spec.kind != TaskKind::kActorCreation) {
         actors_.erase(actor);
       } else {
-        slot = std::make_unique<ActorHost>(actor, spec.max_concurrency,
-                                           [this](DispatchTask& t, ActorHost& h) { Execute(t, &h); });
+        slot = std::make_unique<ActorHost>(
+            actor, spec.max_concurrency, [this](DispatchTask& t, ActorHost& h) { Execute(t, &h); },
+            [this](ActorHost& h) { Defer([this, id = h.id(), host = &h] { Reap(id, host); }); });
       }
     }
     auto it = actors_.find(actor);
@@ -160,9 +212,22 @@ void TaskRunner::FailCalls(std::deque<DispatchTask>&& calls, const std::string& 
   }
 }
 
+void TaskRunner::FailUnstartedTask(DispatchTask& task, const std::string& message) {
+  // From inside Handle (Submit) a direct send could reach the head under its own lock.
+  Defer([this, spec = task.spec, message] {
+    TaskDone done;
+    done.id = spec->id;
+    done.attempt = spec->attempt;
+    done.ok = false;
+    done.error = ErrorInfo::Exception("prism::RuntimeError", message, spec->name, rank_);
+    to_head_(std::move(done));
+  });
+}
+
 void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   const TaskSpec& spec = *d.spec;
   t_task.active = true;
+  t_task.depth = spec.depth;
   t_task.in_actor = host != nullptr;
   t_task.actor_restarted = host != nullptr && host->incarnation() > 0;
   t_task.id = spec.id;

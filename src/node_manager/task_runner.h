@@ -30,6 +30,15 @@ namespace prism::internal {
 /// name (nullptr outside a task; valid while the task runs).
 TaskId CurrentTaskId();
 const std::string* CurrentTaskName();
+/// How deeply the running task is nested: 1 for what the driver submits, its children 2,
+/// ...; 0 outside a task.
+int CurrentTaskDepth();
+
+/// Deepest a task may nest (TaskSpec::depth). A task that submits beyond it gets a
+/// RuntimeError from Remote(): recursion that never ends stops here, at a depth no real
+/// program reaches, instead of blocking a thread per level on every rank until the
+/// process runs out (each level's parent waits in Get holding its thread).
+inline constexpr int kMaxTaskDepth = 1000;
 
 class TaskRunner {
  public:
@@ -49,7 +58,8 @@ class TaskRunner {
   static bool InTask();
   /// While a plain task on this thread waits for objects it gives its CPU back (to the
   /// executor and the head); Unblock takes it again. Block returns false (and nothing
-  /// happens) outside a plain task.
+  /// happens) outside a plain task. Throws RuntimeError, naming the task's depth, when
+  /// kMaxBlockedTasks tasks of this rank wait already (Executor::Block).
   bool Block();
   void Unblock();
 
@@ -63,6 +73,11 @@ class TaskRunner {
   void RouteToActor(DispatchTask&& task);
   /// Fails actor calls that can no longer run, with ActorError(cause).
   void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
+  /// Fails a task the executor could not give a thread (on the deferred-work thread).
+  void FailUnstartedTask(DispatchTask& task, const std::string& message);
+  /// On the deferred-work thread: joins the threads of an ended actor and, once the head
+  /// ended it here (Kill without restart), deletes its host. Idempotent.
+  void Reap(ObjectId actor, ActorHost* host);
   /// Runs `work` soon on the deferred-work thread.
   void Defer(std::function<void()> work);
   void DeferredMain();
@@ -78,6 +93,8 @@ class TaskRunner {
 
   std::mutex actors_mu_;
   std::unordered_map<ObjectId, std::unique_ptr<ActorHost>> actors_;  // actors living here
+  // Killed for good, waiting for their threads to leave (Reap deletes them).
+  std::unordered_map<ActorHost*, std::unique_ptr<ActorHost>> ended_actors_;
 
   std::mutex deferred_mu_;
   std::condition_variable deferred_cv_;

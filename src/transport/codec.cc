@@ -15,7 +15,7 @@ template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.kind); f(e.type); f
 template <typename F> void Fields(TaskSpec& t, F&& f) {
   f(t.id); f(t.kind); f(t.actor); f(t.actor_name); f(t.class_name); f(t.max_restarts); f(t.max_concurrency); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
-  f(t.bundle_index);
+  f(t.bundle_index); f(t.depth);
 }
 template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); }
 

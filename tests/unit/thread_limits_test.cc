@@ -1,0 +1,106 @@
+// Threads a rank cannot have (issue 14 items 4 and 5), in the in-process cluster: a thread
+// the system refuses to start fails only the task or actor it was for (injected with
+// FailThreadStartsForTest), and past kMaxBlockedTasks blocked tasks (lowered here) the next
+// task to block fails with an error naming its depth instead of starting yet another thread.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "node_manager/executor.h"
+#include "prism/api.h"
+#include "prism/platform/in_process.h"
+
+namespace {
+
+int TlTwice(int x) { return 2 * x; }
+
+class TlCounter {
+ public:
+  static TlCounter* Create(int start) { return new TlCounter{start}; }
+  int Add(int x) { return value += x; }
+  int value;
+};
+
+int TlGate(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return 1;
+}
+// The gate travels inside a vector, so that it is not an argument to wait for before the
+// task starts: the task starts and then blocks in Get.
+int TlWaitForGate(std::vector<prism::ObjectRef<int>> gate) { return *gate[0].Get(30000); }
+// Starts `n` children that all block in Get while the gate (on the other CPU) sleeps.
+int TlFan(int n) {
+  auto gate = prism::Task(TlGate).Remote(1500);
+  std::vector<prism::ObjectRef<int>> kids;
+  for (int i = 0; i < n; ++i) {
+    kids.push_back(prism::Task(TlWaitForGate).Remote(std::vector<prism::ObjectRef<int>>{gate}));
+  }
+  int sum = 0;
+  for (auto& k : kids) sum += *k.Get(30000);
+  return sum;
+}
+
+PRISM_REMOTE(TlTwice, TlCounter::Create, &TlCounter::Add, TlGate, TlWaitForGate, TlFan);
+
+TEST(ThreadLimits, AnActorWhoseThreadCannotStartFailsAloneWithAClearError) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 1});
+  auto before = prism::Actor(TlCounter::Create).Remote(10);
+  EXPECT_EQ(*before.Task(&TlCounter::Add).Remote(1).Get(10000), 11);
+
+  prism::internal::FailThreadStartsForTest(1);
+  auto refused = prism::Actor(TlCounter::Create).Remote(0);  // no throw: the call fails
+  try {
+    refused.Task(&TlCounter::Add).Remote(1).Get(10000);
+    FAIL() << "a call on an actor without a thread returned";
+  } catch (const prism::ActorError& e) {
+    std::printf("[ error ] %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("could not start a thread for actor"), std::string::npos)
+        << e.what();
+  }
+  prism::internal::FailThreadStartsForTest(0);
+
+  // Only that actor: the one before and a new one work.
+  EXPECT_EQ(*before.Task(&TlCounter::Add).Remote(1).Get(10000), 12);
+  auto after = prism::Actor(TlCounter::Create).Remote(20);
+  EXPECT_EQ(*after.Task(&TlCounter::Add).Remote(1).Get(10000), 21);
+  EXPECT_EQ(*prism::Task(TlTwice).Remote(4).Get(10000), 8);
+}
+
+TEST(ThreadLimits, ATaskWhoseThreadCannotStartFailsAloneWithAClearError) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 1});
+  // A fresh rank has no executor thread yet: the first task needs one.
+  prism::internal::FailThreadStartsForTest(1);
+  try {
+    prism::Task(TlTwice).Remote(1).Get(10000);
+    FAIL() << "a task without a thread returned";
+  } catch (const prism::TaskError& e) {
+    std::printf("[ error ] %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("could not start a thread for a task"), std::string::npos)
+        << e.what();
+  }
+  prism::internal::FailThreadStartsForTest(0);
+  EXPECT_EQ(*prism::Task(TlTwice).Remote(2).Get(10000), 4);
+}
+
+TEST(ThreadLimits, PastTheBlockedTaskLimitTheNextBlockFailsNamingItsDepth) {
+  prism::internal::SetMaxBlockedTasksForTest(8);
+  {
+    prism::platform::InProcessCluster cluster({.num_ranks = 1, .num_cpus = 2});
+    try {
+      prism::Task(TlFan).Remote(20).Get(30000);
+      FAIL() << "20 blocked tasks fitted under a limit of 8";
+    } catch (const prism::TaskError& e) {
+      const std::string what = e.what();
+      std::printf("[ error ] %s\n", what.c_str());
+      EXPECT_NE(what.find("nesting depth 2"), std::string::npos) << what;
+      EXPECT_NE(what.find("kMaxBlockedTasks"), std::string::npos) << what;
+    }
+    // Under the limit the same shape works, on the same rank.
+    EXPECT_EQ(*prism::Task(TlFan).Remote(4).Get(30000), 4);
+  }
+  prism::internal::SetMaxBlockedTasksForTest(0);
+}
+
+}  // namespace
