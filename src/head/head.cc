@@ -1,8 +1,19 @@
 #include "head/head.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "common/log.h"
+#include "head/memory_return.h"
 
 namespace prism::internal {
+
+void ReleaseFreeMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 namespace {
 std::vector<std::string> DefaultNodes(std::vector<std::string> node_of_rank, size_t num_ranks) {
@@ -57,13 +68,19 @@ void Head::DrainPosted() {
     }
     for (auto& [from, msg] : draining_) HandleLocked(from, std::move(msg));
     draining_.clear();
+    // After a burst, keep no burst-sized buffer (it would come back as posted_ next swap).
+    if (draining_.capacity() > kMaxKeptPosted) std::vector<std::pair<int, Message>>().swap(draining_);
   }
 }
 
 void Head::UnlockAndDrain() {
   for (;;) {
     DrainPosted();
+    const bool drained = drain_watch_.Drained(tasks_.Size() + objects_.Size());
     mu_.unlock();
+    // Once per drained burst, outside the lock: the head's and rank 0's node's frees of
+    // the burst are done (the node handles the head's messages inline).
+    if (drained) ReleaseFreeMemory();
     // A message posted after the drain found the lock taken and left it to us: look again.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!has_posted_.load(std::memory_order_seq_cst) || !mu_.try_lock()) return;

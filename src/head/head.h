@@ -28,6 +28,7 @@
 #include "head/actor_manager.h"
 #include "head/channel_router.h"
 #include "head/communicator_tags.h"
+#include "head/memory_return.h"
 #include "head/object_manager.h"
 #include "head/placement_group_manager.h"
 #include "head/state_tables.h"
@@ -115,6 +116,7 @@ class Head {
   std::vector<std::pair<int, Message>> posted_;
   std::vector<std::pair<int, Message>> draining_;  // reused; lock (mu_) held
   std::atomic<bool> has_posted_{false};
+  DrainWatch drain_watch_;  // lock (mu_) held
   SendFn send_;
   std::vector<std::string> node_of_rank_;
   Scheduler scheduler_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "head/memory_return.h"
+
 namespace prism::internal {
 
 namespace {
@@ -87,6 +89,7 @@ void ObjectDirectory::MaybeFree(ObjectId id, std::vector<FreedObject>& freed) {
     freed.push_back({cur, std::move(e.locations)});
     objects_.erase(it);
   }
+  ShrinkIfSparse(objects_);
 }
 
 }  // namespace prism::internal

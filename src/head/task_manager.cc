@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "head/actor_manager.h"
+#include "head/memory_return.h"
 
 namespace prism::internal {
 
@@ -210,6 +211,7 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
   if (!done.ok) failure = std::make_shared<ErrorInfo>(std::move(done.error));
   {
     auto node = tasks_.extract(id);
+    ShrinkIfSparse(tasks_);  // no iterator into tasks_ is held across Complete
     const TaskSpec& spec = *node.mapped().spec;
     RecordEnded(node.mapped(), done, failure, from);
     if (objects_.Find(id) == nullptr && !done.ok) {

@@ -8,9 +8,11 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "head/communicator_tags.h"
+#include "head/memory_return.h"
 #include "head/object_manager.h"
 #include "head/placement_group_manager.h"
 #include "head/state_tables.h"
@@ -1129,8 +1131,6 @@ TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsQueuedActorCreationWithAct
   EXPECT_EQ(ready[0].second.error.kind, ErrorKind::kActorError) << ready[0].second.error.message;
 }
 
-}  // namespace
-}  // namespace prism::internal
 
 // ---- CommunicatorTags ----------------------------------------------------------------------
 
@@ -1173,3 +1173,59 @@ TEST(CommunicatorTagsTest, BadRequestsAreErrors) {
     EXPECT_NE(std::string(e.what()).find("same ranks"), std::string::npos) << e.what();
   }
 }
+
+// ---- Memory given back after a burst (head/memory_return.h) ------------------------------
+
+TEST(MemoryReturnTest, ShrinkIfSparseGivesBucketsBackOnlyToALargeDrainedMap) {
+  std::unordered_map<uint64_t, int> map;
+  for (uint64_t i = 0; i < 100000; ++i) map[i] = 1;
+  const size_t full = map.bucket_count();
+  ASSERT_GE(full, 100000u);
+  for (uint64_t i = 0; i < 100000; ++i) {
+    map.erase(i);
+    ShrinkIfSparse(map);
+  }
+  EXPECT_LE(map.bucket_count(), kMinShrinkBuckets);
+  // A small map is never rehashed, however empty.
+  std::unordered_map<uint64_t, int> small;
+  for (uint64_t i = 0; i < 1000; ++i) small[i] = 1;
+  const size_t small_buckets = small.bucket_count();
+  small.clear();
+  ShrinkIfSparse(small);
+  EXPECT_EQ(small.bucket_count(), small_buckets);
+}
+
+TEST(MemoryReturnTest, DrainWatchFiresOnceAtTheDrainOfABurstAndOnceAtItsTail) {
+  DrainWatch watch;
+  int fired = 0;
+  for (size_t live = 0; live <= 200000; live += 100) fired += watch.Drained(live);
+  EXPECT_EQ(fired, 0);  // growing
+  size_t first = 0;
+  for (size_t live = 200000; live + 1 > 0 && fired == 0; live -= 100) {
+    if (watch.Drained(live)) {
+      ++fired;
+      first = live;
+    }
+  }
+  EXPECT_EQ(first, 200000u / 64 / 100 * 100);  // the first count at or under 1/64 of the peak
+  for (size_t live = first; live + 1 > 0; live -= 1) {
+    fired += watch.Drained(live);
+    if (live == 0) break;
+  }
+  EXPECT_EQ(fired, 2);  // and once for the tail, then never again
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(watch.Drained(0));
+}
+
+TEST(MemoryReturnTest, DrainWatchIgnoresBurstsSmallerThanKBurst) {
+  DrainWatch watch;
+  int fired = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t live = 0; live < DrainWatch::kBurst; live += 64) fired += watch.Drained(live);
+    for (size_t live = DrainWatch::kBurst - 64; live > 0; live -= 64) fired += watch.Drained(live);
+    fired += watch.Drained(0);
+  }
+  EXPECT_EQ(fired, 0);
+}
+
+}  // namespace
+}  // namespace prism::internal
