@@ -8,6 +8,8 @@
 #include "prism/errors.h"
 
 namespace prism::internal {
+/// MPI's text for an error code (MPI_Error_string), or "MPI error <code>".
+std::string MpiErrorText(int code);
 [[noreturn]] void ThrowMpiError(int code, const char* call, const char* file, int line);
 }  // namespace prism::internal
 

@@ -3,11 +3,11 @@
 // (common/head_calls.h CommunicatorTag, head/communicator_tags.h).
 #include "prism/platform/communicator.h"
 
-#include <algorithm>
 #include <mutex>
 #include <set>
 #include <utility>
 
+#include "common/check.h"
 #include "common/head_calls.h"
 #include "prism/errors.h"
 #include "prism/internal/core_api.h"
@@ -61,12 +61,7 @@ bool MpiRunning() {
 
 }  // namespace
 
-std::string MpiErrorText(int code) {
-  char buf[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(buf, static_cast<size_t>(std::max(0, len)));
-}
+std::string MpiErrorText(int code) { return internal::MpiErrorText(code); }
 
 std::string Communicator::Describe() const {
   return "communicator \"" + key_ + "\" (world ranks " + RankList(world_ranks_) + ", member " +
