@@ -46,7 +46,7 @@ bool ActorHost::Enqueue(DispatchTask&& task) {
       threads_.pop_back();
       if (threads_.empty()) {  // nothing could run it: the actor is dead, nothing else
         dead_ = true;
-        cause_ = ThreadStartFailure("actor " + id_.Hex(), e).substr(7);  // a cause: no "prism: "
+        cause_ = ThreadStartFailure("actor " + id_.Hex(), e);
         return false;
       }
       // Fewer threads than max_concurrency: the ones there run the calls.

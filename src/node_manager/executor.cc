@@ -37,8 +37,7 @@ void MaybeFailThreadStartForTest() {
 }
 
 std::string ThreadStartFailure(const std::string& what, const std::system_error& e) {
-  static_assert(sizeof("prism: ") == 8, "ActorHost strips this prefix for a cause");
-  return "prism: could not start a thread for " + what + " (" + e.what() + ", with " +
+  return "could not start a thread for " + what + " (" + e.what() + ", with " +
          std::to_string(CountThreads()) +
          " threads in this process): the process is at a limit on threads or memory mappings "
          "(ulimit -u, /proc/sys/kernel/threads-max, /proc/sys/vm/max_map_count); end actors "
@@ -92,7 +91,7 @@ bool Executor::Admit(size_t caller_takes) {
       // The tasks no thread will take now (the last ones) fail, rather than wait for a
       // thread that may never come.
       threads_.pop_back();
-      start_error_ = ThreadStartFailure("a task", e);
+      start_error_ = "prism: " + ThreadStartFailure("a task", e);
       for (size_t k = i; k < missing && runnable_.size() > caller_takes; ++k) {
         available_.Add(runnable_.back().spec->demand);
         unstarted_.push_back(std::move(runnable_.back()));

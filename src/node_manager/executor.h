@@ -31,17 +31,18 @@ namespace prism::internal {
 /// below the limits on threads and memory mappings (two per thread stack).
 inline constexpr size_t kMaxBlockedTasks = 1024;
 
-/// The message of a thread the system refused to start (std::system_error from
-/// std::thread, EAGAIN when the process is out of threads or memory mappings): what it was
-/// for and what to do.
+/// Why a thread the system refused to start (std::system_error from std::thread, EAGAIN
+/// when the process is out of threads or memory mappings) did not start: what it was for
+/// and what to do, without a "prism: " prefix (an actor's death cause has none).
 std::string ThreadStartFailure(const std::string& what, const std::system_error& e);
 /// For tests: the next `n` StartThread calls on this process fail as the system would.
 void FailThreadStartsForTest(int n);
+/// Throws std::system_error while FailThreadStartsForTest counts.
 void MaybeFailThreadStartForTest();
 /// For tests: Block refuses past `n` blocked tasks instead of kMaxBlockedTasks (0: back to it).
 void SetMaxBlockedTasksForTest(size_t n);
 /// kMaxBlockedTasks, or what a test set.
-size_t MaxBlockedTasks();  // throws std::system_error while FailThreadStartsForTest counts
+size_t MaxBlockedTasks();
 
 /// std::thread(fn), or a std::system_error when the system refuses (or a test asked).
 template <typename F>
