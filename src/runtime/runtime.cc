@@ -3,16 +3,16 @@
 // Init: detect the launcher; under mpirun/srun call MPI_Init_thread, resolve the settings
 // (code < env < flags), agree on the job id, exchange every rank's resources and node id
 // (MPI_Allgather), copy MPI_COMM_WORLD for the communicator service (MPI_Comm_dup), then
-// build the node manager (every rank), the head (rank 0) and the MPI
-// transport. Rank 0 returns to the driver; other ranks wait for Stop, then finalize MPI and
-// exit with the code the head sent. Without a launcher everything lives in one process and
-// MPI is never touched.
+// build the node manager (every rank), the head (rank 0) and the MPI transport. Rank 0
+// returns to the driver; other ranks wait for Stop, then finalize MPI and exit with the
+// code the head sent. Without a launcher everything lives in one process and MPI is never
+// touched.
 //
 // Ending badly never hangs: an uncaught exception anywhere calls the terminate handler
 // (message, then MPI_Abort); a driver that returns without Shutdown is caught by an on_exit
 // hook (message, Stop to all ranks, exit 1 or main's status), as is a task that calls
-// exit() (message naming the task and rank, MPI_Abort with its status); a silent rank is reported by the transport's
-// heartbeat check (message, MPI_Abort).
+// exit() (message naming the task and rank, MPI_Abort with its status); a silent rank is
+// reported by the transport's heartbeat check (message, MPI_Abort).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -69,6 +69,11 @@ std::atomic<Runtime*> g_runtime{nullptr};
 std::mutex g_init_mu;
 bool g_mpi_finalized = false;
 
+/// This rank's log file (created on its first line).
+std::string LogFile(const Runtime& rt) {
+  return rt.settings.log_dir + "/rank-" + std::to_string(rt.rank) + ".log";
+}
+
 /// At a clean end, on every rank: its spill files, its log file when the logs are in the
 /// session directory, then whichever of the session's directories are empty (so the last
 /// rank on a host to leave removes them all). After a failure only the spill files go: the
@@ -81,7 +86,7 @@ void RemoveSessionFiles(Runtime& rt, bool clean) {
   ::rmdir(spill.c_str());
   if (s.log_dir.rfind(s.session_dir + "/", 0) == 0) {
     SetLogFile("");  // closes it; later lines go to stderr only
-    ::unlink((s.log_dir + "/rank-" + std::to_string(rt.rank) + ".log").c_str());
+    ::unlink(LogFile(rt).c_str());
     ::rmdir(s.log_dir.c_str());
   }
   ::rmdir(s.session_dir.c_str());
@@ -90,8 +95,8 @@ void RemoveSessionFiles(Runtime& rt, bool clean) {
 [[noreturn]] void AbortJob(const std::string& why, int code) {
   Runtime* rt = g_runtime.load();
   if (rt != nullptr) {
-    std::fprintf(stderr, "prism: %s (this rank's log, if it wrote one: %s/rank-%d.log)\n", why.c_str(),
-                 rt->settings.log_dir.c_str(), rt->rank);
+    std::fprintf(stderr, "prism: %s (this rank's log, if it wrote one: %s)\n", why.c_str(),
+                 LogFile(*rt).c_str());
   } else {
     std::fprintf(stderr, "prism: %s\n", why.c_str());
   }
@@ -433,7 +438,7 @@ void DoInit(const Config& config, int argc, char** argv) {
   }
   SetLogLevelValue(static_cast<int>(rt->settings.log_level));
   SetBufferPoolLimit(rt->settings.object_store_memory / 2);
-  SetLogFile(rt->settings.log_dir + "/rank-" + std::to_string(rt->rank) + ".log");
+  SetLogFile(LogFile(*rt));
 
   std::string node_id = rt->settings.ranks_per_node > 0
                             ? "node-" + std::to_string(rt->rank / rt->settings.ranks_per_node)
