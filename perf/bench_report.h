@@ -132,6 +132,24 @@ inline void LoadAverage(double load[3]) {
   if (getloadavg(load, 3) < 0) load[0] = load[1] = load[2] = 0;
 }
 
+/// Runs ucx_perftest's ucp_put_bw for `bytes` between two local processes (the reference the
+/// data plane is measured against) and returns GB/s, or 0 if it cannot be run.
+inline double UcxPerftestPutGbps(uint64_t bytes) {
+  char cmd[512];
+  std::snprintf(cmd, sizeof cmd,
+                "command -v ucx_perftest >/dev/null || exit 1; port=$((20000 + $$ %% 20000)); "
+                "timeout 60 ucx_perftest -p $port >/dev/null 2>&1 & sleep 1; "
+                "timeout 60 ucx_perftest localhost -p $port -t ucp_put_bw -s %llu -n 20 2>/dev/null "
+                "| awk '/Final:/ {print $6}'; wait",
+                static_cast<unsigned long long>(bytes));
+  FILE* pipe = popen(cmd, "r");
+  if (pipe == nullptr) return 0;
+  double mbps = 0;
+  if (std::fscanf(pipe, "%lf", &mbps) != 1) mbps = 0;
+  pclose(pipe);
+  return mbps * 1e6 / 1e9;  // ucx_perftest's MB/s are 10^6 bytes
+}
+
 #ifdef MPI_VERSION
 /// The library's version string up to its first line break or comma (Open MPI's is long).
 inline std::string MpiLibraryVersion() {

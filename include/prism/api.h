@@ -19,6 +19,7 @@
 
 #include "prism/actor.h"
 #include "prism/actor_pool.h"
+#include "prism/array_view.h"
 #include "prism/config.h"
 #include "prism/errors.h"
 #include "prism/kv.h"

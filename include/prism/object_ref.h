@@ -94,7 +94,7 @@ class ObjectRefBase {
 
 template <typename T>
 std::shared_ptr<T> DeserializeShared(const Payload& payload) {
-  return std::make_shared<T>(Deserialize<T>(payload->data(), payload->size()));
+  return std::make_shared<T>(Deserialize<T>(payload->data(), payload->size(), &payload));
 }
 }  // namespace internal
 

@@ -76,7 +76,7 @@ std::vector<std::string> SplitRemoteNames(const char* text);
 
 template <typename T>
 T ReadArg(const ByteView& v) {
-  return Deserialize<T>(v.data, v.size);
+  return Deserialize<T>(v.data, v.size, v.owner);
 }
 
 inline void CheckArity(const std::string& name, size_t expected, size_t got) {

@@ -283,9 +283,11 @@ Buffer Serialize(const T& value) {
 }
 
 /// Reads one value; throws SerializationError if the bytes do not hold exactly one T.
+/// `owner`, if given, is the payload holding the bytes: views (prism::ArrayView, tensors)
+/// then alias it instead of copying.
 template <typename T>
-T Deserialize(const char* data, size_t size) {
-  Reader r(data, size);
+T Deserialize(const char* data, size_t size, const Payload* owner = nullptr) {
+  Reader r(data, size, owner);
   T value = Serializer<T>::Read(r);
   if (!r.AtEnd()) {
     throw SerializationError("prism: " + std::to_string(r.remaining()) +

@@ -272,7 +272,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     size_t next_ref = 0;
     for (const auto& arg : spec.args) {
       const Payload& p = arg.is_ref ? ref_values.at(next_ref++) : arg.value;
-      views.push_back({p->data(), p->size()});
+      views.push_back({p->data(), p->size(), &p});  // views of arguments may alias p
     }
     const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
     const bool usable = fn != nullptr && (spec.kind == TaskKind::kTask ? bool(fn->invoke)

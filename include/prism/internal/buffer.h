@@ -13,7 +13,7 @@
 
 namespace prism::internal {
 
-/// Storage for Buffers. Large blocks come from a pool of recently freed blocks whose pages
+/// Storage for Buffers, 64-byte aligned. Large blocks come from a pool of recently freed blocks whose pages
 /// are already mapped (a first touch of fresh pages costs ~10x a copy into reused ones);
 /// `*capacity` receives the usable size, which may exceed `size`. Thread-safe.
 char* AllocateBytes(size_t size, size_t* capacity);
@@ -89,10 +89,16 @@ class Buffer {
   size_t capacity_ = 0;
 };
 
-/// A non-owning view of bytes.
+/// Serialized object bytes shared between the store and readers.
+using Payload = std::shared_ptr<const Buffer>;
+
+/// A non-owning view of bytes. `owner`, when set, is the payload the bytes lie in: a value
+/// read from them may keep it alive and alias them instead of copying (prism::ArrayView,
+/// torch tensors).
 struct ByteView {
   const char* data = nullptr;
   size_t size = 0;
+  const Payload* owner = nullptr;
 };
 
 /// Appends primitive values and length-prefixed byte strings to a Buffer.
@@ -117,10 +123,12 @@ class Writer {
 };
 
 /// Reads what a Writer wrote; throws SerializationError instead of reading past the end.
+/// `owner`, if given, is the payload holding the bytes, for values that alias them.
 class Reader {
  public:
-  Reader(const char* data, size_t size) : p_(data), end_(data + size) {}
-  explicit Reader(ByteView v) : Reader(v.data, v.size) {}
+  Reader(const char* data, size_t size, const Payload* owner = nullptr)
+      : p_(data), end_(data + size), owner_(owner) {}
+  explicit Reader(ByteView v) : Reader(v.data, v.size, v.owner) {}
   template <typename T>
   T Pod() {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -148,10 +156,13 @@ class Reader {
   }
   size_t remaining() const { return static_cast<size_t>(end_ - p_); }
   bool AtEnd() const { return p_ == end_; }
+  /// The payload the bytes lie in, or nullptr if they are transient.
+  const Payload* owner() const { return owner_; }
 
  private:
   const char* p_;
   const char* end_;
+  const Payload* owner_;
 };
 
 }  // namespace prism::internal

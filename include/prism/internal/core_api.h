@@ -40,9 +40,6 @@ struct TaskRequest {
   int bundle_index = -1;
 };
 
-/// Serialized object bytes shared between the store and readers.
-using Payload = std::shared_ptr<const Buffer>;
-
 /// The one door into the runtime: tasks, objects, actors, every control-plane call (KV,
 /// placement groups, the state API go through ControlCall) and where the caller runs.
 /// Implemented by each rank's node manager, in an MPI job and in the in-process cluster
