@@ -66,6 +66,39 @@ TEST(Spill, TaskResultsSpillOnTheRankThatMadeThem) {
   EXPECT_TRUE(PollUntil([&] { return FilesOn(last) == 0; })) << FilesOn(last) << " spill files left";
 }
 
+TEST(Spill, AnObjectReadInPlaceIsNotSpilledWhileItsViewLives) {
+  // A view reads the store's buffer: the store must not spill (and so free) it under the
+  // reader. With 7 of 8 MiB objects viewed in a 64 MiB store, the eighth Put has nothing
+  // to spill and fails; once the views go, the same Put spills and succeeds.
+  std::vector<prism::ObjectRef<std::vector<double>>> refs;
+  std::vector<prism::ArrayView<double>> views;
+  for (uint64_t i = 0; i < 7; ++i) {
+    refs.push_back(prism::Put(MakeDoubles(kDoubles, 200 + i)));
+    views.push_back(prism::GetView(refs.back()));
+    ASSERT_TRUE(views.back().IsShared());
+  }
+  const auto extra = MakeDoubles(kDoubles, 300);
+  const auto extra2 = MakeDoubles(kDoubles, 301);
+  std::vector<prism::ObjectRef<std::vector<double>>> more;
+  try {
+    more.push_back(prism::Put(extra));
+    more.push_back(prism::Put(extra2));
+    FAIL() << "two more 8 MiB objects fit beside 56 MiB of viewed ones in a 64 MiB store";
+  } catch (const prism::ObjectStoreFullError& e) {
+    EXPECT_NE(std::string(e.what()).find("object_store_memory"), std::string::npos) << e.what();
+  }
+  for (uint64_t i = 0; i < 7; ++i) {  // the views' bytes are intact
+    EXPECT_EQ(views[i][kDoubles - 1], MakeDoubles(kDoubles, 200 + i)[kDoubles - 1]) << i;
+  }
+  views.clear();
+  more.clear();
+  for (int i = 0; i < 3; ++i) more.push_back(prism::Put(extra));  // spills the unviewed ones
+  EXPECT_GE(FilesOn(0), 1u);
+  for (uint64_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(Checksum(*refs[i].Get(30000)), Checksum(MakeDoubles(kDoubles, 200 + i))) << i;
+  }
+}
+
 TEST(Spill, AResultLargerThanTheWholeStoreFailsClearly) {
   auto too_big = prism::Task(SpMake).Remote((80u << 20) / sizeof(double), 1);
   try {

@@ -80,6 +80,33 @@ TEST(Transfer, ManySmallObjects) {
   EXPECT_EQ(TrSumOfMany(local), want);
 }
 
+/// Reads the object in place (prism::GetView) where the task runs: its checksum, and
+/// whether the view aliases the store's copy (1) or had to copy (0), in the top bit.
+uint64_t TrViewSum(std::vector<prism::ObjectRef<Bytes>> ref) {
+  prism::ArrayView<uint8_t> view = prism::GetView(ref.at(0), 120000);
+  Bytes copy(view.begin(), view.end());
+  return (Fnv(copy) >> 1) | (view.IsShared() ? 1ull << 63 : 0);
+}
+uint64_t TrViewArgSum(prism::ArrayView<uint8_t> view) {
+  return (Fnv(Bytes(view.begin(), view.end())) >> 1) | (view.IsShared() ? 1ull << 63 : 0);
+}
+PRISM_REMOTE(TrViewSum, TrViewArgSum);
+
+TEST(Transfer, ViewsReadFetchedObjectsInPlaceOnEveryRank) {
+  // Inline (small), eager and rendezvous sizes; made on rank 1, read everywhere.
+  for (uint64_t n : {uint64_t{100}, uint64_t{64} << 10, uint64_t{3} << 20, uint64_t{48} << 20}) {
+    auto ref = On(Maker(), TrMake).Remote(n, 9);
+    const uint64_t want = (Fnv(TrMake(n, 9)) >> 1) | (1ull << 63);
+    for (int r = 0; r < World(); ++r) {
+      EXPECT_EQ(*On(r, TrViewSum).Remote(std::vector{ref}).Get(120000), want) << n << " bytes, rank " << r;
+      EXPECT_EQ(*On(r, TrViewArgSum).Remote(ref).Get(120000), want) << n << " bytes, rank " << r;
+    }
+    prism::ArrayView<uint8_t> here = prism::GetView(ref, 120000);
+    EXPECT_TRUE(here.IsShared());
+    EXPECT_EQ(Fnv(Bytes(here.begin(), here.end())), Fnv(TrMake(n, 9))) << n;
+  }
+}
+
 TEST(Transfer, EveryRankReadsOneObjectAtOnce) {
   auto ref = On(Maker(), TrMake).Remote(64u << 20, 77);
   const uint64_t want = Fnv(TrMake(64u << 20, 77));
