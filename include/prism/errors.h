@@ -41,6 +41,15 @@ class TaskError : public Error {
   int rank_;
 };
 
+/// The task was cancelled (prism::Cancel, or its SetTimeout deadline passed) before it
+/// finished: thrown by Get on its ObjectRef, and inside the cancelled task by its next
+/// Get/Wait. A TaskError, so code that catches failed tasks catches it too (Ray's
+/// TaskCancelledError). what() says whether a timeout cancelled it.
+class TaskCancelledError : public TaskError {
+ public:
+  using TaskError::TaskError;
+};
+
 /// Get or Wait did not finish within its timeout.
 class TimeoutError : public Error {
  public:

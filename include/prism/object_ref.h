@@ -4,6 +4,9 @@
 // pending task or a stored value needs it.
 
 #include <boost/serialization/split_member.hpp>
+#include <exception>
+#include <functional>
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -72,6 +75,21 @@ class ObjectRefBase {
   }
   BOOST_SERIALIZATION_SPLIT_MEMBER()
 
+  /// Runs `callback` once the object is ready, whether its task succeeded or failed (Get
+  /// inside the callback then returns the value at once, or throws the task's error).
+  /// Exactly once, on one of the rank's completion-callback threads (a small fixed pool,
+  /// however many callbacks wait; callbacks run in the order their objects arrive), never
+  /// on the calling thread and never under a runtime lock. Keep callbacks short: one that
+  /// blocks holds a pool thread. Until it has run, the callback keeps the object alive
+  /// (as Ray's holds its ObjectRef). An exception it throws is logged and dropped.
+  /// Callbacks still pending at Shutdown never run. Throws Error on an empty ref,
+  /// RuntimeError if Prism is not initialized. Thread-safe. (Ray: ref._on_completed.)
+  void OnReady(std::function<void()> callback) const {
+    if (id_.IsNil()) throw Error("prism: OnReady on an empty ObjectRef");
+    if (!callback) throw Error("prism: OnReady needs a callback, got an empty std::function");
+    RequireCore("OnReady").OnReady(id_, std::move(callback));
+  }
+
  protected:
   std::vector<Payload> Fetch(int64_t timeout_ms) const {
     if (id_.IsNil()) throw Error("prism: Get on an empty ObjectRef");
@@ -114,6 +132,22 @@ class ObjectRef : public internal::ObjectRefBase {
   std::shared_ptr<T> Get(int timeout_ms) const {
     return internal::DeserializeShared<T>(Fetch(timeout_ms)[0]);
   }
+  /// A std::future of the value, fulfilled from a completion callback (see OnReady): no
+  /// thread waits per future. Its get() rethrows the task's error (TaskError,
+  /// TaskCancelledError, ...). (Ray: ref.future().)
+  std::future<std::shared_ptr<T>> Future() const {
+    auto promise = std::make_shared<std::promise<std::shared_ptr<T>>>();
+    auto future = promise->get_future();
+    ObjectRef<T> self = *this;
+    OnReady([self, promise] {
+      try {
+        promise->set_value(self.Get(0));
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
+    return future;
+  }
 };
 
 /// Handle to the completion of a task that returns void.
@@ -127,6 +161,21 @@ class ObjectRef<void> : public internal::ObjectRefBase {
   /// Blocks until the task finished; throws TaskError if it failed.
   void Get() const { Fetch(-1); }
   void Get(int timeout_ms) const { Fetch(timeout_ms); }
+  /// A std::future fulfilled when the task finished (see ObjectRef<T>::Future).
+  std::future<void> Future() const {
+    auto promise = std::make_shared<std::promise<void>>();
+    auto future = promise->get_future();
+    ObjectRef<void> self = *this;
+    OnReady([self, promise] {
+      try {
+        self.Get(0);
+        promise->set_value();
+      } catch (...) {
+        promise->set_exception(std::current_exception());
+      }
+    });
+    return future;
+  }
 };
 
 namespace internal {

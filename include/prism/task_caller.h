@@ -104,6 +104,18 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
     request_.retry_exceptions = retry;
     return *this;
   }
+  /// Cancels the task (as prism::Cancel, recursively) if it has not finished timeout_ms
+  /// milliseconds after Remote() submitted it; Get then throws TaskCancelledError saying it
+  /// timed out. The submitting rank times it, with one timer thread for all such tasks.
+  /// Throws Error for a negative timeout. A Prism extension (Ray has none per task).
+  TaskCaller& SetTimeout(int64_t timeout_ms) {
+    if (timeout_ms < 0) {
+      throw Error("prism: SetTimeout(" + std::to_string(timeout_ms) +
+                  "): the timeout is in milliseconds and must be >= 0");
+    }
+    request_.timeout_ms = timeout_ms;
+    return *this;
+  }
   /// Submits the task. Arguments are values (copied now) or ObjectRefs (the task runs once
   /// they are ready and receives their values). Throws ResourceError if no rank can ever run
   /// it, RuntimeError if Prism is not initialized.

@@ -18,8 +18,9 @@ enum class ErrorKind : uint8_t {
   kResourceError,       // impossible demand for a placement group bundle: TaskError
   kPlacementGroupRemoved,  // the task's placement group went away: TaskError
   kError,               // a control call failed for another reason: prism::Error
+  kTaskCancelled,       // prism::Cancel or a SetTimeout deadline: TaskCancelledError
 };
-inline constexpr uint8_t kNumErrorKinds = 8;
+inline constexpr uint8_t kNumErrorKinds = 9;
 
 /// "TaskException", "ObjectLost", ...: the name a kind shows in messages and the state API.
 const char* ErrorKindName(ErrorKind kind);

@@ -34,6 +34,7 @@ enum class HeadOp : uint16_t {
   kListNodes, kListActors, kListTasks, kListPlacementGroups, kSummarizeTasks, kListJobs,
   kListWorkers, kListErrors, kBundleRanks, kOpenChannel, kCloseChannel,
   kCommunicatorTag,
+  kWatchPlacementGroup,
   kNumOps,
 };
 
@@ -88,6 +89,10 @@ using OpenChannel = HeadCallType<HeadOp::kOpenChannel, std::pair<std::string, in
 using CloseChannel = HeadCallType<HeadOp::kCloseChannel, std::pair<std::string, int>, bool>;
 // (communicator key, member count) -> its creation tag, the same for every member.
 using CommunicatorTag = HeadCallType<HeadOp::kCommunicatorTag, std::pair<std::string, int>, int>;
+
+// (group id) -> its status now; if pending, the head also pushes PlacementGroupChanged to
+// the calling rank once it is created or removed.
+using WatchGroup = HeadCallType<HeadOp::kWatchPlacementGroup, std::string, PlacementGroupStatus>;
 
 /// Caller side: the call's serialized arguments.
 template <class Call>

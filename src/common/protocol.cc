@@ -7,7 +7,8 @@ namespace prism::internal {
 const char* ErrorKindName(ErrorKind kind) {
   static const char* const kNames[] = {"TaskException", "ObjectLost",     "ActorError",
                                        "ObjectStoreFull", "CopyDidNotFit", "ResourceError",
-                                       "PlacementGroupRemoved", "Error"};
+                                       "PlacementGroupRemoved", "Error",
+                                       "TaskCancelled"};
   static_assert(std::size(kNames) == kNumErrorKinds);
   return kNames[static_cast<size_t>(kind)];
 }
@@ -32,7 +33,8 @@ bool IsForHead(const Message& m) {
          std::holds_alternative<RefUpdate>(m) || std::holds_alternative<Subscribe>(m) ||
          std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m) ||
          std::holds_alternative<ActorDied>(m) || std::holds_alternative<HeadCall>(m) ||
-         std::holds_alternative<KillActorRequest>(m) || std::holds_alternative<Publish>(m);
+         std::holds_alternative<KillActorRequest>(m) || std::holds_alternative<Publish>(m) ||
+         std::holds_alternative<CancelTask>(m);
 }
 
 const char* KindName(const Message& m) {
@@ -41,7 +43,7 @@ const char* KindName(const Message& m) {
       "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
       "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
       "KillActor",  "ActorDied",    "HeadCall",    "HeadReply",   "Publish",
-      "Deliver"};
+      "Deliver",    "CancelTask",   "CancelDispatched", "PlacementGroupChanged"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

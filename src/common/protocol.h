@@ -5,8 +5,9 @@
 //
 // Who sends what (W = any rank's node manager, H = the head on rank 0):
 //   W->H  SubmitTask, TaskDone, TaskBlocked, PutObject, RefUpdate, Subscribe, AddLocation,
-//         Heartbeat, KillActorRequest, ActorDied, HeadCall, Publish
-//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply, Deliver
+//         Heartbeat, KillActorRequest, ActorDied, HeadCall, Publish, CancelTask
+//   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply, Deliver,
+//         CancelDispatched, PlacementGroupChanged
 //   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
 
 #include <cstdint>
@@ -123,6 +124,28 @@ struct Deliver {
   Payload bytes;
   int from = -1;
 };
+/// Node -> head: prism::Cancel(ref), or (timeout_ms > 0) the submitter's SetTimeout deadline
+/// passed. The head drops the task if it waits for arguments or a rank, else tells its
+/// rank (CancelDispatched); with `recursive`, the tasks it submitted go too.
+struct CancelTask {
+  TaskId id;
+  bool recursive = true;
+  uint64_t timeout_ms = 0;
+};
+/// Head -> the rank a cancelled task or actor call was sent to: drop it if it has not
+/// started (and report it failed with `error`), else flag a running plain task cancelled
+/// (its Get/Wait throw; a running actor call is left to finish).
+struct CancelDispatched {
+  TaskId id;
+  ObjectId actor;  // nil for a plain task
+  ErrorInfo error;
+};
+/// Head -> a rank that watches a pending placement group (HeadOp kWatchPlacementGroup): it
+/// was created or removed. `status` is a PlacementGroupStatus (common/head_calls.h).
+struct PlacementGroupChanged {
+  std::string group;
+  uint8_t status = 0;
+};
 struct Heartbeat {};
 struct Stop {
   int exit_code = 0;
@@ -132,7 +155,8 @@ struct Stop {
 using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, PutObject,
                              RefUpdate, Subscribe, ObjectReady, FetchRequest, FetchReply,
                              FreeObjects, AddLocation, Heartbeat, Stop, KillActorRequest,
-                             KillActor, ActorDied, HeadCall, HeadReply, Publish, Deliver>;
+                             KillActor, ActorDied, HeadCall, HeadReply, Publish, Deliver,
+                             CancelTask, CancelDispatched, PlacementGroupChanged>;
 
 /// True for kinds the head handles; the rest go to the node manager.
 bool IsForHead(const Message& m);

@@ -41,6 +41,7 @@ struct TaskSpec {
   std::string placement_group;  // empty: none
   int bundle_index = -1;        // -1: any bundle of the group
   int depth = 1;                // nesting: 1 from the driver, a task's children its depth + 1
+  TaskId parent;                // the task that submitted it (nil: the driver); recursive Cancel
 };
 
 /// A by-reference argument as the head knows it at dispatch time: small objects travel

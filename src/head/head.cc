@@ -35,6 +35,7 @@ Head::Head(std::vector<ResourceSet> capacities, SendFn send, std::vector<std::st
       actors_(send_, scheduler_, objects_, groups_, tasks_, tables_) {
   // An actor's id is also the object its handles refer to: when the last goes, it dies.
   objects_.SetFreedHook([this](ObjectId id) { actors_.OnHandleFreed(id); });
+  groups_.SetSend(send_);
 }
 
 void Head::Handle(int from, Message&& msg) {
@@ -105,6 +106,8 @@ void Head::HandleLocked(int from, Message&& msg) {
           objects_.OnSubscribe(from, m);
         } else if constexpr (std::is_same_v<T, AddLocation>) {
           objects_.OnPullDone(from, m);
+        } else if constexpr (std::is_same_v<T, CancelTask>) {
+          tasks_.OnCancel(m);
         } else if constexpr (std::is_same_v<T, KillActorRequest>) {
           actors_.OnKillRequest(m);
         } else if constexpr (std::is_same_v<T, ActorDied>) {

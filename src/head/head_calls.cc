@@ -34,6 +34,12 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
       case GroupStatus::kOp:
         reply.result = Answer<GroupStatus>(args, [&](const std::string& id) { return PlacementGroupState(id); });
         break;
+      case WatchGroup::kOp:
+        reply.result = Answer<WatchGroup>(args, [&](const std::string& id) {
+          Locked lock(*this);
+          return groups_.Watch(id, from);
+        });
+        break;
       case GetGroups::kOp:
         reply.result = Answer<GetGroups>(args, [&](const std::pair<std::string, std::string>& filter) {
           return PlacementGroups(filter.first, filter.second);

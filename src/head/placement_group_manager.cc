@@ -85,6 +85,7 @@ void PlacementGroupManager::PlacePending() {
     g.free = g.bundles;
     g.created = true;
     PRISM_LOG_INFO("placement group " << *it << " created");
+    NotifyWatchers(*it, PlacementGroupStatus::kCreated);
     it = pending_.erase(it);
   }
 }
@@ -100,6 +101,26 @@ void PlacementGroupManager::Remove(const std::string& id) {
   }
   pending_.erase(std::remove(pending_.begin(), pending_.end(), id), pending_.end());
   groups_.erase(g);
+  NotifyWatchers(id, PlacementGroupStatus::kUnknown);
+}
+
+PlacementGroupStatus PlacementGroupManager::Watch(const std::string& id, int rank) {
+  PlacementGroupStatus status = Status(id);
+  if (status == PlacementGroupStatus::kPending) {
+    auto& ranks = watchers_[id];
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) ranks.push_back(rank);
+  }
+  return status;
+}
+
+void PlacementGroupManager::NotifyWatchers(const std::string& id, PlacementGroupStatus status) {
+  auto w = watchers_.find(id);
+  if (w == watchers_.end()) return;
+  std::vector<int> ranks = std::move(w->second);
+  watchers_.erase(w);
+  for (int rank : ranks) {
+    if (send_) send_(rank, PlacementGroupChanged{id, static_cast<uint8_t>(status)});
+  }
 }
 
 PlacementGroupStatus PlacementGroupManager::Status(const std::string& id) const {

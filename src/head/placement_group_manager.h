@@ -5,11 +5,13 @@
 // where something holds resources (a bundle, or its rank directly), so whoever releases
 // them need not know which. Pure logic: the head serialises calls.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/head_calls.h"
+#include "common/protocol.h"
 #include "common/task_spec.h"
 #include "prism/placement_group.h"
 #include "prism/state.h"
@@ -29,6 +31,13 @@ class PlacementGroupManager {
  public:
   PlacementGroupManager(Scheduler& scheduler, const std::vector<std::string>& node_of_rank)
       : scheduler_(scheduler), node_of_rank_(node_of_rank) {}
+
+  using SendFn = std::function<void(int dest, Message&& msg)>;
+  /// Where PlacementGroupChanged pushes go (the head's send).
+  void SetSend(SendFn send) { send_ = std::move(send); }
+  /// The group's status now; if it is pending, `rank` is sent PlacementGroupChanged once it
+  /// is created or removed (PlacementGroup::Wait waits for that push instead of polling).
+  PlacementGroupStatus Watch(const std::string& id, int rank);
 
   /// Throws Error on bad options (no bundles, an empty bundle, a negative amount).
   static std::vector<ResourceSet> CheckBundles(const PlacementGroupCreationOptions& options);
@@ -71,12 +80,16 @@ class PlacementGroupManager {
     std::vector<ResourceSet> free;  // per bundle: reserved minus what its tasks hold
   };
   void Adjust(const Holding& h, const ResourceSet& amount, bool release);
+  /// Pushes the group's new status to the ranks watching it, and forgets them.
+  void NotifyWatchers(const std::string& id, PlacementGroupStatus status);
 
   Scheduler& scheduler_;
   const std::vector<std::string>& node_of_rank_;
   std::map<std::string, Group> groups_;      // by id
   std::vector<std::string> pending_;         // ids, oldest first
   uint64_t next_id_ = 0;
+  SendFn send_;
+  std::map<std::string, std::vector<int>> watchers_;  // pending group -> ranks (once each)
 };
 
 /// "PACK", "SPREAD", "STRICT_PACK" or "STRICT_SPREAD".

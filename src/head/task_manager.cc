@@ -142,10 +142,9 @@ bool TaskManager::TryDispatch(Task& task) {
     // The creation is on its way: calls that waited for a rank follow it, in order.
     for (auto& call : actors_.OnCreationPlaced(spec.id, task.rank, task.bundle)) {
       auto c = tasks_.find(call.spec->id);
-      if (c != tasks_.end()) {
-        c->second.rank = task.rank;
-        c->second.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
-      }
+      if (c == tasks_.end()) continue;  // cancelled while it waited
+      c->second.rank = task.rank;
+      c->second.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
       send_(task.rank, std::move(call));
     }
   }
@@ -179,6 +178,15 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   }
   if (it->second.spec->attempt != done.attempt) return;
   Task& task = it->second;
+  if (task.cancelled) {
+    // Cancelled while it ran: its result is the cancellation however it ended (Ray), and
+    // it is not retried. A large result it stored on its rank is not the object's value.
+    if (done.ok && !done.inline_value && done.size > 0) send_(from, FreeObjects{{done.id}});
+    done.ok = false;
+    done.inline_value.reset();
+    done.contained.clear();
+    done.error = *task.cancelled;
+  }
   ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
   bool release = true;
@@ -188,7 +196,8 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   if (release) groups_.Release(task.holding(), held);
   task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
-  if (!done.ok && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
+  if (!done.ok && !task.cancelled && task.spec->retry_exceptions &&
+      task.spec->attempt < task.spec->max_retries) {
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
     ++task.spec->attempt;
     PRISM_LOG_WARN("task " << task.spec->name << " failed on rank " << from << " ("
@@ -281,6 +290,50 @@ void TaskManager::OnTaskBlocked(int from, const TaskBlocked& m) {
     DrainQueues();
   } else {
     groups_.Take(task.holding(), cpu);
+  }
+}
+
+void TaskManager::OnCancel(const CancelTask& m) {
+  auto it = tasks_.find(m.id);
+  if (it == tasks_.end()) return;  // finished (or a Put object): nothing to cancel, as Ray
+  const TaskSpec& spec = *it->second.spec;
+  std::string why = m.timeout_ms > 0 ? "task " + spec.name + " timed out: not finished " +
+                                           std::to_string(m.timeout_ms) +
+                                           " ms after it was submitted (SetTimeout), so it was cancelled"
+                                     : "task " + spec.name + " was cancelled (prism::Cancel)";
+  Cancel(m.id, m.recursive, ErrorInfo::Of(ErrorKind::kTaskCancelled, std::move(why), spec.name));
+}
+
+void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
+  auto it = tasks_.find(id);
+  if (it == tasks_.end()) return;
+  Task& task = it->second;
+  const TaskSpec& spec = *task.spec;
+  if (spec.kind == TaskKind::kActorCreation) {
+    // An actor ends with Kill, not Cancel (Ray refuses too); users never hold its ref.
+    PRISM_LOG_DEBUG("cancel of actor creation " << spec.name << " ignored");
+    return;
+  }
+  std::vector<TaskId> children;
+  if (recursive) {
+    // Rare: a scan over the live tasks beats keeping a child list for every task.
+    for (const auto& [child_id, child] : tasks_) {
+      if (child.spec->parent == id) children.push_back(child_id);
+    }
+  }
+  if (task.rank < 0) {
+    Fail(id, error);  // waiting for arguments, a rank or its actor: it never runs
+  } else {
+    if (spec.kind == TaskKind::kTask) task.cancelled = std::make_shared<ErrorInfo>(error);
+    send_(task.rank, CancelDispatched{id, spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId(), error});
+  }
+  for (TaskId child : children) {
+    auto c = tasks_.find(child);
+    if (c == tasks_.end()) continue;
+    ErrorInfo e = error;
+    e.task_name = c->second.spec->name;
+    e.message = "task " + e.task_name + " was cancelled with its parent: " + error.message;
+    Cancel(child, true, e);
   }
 }
 

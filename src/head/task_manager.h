@@ -35,6 +35,10 @@ class TaskManager {
   void OnSubmit(int from, TaskSpec&& spec);
   void OnTaskDone(int from, TaskDone&& done);
   void OnTaskBlocked(int from, const TaskBlocked& m);
+  /// prism::Cancel or a timeout (see CancelTask): a task not yet sent to a rank fails now
+  /// with TaskCancelled; one sent is told to its rank, and a plain task's result is
+  /// TaskCancelled however it ends (no retry). Unknown (finished) tasks: no effect.
+  void OnCancel(const CancelTask& m);
   /// Ends a task that has not completed with `error` (its result object fails with it).
   void Fail(TaskId id, const ErrorInfo& error);
   /// Places pending groups that fit, then dispatches queued tasks that fit, in order.
@@ -62,6 +66,7 @@ class TaskManager {
     int rank = -1;       // where it was dispatched, -1 while waiting
     int bundle = -1;     // bundle of its placement group it runs in, -1: none
     bool blocked = false;
+    std::shared_ptr<ErrorInfo> cancelled;  // set: cancelled while on its rank
     TaskTimes times{};   // when it entered each phase, for the state API
 
     Holding holding() const { return {rank, spec->placement_group, bundle}; }
@@ -77,6 +82,7 @@ class TaskManager {
   void RecordEnded(const Task& task, const TaskDone& done, const std::shared_ptr<ErrorInfo>& failure,
                    int from);
   static std::string ClassKey(const TaskSpec& spec);
+  void Cancel(TaskId id, bool recursive, const ErrorInfo& error);
 
   SendFn send_;
   Scheduler& scheduler_;

@@ -1,5 +1,7 @@
 #include "node_manager/actor_host.h"
 
+#include <algorithm>
+
 #include "common/spin_wait.h"
 #include "node_manager/executor.h"
 
@@ -131,6 +133,17 @@ void ActorHost::DestroyIfIdle() {
     instance_ = nullptr;
     destroy_pending_ = false;
   }
+}
+
+bool ActorHost::Cancel(TaskId id, DispatchTask* removed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find_if(mailbox_.begin(), mailbox_.end(),
+                         [&](const DispatchTask& t) { return t.spec->id == id; });
+  if (it == mailbox_.end() || it->spec->kind != TaskKind::kActorCall) return false;
+  *removed = std::move(*it);
+  mailbox_.erase(it);
+  queued_.store(mailbox_.size(), std::memory_order_relaxed);
+  return true;
 }
 
 std::deque<DispatchTask> ActorHost::Kill(bool restart, const std::string& cause) {

@@ -36,6 +36,9 @@ class ActorHost {
   /// Queues a creation or a call. Returns false (and does not queue) if the actor is dead
   /// or ended, or if no thread could be started for it (cause() then says why).
   bool Enqueue(DispatchTask&& task);
+  /// Takes call `id` out of the mailbox if it has not started: true, with it in `*removed`.
+  /// A call already running is not interrupted (Ray's sync actors): false.
+  bool Cancel(TaskId id, DispatchTask* removed);
   /// After the actor ended and every thread left: joins them and returns true (the host
   /// may then be deleted). False while the actor lives or a call is still running.
   bool JoinThreads();

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -12,6 +13,7 @@ namespace prism::internal {
 namespace {
 std::atomic<int> g_failing_thread_starts{0};
 std::atomic<size_t> g_max_blocked_tasks{kMaxBlockedTasks};
+thread_local std::atomic<bool>* t_cancel_flag = nullptr;  // this pool thread's slot's
 
 int CountThreads() {
   int n = 0;
@@ -119,8 +121,44 @@ void Executor::FailUnstarted() {
   }
 }
 
+const std::atomic<bool>* Executor::CurrentCancelFlag() { return t_cancel_flag; }
+
+Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
+                                        const std::atomic<bool>** flag) {
+  bool unstarted = false;
+  CancelResult result = CancelResult::kNotHere;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mu_);
+    auto match = [&](const DispatchTask& t) { return t.spec->id == id; };
+    if (auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
+      *removed = std::move(*it);
+      waiting_.erase(it);
+      result = CancelResult::kRemoved;
+    } else if (auto r = std::find_if(runnable_.begin(), runnable_.end(), match); r != runnable_.end()) {
+      available_.Add(r->spec->demand);  // admitted: its resources go back
+      *removed = std::move(*r);
+      runnable_.erase(r);
+      num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
+      result = CancelResult::kRemoved;
+    } else {
+      for (auto& slot : slots_) {
+        if (slot->running != id) continue;
+        slot->cancelled.store(true, std::memory_order_release);
+        *flag = &slot->cancelled;
+        return CancelResult::kFlagged;
+      }
+    }
+    if (result == CancelResult::kRemoved) unstarted = Admit();  // room for the next in line
+  }
+  if (unstarted) FailUnstarted();
+  return result;
+}
+
 void Executor::ThreadMain() {
   std::unique_lock<AdaptiveMutex> lock(mu_);
+  slots_.push_back(std::make_unique<Slot>());
+  Slot* slot = slots_.back().get();
+  t_cancel_flag = &slot->cancelled;
   for (;;) {
     ++idle_;  // a spinning thread counts as idle: Admit hands it work instead of spawning
     if (runnable_.empty() && !stop_) {
@@ -138,9 +176,12 @@ void Executor::ThreadMain() {
     DispatchTask task = std::move(runnable_.front());
     runnable_.pop_front();
     num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
+    slot->running = task.spec->id;
+    slot->cancelled.store(false, std::memory_order_relaxed);
     lock.unlock();
     run_(task);
     lock.lock();
+    slot->running = TaskId();
     available_.Add(task.spec->demand);
     // This thread takes the next runnable task itself (the lock is held until it does), so
     // Admit wakes or starts threads only for the rest.

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -60,6 +61,14 @@ class Executor {
   ~Executor();
 
   void Submit(DispatchTask&& task);
+  /// prism::Cancel reached this rank for task `id`. If it waits here (not started), it is
+  /// taken out of the queue into `*removed` (the caller reports it): kRemoved. If a thread
+  /// runs it, that thread's cancel flag is set (IsCancelled, and its Get/Wait throw):
+  /// kFlagged, with the flag in `*flag` (to wake a Get it is blocked in). Else kNotHere.
+  enum class CancelResult { kNotHere, kRemoved, kFlagged };
+  CancelResult Cancel(TaskId id, DispatchTask* removed, const std::atomic<bool>** flag);
+  /// The cancel flag of the task running on this thread, or nullptr outside a pool thread.
+  static const std::atomic<bool>* CurrentCancelFlag();
   /// Called by a running task's thread when it blocks in Get / resumes. Block returns false
   /// (and gives nothing back) when kMaxBlockedTasks tasks are blocked already: the caller
   /// must then fail rather than wait. Unblock only after a Block that returned true.
@@ -81,6 +90,13 @@ class Executor {
   void ThreadMain();
   static ResourceSet CpuOnly(const ResourceSet& demand);
 
+  /// What a pool thread runs now; written under mu_ as it takes a task, so that Cancel,
+  /// also under mu_, finds every task either in a queue or in a slot.
+  struct Slot {
+    TaskId running;
+    std::atomic<bool> cancelled{false};
+  };
+
   static constexpr int kSpinUs = 50;
   RunFn run_;
   FailFn fail_;
@@ -91,6 +107,7 @@ class Executor {
   std::deque<DispatchTask> waiting_;   // not yet admitted
   std::deque<DispatchTask> runnable_;  // admitted, waiting for a thread
   std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // one per thread that ever ran
   size_t idle_ = 0;      // threads waiting for work (spinning or asleep)
   size_t spinning_ = 0;  // of those, spinning: they need no wake-up
   size_t blocked_ = 0;   // running tasks waiting in Get/Wait

@@ -20,7 +20,14 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       refs_(to_head_),
       puller_(options_.rank, store_, fetcher, to_head_),
       runner_(options_.rank, options_.capacities.at(options_.rank), options_.max_inline_bytes, store_,
-              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }) {
+              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }),
+      callbacks_(this),
+      timeouts_([this](TaskId id, int64_t ms) {
+        to_head_(CancelTask{id, true, static_cast<uint64_t>(ms)});
+      }) {
+  store_.SetCallbackSink([this](std::vector<MemoryStore::ReadyCallback>&& ready) {
+    callbacks_.Post(std::move(ready));
+  });
   if (options_.node_ids.empty()) {
     for (int r = 0; r < options_.world_size; ++r) options_.node_ids.push_back("rank-" + std::to_string(r));
   }
@@ -34,7 +41,11 @@ std::vector<std::map<std::string, double>> Node::Capacities() const {
 
 Node::~Node() = default;
 
-bool Node::Stop() { return runner_.Stop(); }
+bool Node::Stop() {
+  timeouts_.Stop();
+  const bool callbacks_idle = callbacks_.Stop();
+  return runner_.Stop() && callbacks_idle;
+}
 
 // ---- Submit / Put ----------------------------------------------------------------------
 
@@ -114,8 +125,10 @@ ObjectId Node::Submit(TaskRequest&& request) {
   if (spec.kind == TaskKind::kActorCreation && named) spec.actor_name = spec.name;
   spec.placement_group = std::move(request.placement_group);
   spec.bundle_index = request.bundle_index;
+  spec.parent = CurrentTaskId();
   ObjectId id = spec.id;
   refs_.Adopt(id, SubmitTask{std::move(spec)});  // the returned ObjectRef's
+  if (request.timeout_ms >= 0) timeouts_.Add(id, request.timeout_ms);
   return id;
 }
 
@@ -150,13 +163,16 @@ std::vector<bool> Node::Await(const std::vector<ObjectId>& ids, size_t need,
   if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) {
     return now_flags;
   }
+  const std::atomic<bool>* cancel = TaskRunner::InTask() ? Executor::CurrentCancelFlag() : nullptr;
   const bool blocked = runner_.Block();
-  auto flags = store_.WaitFor(ids, need, deadline);
+  auto flags = store_.WaitFor(ids, need, deadline, cancel);
   if (blocked) runner_.Unblock();
+  if (cancel != nullptr && cancel->load(std::memory_order_acquire)) ThrowCancelled(options_.rank);
   return flags;
 }
 
 std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) {
+  if (CurrentTaskCancelled()) ThrowCancelled(options_.rank);
   auto found = store_.FindMany(ids);
   std::vector<ObjectId> missing;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -187,6 +203,7 @@ std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout
 
 std::vector<bool> Node::Wait(const std::vector<ObjectId>& ids, int num_objects,
                              int64_t timeout_ms) {
+  if (CurrentTaskCancelled()) ThrowCancelled(options_.rank);
   std::unordered_set<ObjectId> unique(ids.begin(), ids.end());
   if (unique.size() != ids.size()) {
     throw Error("prism: Wait got the same ObjectRef more than once; pass each ref once");
@@ -210,6 +227,12 @@ void Node::Handle(Message&& msg) {
     puller_.OnObjectReady(std::move(*r));
   } else if (auto* f = std::get_if<FreeObjects>(&msg)) {
     store_.Erase(f->ids);
+  } else if (auto* c = std::get_if<CancelDispatched>(&msg)) {
+    runner_.Cancel(*c);
+  } else if (auto* g = std::get_if<PlacementGroupChanged>(&msg)) {
+    std::lock_guard<std::mutex> lock(groups_mu_);
+    group_changes_[g->group] = g->status;
+    groups_cv_.notify_all();
   } else if (auto* d = std::get_if<Deliver>(&msg)) {
     std::shared_ptr<ChannelInbox> inbox;
     {
@@ -276,6 +299,37 @@ void Node::CloseChannel(const std::string& name) {
 
 void Node::Publish(const std::string& name, Buffer&& bytes) {
   to_head_(::prism::internal::Publish{name, std::make_shared<const Buffer>(std::move(bytes))});
+}
+
+// ---- Cancel, completion callbacks, placement group pushes --------------------------------
+
+void Node::Cancel(ObjectId id, bool recursive) { to_head_(CancelTask{id, recursive, 0}); }
+
+void Node::OnReady(ObjectId id, std::function<void()> callback) {
+  // The pending callback holds a reference (as Ray's callback holds its ObjectRef): the
+  // object cannot be freed before the callback has seen it.
+  refs_.Add(id);
+  puller_.Request({id});
+  store_.NotifyWhenPresent(id, [this, id, cb = std::move(callback)] {
+    struct Release {  // even if cb throws
+      Node* node;
+      ObjectId id;
+      ~Release() { node->refs_.Remove(id, false); }
+    } release{this, id};
+    cb();
+  });
+}
+
+bool Node::WaitPlacementGroup(const std::string& id, int64_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  // One call registers this rank as a watcher and says where the group is now; the head
+  // pushes PlacementGroupChanged when it is created or removed (maybe before the answer).
+  auto status = internal::CallHead<internal::WatchGroup>(*this, id);
+  if (status != PlacementGroupStatus::kPending) return status == PlacementGroupStatus::kCreated;
+  std::unique_lock<std::mutex> lock(groups_mu_);
+  auto changed = [&] { return group_changes_.count(id) > 0; };
+  if (!groups_cv_.wait_until(lock, deadline, changed)) return false;
+  return group_changes_[id] == static_cast<uint8_t>(PlacementGroupStatus::kCreated);
 }
 
 // ---- Actors and control calls ---------------------------------------------------------

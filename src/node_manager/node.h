@@ -24,6 +24,8 @@
 #include "common/object_fetcher.h"
 #include "object_store/memory_store.h"
 #include "prism/internal/core_api.h"
+#include "node_manager/callback_pool.h"
+#include "node_manager/deadline_timer.h"
 #include "node_manager/executor.h"
 #include "node_manager/object_puller.h"
 #include "node_manager/reference_counter.h"
@@ -56,6 +58,9 @@ class Node : public CoreApi {
   std::vector<Payload> Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) override;
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          int64_t timeout_ms) override;
+  void Cancel(ObjectId id, bool recursive) override;
+  void OnReady(ObjectId id, std::function<void()> callback) override;
+  bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) override;
   void KillActor(ObjectId actor, bool no_restart) override;
   std::pair<ObjectId, std::string> LookupActor(const std::string& name) override;
   void AddLocalRef(ObjectId id) override;
@@ -107,7 +112,13 @@ class Node : public CoreApi {
   ReferenceCounter refs_;
   ObjectPuller puller_;
   TaskRunner runner_;
+  CallbackPool callbacks_;
+  DeadlineTimer timeouts_;
   std::atomic<uint64_t> counter_{0};
+
+  std::mutex groups_mu_;
+  std::condition_variable groups_cv_;
+  std::unordered_map<std::string, uint8_t> group_changes_;  // pushed PlacementGroupChanged
 
   std::mutex channels_mu_;
   std::unordered_map<std::string, std::shared_ptr<ChannelInbox>> channels_;  // open here

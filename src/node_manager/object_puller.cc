@@ -15,6 +15,8 @@ void ThrowStored(MemoryStore& store, ObjectId id, const ErrorInfo& e) {
     case ErrorKind::kCopyDidNotFit: store.Erase({id}); [[fallthrough]];
     case ErrorKind::kObjectStoreFull: throw ObjectStoreFullError(e.message);
     case ErrorKind::kError: throw Error(e.message);
+    case ErrorKind::kTaskCancelled:
+      throw TaskCancelledError(e.type, e.message, e.task_name, e.rank, "prism: " + e.Render());
     case ErrorKind::kTaskException:
     case ErrorKind::kResourceError:
     case ErrorKind::kPlacementGroupRemoved: break;

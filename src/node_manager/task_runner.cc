@@ -28,6 +28,7 @@ struct ThreadTask {
   CoreApi* core = nullptr;
 };
 thread_local ThreadTask t_task;
+thread_local CoreApi* t_thread_core = nullptr;  // SetThreadCore
 
 uint64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -41,7 +42,20 @@ TaskId CurrentTaskId() { return t_task.active ? t_task.id : TaskId(); }
 const std::string* CurrentTaskName() { return t_task.active ? t_task.name : nullptr; }
 int CurrentTaskDepth() { return t_task.active ? t_task.depth : 0; }
 bool CurrentActorRestarted() { return t_task.active && t_task.in_actor && t_task.actor_restarted; }
-CoreApi* RunningTaskCore() { return t_task.active ? t_task.core : nullptr; }
+CoreApi* RunningTaskCore() { return t_task.active ? t_task.core : t_thread_core; }
+void SetThreadCore(CoreApi* core) { t_thread_core = core; }
+
+bool CurrentTaskCancelled() {
+  const std::atomic<bool>* flag = t_task.active ? Executor::CurrentCancelFlag() : nullptr;
+  return flag != nullptr && flag->load(std::memory_order_acquire);
+}
+
+void ThrowCancelled(int rank) {
+  const std::string name = t_task.active && t_task.name ? *t_task.name : std::string();
+  const std::string message = "task " + name + " was cancelled while it ran (prism::Cancel or its timeout)";
+  throw TaskCancelledError("prism::TaskCancelledError", message, name, rank,
+                           "prism: TaskCancelled: " + message);
+}
 
 TaskRunner::TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes,
                        MemoryStore& store, ObjectPuller& puller, ToHead to_head, CoreApi* core,
@@ -212,6 +226,35 @@ void TaskRunner::FailCalls(std::deque<DispatchTask>&& calls, const std::string& 
   }
 }
 
+void TaskRunner::Cancel(const CancelDispatched& m) {
+  DispatchTask removed;
+  bool dropped = false;
+  if (m.actor.IsNil()) {
+    const std::atomic<bool>* flag = nullptr;
+    auto result = executor_->Cancel(m.id, &removed, &flag);
+    dropped = result == Executor::CancelResult::kRemoved;
+    if (result == Executor::CancelResult::kFlagged) store_.Interrupt(flag);
+  } else {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto it = actors_.find(m.actor);
+    dropped = it != actors_.end() && it->second->Cancel(m.id, &removed);
+  }
+  if (dropped) ReportDropped(std::move(removed), m.error);
+}
+
+void TaskRunner::ReportDropped(DispatchTask&& task, const ErrorInfo& error) {
+  // From inside Handle: on rank 0 a direct send could reach the head under its own lock.
+  Defer([this, spec = task.spec, error] {
+    TaskDone done;
+    done.id = spec->id;
+    done.attempt = spec->attempt;
+    done.ok = false;
+    done.error = error;
+    done.error.rank = rank_;
+    to_head_(std::move(done));
+  });
+}
+
 void TaskRunner::FailUnstartedTask(DispatchTask& task, const std::string& message) {
   // From inside Handle (Submit) a direct send could reach the head under its own lock.
   Defer([this, spec = task.spec, message] {
@@ -258,7 +301,9 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       }
     }
     if (!to_fetch.empty()) {
-      store_.WaitFor(to_fetch, to_fetch.size(), std::nullopt);
+      const std::atomic<bool>* cancel = host == nullptr ? Executor::CurrentCancelFlag() : nullptr;
+      store_.WaitFor(to_fetch, to_fetch.size(), std::nullopt, cancel);
+      if (cancel != nullptr && cancel->load(std::memory_order_acquire)) ThrowCancelled(rank_);
       for (size_t i = 0; i < d.refs.size(); ++i) {
         if (ref_values[i]) continue;
         auto obj = store_.Find(d.refs[i].id);
@@ -293,6 +338,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       if (self == nullptr) throw ActorError("prism: actor " + spec.actor.Hex() + " is dead");
       fn->method(self, views, out);
     }
+    if (host == nullptr && CurrentTaskCancelled()) ThrowCancelled(rank_);  // not stored: cancelled
     done.contained = contained.Take();
     done.size = out.size();
     auto payload = std::make_shared<const Buffer>(std::move(out));
@@ -317,6 +363,10 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     done.error = ErrorInfo::Of(ErrorKind::kObjectStoreFull, std::string(e.what()) + " (storing the result of task " +
                                          spec.name + " on rank " + std::to_string(rank_) + ")",
                   spec.name, rank_);
+  } catch (const TaskCancelledError& e) {
+    // This task was cancelled, or something it waited on was: a cancellation either way.
+    done.ok = false;
+    done.error = ErrorInfo::Of(ErrorKind::kTaskCancelled, e.OriginalMessage(), e.TaskName(), e.Rank());
   } catch (const TaskError& e) {
     // A failure of something this task waited on: pass the original cause through.
     done.ok = false;

@@ -33,6 +33,11 @@ const std::string* CurrentTaskName();
 /// How deeply the running task is nested: 1 for what the driver submits, its children 2,
 /// ...; 0 outside a task.
 int CurrentTaskDepth();
+/// Makes `core` what CurrentCore returns on this thread outside tasks (the callback pool's
+/// threads: ObjectRefs they copy and drop count on their own rank).
+void SetThreadCore(CoreApi* core);
+/// The TaskCancelledError a cancelled running task's Get/Wait throws.
+[[noreturn]] void ThrowCancelled(int rank);
 
 /// Deepest a task may nest (TaskSpec::depth). A task that submits beyond it gets a
 /// RuntimeError from Remote(): recursion that never ends stops here, at a depth no real
@@ -53,6 +58,10 @@ class TaskRunner {
   void Run(DispatchTask&& task);
   /// Destroys (or restarts) an actor living here; its queued calls fail with the cause.
   void Kill(const KillActor& m);
+  /// The head cancels a task or actor call it sent here: one not started is dropped and
+  /// reported failed with m.error; a running plain task is flagged (IsCancelled) and a Get
+  /// it waits in is woken to throw; a running actor call is left to finish.
+  void Cancel(const CancelDispatched& m);
 
   /// True on a thread running a task or actor method of this rank.
   static bool InTask();
@@ -73,6 +82,8 @@ class TaskRunner {
   void RouteToActor(DispatchTask&& task);
   /// Fails actor calls that can no longer run, with ActorError(cause).
   void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
+  /// Reports a task that was dropped before it ran as failed with `error` (deferred).
+  void ReportDropped(DispatchTask&& task, const ErrorInfo& error);
   /// Fails a task the executor could not give a thread (on the deferred-work thread).
   void FailUnstartedTask(DispatchTask& task, const std::string& message);
   /// On the deferred-work thread: joins the threads of an ended actor and, once the head

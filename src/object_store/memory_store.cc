@@ -138,6 +138,13 @@ void MemoryStore::RemoveSpillFiles() {
 std::string MemoryStore::PathOf(ObjectId id) const { return spill_dir_ + "/" + id.Hex(); }
 
 void MemoryStore::Arrived(ObjectId id) {
+  if (!callbacks_.empty()) {
+    auto cb = callbacks_.find(id);
+    if (cb != callbacks_.end()) {
+      sink_(std::move(cb->second));
+      callbacks_.erase(cb);
+    }
+  }
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
   for (Waiter* w : it->second) {
@@ -379,26 +386,51 @@ std::vector<bool> MemoryStore::Present(const std::vector<ObjectId>& ids, size_t&
   return present;
 }
 
+void MemoryStore::NotifyWhenPresent(ObjectId id, ReadyCallback callback) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  if (objects_.count(id) > 0) {
+    std::vector<ReadyCallback> now;
+    now.push_back(std::move(callback));
+    sink_(std::move(now));
+  } else {
+    callbacks_[id].push_back(std::move(callback));
+  }
+}
+
+void MemoryStore::Interrupt(const std::atomic<bool>* abort) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  for (Waiter* w : abortable_) {
+    if (w->abort == abort) w->cv.notify_one();
+  }
+}
+
 std::vector<bool> MemoryStore::WaitFor(
     const std::vector<ObjectId>& ids, size_t need,
-    std::optional<std::chrono::steady_clock::time_point> deadline) {
+    std::optional<std::chrono::steady_clock::time_point> deadline,
+    const std::atomic<bool>* abort) {
   std::unique_lock<AdaptiveMutex> lock(mu_);
   size_t count = 0;
   auto present = Present(ids, count);
   if (count >= need) return present;
   if (deadline && *deadline <= std::chrono::steady_clock::now()) return present;
+  if (abort != nullptr && abort->load(std::memory_order_acquire)) return present;
   Waiter w;
   w.need = need;
   w.have = count;
+  w.abort = abort;
+  if (abort != nullptr) abortable_.push_back(&w);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!present[i]) waiters_[ids[i]].push_back(&w);
   }
-  auto done = [&] { return w.have >= w.need; };
+  auto done = [&] {
+    return w.have >= w.need || (abort != nullptr && abort->load(std::memory_order_acquire));
+  };
   if (deadline) {
     w.cv.wait_until(lock, *deadline, done);
   } else {
     w.cv.wait(lock, done);
   }
+  if (abort != nullptr) abortable_.erase(std::find(abortable_.begin(), abortable_.end(), &w));
   // Unregister from ids that have not arrived (Arrived already dropped the others).
   for (size_t i = 0; i < ids.size(); ++i) {
     if (present[i]) continue;

@@ -16,7 +16,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -54,9 +56,22 @@ class MemoryStore {
   /// spilled object back.
   std::vector<bool> Contains(const std::vector<ObjectId>& ids);
   /// Waits until at least `need` of `ids` are present or the deadline passes; returns
-  /// presence flags.
+  /// presence flags. With `abort`, also returns early once *abort is true and Interrupt
+  /// was called for it (a cancelled task's Get).
   std::vector<bool> WaitFor(const std::vector<ObjectId>& ids, size_t need,
-                            std::optional<std::chrono::steady_clock::time_point> deadline);
+                            std::optional<std::chrono::steady_clock::time_point> deadline,
+                            const std::atomic<bool>* abort = nullptr);
+  /// Wakes the waits registered with `abort` (set it first) so that they return.
+  void Interrupt(const std::atomic<bool>* abort);
+
+  /// Completion callbacks (ObjectRef::OnReady). `sink` receives callbacks whose object has
+  /// arrived; it is called under the store's lock, so it must only queue them (it never
+  /// runs them). Set once, before the first NotifyWhenPresent.
+  using ReadyCallback = std::function<void()>;
+  void SetCallbackSink(std::function<void(std::vector<ReadyCallback>&&)> sink) { sink_ = std::move(sink); }
+  /// Hands `callback` to the sink once `id` is present (a value or an error): now, if it
+  /// is. Exactly once, unless the store is destroyed first.
+  void NotifyWhenPresent(ObjectId id, ReadyCallback callback);
   size_t Size();
   /// Bytes held in memory.
   uint64_t Bytes();
@@ -71,6 +86,7 @@ class MemoryStore {
   struct Waiter {
     size_t need = 0;
     size_t have = 0;
+    const std::atomic<bool>* abort = nullptr;
     std::condition_variable_any cv;
   };
   struct Entry {
@@ -98,6 +114,9 @@ class MemoryStore {
   AdaptiveMutex mu_;
   std::unordered_map<ObjectId, Entry> objects_;
   std::unordered_map<ObjectId, std::vector<Waiter*>> waiters_;
+  std::vector<Waiter*> abortable_;  // waits with an abort flag (a cancel wakes them)
+  std::unordered_map<ObjectId, std::vector<ReadyCallback>> callbacks_;
+  std::function<void(std::vector<ReadyCallback>&&)> sink_;
   std::list<ObjectId> lru_;  // values in memory, least recently used first
   uint64_t bytes_ = 0;       // in memory
   uint64_t spilled_bytes_ = 0;

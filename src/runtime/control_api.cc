@@ -63,17 +63,20 @@ std::vector<PlacementGroup> GetAllPlacementGroups() {
 
 bool PlacementGroup::Wait(int timeout_seconds) const {
   if (id_.empty()) throw Error("prism: Wait on an empty PlacementGroup handle");
-  // The head places groups as resources free up; ask for the state, backing off.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
-  auto nap = std::chrono::microseconds(50);
-  for (;;) {
-    auto state = Ask<call::GroupStatus>("PlacementGroup::Wait", id_);
-    if (state == internal::PlacementGroupStatus::kCreated) return true;
-    if (state == internal::PlacementGroupStatus::kUnknown) return false;  // removed
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(5000));
+  // The head pushes the group's creation or removal to this rank: no polling.
+  return internal::RequireCore("PlacementGroup::Wait")
+      .WaitPlacementGroup(id_, static_cast<int64_t>(timeout_seconds) * 1000);
+}
+
+void Cancel(const internal::ObjectRefBase& ref, bool force, bool recursive) {
+  if (ref.IsNil()) throw Error("prism: Cancel on an empty ObjectRef");
+  if (force) {
+    throw Error("prism: Cancel(ref, force=true) is not supported: Ray's force kills the "
+                "worker process, and Prism's tasks share their rank's process (killing it "
+                "ends the job). Use force=false: the task's Get/Wait throw and IsCancelled() "
+                "turns true, and its result is TaskCancelledError either way");
   }
+  internal::RequireCore("Cancel").Cancel(ref.ID(), recursive);
 }
 
 namespace platform {

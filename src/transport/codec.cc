@@ -15,7 +15,7 @@ template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.kind); f(e.type); f
 template <typename F> void Fields(TaskSpec& t, F&& f) {
   f(t.id); f(t.kind); f(t.actor); f(t.actor_name); f(t.class_name); f(t.max_restarts); f(t.max_concurrency); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
-  f(t.bundle_index); f(t.depth);
+  f(t.bundle_index); f(t.depth); f(t.parent);
 }
 template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); }
 
@@ -150,6 +150,9 @@ template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause);
 template <typename F> void Fields(HeadCall& m, F&& f) { f(m.request); f(m.op); f(m.args); }
 template <typename F> void Fields(Publish& m, F&& f) { f(m.channel); f(m.bytes); }
 template <typename F> void Fields(Deliver& m, F&& f) { f(m.channel); f(m.bytes); f(m.from); }
+template <typename F> void Fields(CancelTask& m, F&& f) { f(m.id); f(m.recursive); f(m.timeout_ms); }
+template <typename F> void Fields(CancelDispatched& m, F&& f) { f(m.id); f(m.actor); f(m.error); }
+template <typename F> void Fields(PlacementGroupChanged& m, F&& f) { f(m.group); f(m.status); }
 template <typename F> void Fields(HeadReply& m, F&& f) {
   f(m.request); f(m.ok); f(m.error_kind); f(m.error); f(m.result);
 }

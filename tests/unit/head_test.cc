@@ -19,6 +19,63 @@ TEST_F(HeadTest, DispatchesReadyTasksAndQueuesWhenFull) {
   EXPECT_EQ(next[0].second.spec->id, ObjectId(3));
 }
 
+TEST_F(HeadTest, CancelFailsAQueuedTaskAndFlagsARunningOne) {
+  head_.Handle(0, SubmitTask{Spec(1)});
+  head_.Handle(0, SubmitTask{Spec(2)});
+  head_.Handle(0, SubmitTask{Spec(3)});  // no room: queued at the head
+  auto dispatched = Take<DispatchTask>();
+  ASSERT_EQ(dispatched.size(), 2u);
+  head_.Handle(0, Subscribe{{ObjectId(1), ObjectId(3)}});
+  head_.Handle(0, CancelTask{ObjectId(3), true, 0});
+  auto ready = Take<ObjectReady>();
+  ASSERT_EQ(ready.size(), 1u) << "the queued task fails at once, with no rank involved";
+  EXPECT_EQ(ready[0].second.id, ObjectId(3));
+  EXPECT_EQ(ready[0].second.error.kind, ErrorKind::kTaskCancelled);
+  // Running: its rank is told, and its result is the cancellation even if it succeeds;
+  // the large result it kept is freed on its rank. Timeouts say so.
+  const int rank = dispatched[0].second.spec->id == ObjectId(1) ? dispatched[0].first : dispatched[1].first;
+  head_.Handle(0, CancelTask{ObjectId(1), true, 250});
+  auto told = Take<CancelDispatched>();
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].first, rank);
+  EXPECT_NE(told[0].second.error.message.find("250 ms"), std::string::npos) << told[0].second.error.message;
+  Done(rank, 1, true, /*size=*/1 << 20);
+  bool freed = false;
+  std::vector<ObjectReady> results;
+  for (auto& s : sent_) {
+    if (auto* f = std::get_if<FreeObjects>(&s.msg)) freed |= s.dest == rank && f->ids == std::vector<ObjectId>{ObjectId(1)};
+    if (auto* r = std::get_if<ObjectReady>(&s.msg)) results.push_back(*r);
+  }
+  EXPECT_TRUE(freed);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].failed);
+  EXPECT_EQ(results[0].error.kind, ErrorKind::kTaskCancelled);
+  sent_.clear();
+  head_.Handle(0, CancelTask{ObjectId(1), true, 0});  // finished: no effect
+  EXPECT_TRUE(Take<CancelDispatched>().empty());
+}
+
+TEST_F(HeadTest, PlacementGroupWatchersArePushedTheChange) {
+  head_.Handle(0, SubmitTask{Spec(1)});  // holds one of the two CPUs
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(d.size(), 1u);
+  auto id = head_.CreatePlacementGroup({"", {{{"CPU", 1}}, {{"CPU", 1}}}, PlacementStrategy::SPREAD});
+  EXPECT_EQ(head_.PlacementGroupState(id), PlacementGroupStatus::kPending);
+  HeadCall watch;
+  watch.op = static_cast<uint16_t>(HeadOp::kWatchPlacementGroup);
+  watch.args = std::make_shared<const Buffer>(Serialize(id));
+  head_.Handle(1, std::move(watch));
+  EXPECT_TRUE(Take<PlacementGroupChanged>().empty());
+  Done(d[0].first, 1);  // the CPU comes back: the group is created and rank 1 told
+  auto pushed = Take<PlacementGroupChanged>();
+  ASSERT_EQ(pushed.size(), 1u);
+  EXPECT_EQ(pushed[0].first, 1);
+  EXPECT_EQ(pushed[0].second.group, id);
+  EXPECT_EQ(pushed[0].second.status, static_cast<uint8_t>(PlacementGroupStatus::kCreated));
+  head_.RemovePlacementGroup(id);
+  EXPECT_TRUE(Take<PlacementGroupChanged>().empty()) << "watchers are told once";
+}
+
 TEST_F(HeadTest, DependentRunsAfterItsArgumentWithTheInlineValue) {
   head_.Handle(0, SubmitTask{Spec(1)});
   head_.Handle(0, SubmitTask{Spec(2, {Ref(1)})});

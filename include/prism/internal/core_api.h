@@ -3,6 +3,7 @@
 // ObjectRef) and the runtime in src/. Users never call it directly.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,7 @@ struct TaskRequest {
   std::vector<ObjectId> contained;  // ObjectRefs nested inside argument values
   std::string placement_group;       // id, empty = none
   int bundle_index = -1;
+  int64_t timeout_ms = -1;  // SetTimeout: cancelled if not finished this long after submit
 };
 
 /// The one door into the runtime: tasks, objects, actors, every control-plane call (KV,
@@ -57,6 +59,15 @@ class CoreApi {
   /// Ready flags, one per id, after at least num_objects are ready or the timeout passed.
   virtual std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                                  int64_t timeout_ms) = 0;
+  /// prism::Cancel: asks the head to cancel the task that makes `id` (and, if `recursive`,
+  /// the tasks it submitted). No effect on a finished task or a Put object. Does not wait.
+  virtual void Cancel(ObjectId id, bool recursive) = 0;
+  /// Runs `callback` once, on the rank's callback threads, when `id` is ready (a value or a
+  /// failure). The object stays alive until the callback has run.
+  virtual void OnReady(ObjectId id, std::function<void()> callback) = 0;
+  /// PlacementGroup::Wait: true once group `id` is created, false if it is unknown or was
+  /// removed, or after timeout_ms; woken by the head's push, not polled.
+  virtual bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) = 0;
   /// handle.Kill(no_restart).
   virtual void KillActor(ObjectId actor, bool no_restart) = 0;
   /// A live named actor's id and class (typeid name); nil id if none.
@@ -106,6 +117,8 @@ class DeferRefReleases {
 struct ExitActorSignal {};
 /// True inside a method of an actor that was restarted at least once.
 bool CurrentActorRestarted();
+/// True inside a task that prism::Cancel (or its timeout) cancelled while it ran.
+bool CurrentTaskCancelled();
 
 /// The core of the running task's rank on this thread (set by the rank's task runner), else
 /// the process's core (the runtime's rank, or the in-process cluster's rank 0), else
