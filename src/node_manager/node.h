@@ -42,6 +42,7 @@ struct NodeOptions {
   std::string spill_dir;                       // private to the job and rank; "" = no spilling
   std::vector<std::string> node_ids;           // per rank (default: each rank its own node)
   std::string job_id;
+  std::string ray_namespace;  // the job's namespace; "" = "anonymous-<job id>"
 };
 
 class Node : public CoreApi {
@@ -57,7 +58,9 @@ class Node : public CoreApi {
   std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_objects,
                          int64_t timeout_ms) override;
   void KillActor(ObjectId actor, bool no_restart) override;
-  std::pair<ObjectId, std::string> LookupActor(const std::string& name) override;
+  std::pair<ObjectId, std::string> LookupActor(const std::string& name,
+                                               const std::string& ray_namespace) override;
+  const std::string& Namespace() const override { return options_.ray_namespace; }
   void AddLocalRef(ObjectId id) override;
   void RemoveLocalRef(ObjectId id) override;
   Payload ControlCall(uint16_t op, Buffer&& args) override {
