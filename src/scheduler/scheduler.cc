@@ -45,8 +45,10 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
   using Kind = SchedulingStrategy::Kind;
   if (strategy.kind == Kind::kNodeAffinity) {
     const bool exists = strategy.rank >= 0 && strategy.rank < n;
-    if (exists && fits(strategy.rank)) return strategy.rank;
-    if (!strategy.soft) return -1;  // waits for its rank (the submitting node checked it exists)
+    if (!strategy.soft) return exists && fits(strategy.rank) ? strategy.rank : -1;  // else waits
+    // Soft: the rank only while it has room now (never queued behind its running tasks by
+    // pipelining: elsewhere is better then).
+    if (exists && demand.FitsIn(Free(strategy.rank))) return strategy.rank;
   } else if (strategy.kind == Kind::kSpread) {
     for (int k = 0; k < n; ++k) {
       const int r = (next_spread_ + k) % n;

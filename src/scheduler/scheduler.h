@@ -21,7 +21,8 @@
 // last SPREAD task's, round-robin, so consecutive tasks land on different ranks even while
 // one could hold them all; node affinity takes its rank when that has room, and otherwise
 // waits (hard) or falls back to the default policy (soft, also for a rank that does not
-// exist or could never hold the task).
+// exist or could never hold the task). Soft affinity wants room now: it is never pipelined
+// onto its rank behind running tasks while another rank could start it.
 //
 // Pipelining: a rank may be sent more tasks than it has slots, to hide the dispatch round
 // trip, but only for functions measured to be short. A function whose tasks run in time t

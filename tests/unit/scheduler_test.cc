@@ -124,6 +124,14 @@ TEST(SchedulerTest, SoftNodeAffinityPrefersItsRankThenFallsBack) {
   EXPECT_EQ(s.Place("f", ResourceSet({{"GPU", 1}}), 0, {}, Affinity(0, true)), -1) << "nowhere fits";
 }
 
+TEST(SchedulerTest, SoftNodeAffinityIsNotPipelinedOntoABusyRank) {
+  Scheduler s({Cpus(1), Cpus(1)});
+  s.RecordRunTime("fast", 1'000);  // pipelining would allow many per slot
+  s.Commit(1, Cpus(1));
+  EXPECT_EQ(s.Place("fast", Cpus(1), 0, {}, Affinity(1, true)), 0) << "rank 0 can start it now";
+  EXPECT_EQ(s.Place("fast", Cpus(1), 0, {}, Affinity(1, false)), 1) << "hard may queue there";
+}
+
 TEST(ObjectDirectoryTest, FreedWhenLastHolderGoesAndNotBefore) {
   ObjectDirectory d;
   ObjectId id(1);
