@@ -27,6 +27,7 @@ class RayConfig {
   bool local_mode = false;
   std::vector<std::string> code_search_path;
   std::vector<std::string> head_args;
+  std::optional<std::string> redis_password_;  // accepted and ignored: there is no Redis
   /// The job's namespace for named actors; "" = an anonymous one of this job.
   std::string ray_namespace;
   /// The job's runtime environment: only env_vars (set in every rank's process at Init).
