@@ -22,7 +22,9 @@ class Counter {
   explicit Counter(int start) : value_(start) {}
   static Counter* Create(int start) { return new Counter(start); }
   int Add(int x) { return value_ += x; }
-  int SleepThenGet(int ms) {
+  /// Marks `key` in the KV when it starts, then sleeps.
+  int SleepThenGet(std::string key, int ms) {
+    prism::kv::Put(key, "started");
     prism_test::SleepMs(ms);
     return value_;
   }
@@ -159,31 +161,40 @@ TEST(Namespaces, OneNameInTwoNamespacesAndTheJobsAnonymousOne) {
 }
 
 // The restart happens while SleepThenGet runs; Add waits behind it in the actor's mailbox,
-// so the restart fails it on the actor's rank.
-prism::ObjectRef<int> AddAcrossARestart(int max_task_retries) {
+// so the restart fails it on the actor's rank. The handle is returned too: an actor ends
+// when its last handle goes.
+std::pair<prism::ActorHandle<Counter>, prism::ObjectRef<int>> AddAcrossARestart(int max_task_retries) {
   auto c = prism::Actor(Counter::Create).SetMaxRestarts(1).SetMaxTaskRetries(max_task_retries).Remote(10);
   EXPECT_EQ(*c.Task(&Counter::Add).Remote(0).Get(30000), 10);
-  auto running = c.Task(&Counter::SleepThenGet).Remote(600);
+  const std::string key = "running-" + c.ID().Hex();
+  auto running = c.Task(&Counter::SleepThenGet).Remote(key, 600);
   auto queued = c.Task(&Counter::Add).Remote(5);
-  prism_test::SleepMs(200);  // the sleep is under way
+  for (int i = 0; i < 10000 && !prism::kv::Exists(key); ++i) prism_test::SleepMs(1);
+  EXPECT_TRUE(prism::kv::Exists(key)) << "the first call is under way";
   c.Kill(/*no_restart=*/false);
   EXPECT_EQ(*running.Get(30000), 10) << "a running call ends on the old instance";
-  return queued;
+  return {c, queued};
 }
 
 TEST(ActorRetries, ACallFailedByARestartSucceedsWithMaxTaskRetries) {
-  EXPECT_EQ(*AddAcrossARestart(1).Get(30000), 15) << "ran on the restarted actor (10 + 5)";
-  EXPECT_EQ(*AddAcrossARestart(-1).Get(30000), 15);
+  for (int retries : {1, -1}) {
+    auto [actor, queued] = AddAcrossARestart(retries);
+    EXPECT_EQ(*queued.Get(30000), 15) << "ran on the restarted actor (10 + 5); max_task_retries " << retries;
+    EXPECT_EQ(*actor.Task(&Counter::Add).Remote(1).Get(30000), 16);
+    actor.Kill();
+  }
 }
 
 TEST(ActorRetries, WithoutMaxTaskRetriesItFailsWithActorError) {
-  auto queued = AddAcrossARestart(0);
+  auto [actor, queued] = AddAcrossARestart(0);
   try {
     queued.Get(30000);
     FAIL() << "expected ActorError";
   } catch (const prism::ActorError& e) {
     EXPECT_NE(std::string(e.what()).find("restarting"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(*actor.Task(&Counter::Add).Remote(1).Get(30000), 11) << "the restarted actor serves later calls";
+  actor.Kill();
   EXPECT_THROW(prism::Actor(Counter::Create).SetMaxTaskRetries(-2), prism::Error);
 }
 
@@ -193,7 +204,7 @@ TEST(PlacementGroups, GetStateFollowsTheGroup) {
   const int n = prism_test::World();
   std::vector<prism::ObjectRef<int>> busy;
   for (int r = 0; r < n; ++r) {
-    busy.push_back(prism::Task(RankAfter).SetResource("CPU", 2).SetSchedulingStrategy(NodeAffinitySchedulingStrategy{r, false}).Remote(800));
+    busy.push_back(prism::Task(RankAfter).SetResource("CPU", 2).SetSchedulingStrategy(NodeAffinitySchedulingStrategy{r, false}).Remote(2000));
   }
   prism_test::SleepMs(100);
   auto pg = prism::CreatePlacementGroup({"", {{{"CPU", 2}}}, prism::PlacementStrategy::PACK});
