@@ -15,6 +15,7 @@
 // run at once, in no set order). An actor lives while any handle to it does, except named
 // actors, which live until killed or the job ends.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <typeinfo>
@@ -90,6 +91,22 @@ class ActorTaskCaller {
     request_.name = std::move(name);
     return *this;
   }
+  /// Resources of this call, as Ray's ActorTaskCaller takes them: checked like a task's
+  /// (a request no rank can ever hold is a ResourceError at Remote()), but, as in Ray, a
+  /// call runs on its actor's rank with what the actor holds: nothing more is reserved.
+  ActorTaskCaller& SetResources(const std::map<std::string, double>& resources) {
+    for (const auto& [k, v] : resources) request_.resources[k] = v;
+    return *this;
+  }
+  template <typename Map, typename = std::enable_if_t<!std::is_same_v<Map, std::map<std::string, double>>>>
+  ActorTaskCaller& SetResources(const Map& resources) {  // std::unordered_map and other maps
+    for (const auto& [k, v] : resources) request_.resources[std::string(k)] = static_cast<double>(v);
+    return *this;
+  }
+  ActorTaskCaller& SetResource(const std::string& name, double amount) {
+    request_.resources[name] = amount;
+    return *this;
+  }
   /// Submits the call. Arguments as for tasks. A call on a dead actor fails (Get throws
   /// ActorError).
   template <typename... Args>
@@ -123,10 +140,28 @@ class ActorCreator : public internal::CallOptions<ActorCreator<F>> {
     request_.max_retries = 0;
   }
   // SetName (a named actor is found by GetActor<C>(name) and lives without handles until
-  // killed or the job ends), SetResources, SetResource, SetPlacementGroup: see CallOptions.
-  /// How often a killed (Kill(false)) actor is re-created. Default 0.
+  // killed or the job ends), SetResources, SetResource, SetPlacementGroup,
+  // SetSchedulingStrategy, SetRuntimeEnv: see CallOptions.
+  using internal::CallOptions<ActorCreator<F>>::SetName;
+  /// Names the actor in namespace `ray_namespace` ("" = the job's, GetNamespace()):
+  /// GetActor<C>(name, ray_namespace) finds it. One name may be used once per namespace.
+  ActorCreator& SetName(std::string name, std::string ray_namespace) {
+    request_.name = std::move(name);
+    request_.ray_namespace = std::move(ray_namespace);
+    return *this;
+  }
+  /// How often a killed (Kill(false)) actor is re-created. Default 0; -1: without limit.
   ActorCreator& SetMaxRestarts(int n) {
+    if (n < -1) throw Error("prism: SetMaxRestarts needs n >= -1, got " + std::to_string(n));
     request_.max_restarts = n;
+    return *this;
+  }
+  /// How often a call that failed because the actor was restarting is sent again, to the
+  /// restarted actor, instead of failing with ActorError (Ray's max_task_retries). Default
+  /// 0; -1: as long as the actor restarts. Calls of an actor that died for good still fail.
+  ActorCreator& SetMaxTaskRetries(int n) {
+    if (n < -1) throw Error("prism: SetMaxTaskRetries needs n >= -1, got " + std::to_string(n));
+    request_.max_task_retries = n;
     return *this;
   }
   /// Up to n method calls at once (a threaded actor). Default 1: calls run one by one.
@@ -156,16 +191,21 @@ ActorCreator<F> Actor(F factory) {
   return ActorCreator<F>(factory);
 }
 
-/// The live actor named `name`, if any. Throws Error if it is of another class.
+/// The live actor named `name` in namespace `ray_namespace` ("" = the job's), if any.
+/// Throws Error if it is of another class. Thread-safe; one round trip to the head.
 template <typename C>
-std::optional<ActorHandle<C>> GetActor(const std::string& name) {
-  auto [id, class_name] = internal::RequireCore("GetActor").LookupActor(name);
+std::optional<ActorHandle<C>> GetActor(const std::string& name, const std::string& ray_namespace = "") {
+  auto [id, class_name] = internal::RequireCore("GetActor").LookupActor(name, ray_namespace);
   if (id.IsNil()) return std::nullopt;
   if (class_name != typeid(C).name()) {
     throw Error("prism: GetActor: actor \"" + name + "\" is of another class");
   }
   return ActorHandle<C>(ObjectRef<void>(id));
 }
+
+/// The job's namespace: Config::ray_namespace, else an anonymous one of this job (Ray's
+/// default). Named actors live in a namespace; GetActor looks in this one unless told.
+inline std::string GetNamespace() { return internal::RequireCore("GetNamespace").Namespace(); }
 
 /// Inside an actor method: ends the actor after this call (no restart). The call itself
 /// fails with ActorError, as do queued ones.

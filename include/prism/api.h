@@ -28,6 +28,8 @@
 #include "prism/preemption.h"
 #include "prism/remote.h"
 #include "prism/runtime_context.h"
+#include "prism/runtime_env.h"
+#include "prism/scheduling_strategy.h"
 #include "prism/state.h"
 #include "prism/task_caller.h"
 #include "prism/wait_result.h"

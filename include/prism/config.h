@@ -18,6 +18,7 @@
 //   task_table_size       --prism-task-table-size=N     PRISM_TASK_TABLE_SIZE
 //   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
 //   network               --prism-network=ib0           PRISM_NETWORK (any|shm|<interface>)
+//   ray_namespace, env_vars: in code only (Ray's RayConfig fields)
 
 #include <cstdint>
 #include <map>
@@ -60,6 +61,13 @@ struct Config {
   /// "eth1" (only that one), or "shm" (shared memory only, no TCP listener at all: one node).
   /// Read before MPI starts, so the program's Config must say the same on every rank.
   std::optional<std::string> network;
+  /// The job's namespace for named actors (Ray's ray_namespace). Default: an anonymous
+  /// namespace of this job. Every rank's Config must say the same.
+  std::optional<std::string> ray_namespace;
+  /// Environment variables set in every rank's process at Init, before MPI starts and
+  /// before any task runs (Ray's job runtime_env env_vars; overwrites existing values).
+  /// Tasks share their rank's process, so this is the only environment they have.
+  std::map<std::string, std::string> env_vars;
 };
 
 }  // namespace prism

@@ -21,6 +21,10 @@ namespace prism {
 
 enum class PlacementStrategy { PACK = 0, SPREAD = 1, STRICT_PACK = 2, STRICT_SPREAD = 3 };
 
+/// A group's state, as Ray names them. Prism never reschedules a group (a lost rank ends the
+/// job), so RESCHEDULING is never returned; UNRECOGNIZED is an empty handle's.
+enum class PlacementGroupState { PENDING = 0, CREATED = 1, REMOVED = 2, RESCHEDULING = 3, UNRECOGNIZED = -1 };
+
 struct PlacementGroupCreationOptions {
   std::string name;  // optional; lets GetPlacementGroup(name) find it
   std::vector<std::unordered_map<std::string, double>> bundles;
@@ -46,6 +50,9 @@ class PlacementGroup {
   PlacementStrategy GetStrategy() const { return options_.strategy; }
   bool OneBundlePerRank() const { return options_.one_bundle_per_rank; }
   bool Empty() const { return id_.empty(); }
+  /// The group's state now (one round trip to the head): PENDING until its bundles are
+  /// reserved, CREATED, then REMOVED. UNRECOGNIZED for an empty handle.
+  PlacementGroupState GetState() const;
   /// Blocks until every bundle is reserved (true) or timeout_seconds pass (false). Returns
   /// false at once if the group was removed.
   bool Wait(int timeout_seconds) const;

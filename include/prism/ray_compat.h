@@ -7,13 +7,18 @@
 // ray:: names are aliases of prism:: ones, so Ray's exception types catch Prism's errors.
 // RayConfig's fields about connecting to a running Ray cluster (address, local_mode,
 // code_search_path, head_args) are accepted and ignored: the cluster is the MPI job.
+// README.md, "Ray C++ compatibility", lists what is supported and what is not, and why.
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "prism/api.h"
+#include "prism/runtime_env.h"
 
 namespace ray {
+
+using RuntimeEnv = prism::RuntimeEnv;
 
 /// Ray's RayConfig. Prism ignores the connection fields; the cluster is the MPI job.
 class RayConfig {
@@ -22,13 +27,29 @@ class RayConfig {
   bool local_mode = false;
   std::vector<std::string> code_search_path;
   std::vector<std::string> head_args;
+  std::optional<std::string> redis_password_;  // accepted and ignored: there is no Redis
+  /// The job's namespace for named actors; "" = an anonymous one of this job.
+  std::string ray_namespace;
+  /// The job's runtime environment: only env_vars (set in every rank's process at Init).
+  std::optional<RuntimeEnv> runtime_env;
   /// Prism's own settings, if wanted (num_cpus, ...).
   prism::Config prism;
+
+  /// The prism::Config these fields make.
+  prism::Config ToPrism() const {
+    prism::Config out = prism;
+    if (!ray_namespace.empty()) out.ray_namespace = ray_namespace;
+    if (runtime_env) {
+      for (const auto& [name, value] : runtime_env->EnvVars()) out.env_vars[name] = value;
+    }
+    return out;
+  }
 };
 
 inline void Init() { prism::Init(); }
-inline void Init(RayConfig& config) { prism::Init(config.prism); }
-inline void Init(RayConfig& config, int argc, char** argv) { prism::Init(config.prism, argc, argv); }
+inline void Init(RayConfig& config) { prism::Init(config.ToPrism()); }
+inline void Init(RayConfig& config, int argc, char** argv) { prism::Init(config.ToPrism(), argc, argv); }
+using prism::GetNamespace;
 using prism::IsInitialized;
 using prism::Shutdown;
 
@@ -50,6 +71,7 @@ using prism::WasCurrentActorRestarted;
 
 using PlacementGroup = prism::PlacementGroup;
 using PlacementGroupCreationOptions = prism::PlacementGroupCreationOptions;
+using PlacementGroupState = prism::PlacementGroupState;
 using PlacementStrategy = prism::PlacementStrategy;
 using prism::CreatePlacementGroup;
 using prism::GetAllPlacementGroups;
@@ -65,6 +87,7 @@ using RayFunctionNotFound = prism::FunctionNotFound;
 using RayTimeoutException = prism::TimeoutError;
 using UnreconstructableException = prism::ObjectLostError;
 using RayWorkerException = prism::Error;
+using RayRuntimeEnvException = prism::Error;
 }  // namespace internal
 
 }  // namespace ray

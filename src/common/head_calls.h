@@ -55,8 +55,9 @@ struct HeadCallType {
   using Result = R;
 };
 
-// (name) -> (actor id value, class name); id 0 if no live actor has that name.
-using LookupActor = HeadCallType<HeadOp::kLookupActor, std::string, std::pair<uint64_t, std::string>>;
+// (namespace, name) -> (actor id value, class name); id 0 if no live actor has that name.
+using LookupActor = HeadCallType<HeadOp::kLookupActor, std::pair<std::string, std::string>,
+                                 std::pair<uint64_t, std::string>>;
 using Available = HeadCallType<HeadOp::kAvailable, NoArgs, std::map<std::string, double>>;
 // (group with its options, no id) -> new id. ResourceError if it could never be placed.
 using CreateGroup = HeadCallType<HeadOp::kCreatePlacementGroup, PlacementGroup, std::string>;

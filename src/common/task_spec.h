@@ -42,6 +42,10 @@ struct TaskSpec {
   int bundle_index = -1;        // -1: any bundle of the group
   int depth = 1;                // nesting: 1 from the driver, a task's children its depth + 1
   TaskId parent;                // the task that submitted it (nil: the driver); recursive Cancel
+  // Ray compatibility (issue 15):
+  SchedulingStrategy strategy;  // where it may run (DEFAULT, SPREAD, node affinity)
+  std::string actor_namespace;  // creation of a named actor: its namespace (never "")
+  int max_task_retries = 0;     // creation: resends of calls failed by a restart; -1: no limit
 };
 
 /// A by-reference argument as the head knows it at dispatch time: small objects travel

@@ -13,23 +13,33 @@ bool ActorManager::OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation
   actor.creation = creation;
   actor.name = creation->actor_name;
   if (actor.name.empty()) return true;
-  if (names_.count(actor.name)) {
-    const std::string cause = "an actor named \"" + actor.name + "\" already exists";
+  const auto key = std::make_pair(creation->actor_namespace, actor.name);
+  if (names_.count(key)) {
+    const std::string cause = "an actor named \"" + actor.name + "\" already exists in namespace \"" +
+                              creation->actor_namespace + "\"";
     ActorDead(id, cause);
     *error = ErrorInfo::Of(ErrorKind::kActorError, cause, creation->name, -1);
     return false;
   }
-  names_[actor.name] = id;
+  names_[key] = id;
   objects_.AddHolder(id, -1);  // named actors outlive their handles
   return true;
 }
 
-int ActorManager::PickRank(const ResourceSet& demand) const {
-  int best = -1;
-  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+int ActorManager::PickRank(const ResourceSet& demand, const SchedulingStrategy& strategy) const {
+  auto fits = [&](int r) {
     ResourceSet after = scheduler_.Committed(r);
     after.Add(demand);
-    if (!after.FitsIn(scheduler_.Capacity(r))) continue;
+    return after.FitsIn(scheduler_.Capacity(r));
+  };
+  if (strategy.kind == SchedulingStrategy::Kind::kNodeAffinity) {
+    const bool exists = strategy.rank >= 0 && strategy.rank < scheduler_.NumRanks();
+    if (exists && fits(strategy.rank)) return strategy.rank;
+    if (!strategy.soft) return -1;  // waits for its rank (the node checked it exists)
+  }
+  int best = -1;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    if (!fits(r)) continue;
     if (best < 0 || per_rank_[r] < per_rank_[best]) best = r;
   }
   return best;
@@ -88,11 +98,21 @@ void ActorManager::AddWaitingCall(ObjectId id, DispatchTask&& call) {
   actors_.at(id).waiting_calls.push_back(std::move(call));
 }
 
+bool ActorManager::RetryCall(ObjectId id, int attempts) const {
+  auto a = actors_.find(id);
+  if (a == actors_.end() || a->second.state == Actor::State::kDead) return false;
+  // Only a restart fails the calls of an actor that lives on.
+  if (a->second.restarts == 0) return false;
+  const int limit = a->second.creation->max_task_retries;
+  return limit < 0 || attempts < limit;
+}
+
 void ActorManager::OnKillRequest(const KillActorRequest& m) {
   auto a = actors_.find(m.actor);
   if (a == actors_.end() || a->second.state == Actor::State::kDead) return;
   Actor& actor = a->second;
-  if (!m.no_restart && actor.restarts < actor.creation->max_restarts && actor.rank >= 0) {
+  const int max_restarts = actor.creation->max_restarts;
+  if (!m.no_restart && (max_restarts < 0 || actor.restarts < max_restarts) && actor.rank >= 0) {
     ++actor.restarts;
     actor.state = Actor::State::kRestarting;
     PRISM_LOG_INFO("restarting actor " << m.actor.Hex() << " (" << actor.restarts << "/"
@@ -131,7 +151,7 @@ void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
     tasks_.Fail(call.spec->id, ErrorInfo::Of(ErrorKind::kActorError, cause, call.spec->name));
   }
   actor.waiting_calls.clear();
-  auto named = names_.find(actor.name);
+  auto named = names_.find({actor.creation->actor_namespace, actor.name});
   if (!actor.name.empty() && named != names_.end() && named->second == id) {
     names_.erase(named);
     std::vector<FreedObject> freed;
@@ -156,8 +176,9 @@ std::vector<ObjectId> ActorManager::InGroup(const std::string& group) const {
   return out;
 }
 
-std::pair<uint64_t, std::string> ActorManager::Lookup(const std::string& name) const {
-  auto it = names_.find(name);
+std::pair<uint64_t, std::string> ActorManager::Lookup(const std::string& ray_namespace,
+                                                      const std::string& name) const {
+  auto it = names_.find({ray_namespace, name});
   if (it == names_.end()) return {0, ""};
   return {it->second.Value(), actors_.at(it->second).creation->class_name};
 }

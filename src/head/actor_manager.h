@@ -39,7 +39,8 @@ class ActorManager {
   /// the caller fails the creation with the returned error.
   bool OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation, ErrorInfo* error);
   /// Spreads actors: the rank with the fewest among those with room for `demand`, or -1.
-  int PickRank(const ResourceSet& demand) const;
+  /// Node affinity: that rank if it has room; hard waits for it (-1), soft falls back.
+  int PickRank(const ResourceSet& demand, const SchedulingStrategy& strategy = {}) const;
   /// The creation is on its way to `rank`: the calls that waited follow it, in order.
   /// Returns them for the task manager to send.
   std::vector<DispatchTask> OnCreationPlaced(ObjectId actor, int rank, int bundle);
@@ -59,6 +60,9 @@ class ActorManager {
   Route RouteCall(ObjectId actor) const;
   /// Parks a call until the creation is placed (RouteCall said kWaiting).
   void AddWaitingCall(ObjectId actor, DispatchTask&& call);
+  /// A call that failed with ActorError after `attempts` sends: true if it should be sent
+  /// again (the actor lives on after a restart and its max_task_retries allow it).
+  bool RetryCall(ObjectId actor, int attempts) const;
 
   void OnKillRequest(const KillActorRequest& m);
   /// Marks the actor dead, frees what it held, fails calls still waiting at the head.
@@ -68,8 +72,8 @@ class ActorManager {
   /// Live actors created in placement group `group`.
   std::vector<ObjectId> InGroup(const std::string& group) const;
 
-  /// A live named actor's id and class name (id 0 if none).
-  std::pair<uint64_t, std::string> Lookup(const std::string& name) const;
+  /// A live named actor's id and class name in `ray_namespace` (id 0 if none).
+  std::pair<uint64_t, std::string> Lookup(const std::string& ray_namespace, const std::string& name) const;
   std::vector<state::ActorState> List() const;
   /// Live actors on each rank.
   const std::vector<int>& PerRank() const { return per_rank_; }
@@ -94,7 +98,7 @@ class ActorManager {
   TaskManager& tasks_;
   StateTables& tables_;
   std::unordered_map<ObjectId, Actor> actors_;
-  std::map<std::string, ObjectId> names_;
+  std::map<std::pair<std::string, std::string>, ObjectId> names_;  // (namespace, name)
   std::vector<int> per_rank_;
 };
 

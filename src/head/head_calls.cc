@@ -14,9 +14,9 @@ void Head::OnHeadCall(int from, HeadCall&& call) {
   try {
     switch (static_cast<HeadOp>(call.op)) {
       case LookupActor::kOp:
-        reply.result = Answer<LookupActor>(args, [&](const std::string& name) {
+        reply.result = Answer<LookupActor>(args, [&](const std::pair<std::string, std::string>& key) {
           Locked lock(*this);
-          return actors_.Lookup(name);
+          return actors_.Lookup(key.first, key.second);
         });
         break;
       case internal::Available::kOp:

@@ -13,6 +13,10 @@ std::string TaskManager::ClassKey(const TaskSpec& spec) {
   if (!spec.placement_group.empty()) {
     key += "|pg=" + spec.placement_group + "/" + std::to_string(spec.bundle_index);
   }
+  if (spec.strategy.kind != SchedulingStrategy::Kind::kDefault) {
+    key += "|strategy=" + std::to_string(static_cast<int>(spec.strategy.kind)) + "/" +
+           std::to_string(spec.strategy.rank) + (spec.strategy.soft ? "s" : "");
+  }
   for (const auto& [name, units] : spec.demand.Entries()) {
     key += '|';
     key += name;
@@ -128,8 +132,8 @@ bool TaskManager::TryDispatch(Task& task) {
     task.rank = reserved.rank;
   } else {
     int rank = spec.kind == TaskKind::kActorCreation
-                   ? actors_.PickRank(spec.demand)
-                   : scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank);
+                   ? actors_.PickRank(spec.demand, spec.strategy)
+                   : scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank, spec.strategy);
     if (rank < 0) return false;
     scheduler_.Commit(rank, spec.demand);
     task.rank = rank;
@@ -189,15 +193,24 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   }
   ResourceSet held = task.spec->demand;
   if (task.blocked) held.Set("CPU", 0);
-  bool release = true;
+  // An actor call runs with what its actor holds: it holds nothing itself.
+  bool release = task.spec->kind != TaskKind::kActorCall;
   if (task.spec->kind == TaskKind::kActorCreation) {
     release = actors_.OnCreationDone(done.id, done, *task.spec);
   }
   if (release) groups_.Release(task.holding(), held);
   task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
-  if (!done.ok && !task.cancelled && task.spec->retry_exceptions &&
-      task.spec->attempt < task.spec->max_retries) {
+  if (!done.ok && task.spec->kind == TaskKind::kActorCall && done.error.kind == ErrorKind::kActorError &&
+      actors_.RetryCall(task.spec->actor, task.spec->attempt)) {
+    // The actor restarted under this call: send it again, to the new incarnation
+    // (max_task_retries). It follows the restart's creation to the actor's rank.
+    task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
+    ++task.spec->attempt;
+    PRISM_LOG_INFO("actor call " << task.spec->name << " failed by a restart; retry " << task.spec->attempt);
+    task.rank = -1;
+    RouteActorCall(task);
+  } else if (!done.ok && !task.cancelled && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
     ++task.spec->attempt;
     PRISM_LOG_WARN("task " << task.spec->name << " failed on rank " << from << " ("

@@ -31,6 +31,8 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
   if (options_.node_ids.empty()) {
     for (int r = 0; r < options_.world_size; ++r) options_.node_ids.push_back("rank-" + std::to_string(r));
   }
+  // Ray's default: each job its own anonymous namespace (the same on every rank).
+  if (options_.ray_namespace.empty()) options_.ray_namespace = "anonymous-" + options_.job_id;
 }
 
 std::vector<std::map<std::string, double>> Node::Capacities() const {
@@ -71,6 +73,22 @@ void Node::ValidateResources(const std::string& task_name,
 }
 
 void Node::CheckFeasible(const TaskSpec& spec) const {
+  const SchedulingStrategy& where = spec.strategy;
+  if (where.kind == SchedulingStrategy::Kind::kNodeAffinity && !where.soft) {
+    const int n = static_cast<int>(options_.capacities.size());
+    if (where.rank < 0 || where.rank >= n) {
+      throw ResourceError("prism: task " + spec.name + " is pinned (NodeAffinitySchedulingStrategy, hard) to rank " +
+                          std::to_string(where.rank) + ", but the job has ranks 0.." + std::to_string(n - 1) +
+                          ". Pin to an existing rank, or pass soft = true to run elsewhere when it cannot");
+    }
+    if (!spec.demand.FitsIn(options_.capacities[where.rank])) {
+      throw ResourceError("prism: task " + spec.name + " is pinned (NodeAffinitySchedulingStrategy, hard) to rank " +
+                          std::to_string(where.rank) + ", which can never provide " + spec.demand.ToString() +
+                          " (it offers " + options_.capacities[where.rank].ToString() +
+                          "). Lower the request, or pass soft = true to run elsewhere");
+    }
+    return;
+  }
   bool feasible = std::any_of(options_.capacities.begin(), options_.capacities.end(),
                               [&](const ResourceSet& c) { return spec.demand.FitsIn(c); });
   if (feasible) return;
@@ -94,6 +112,11 @@ ObjectId Node::Submit(TaskRequest&& request) {
     ValidateResources(spec.name, request.resources);
     if (request.resources.find("CPU") == request.resources.end()) request.resources["CPU"] = 1;
     spec.demand = ResourceSet(request.resources);
+  }
+  spec.strategy = request.strategy;
+  if (spec.strategy.kind != SchedulingStrategy::Kind::kDefault && !request.placement_group.empty()) {
+    throw Error("prism: task " + spec.name + " has both a placement group and a scheduling strategy; "
+                "the placement group decides where it runs, so give only one");
   }
   CheckFeasible(spec);
   spec.depth = CurrentTaskDepth() + 1;
@@ -122,7 +145,11 @@ ObjectId Node::Submit(TaskRequest&& request) {
   spec.max_restarts = request.max_restarts;
   spec.max_concurrency = request.max_concurrency;
   spec.class_name = std::move(request.class_name);
-  if (spec.kind == TaskKind::kActorCreation && named) spec.actor_name = spec.name;
+  if (spec.kind == TaskKind::kActorCreation && named) {
+    spec.actor_name = spec.name;
+    spec.actor_namespace = request.ray_namespace.empty() ? options_.ray_namespace : std::move(request.ray_namespace);
+  }
+  spec.max_task_retries = request.max_task_retries;
   spec.placement_group = std::move(request.placement_group);
   spec.bundle_index = request.bundle_index;
   spec.parent = CurrentTaskId();
@@ -336,8 +363,9 @@ bool Node::WaitPlacementGroup(const std::string& id, int64_t timeout_ms) {
 
 void Node::KillActor(ObjectId actor, bool no_restart) { to_head_(KillActorRequest{actor, no_restart}); }
 
-std::pair<ObjectId, std::string> Node::LookupActor(const std::string& name) {
-  auto [id, class_name] = internal::CallHead<internal::LookupActor>(*this, name);
+std::pair<ObjectId, std::string> Node::LookupActor(const std::string& name, const std::string& ray_namespace) {
+  auto [id, class_name] = internal::CallHead<internal::LookupActor>(
+      *this, {ray_namespace.empty() ? options_.ray_namespace : ray_namespace, name});
   return {ObjectId(id), class_name};
 }
 

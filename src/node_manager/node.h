@@ -44,6 +44,7 @@ struct NodeOptions {
   std::string spill_dir;                       // private to the job and rank; "" = no spilling
   std::vector<std::string> node_ids;           // per rank (default: each rank its own node)
   std::string job_id;
+  std::string ray_namespace;  // the job's namespace; "" = "anonymous-<job id>"
 };
 
 class Node : public CoreApi {
@@ -62,7 +63,9 @@ class Node : public CoreApi {
   void OnReady(ObjectId id, std::function<void()> callback) override;
   bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) override;
   void KillActor(ObjectId actor, bool no_restart) override;
-  std::pair<ObjectId, std::string> LookupActor(const std::string& name) override;
+  std::pair<ObjectId, std::string> LookupActor(const std::string& name,
+                                               const std::string& ray_namespace) override;
+  const std::string& Namespace() const override { return options_.ray_namespace; }
   void AddLocalRef(ObjectId id) override;
   void RemoveLocalRef(ObjectId id) override;
   Payload ControlCall(uint16_t op, Buffer&& args) override {

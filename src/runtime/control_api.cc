@@ -61,6 +61,16 @@ std::vector<PlacementGroup> GetAllPlacementGroups() {
   return Ask<call::GetGroups>("GetAllPlacementGroups", {"", ""});
 }
 
+PlacementGroupState PlacementGroup::GetState() const {
+  if (id_.empty()) return PlacementGroupState::UNRECOGNIZED;
+  switch (Ask<call::GroupStatus>("PlacementGroup::GetState", id_)) {
+    case internal::PlacementGroupStatus::kPending: return PlacementGroupState::PENDING;
+    case internal::PlacementGroupStatus::kCreated: return PlacementGroupState::CREATED;
+    case internal::PlacementGroupStatus::kUnknown: break;
+  }
+  return PlacementGroupState::REMOVED;  // the head forgets a group once it is removed
+}
+
 bool PlacementGroup::Wait(int timeout_seconds) const {
   if (id_.empty()) throw Error("prism: Wait on an empty PlacementGroup handle");
   // The head pushes the group's creation or removal to this rank: no polling.

@@ -303,6 +303,7 @@ void Build(Runtime& rt) {
   options.spill_dir = rt.settings.session_dir + "/spill/rank-" + std::to_string(rt.rank);
   options.node_ids = rt.node_ids;
   options.job_id = rt.settings.job_id;
+  options.ray_namespace = rt.settings.ray_namespace;
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -357,6 +358,7 @@ void DoInit(const Config& config, int argc, char** argv) {
                        "in one process");
   }
   std::set_terminate(OnTerminate);
+  ApplyEnvVars(config.env_vars);  // the job's runtime environment, before anything reads it
   EnvFn env = ProcessEnv();
   std::string hint = LaunchMisuseHint(env);
   if (!hint.empty()) {

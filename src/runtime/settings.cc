@@ -216,6 +216,17 @@ std::string NetworkSetting(const Config& code, const std::vector<std::string>& a
   return network;
 }
 
+void ApplyEnvVars(const std::map<std::string, std::string>& vars) {
+  for (const auto& [name, value] : vars) {
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos ||
+        value.find('\0') != std::string::npos) {
+      Fail("Config::env_vars has an invalid variable \"" + name +
+           "\": a name must be non-empty and hold no '=' (and neither name nor value a NUL)");
+    }
+  }
+  for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+}
+
 void ApplyNetwork(const std::string& network) {
   if (network == "any" || network.empty()) return;
   if (network == "shm") {
@@ -382,6 +393,14 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   };
   if (code.network) take_network("Config::network", *code.network);
   src.ForEachText(kNetwork, take_network);
+
+  if (code.ray_namespace) {
+    if (code.ray_namespace->empty()) {
+      Fail("Config::ray_namespace is empty: give a name, or leave it unset for the job's "
+           "anonymous namespace");
+    }
+    s.ray_namespace = *code.ray_namespace;
+  }
 
   if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
   src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {

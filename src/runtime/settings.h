@@ -46,6 +46,8 @@ struct Settings {
   std::string data_plane = "ucx";
   /// "any", "shm" or an interface name (Config::network).
   std::string network = "any";
+  /// Config::ray_namespace; "" = the job's anonymous namespace (the node manager names it).
+  std::string ray_namespace;
   /// LaunchInfo::job_id, else the launch id.
   std::string job_id;
   /// Made once by rank 0 for this launch (mpirun or srun) and shared by every rank: two
@@ -75,6 +77,10 @@ std::string NetworkSetting(const Config& code, const std::vector<std::string>& a
 /// (OMPI_MCA_btl_tcp_if_include / OMPI_MCA_btl and UCX_NET_DEVICES / UCX_TLS); must run
 /// before MPI_Init. "any" changes nothing.
 void ApplyNetwork(const std::string& network);
+
+/// Sets Config::env_vars in this process (overwriting). Throws RuntimeError, before setting
+/// any, for a name that is empty or holds '=' or a NUL. Must run before threads start.
+void ApplyEnvVars(const std::map<std::string, std::string>& vars);
 
 /// Parses a byte count: "1073741824", "512M", "2G", "100K", "1.5G", "1T" (K/M/G/T are
 /// powers of 1024; case-insensitive; an optional trailing "B" or "iB" is accepted).

@@ -30,7 +30,7 @@ double Scheduler::Load(int rank) const {
 }
 
 int Scheduler::Place(const std::string& function, const ResourceSet& demand, int submitter,
-                     const std::vector<uint64_t>& bytes_on_rank) {
+                     const std::vector<uint64_t>& bytes_on_rank, const SchedulingStrategy& strategy) {
   const int64_t depth = PipelineDepth(function);
   auto fits = [&](int r) {
     const auto& cap = ranks_[r].capacity;
@@ -42,6 +42,22 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
     return true;
   };
   const int n = NumRanks();
+  using Kind = SchedulingStrategy::Kind;
+  if (strategy.kind == Kind::kNodeAffinity) {
+    const bool exists = strategy.rank >= 0 && strategy.rank < n;
+    if (!strategy.soft) return exists && fits(strategy.rank) ? strategy.rank : -1;  // else waits
+    // Soft: the rank only while it has room now (never queued behind its running tasks by
+    // pipelining: elsewhere is better then).
+    if (exists && demand.FitsIn(Free(strategy.rank))) return strategy.rank;
+  } else if (strategy.kind == Kind::kSpread) {
+    for (int k = 0; k < n; ++k) {
+      const int r = (next_spread_ + k) % n;
+      if (!fits(r)) continue;
+      next_spread_ = (r + 1) % n;
+      return r;
+    }
+    return -1;
+  }
   if (submitter >= 0 && submitter < n && Load(submitter) < 0.5 && fits(submitter)) {
     return submitter;
   }

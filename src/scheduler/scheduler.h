@@ -16,7 +16,13 @@
 //
 // Placement (Ray's hybrid policy): among ranks where the demand fits, prefer the
 // submitting rank while it is under half loaded, then the rank holding the most bytes of
-// large arguments, else the least loaded rank (ties go round-robin).
+// large arguments, else the least loaded rank (ties go round-robin). A task may ask for
+// another policy (its SchedulingStrategy): SPREAD takes the next rank with room after the
+// last SPREAD task's, round-robin, so consecutive tasks land on different ranks even while
+// one could hold them all; node affinity takes its rank when that has room, and otherwise
+// waits (hard) or falls back to the default policy (soft, also for a rank that does not
+// exist or could never hold the task). Soft affinity wants room now: it is never pipelined
+// onto its rank behind running tasks while another rank could start it.
 //
 // Pipelining: a rank may be sent more tasks than it has slots, to hide the dispatch round
 // trip, but only for functions measured to be short. A function whose tasks run in time t
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "common/resources.h"
+#include "prism/internal/core_api.h"
 
 namespace prism::internal {
 
@@ -51,7 +58,7 @@ class Scheduler {
   /// Picks a rank with room for `demand`, or -1. `bytes_on_rank` (may be empty) gives the
   /// bytes of large arguments held per rank, for locality.
   int Place(const std::string& function, const ResourceSet& demand, int submitter,
-            const std::vector<uint64_t>& bytes_on_rank);
+            const std::vector<uint64_t>& bytes_on_rank, const SchedulingStrategy& strategy = {});
   /// Capacity minus committed, never below zero (pipelining may over-commit a rank).
   ResourceSet Free(int rank) const;
   void Commit(int rank, const ResourceSet& demand) { ranks_[rank].committed.Add(demand); }
@@ -71,6 +78,7 @@ class Scheduler {
   std::vector<RankState> ranks_;
   std::unordered_map<std::string, double> mean_ns_;  // EWMA of run time per function
   int next_ = 0;
+  int next_spread_ = 0;  // where the next SPREAD task starts looking
 };
 
 }  // namespace prism::internal

@@ -16,7 +16,9 @@ template <typename F> void Fields(TaskSpec& t, F&& f) {
   f(t.id); f(t.kind); f(t.actor); f(t.actor_name); f(t.class_name); f(t.max_restarts); f(t.max_concurrency); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
   f(t.bundle_index); f(t.depth); f(t.parent);
+  f(t.strategy); f(t.actor_namespace); f(t.max_task_retries);
 }
+template <typename F> void Fields(SchedulingStrategy& s, F&& f) { f(s.kind); f(s.rank); f(s.soft); }
 template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); }
 
 struct Enc {
@@ -24,6 +26,7 @@ struct Enc {
   void operator()(uint8_t v) { w.Pod(v); }
   void operator()(uint16_t v) { w.Pod(v); }
   void operator()(TaskKind v) { w.Pod(static_cast<uint8_t>(v)); }
+  void operator()(SchedulingStrategy::Kind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(ErrorKind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(bool v) { w.Pod<uint8_t>(v); }
   void operator()(int v) { w.Pod<int32_t>(v); }
@@ -67,6 +70,14 @@ struct Dec {
   void operator()(uint8_t& v) { v = r.Pod<uint8_t>(); }
   void operator()(uint16_t& v) { v = r.Pod<uint16_t>(); }
   void operator()(TaskKind& v) { v = static_cast<TaskKind>(r.Pod<uint8_t>()); }
+  void operator()(SchedulingStrategy::Kind& v) {
+    const auto raw = r.Pod<uint8_t>();
+    if (raw > static_cast<uint8_t>(SchedulingStrategy::Kind::kNodeAffinity)) {
+      throw SerializationError("prism: corrupt message: scheduling strategy " + std::to_string(raw) +
+                               " (ranks running different binaries?)");
+    }
+    v = static_cast<SchedulingStrategy::Kind>(raw);
+  }
   void operator()(ErrorKind& v) {
     const auto raw = r.Pod<uint8_t>();
     if (raw >= kNumErrorKinds) {

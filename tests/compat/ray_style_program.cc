@@ -2,8 +2,13 @@
 // unchanged but for its include line. Exits non-zero on any wrong answer.
 #include <prism/ray_compat.h>  // was: #include <ray/api.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 
 /// common function
 int Plus(int x, int y) { return x + y; }
@@ -11,8 +16,12 @@ int Plus1(int x) { return x + 1; }
 int Overloaded(int x) { return x; }
 int Overloaded(int x, int y) { return x * y; }
 int Throw(int) { throw std::logic_error("task failed on purpose"); }
+std::string GetEnv(std::string name) {
+  const char* value = std::getenv(name.c_str());
+  return value ? value : "<unset>";
+}
 /// Declare remote function
-RAY_REMOTE(Plus, Plus1, RAY_FUNC(Overloaded, int), RAY_FUNC(Overloaded, int, int), Throw);
+RAY_REMOTE(Plus, Plus1, RAY_FUNC(Overloaded, int), RAY_FUNC(Overloaded, int, int), Throw, GetEnv);
 
 /// class
 class Counter {
@@ -40,9 +49,16 @@ RAY_REMOTE(Counter::FactoryCreate, &Counter::Add);
   } while (0)
 
 int main(int argc, char** argv) {
-  /// initialization
+  /// initialization, with a namespace and a runtime environment
   ray::RayConfig config;
+  config.ray_namespace = "compat";
+  ray::RuntimeEnv runtime_env;
+  std::map<std::string, std::string> env_vars{{"TEST_KEY", "TEST_VALUE"}};
+  runtime_env.Set("env_vars", env_vars);
+  config.runtime_env = runtime_env;
   ray::Init(config, argc, argv);
+  CHECK(ray::GetNamespace() == "compat");
+  CHECK((runtime_env.Get<std::map<std::string, std::string>>("env_vars").at("TEST_KEY") == "TEST_VALUE"));
 
   /// put and get object
   auto object = ray::Put(100);
@@ -55,17 +71,70 @@ int main(int argc, char** argv) {
   CHECK(task_result == 3);
   CHECK(*ray::Task(RAY_FUNC(Overloaded, int, int)).Remote(6, 7).Get() == 42);
 
+  /// the job's env_vars are set on every rank
+  const int world = ray::GetRuntimeContext().GetWorldSize();
+  for (int rank = 0; rank < world; ++rank) {
+    auto env = ray::Task(GetEnv).SetResource("rank:" + std::to_string(rank), 0.01).Remote(std::string("TEST_KEY"));
+    CHECK(*env.Get() == "TEST_VALUE");
+  }
+  /// a task's runtime_env: the job's is accepted; one of its own cannot be had in a shared process
+  CHECK(*ray::Task(Plus).SetRuntimeEnv(runtime_env).Remote(1, 1).Get() == 2);
+  try {
+    ray::RuntimeEnv other;
+    other.Set("env_vars", std::map<std::string, std::string>{{"TEST_KEY", "OTHER"}});
+    ray::Task(Plus).SetRuntimeEnv(other).Remote(1, 1);
+    CHECK(false);
+  } catch (ray::internal::RayRuntimeEnvException& e) {
+    std::cout << "caught RayRuntimeEnvException: " << e.what() << "\n";
+  }
+  try {
+    ray::RuntimeEnv pip;
+    pip.Set("pip", std::map<std::string, std::string>{{"packages", "requests"}});
+    CHECK(false);
+  } catch (ray::internal::RayRuntimeEnvException& e) {
+    std::cout << "caught RayRuntimeEnvException: " << e.what() << "\n";
+  }
+
+  /// resources as Ray's std::unordered_map, on a task
+  std::unordered_map<std::string, double> resources{{"CPU", 1.0}};
+  CHECK(*ray::Task(Plus).SetResources(resources).Remote(2, 3).Get() == 5);
+
+  /// IDs as strings
+  std::string object_id = object.ID();
+  CHECK(!object_id.empty());
+  std::ostringstream printed;
+  printed << task_object.ID();
+  CHECK(printed.str() == std::string(task_object.ID()));
+  CHECK(("id " + object.ID()) == "id " + object_id);
+
   /// actor
-  ray::ActorHandle<Counter> actor = ray::Actor(Counter::FactoryCreate).Remote(0);
+  ray::ActorHandle<Counter> actor = ray::Actor(Counter::FactoryCreate).SetResources(resources).Remote(0);
+  std::string actor_id = actor.ID();
+  CHECK(actor_id.size() == 16);
   /// actor task
   auto actor_object = actor.Task(&Counter::Add).Remote(3);
   int actor_task_result = *(ray::Get(actor_object));
   CHECK(actor_task_result == 3);
+  /// actor call with resources (checked; the call runs with what the actor holds)
+  CHECK(*actor.Task(&Counter::Add).SetResources(std::unordered_map<std::string, double>{{"CPU", 0.5}}).Remote(1).Get() == 4);
+  CHECK(*actor.Task(&Counter::Add).SetResource("CPU", 0.5).Remote(1).Get() == 5);
+  try {
+    actor.Task(&Counter::Add).SetResource("GPU", 64).Remote(1);
+    CHECK(false);
+  } catch (ray::internal::RayException& e) {
+    std::cout << "caught RayException: " << e.what() << "\n";
+  }
 
   /// named actor
   ray::ActorHandle<Counter> named = ray::Actor(Counter::FactoryCreate).SetName("counter").Remote(10);
   auto found = ray::GetActor<Counter>("counter");
   CHECK(found && *found->Task(&Counter::Add).Remote(1).Get() == 11);
+  /// named actors in namespaces: one name, two namespaces
+  ray::ActorHandle<Counter> other_ns = ray::Actor(Counter::FactoryCreate).SetName("counter", "other").Remote(50);
+  auto in_other = ray::GetActor<Counter>("counter", "other");
+  CHECK(in_other && *in_other->Task(&Counter::Add).Remote(1).Get() == 51);
+  CHECK(*ray::GetActor<Counter>("counter", "compat")->Task(&Counter::Add).Remote(1).Get() == 12);
+  CHECK(!ray::GetActor<Counter>("counter", "nowhere"));
 
   /// wait
   std::vector<ray::ObjectRef<int>> refs{ray::Task(Plus1).Remote(1), ray::Task(Plus1).Remote(2)};
@@ -93,8 +162,10 @@ int main(int argc, char** argv) {
   ray::PlacementGroupCreationOptions options{"pg", {{{"CPU", 1}}}, ray::PlacementStrategy::PACK};
   auto pg = ray::CreatePlacementGroup(options);
   CHECK(pg.Wait(10));
+  CHECK(pg.GetState() == ray::PlacementGroupState::CREATED);
   CHECK(*ray::Task(Plus).SetPlacementGroup(pg, 0).Remote(2, 2).Get() == 4);
   ray::RemovePlacementGroup(pg.GetID());
+  CHECK(pg.GetState() == ray::PlacementGroupState::REMOVED);
 
   /// shutdown
   ray::Shutdown();

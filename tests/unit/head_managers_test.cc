@@ -758,11 +758,11 @@ class HeadManagersTest : public HeadFixture {
     return out;
   }
   /// LookupActor as a node calls it: (actor id value, class name), id 0 if none.
-  std::pair<uint64_t, std::string> Lookup(const std::string& name) {
+  std::pair<uint64_t, std::string> Lookup(const std::string& name, const std::string& ns = "") {
     HeadCall call;
     call.request = ++request_;
     call.op = static_cast<uint16_t>(LookupActor::kOp);
-    call.args = std::make_shared<const Buffer>(EncodeArgs<LookupActor>(name));
+    call.args = std::make_shared<const Buffer>(EncodeArgs<LookupActor>({ns, name}));
     head_.Handle(1, std::move(call));
     auto replies = TakeFrom<HeadReply>(sent_);
     if (replies.size() != 1u || replies[0].first != 1 || replies[0].second.request != request_) {
@@ -1016,6 +1016,129 @@ TEST_F(HeadManagersTest, ActorWithATakenNameFailsAndTheFirstStaysFindable) {
   head_.Handle(0, SubmitTask{Creation(30, "svc")});
   EXPECT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{30});
   EXPECT_EQ(Lookup("svc").first, 30u);
+}
+
+TEST_F(HeadManagersTest, NamespacesIsolateNamedActors) {
+  TaskSpec colors = Creation(10, "orange", 0.5);
+  colors.actor_namespace = "colors";
+  TaskSpec fruits = Creation(20, "orange", 0.5);
+  fruits.actor_namespace = "fruits";
+  head_.Handle(0, SubmitTask{colors});
+  head_.Handle(0, SubmitTask{fruits});
+  EXPECT_EQ(Ids(Take<DispatchTask>()), (std::vector<uint64_t>{10, 20})) << "one name, two namespaces";
+  EXPECT_EQ(Lookup("orange", "colors").first, 10u);
+  EXPECT_EQ(Lookup("orange", "fruits").first, 20u);
+  EXPECT_EQ(Lookup("orange", "").first, 0u) << "not in the default namespace";
+  EXPECT_EQ(Lookup("orange", "veg").first, 0u);
+
+  TaskSpec dup = Creation(30, "orange", 0.5);
+  dup.actor_namespace = "fruits";
+  head_.Handle(0, SubmitTask{dup});
+  auto ready = ReadyFor(30);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].second.failed) << "same name, same namespace";
+  EXPECT_NE(ready[0].second.error.message.find("namespace \"fruits\""), std::string::npos)
+      << ready[0].second.error.message;
+  EXPECT_EQ(Lookup("orange", "fruits").first, 20u);
+
+  // Killing one frees its name in its namespace only.
+  head_.Handle(0, KillActorRequest{ObjectId(20), true});
+  EXPECT_EQ(Lookup("orange", "fruits").first, 0u);
+  EXPECT_EQ(Lookup("orange", "colors").first, 10u);
+}
+
+TEST_F(HeadManagersTest, CallsFailedByARestartAreSentAgainUpToMaxTaskRetries) {
+  TaskSpec creation = Creation(10);
+  creation.max_restarts = 2;
+  creation.max_task_retries = 1;
+  head_.Handle(0, SubmitTask{creation});
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(d.size(), 1u);
+  const int rank = d[0].first;
+  Done(rank, 10);
+  head_.Handle(0, SubmitTask{Call(11, 10)});
+  ASSERT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{11});
+
+  // A method that throws (no restart) is not retried.
+  head_.Handle(0, SubmitTask{Call(12, 10)});
+  Take<DispatchTask>();
+  TaskDone thrown;
+  thrown.id = ObjectId(12);
+  thrown.ok = false;
+  thrown.error = ErrorInfo::Of(ErrorKind::kActorError, "user threw ActorError", "f", rank);
+  head_.Handle(rank, std::move(thrown));
+  EXPECT_TRUE(Take<DispatchTask>().empty()) << "the actor never restarted: nothing to retry";
+
+  head_.Handle(0, KillActorRequest{ObjectId(10), /*no_restart=*/false});
+  ASSERT_EQ(Take<KillActor>().size(), 1u);
+  ASSERT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{10}) << "the creation again";
+  // The node fails the queued call with the restart's cause: the head sends it again.
+  auto fail_call = [&](int attempt) {
+    TaskDone done;
+    done.id = ObjectId(11);
+    done.attempt = attempt;
+    done.ok = false;
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor was killed and is restarting", "f", rank);
+    head_.Handle(rank, std::move(done));
+  };
+  fail_call(0);
+  auto again = Take<DispatchTask>();
+  ASSERT_EQ(Ids(again), std::vector<uint64_t>{11});
+  EXPECT_EQ(again[0].first, rank) << "to the restarted actor's rank";
+  EXPECT_EQ(again[0].second.spec->attempt, 1);
+  EXPECT_TRUE(ReadyFor(11).empty()) << "not failed";
+
+  // A second restart fails it again: the one retry is spent, so now it fails.
+  head_.Handle(0, KillActorRequest{ObjectId(10), false});
+  ASSERT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{10});
+  fail_call(1);
+  EXPECT_TRUE(Take<DispatchTask>().empty());
+  auto ready = ReadyFor(11);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].second.error.kind, ErrorKind::kActorError);
+}
+
+TEST_F(HeadManagersTest, WithoutMaxTaskRetriesACallFailedByARestartFails) {
+  TaskSpec creation = Creation(10);
+  creation.max_restarts = 1;
+  head_.Handle(0, SubmitTask{creation});
+  const int rank = Take<DispatchTask>().at(0).first;
+  Done(rank, 10);
+  head_.Handle(0, SubmitTask{Call(11, 10)});
+  Take<DispatchTask>();
+  head_.Handle(0, KillActorRequest{ObjectId(10), false});
+  ASSERT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{10}) << "the creation again";
+  TaskDone done;
+  done.id = ObjectId(11);
+  done.ok = false;
+  done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor was killed and is restarting", "f", rank);
+  head_.Handle(rank, std::move(done));
+  EXPECT_TRUE(Take<DispatchTask>().empty());
+  auto ready = ReadyFor(11);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].second.failed);
+}
+
+TEST_F(HeadManagersTest, HardNodeAffinityWaitsForItsRankAndSoftFallsBack) {
+  TaskSpec busy = Spec(1);
+  busy.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  head_.Handle(0, SubmitTask{busy});
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].first, 1);
+  TaskSpec hard = Spec(2);
+  hard.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  TaskSpec soft = Spec(3);
+  soft.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, true};
+  head_.Handle(0, SubmitTask{hard});
+  head_.Handle(0, SubmitTask{soft});
+  d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), std::vector<uint64_t>{3}) << "hard waits for rank 1; soft runs elsewhere";
+  EXPECT_EQ(d[0].first, 0);
+  Done(1, 1);
+  d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), std::vector<uint64_t>{2});
+  EXPECT_EQ(d[0].first, 1) << "once rank 1 is free";
 }
 
 TEST_F(HeadManagersTest, RemovingAPlacementGroupFailsItsQueuedTasksAndKillsItsActors) {

@@ -77,6 +77,61 @@ TEST(SchedulerTest, FeasibilityLooksAtSingleRanks) {
   EXPECT_NE(s.DescribeInfeasible(Cpus(3)).find("rank 1 {CPU: 2}"), std::string::npos);
 }
 
+SchedulingStrategy Spread() { return {SchedulingStrategy::Kind::kSpread, -1, false}; }
+SchedulingStrategy Affinity(int rank, bool soft) { return {SchedulingStrategy::Kind::kNodeAffinity, rank, soft}; }
+
+TEST(SchedulerTest, SpreadPutsConsecutiveTasksOnDistinctRanks) {
+  Scheduler s({Cpus(4), Cpus(4), Cpus(4)});
+  std::vector<int> ranks;
+  for (int i = 0; i < 6; ++i) {
+    int r = s.Place("f", Cpus(1), /*submitter=*/0, {}, Spread());
+    ASSERT_GE(r, 0);
+    s.Commit(r, Cpus(1));
+    ranks.push_back(r);
+  }
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1, 2, 0, 1, 2})) << "round-robin, where the default packs the submitter";
+  Scheduler d({Cpus(4), Cpus(4), Cpus(4)});
+  EXPECT_EQ(d.Place("f", Cpus(1), 0, {}), 0);
+  d.Commit(0, Cpus(1));
+  EXPECT_EQ(d.Place("f", Cpus(1), 0, {}), 0) << "the default keeps the submitter while under half loaded";
+}
+
+TEST(SchedulerTest, SpreadSkipsFullRanksAndWaitsWhenAllAreFull) {
+  Scheduler s({Cpus(1), Cpus(1), Cpus(1)});
+  s.Commit(1, Cpus(1));
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Spread()), 0);
+  s.Commit(0, Cpus(1));
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Spread()), 2) << "rank 1 is full";
+  s.Commit(2, Cpus(1));
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Spread()), -1);
+}
+
+TEST(SchedulerTest, HardNodeAffinityTakesOnlyItsRank) {
+  Scheduler s({Cpus(1), Cpus(1), Cpus(2)});
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Affinity(2, false)), 2);
+  s.Commit(2, Cpus(2));
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Affinity(2, false)), -1) << "full: waits, never elsewhere";
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Affinity(7, false)), -1) << "no such rank: never placed";
+}
+
+TEST(SchedulerTest, SoftNodeAffinityPrefersItsRankThenFallsBack) {
+  Scheduler s({Cpus(1), Cpus(1), Cpus(1)});
+  EXPECT_EQ(s.Place("f", Cpus(1), 0, {}, Affinity(1, true)), 1) << "preferred over the submitter";
+  s.Commit(1, Cpus(1));
+  const int r = s.Place("f", Cpus(1), 0, {}, Affinity(1, true));
+  EXPECT_TRUE(r == 0 || r == 2) << "rank 1 is full: elsewhere, got " << r;
+  EXPECT_GE(s.Place("f", Cpus(1), 0, {}, Affinity(9, true)), 0) << "no such rank: elsewhere";
+  EXPECT_EQ(s.Place("f", ResourceSet({{"GPU", 1}}), 0, {}, Affinity(0, true)), -1) << "nowhere fits";
+}
+
+TEST(SchedulerTest, SoftNodeAffinityIsNotPipelinedOntoABusyRank) {
+  Scheduler s({Cpus(1), Cpus(1)});
+  s.RecordRunTime("fast", 1'000);  // pipelining would allow many per slot
+  s.Commit(1, Cpus(1));
+  EXPECT_EQ(s.Place("fast", Cpus(1), 0, {}, Affinity(1, true)), 0) << "rank 0 can start it now";
+  EXPECT_EQ(s.Place("fast", Cpus(1), 0, {}, Affinity(1, false)), 1) << "hard may queue there";
+}
+
 TEST(ObjectDirectoryTest, FreedWhenLastHolderGoesAndNotBefore) {
   ObjectDirectory d;
   ObjectId id(1);

@@ -4,9 +4,11 @@
 #include <boost/archive/binary_oarchive.hpp>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "prism/object_ref.h"
 #include "prism/remote.h"
+#include "prism/runtime_env.h"
 #include "common/protocol.h"
 #include "transport/codec.h"
 
@@ -267,6 +269,66 @@ TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
   EXPECT_EQ(std::get<TaskDone>(msgs[1]).error.Render(),
             "std::logic_error: bad (in task my add on rank 2)");
   EXPECT_THROW(DecodeBatch(batch.data(), batch.size() - 3), SerializationError);
+}
+
+TEST(MessageCodecTest, StrategyNamespaceAndCallRetriesTravelAndUnknownStrategiesAreRejected) {
+  TaskSpec spec;
+  spec.id = ObjectId(3);
+  spec.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 2, true};
+  spec.actor_namespace = "colors";
+  spec.max_task_retries = -1;
+  Buffer batch;
+  EncodeMessage(SubmitTask{spec}, batch);
+  auto msgs = DecodeBatch(batch.data(), batch.size());
+  ASSERT_EQ(msgs.size(), 1u);
+  const auto& s = std::get<SubmitTask>(msgs[0]).spec;
+  EXPECT_EQ(s.strategy.kind, SchedulingStrategy::Kind::kNodeAffinity);
+  EXPECT_EQ(s.strategy.rank, 2);
+  EXPECT_TRUE(s.strategy.soft);
+  EXPECT_EQ(s.actor_namespace, "colors");
+  EXPECT_EQ(s.max_task_retries, -1);
+
+  Buffer bad;
+  spec.strategy.kind = static_cast<SchedulingStrategy::Kind>(9);
+  EncodeMessage(SubmitTask{spec}, bad);
+  EXPECT_THROW(DecodeBatch(bad.data(), bad.size()), SerializationError);
+}
+
+TEST(ObjectIdTest, UsableAsAStringAsRayCodeDoes) {
+  ObjectId id(0xab);
+  std::string s = id;
+  EXPECT_EQ(s, "00000000000000ab");
+  EXPECT_EQ("id " + id, "id 00000000000000ab");
+  EXPECT_EQ(id + std::string("!"), "00000000000000ab!");
+  std::ostringstream os;
+  os << id;
+  EXPECT_EQ(os.str(), s);
+  EXPECT_EQ(id, ObjectId(0xab)) << "still compares as an id";
+}
+
+TEST(RuntimeEnvTest, OnlyEnvVarsAndOnlyTheJobsEnvironmentForATask) {
+  RuntimeEnv env;
+  EXPECT_TRUE(env.Empty());
+  env.Set("env_vars", std::unordered_map<std::string, std::string>{{"PRISM_TEST_RUNTIME_ENV", "1"}});
+  EXPECT_TRUE(env.Contains("env_vars"));
+  EXPECT_EQ((env.Get<std::map<std::string, std::string>>("env_vars").at("PRISM_TEST_RUNTIME_ENV")), "1");
+  using Vars = std::map<std::string, std::string>;
+  EXPECT_THROW(env.Set("pip", Vars{}), Error);
+  EXPECT_THROW(env.Get<Vars>("conda"), Error);
+  unsetenv("PRISM_TEST_RUNTIME_ENV");
+  try {
+    RequireJobEnvironment(env, "SetRuntimeEnv");
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PRISM_TEST_RUNTIME_ENV=\"1\" differs from the job's (unset)"), std::string::npos)
+        << e.what();
+  }
+  setenv("PRISM_TEST_RUNTIME_ENV", "1", 1);
+  EXPECT_NO_THROW(RequireJobEnvironment(env, "SetRuntimeEnv")) << "the job's own environment";
+  unsetenv("PRISM_TEST_RUNTIME_ENV");
+  EXPECT_TRUE(env.Remove("env_vars"));
+  EXPECT_FALSE(env.Remove("env_vars"));
+  EXPECT_THROW(env.Get<Vars>("env_vars"), Error) << "not set";
 }
 
 TEST(MessageCodecTest, ErrorKindsTravelAsAnEnumAndUnknownKindsAreRejected) {

@@ -451,5 +451,25 @@ TEST(SettingsTest, NetworkIsAnyShmOrAnInterfaceOfThisHost) {
   EXPECT_EQ(NetworkSetting(Config{}, {}, FakeEnv({})), "any");
 }
 
+TEST(SettingsTest, RayNamespaceComesFromCodeAndMayNotBeEmpty) {
+  EXPECT_EQ(Resolve({}).ray_namespace, "") << "unset: the job's anonymous namespace";
+  Config code;
+  code.ray_namespace = "colors";
+  EXPECT_EQ(Resolve({}, {}, code).ray_namespace, "colors");
+  code.ray_namespace = "";
+  ExpectError([&] { Resolve({}, {}, code); }, {"Config::ray_namespace is empty"});
+}
+
+TEST(SettingsTest, EnvVarsAreSetAndBadNamesRefusedBeforeAnyIsSet) {
+  unsetenv("PRISM_TEST_ENV_A");
+  ExpectError([] { ApplyEnvVars({{"PRISM_TEST_ENV_A", "1"}, {"BAD=NAME", "x"}}); }, {"BAD=NAME", "'='"});
+  EXPECT_EQ(getenv("PRISM_TEST_ENV_A"), nullptr) << "nothing set when one is bad";
+  ExpectError([] { ApplyEnvVars({{"", "x"}}); }, {"non-empty"});
+  ApplyEnvVars({{"PRISM_TEST_ENV_A", "1"}});
+  ASSERT_NE(getenv("PRISM_TEST_ENV_A"), nullptr);
+  EXPECT_STREQ(getenv("PRISM_TEST_ENV_A"), "1");
+  unsetenv("PRISM_TEST_ENV_A");
+}
+
 }  // namespace
 }  // namespace prism::internal

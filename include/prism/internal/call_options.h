@@ -1,12 +1,16 @@
 #pragma once
 // The chainable options that tasks and actor creations share (Ray's TaskCaller and
-// ActorCreator setters): name, resources, placement group. CRTP keeps the chaining typed.
+// ActorCreator setters): name, resources, placement group, scheduling strategy, runtime
+// environment. CRTP keeps the chaining typed.
 
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include "prism/internal/core_api.h"
 #include "prism/placement_group.h"
+#include "prism/runtime_env.h"
+#include "prism/scheduling_strategy.h"
 
 namespace prism::internal {
 
@@ -21,10 +25,17 @@ class CallOptions {
   }
   /// Resources held while it runs (a task) or lives (an actor), e.g. {{"CPU", 2}}. Amounts
   /// below 1 may be fractional. Use {"rank:N", 0.01} to pin to rank N.
+  /// Takes a std::map or a std::unordered_map (Ray's type). Adds to what was set before.
   Derived& SetResources(const std::map<std::string, double>& resources) {
     for (const auto& [k, v] : resources) request_.resources[k] = v;
     return Self();
   }
+  template <typename Map, typename = std::enable_if_t<!std::is_same_v<Map, std::map<std::string, double>>>>
+  Derived& SetResources(const Map& resources) {  // std::unordered_map and other maps
+    for (const auto& [k, v] : resources) request_.resources[std::string(k)] = static_cast<double>(v);
+    return Self();
+  }
+  /// One resource, e.g. SetResource("GPU", 1).
   Derived& SetResource(const std::string& name, double amount) {
     request_.resources[name] = amount;
     return Self();
@@ -35,6 +46,28 @@ class CallOptions {
   Derived& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
     request_.placement_group = group.GetID();
     request_.bundle_index = bundle_index;
+    return Self();
+  }
+  /// Where it may run (see prism/scheduling_strategy.h): SPREAD over the ranks, or node
+  /// affinity to a rank (hard, or soft: that rank if it has room, else anywhere). Not with
+  /// SetPlacementGroup (the group decides).
+  Derived& SetSchedulingStrategy(DefaultSchedulingStrategy) {
+    request_.strategy = SchedulingStrategy{};
+    return Self();
+  }
+  Derived& SetSchedulingStrategy(SpreadSchedulingStrategy) {
+    request_.strategy = SchedulingStrategy{SchedulingStrategy::Kind::kSpread, -1, false};
+    return Self();
+  }
+  Derived& SetSchedulingStrategy(const NodeAffinitySchedulingStrategy& affinity) {
+    request_.strategy = SchedulingStrategy{SchedulingStrategy::Kind::kNodeAffinity, affinity.rank, affinity.soft};
+    return Self();
+  }
+  /// Ray's per-task or per-actor runtime environment. Tasks share their rank's process, so
+  /// only an environment the job already has is accepted (a no-op); anything else throws
+  /// Error naming the variable: set it for the job (Config::env_vars) instead.
+  Derived& SetRuntimeEnv(const RuntimeEnv& env) {
+    RequireJobEnvironment(env, "SetRuntimeEnv");
     return Self();
   }
 

@@ -22,6 +22,16 @@ struct TaskArg {
   Buffer value;
 };
 
+/// Where a task may run (SetSchedulingStrategy): the default hybrid policy, SPREAD
+/// (round-robin over the ranks with room), or node affinity to one rank (hard: only there;
+/// soft: there if it has room, else anywhere).
+struct SchedulingStrategy {
+  enum class Kind : uint8_t { kDefault = 0, kSpread = 1, kNodeAffinity = 2 };
+  Kind kind = Kind::kDefault;
+  int rank = -1;      // kNodeAffinity
+  bool soft = false;  // kNodeAffinity
+};
+
 /// Everything the template side knows about a task being submitted.
 struct TaskRequest {
   enum class Kind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
@@ -40,6 +50,10 @@ struct TaskRequest {
   std::string placement_group;       // id, empty = none
   int bundle_index = -1;
   int64_t timeout_ms = -1;  // SetTimeout: cancelled if not finished this long after submit
+  // Ray compatibility (issue 15): scheduling, actor namespace and call retries.
+  SchedulingStrategy strategy;
+  std::string ray_namespace;  // actor creation with a name: "" = the job's namespace
+  int max_task_retries = 0;   // actor creation: retries of calls failed by a restart; -1: no limit
 };
 
 /// The one door into the runtime: tasks, objects, actors, every control-plane call (KV,
@@ -70,8 +84,12 @@ class CoreApi {
   virtual bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) = 0;
   /// handle.Kill(no_restart).
   virtual void KillActor(ObjectId actor, bool no_restart) = 0;
-  /// A live named actor's id and class (typeid name); nil id if none.
-  virtual std::pair<ObjectId, std::string> LookupActor(const std::string& name) = 0;
+  /// A live named actor's id and class (typeid name) in namespace `ray_namespace` ("" =
+  /// the job's); nil id if none.
+  virtual std::pair<ObjectId, std::string> LookupActor(const std::string& name,
+                                                       const std::string& ray_namespace) = 0;
+  /// The job's namespace (Config::ray_namespace, else an anonymous one of this job).
+  virtual const std::string& Namespace() const = 0;
   virtual void AddLocalRef(ObjectId id) = 0;
   virtual void RemoveLocalRef(ObjectId id) = 0;
   /// One control-plane call to the head: `op` and its serialized arguments (the call

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <ostream>
 #include <string>
 
 namespace prism {
@@ -28,6 +29,14 @@ class ObjectId {
     std::snprintf(s, sizeof s, "%016llx", static_cast<unsigned long long>(value_));
     return s;
   }
+  /// The id as a string (its 16 hex digits), so code written for Ray, whose ID() returns a
+  /// std::string, compiles: `std::string id = ref.ID();`.
+  operator std::string() const { return Hex(); }
+  friend std::ostream& operator<<(std::ostream& os, ObjectId id) { return os << id.Hex(); }
+  friend std::string operator+(const std::string& s, ObjectId id) { return s + id.Hex(); }
+  friend std::string operator+(ObjectId id, const std::string& s) { return id.Hex() + s; }
+  friend std::string operator+(const char* s, ObjectId id) { return s + id.Hex(); }
+  friend std::string operator+(ObjectId id, const char* s) { return id.Hex() + s; }
   friend bool operator==(ObjectId a, ObjectId b) { return a.value_ == b.value_; }
   friend bool operator!=(ObjectId a, ObjectId b) { return a.value_ != b.value_; }
   friend bool operator<(ObjectId a, ObjectId b) { return a.value_ < b.value_; }
