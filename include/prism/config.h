@@ -31,7 +31,9 @@ struct Config {
   /// divided among the ranks on the host (at least 1).
   std::optional<double> num_cpus;
   /// GPUs this rank offers. Default: SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES shared
-  /// among the ranks on the host.
+  /// among the ranks on the host. Whole, or a fraction below 1; at most as many as the
+  /// rank sees (CUDA_VISIBLE_DEVICES, else SLURM_STEP_GPUS / SLURM_JOB_GPUS), whose
+  /// entries GetGpuIds() returns.
   std::optional<double> num_gpus;
   /// Bytes of object memory per rank; beyond it the least recently used objects spill to
   /// disk (see README). Default: 30% of the host's memory divided among its ranks.

@@ -20,7 +20,7 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       refs_(to_head_),
       puller_(options_.rank, store_, fetcher, to_head_),
       runner_(options_.rank, options_.capacities.at(options_.rank), options_.max_inline_bytes, store_,
-              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }) {
+              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }, options_.gpus) {
   if (options_.node_ids.empty()) {
     for (int r = 0; r < options_.world_size; ++r) options_.node_ids.push_back("rank-" + std::to_string(r));
   }

@@ -42,6 +42,7 @@ struct NodeOptions {
   std::string spill_dir;                       // private to the job and rank; "" = no spilling
   std::vector<std::string> node_ids;           // per rank (default: each rank its own node)
   std::string job_id;
+  GpuDevices gpus;  // the devices this rank's GPU capacity stands for
 };
 
 class Node : public CoreApi {

@@ -303,6 +303,7 @@ void Build(Runtime& rt) {
   options.spill_dir = rt.settings.session_dir + "/spill/rank-" + std::to_string(rt.rank);
   options.node_ids = rt.node_ids;
   options.job_id = rt.settings.job_id;
+  options.gpus = rt.settings.gpus;
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -563,6 +564,16 @@ std::string RuntimeContext::GetNodeId() const {
 std::string RuntimeContext::GetJobId() const { return internal::RequireCore("RuntimeContext").JobId(); }
 TaskId RuntimeContext::GetTaskId() const { return internal::CurrentTaskId(); }
 bool RuntimeContext::IsDriver() const { return GetRank() == 0 && GetTaskId().IsNil(); }
+
+std::vector<std::string> GetGpuIds() {
+  (void)GetRuntimeContext();  // throws when Prism is not initialized
+  return internal::CurrentGpuIds();
+}
+
+std::vector<int> GetGpuDeviceIndices() {
+  (void)GetRuntimeContext();
+  return internal::CurrentGpuOrdinals();
+}
 
 RuntimeContext GetRuntimeContext() {
   if (!IsInitialized()) throw RuntimeError("prism: GetRuntimeContext called before Init");

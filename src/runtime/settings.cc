@@ -207,6 +207,49 @@ void Resolve(T& out, const std::optional<T>& code, const Option& o, const Source
   });
 }
 
+/// The devices this rank's `num_gpus` stand for; see Settings::gpus. Throws when the
+/// launcher lists fewer devices than the rank declares.
+GpuDevices RankGpus(double num_gpus, const LaunchInfo& launch) {
+  GpuDevices gpus;
+  const size_t n = static_cast<size_t>(std::ceil(num_gpus));
+  if (n == 0) return gpus;
+  if (!launch.visible_gpus) {
+    for (size_t i = 0; i < n; ++i) {
+      gpus.ids.push_back(std::to_string(i));
+      gpus.ordinals.push_back(static_cast<int>(i));
+    }
+    return gpus;
+  }
+  const auto& visible = *launch.visible_gpus;
+  if (n > visible.size()) {
+    std::string listed;
+    for (const auto& id : visible) listed += (listed.empty() ? "" : ",") + id;
+    Fail("this rank declares num_gpus=" + Format(num_gpus) + " but sees " +
+         std::to_string(visible.size()) + " GPU" + (visible.size() == 1 ? "" : "s") + " (" +
+         (launch.gpus_renumbered ? "CUDA_VISIBLE_DEVICES" : "Slurm's GPU list") + "=\"" + listed +
+         "\"): declare at most " + std::to_string(visible.size()) +
+         " (PRISM_NUM_GPUS / --prism-num-gpus), or make more devices visible");
+  }
+  // The host's ranks each take their own n devices when the list holds enough for all of
+  // them (mpirun: every rank sees the same list); else (Slurm binding one GPU per task,
+  // so each rank sees only its own) the first n.
+  size_t first = 0;
+  if ((static_cast<size_t>(launch.local_rank) + 1) * n <= visible.size()) {
+    first = static_cast<size_t>(launch.local_rank) * n;
+  }
+  for (size_t i = first; i < first + n; ++i) {
+    gpus.ids.push_back(visible[i]);
+    int ordinal = static_cast<int>(i);
+    if (!launch.gpus_renumbered) {
+      int index = 0;
+      auto [p, ec] = std::from_chars(visible[i].data(), visible[i].data() + visible[i].size(), index);
+      if (ec == std::errc() && p == visible[i].data() + visible[i].size()) ordinal = index;
+    }
+    gpus.ordinals.push_back(ordinal);
+  }
+  return gpus;
+}
+
 }  // namespace
 
 std::string NetworkSetting(const Config& code, const std::vector<std::string>& args, const EnvFn& env) {
@@ -340,6 +383,11 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   auto any = [](auto) { return true; };
   Resolve(s.num_cpus, code.num_cpus, kNumCpus, src, ParseNumber, amount, "must be >= 0 and at most 1e14");
   Resolve(s.num_gpus, code.num_gpus, kNumGpus, src, ParseNumber, amount, "must be >= 0 and at most 1e14");
+  if (s.num_gpus > 1 && s.num_gpus != std::floor(s.num_gpus)) {
+    Fail("num_gpus=" + Format(s.num_gpus) +
+         ": a rank offers whole GPUs, or a fraction of one below 1 (e.g. num_gpus=2)");
+  }
+  s.gpus = RankGpus(s.num_gpus, launch);
   Resolve(
       s.object_store_memory, code.object_store_memory, kObjectStore, src, ParseBytes,
       [](uint64_t v) { return v >= kMiB; }, "must be at least 1M (1048576 bytes)");
