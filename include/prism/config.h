@@ -18,6 +18,7 @@
 //   task_table_size       --prism-task-table-size=N     PRISM_TASK_TABLE_SIZE
 //   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
 //   network               --prism-network=ib0           PRISM_NETWORK (any|shm|<interface>)
+//   log_to_driver         --prism-log-to-driver=0       PRISM_LOG_TO_DRIVER (1|0|true|false)
 
 #include <cstdint>
 #include <map>
@@ -62,6 +63,11 @@ struct Config {
   /// "eth1" (only that one), or "shm" (shared memory only, no TCP listener at all: one node).
   /// Read before MPI starts, so the program's Config must say the same on every rank.
   std::optional<std::string> network;
+  /// Whether worker ranks' stdout and stderr reach the driver's console, each line as
+  /// "(rank=N, host=H) line" (Ray's log_to_driver). Default true. Either way every worker
+  /// rank also keeps its output in <log_dir>/rank-N.out. Off, a worker's output goes where
+  /// the launcher sends it (mpirun and srun print it unprefixed).
+  std::optional<bool> log_to_driver;
 };
 
 }  // namespace prism

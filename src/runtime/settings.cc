@@ -51,10 +51,11 @@ constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM
                             "100000"};
 constexpr Option kDataPlane{"data_plane", "--prism-data-plane", "PRISM_DATA_PLANE", "mpi"};
 constexpr Option kNetwork{"network", "--prism-network", "PRISM_NETWORK", "ib0"};
+constexpr Option kLogToDriver{"log_to_driver", "--prism-log-to-driver", "PRISM_LOG_TO_DRIVER", "0"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
                                       &kRankTimeout, &kLogLevel, &kTaskTable, &kDataPlane,
-                                      &kNetwork};
+                                      &kNetwork, &kLogToDriver};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -430,6 +431,19 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   };
   if (code.network) take_network("Config::network", *code.network);
   src.ForEachText(kNetwork, take_network);
+
+  if (code.log_to_driver) s.log_to_driver = *code.log_to_driver;
+  src.ForEachText(kLogToDriver, [&](const std::string& what, const std::string& text) {
+    std::string lower = text;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "1" || lower == "true" || lower == "on" || lower == "yes") {
+      s.log_to_driver = true;
+    } else if (lower == "0" || lower == "false" || lower == "off" || lower == "no") {
+      s.log_to_driver = false;
+    } else {
+      FailNotA(what, text, "on or off (1/0, true/false)", "0");
+    }
+  });
 
   if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
   src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {

@@ -46,6 +46,9 @@ struct Settings {
   uint64_t max_inline_bytes = 100 * 1024;
   double rank_timeout_s = 60;
   LogLevel log_level = LogLevel::kWarn;
+  /// Worker ranks' stdout and stderr go to the driver's console, "(rank=N, host=H) "
+  /// before each line (Config::log_to_driver).
+  bool log_to_driver = true;
   /// Ended tasks the head keeps for prism::state::ListTasks.
   uint64_t task_table_size = 10000;
   /// "ucx" or "mpi".
