@@ -332,6 +332,18 @@ TEST(SettingsTest, DeclaringMoreGpusThanVisibleIsAnError) {
   ExpectError([] { Resolve({{"PRISM_NUM_GPUS", "1.5"}}); }, {"num_gpus=1.5", "whole GPUs"});
 }
 
+TEST(SettingsTest, LogToDriverIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(Resolve({}).log_to_driver);
+  EXPECT_FALSE(Resolve({{"PRISM_LOG_TO_DRIVER", "0"}}).log_to_driver);
+  EXPECT_FALSE(Resolve({}, {"--prism-log-to-driver=false"}).log_to_driver);
+  Config off;
+  off.log_to_driver = false;
+  EXPECT_FALSE(Resolve({}, {}, off).log_to_driver);
+  EXPECT_TRUE(Resolve({{"PRISM_LOG_TO_DRIVER", "ON"}}, {}, off).log_to_driver);  // env beats code
+  ExpectError([] { Resolve({{"PRISM_LOG_TO_DRIVER", "maybe"}}); },
+              {"PRISM_LOG_TO_DRIVER=\"maybe\"", "on or off"});
+}
+
 TEST(SettingsTest, OtherFieldsFromFlagsAndEnv) {
   Settings s =
       Resolve({{"PRISM_LOG_LEVEL", "debug"}, {"PRISM_RANK_TIMEOUT", "5"}},
