@@ -104,33 +104,33 @@ TEST(Timeline, AnActorsCallsNestInsideItsLifetimeOnItsOwnRows) {
 
 // ---- A real run ---------------------------------------------------------------------------
 
-int TlLeaf(int x) {
+int TlineLeaf(int x) {
   std::this_thread::sleep_for(20ms);
   return x + 1;
 }
-int TlParent(int x) {
+int TlineParent(int x) {
   std::this_thread::sleep_for(20ms);
-  int y = *prism::Task(TlLeaf).SetName("tl_child").Remote(x).Get();
+  int y = *prism::Task(TlineLeaf).SetName("tl_child").Remote(x).Get();
   std::this_thread::sleep_for(20ms);
   return y;
 }
-class TlCounter {
+class TlineCounter {
  public:
-  static TlCounter* Create() { return new TlCounter; }
+  static TlineCounter* Create() { return new TlineCounter; }
   int Add(int x) { return total += x; }
   int total = 0;
 };
-PRISM_REMOTE(TlLeaf, TlParent, TlCounter::Create, &TlCounter::Add);
+PRISM_REMOTE(TlineLeaf, TlineParent, TlineCounter::Create, &TlineCounter::Add);
 
 TEST(Timeline, ATraceOfThreeRanksParsesWithEveryTaskAndChildrenInsideParents) {
   prism::platform::InProcessCluster cluster({.num_ranks = 3, .num_cpus = 2});
   std::vector<prism::ObjectRef<int>> refs;
   for (int r = 0; r < 3; ++r) {
-    refs.push_back(prism::Task(TlParent).SetName("tl_parent_" + std::to_string(r))
+    refs.push_back(prism::Task(TlineParent).SetName("tl_parent_" + std::to_string(r))
                        .SetResource("rank:" + std::to_string(r), 0.01).Remote(r));
   }
-  auto counter = prism::Actor(TlCounter::Create).SetResource("rank:2", 0.01).Remote();
-  for (int i = 0; i < 3; ++i) refs.push_back(counter.Task(&TlCounter::Add).Remote(i));
+  auto counter = prism::Actor(TlineCounter::Create).SetResource("rank:2", 0.01).Remote();
+  for (int i = 0; i < 3; ++i) refs.push_back(counter.Task(&TlineCounter::Add).Remote(i));
   prism::Get(refs);
 
   const std::string path = ::testing::TempDir() + "/prism_timeline_test.json";
@@ -166,12 +166,12 @@ TEST(Timeline, ATraceOfThreeRanksParsesWithEveryTaskAndChildrenInsideParents) {
   // The actor: its creation and 3 calls on rank 2, inside one lifetime slice.
   json life;
   for (auto& [name, events] : by_name) {
-    if (name.rfind("actor TlCounter", 0) == 0) life = events.at(0);
+    if (name.rfind("actor TlineCounter", 0) == 0) life = events.at(0);
   }
   ASSERT_FALSE(life.is_null()) << "no actor lifetime slice";
   EXPECT_EQ(life["pid"], 2);
-  ASSERT_EQ(by_name["TlCounter::Add"].size(), 3u) << "actor calls are named after the method";
-  for (const auto& call : by_name["TlCounter::Add"]) {
+  ASSERT_EQ(by_name["TlineCounter::Add"].size(), 3u) << "actor calls are named after the method";
+  for (const auto& call : by_name["TlineCounter::Add"]) {
     EXPECT_TRUE(Inside(call, life));
     EXPECT_EQ(call["tid"], life["tid"]);
   }
