@@ -9,7 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libucx-dev ucx-utils zlib1g-dev
   libhdf5-openmpi-dev hdf5-tools
-  libboost-serialization-dev
+  libboost-serialization-dev nlohmann-json3-dev
   libtorch-dev libopenblas0-pthread
   libpmix-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -19,6 +19,7 @@
 //   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
 //   network               --prism-network=ib0           PRISM_NETWORK (any|shm|<interface>)
 //   ray_namespace, env_vars: in code only (Ray's RayConfig fields)
+//   log_to_driver         --prism-log-to-driver=0       PRISM_LOG_TO_DRIVER (1|0|true|false)
 
 #include <cstdint>
 #include <map>
@@ -32,7 +33,9 @@ struct Config {
   /// divided among the ranks on the host (at least 1).
   std::optional<double> num_cpus;
   /// GPUs this rank offers. Default: SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES shared
-  /// among the ranks on the host.
+  /// among the ranks on the host. Whole, or a fraction below 1; at most as many as the
+  /// rank sees (CUDA_VISIBLE_DEVICES, else SLURM_STEP_GPUS / SLURM_JOB_GPUS), whose
+  /// entries GetGpuIds() returns.
   std::optional<double> num_gpus;
   /// Bytes of object memory per rank; beyond it the least recently used objects spill to
   /// disk (see README). Default: 30% of the host's memory divided among its ranks.
@@ -68,6 +71,11 @@ struct Config {
   /// before any task runs (Ray's job runtime_env env_vars; overwrites existing values).
   /// Tasks share their rank's process, so this is the only environment they have.
   std::map<std::string, std::string> env_vars;
+  /// Whether worker ranks' stdout and stderr reach the driver's console, each line as
+  /// "(rank=N, host=H) line" (Ray's log_to_driver). Default true. Either way every worker
+  /// rank also keeps its output in <log_dir>/rank-N.out. Off, a worker's output goes where
+  /// the launcher sends it (mpirun and srun print it unprefixed).
+  std::optional<bool> log_to_driver;
 };
 
 }  // namespace prism

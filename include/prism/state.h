@@ -192,3 +192,19 @@ std::vector<WorkerState> ListWorkers();
 std::vector<ErrorState> ListErrors(size_t limit = 100);
 
 }  // namespace prism::state
+
+namespace prism {
+
+/// The job's tasks and actor calls as a Chrome trace (Ray's ray.timeline()): JSON that
+/// chrome://tracing and https://ui.perfetto.dev open. One slice per ended task, actor
+/// creation and actor call, from when it started running to when it ended (the state
+/// API's RUNNING and FINISHED/FAILED times, rank 0's clock), in microseconds since the job
+/// started; one process per rank; a rank's tasks on "tasks" rows where a task that ran
+/// inside another's span on that rank nests under it; each actor on rows of its own under
+/// a slice spanning its life. Covers the ended tasks rank 0 still keeps
+/// (task_table_size, default the most recent 10000). Writes the JSON to `path` unless it
+/// is empty, and returns it. Throws prism::Error when the file cannot be written. Callable
+/// from the driver and from tasks; one round trip to the head per table.
+std::string Timeline(const std::string& path = "");
+
+}  // namespace prism

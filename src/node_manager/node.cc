@@ -20,7 +20,7 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       refs_(to_head_),
       puller_(options_.rank, store_, fetcher, to_head_),
       runner_(options_.rank, options_.capacities.at(options_.rank), options_.max_inline_bytes, store_,
-              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }),
+              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }, options_.gpus),
       callbacks_(this),
       timeouts_([this](TaskId id, int64_t ms) {
         to_head_(CancelTask{id, true, static_cast<uint64_t>(ms)});

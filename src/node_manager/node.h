@@ -45,6 +45,7 @@ struct NodeOptions {
   std::vector<std::string> node_ids;           // per rank (default: each rank its own node)
   std::string job_id;
   std::string ray_namespace;  // the job's namespace; "" = "anonymous-<job id>"
+  GpuDevices gpus;  // the devices this rank's GPU capacity stands for
 };
 
 class Node : public CoreApi {

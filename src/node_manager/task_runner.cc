@@ -26,6 +26,8 @@ struct ThreadTask {
   const std::string* name = nullptr;  // the running spec's
   ResourceSet demand;
   CoreApi* core = nullptr;
+  GpuGrant gpus;                           // what the task or its actor holds
+  const GpuDevices* gpu_devices = nullptr;  // the rank's, which gpus.slots index
 };
 thread_local ThreadTask t_task;
 thread_local CoreApi* t_thread_core = nullptr;  // SetThreadCore
@@ -57,16 +59,31 @@ void ThrowCancelled(int rank) {
                            "prism: TaskCancelled: " + message);
 }
 
+std::vector<std::string> CurrentGpuIds() {
+  std::vector<std::string> ids;
+  if (!t_task.active || t_task.gpu_devices == nullptr) return ids;
+  for (size_t slot : t_task.gpus.slots) ids.push_back(t_task.gpu_devices->ids.at(slot));
+  return ids;
+}
+
+std::vector<int> CurrentGpuOrdinals() {
+  std::vector<int> ordinals;
+  if (!t_task.active || t_task.gpu_devices == nullptr) return ordinals;
+  for (size_t slot : t_task.gpus.slots) ordinals.push_back(t_task.gpu_devices->ordinals.at(slot));
+  return ordinals;
+}
+
 TaskRunner::TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes,
                        MemoryStore& store, ObjectPuller& puller, ToHead to_head, CoreApi* core,
-                       std::function<void()> after_task)
+                       std::function<void()> after_task, GpuDevices gpus)
     : rank_(rank),
       max_inline_bytes_(max_inline_bytes),
       store_(store),
       puller_(puller),
       to_head_(std::move(to_head)),
       core_(core),
-      after_task_(std::move(after_task)) {
+      after_task_(std::move(after_task)),
+      gpus_(std::move(gpus)) {
   executor_ = std::make_unique<Executor>(
       capacity, [this](DispatchTask& t) { Execute(t); },
       [this](DispatchTask& t, const std::string& message) { FailUnstartedTask(t, message); });
@@ -168,7 +185,49 @@ void TaskRunner::Kill(const KillActor& k) {
     auto shared = std::make_shared<std::deque<DispatchTask>>(std::move(failed));
     Defer([this, shared, cause = k.cause] { FailCalls(std::move(*shared), cause); });
   }
+  if (!k.restart) ReleaseActorGpus(k.actor);  // a restart keeps the actor's resources
   if (ended != nullptr) Defer([this, ended, id = k.actor] { Reap(id, ended); });
+}
+
+GpuGrant TaskRunner::GpusFor(const TaskSpec& spec) {
+  if (spec.kind == TaskKind::kActorCall) {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto it = actor_gpus_.find(spec.actor);
+    return it == actor_gpus_.end() ? GpuGrant{} : it->second;
+  }
+  if (spec.kind == TaskKind::kActorCreation) {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto it = actor_gpus_.find(spec.id);
+    if (it != actor_gpus_.end()) return it->second;  // a restart: same devices
+  }
+  const int64_t units = spec.demand.Get("GPU");
+  if (units <= 0) return {};
+  auto grant = gpus_.Acquire(units, kGpuWait);
+  if (!grant) {
+    throw ResourceError(
+        "prism: " + spec.name + " was granted " + ResourceSet({{"GPU", FromUnits(units)}}).ToString() +
+        " on rank " + std::to_string(rank_) + " but no device had room within " +
+        std::to_string(kGpuWait.count() / 1000) + " s (" + gpus_.DescribeFree() +
+        "): fractions of GPUs held by other tasks or actors leave no whole device free; "
+        "ask for whole GPUs, or fractions that add up to 1");
+  }
+  if (spec.kind == TaskKind::kActorCreation) {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    actor_gpus_[spec.id] = *grant;
+  }
+  return *grant;
+}
+
+void TaskRunner::ReleaseActorGpus(ObjectId actor) {
+  GpuGrant grant;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto it = actor_gpus_.find(actor);
+    if (it == actor_gpus_.end()) return;
+    grant = std::move(it->second);
+    actor_gpus_.erase(it);
+  }
+  gpus_.Release(grant);
 }
 
 void TaskRunner::Reap(ObjectId actor, ActorHost* host) {
@@ -277,6 +336,8 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   t_task.name = &spec.name;
   t_task.demand = spec.demand;
   t_task.core = core_;
+  t_task.gpus = {};
+  t_task.gpu_devices = &gpus_.devices();
   TaskDone done;
   done.id = spec.id;
   done.attempt = spec.attempt;
@@ -319,6 +380,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       const Payload& p = arg.is_ref ? ref_values.at(next_ref++) : arg.value;
       views.push_back({p->data(), p->size(), &p});  // views of arguments may alias p
     }
+    t_task.gpus = GpusFor(spec);
     const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
     const bool usable = fn != nullptr && (spec.kind == TaskKind::kTask ? bool(fn->invoke)
                                           : spec.kind == TaskKind::kActorCreation ? bool(fn->create)
@@ -353,6 +415,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     if (host != nullptr) {
       FailCalls(host->Die("the actor ended itself with ExitActor()"),
                 "the actor ended itself with ExitActor()");
+      ReleaseActorGpus(host->id());
       to_head_(ActorDied{host->id(), "the actor ended itself with ExitActor()"});
     }
   } catch (const ActorError& e) {
@@ -383,8 +446,12 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     std::string cause = "the actor's factory " + spec.function + " threw " + done.error.type +
                         ": " + done.error.message;
     FailCalls(host->Die(cause), cause);
+    ReleaseActorGpus(host->id());
     to_head_(ActorDied{host->id(), cause});
   }
+  // A task's GPUs are free before the head hears it ended (and may send the next one).
+  if (spec.kind == TaskKind::kTask) gpus_.Release(t_task.gpus);
+  t_task.gpus = {};
   done.exec_ns = NowNs() - start;
   t_task.active = false;
   t_task.name = nullptr;

@@ -9,6 +9,7 @@
 // work" thread for what must reach the head from inside Handle (which may run under the
 // head's lock on rank 0, where a direct call back would deadlock).
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -17,10 +18,12 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/protocol.h"
 #include "node_manager/actor_host.h"
 #include "node_manager/executor.h"
+#include "node_manager/gpu_pool.h"
 #include "node_manager/object_puller.h"
 #include "object_store/memory_store.h"
 
@@ -38,6 +41,15 @@ int CurrentTaskDepth();
 void SetThreadCore(CoreApi* core);
 /// The TaskCancelledError a cancelled running task's Get/Wait throws.
 [[noreturn]] void ThrowCancelled(int rank);
+/// The GPUs the running task or actor holds (an actor's for its whole life): their ids as
+/// the rank's launcher named them, and the CUDA ordinal this process uses for each. Empty
+/// outside a task, and for a task or actor that asked for no GPU.
+std::vector<std::string> CurrentGpuIds();
+std::vector<int> CurrentGpuOrdinals();
+
+/// How long a task waits for the specific GPUs its grant needs (see GpuPool::Acquire)
+/// before it fails with a ResourceError.
+inline constexpr std::chrono::milliseconds kGpuWait{60000};
 
 /// Deepest a task may nest (TaskSpec::depth). A task that submits beyond it gets a
 /// RuntimeError from Remote(): recursion that never ends stops here, at a depth no real
@@ -49,9 +61,11 @@ class TaskRunner {
  public:
   using ToHead = std::function<void(Message&&)>;
   /// `core` is what the tasks run here see as their rank's core (CurrentCore); `after_task`
-  /// runs on a task's thread once its completion was sent.
+  /// runs on a task's thread once its completion was sent; `gpus` are the devices this
+  /// rank's GPU capacity stands for.
   TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes, MemoryStore& store,
-             ObjectPuller& puller, ToHead to_head, CoreApi* core, std::function<void()> after_task);
+             ObjectPuller& puller, ToHead to_head, CoreApi* core, std::function<void()> after_task,
+             GpuDevices gpus = {});
   ~TaskRunner();
 
   /// A task, actor creation or actor call the head dispatched here.
@@ -80,6 +94,12 @@ class TaskRunner {
   /// Runs a task, or (with `host`) an actor's creation or method call, and reports it.
   void Execute(DispatchTask& task, ActorHost* host = nullptr);
   void RouteToActor(DispatchTask&& task);
+  /// The GPUs `spec` runs with: a plain task's own (the caller releases them when it
+  /// ends), an actor's held from its creation until it dies. Throws ResourceError when the
+  /// devices did not come free within kGpuWait.
+  GpuGrant GpusFor(const TaskSpec& spec);
+  /// Gives back a dead actor's GPUs. Idempotent.
+  void ReleaseActorGpus(ObjectId actor);
   /// Fails actor calls that can no longer run, with ActorError(cause).
   void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
   /// Reports a task that was dropped before it ran as failed with `error` (deferred).
@@ -101,11 +121,13 @@ class TaskRunner {
   CoreApi* core_;
   std::function<void()> after_task_;
   std::unique_ptr<Executor> executor_;
+  GpuPool gpus_;
 
   std::mutex actors_mu_;
   std::unordered_map<ObjectId, std::unique_ptr<ActorHost>> actors_;  // actors living here
   // Killed for good, waiting for their threads to leave (Reap deletes them).
   std::unordered_map<ActorHost*, std::unique_ptr<ActorHost>> ended_actors_;
+  std::unordered_map<ObjectId, GpuGrant> actor_gpus_;  // live actors' GPUs
 
   std::mutex deferred_mu_;
   std::condition_variable deferred_cv_;

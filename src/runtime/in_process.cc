@@ -64,6 +64,7 @@ InProcessCluster::InProcessCluster(InProcessOptions options) : impl_(std::make_u
   for (int r = 0; r < n; ++r) {
     std::map<std::string, double> amounts = options.resources;
     amounts["CPU"] = options.num_cpus;
+    if (!options.gpu_ids.empty()) amounts["GPU"] = static_cast<double>(options.gpu_ids.size());
     amounts["rank:" + std::to_string(r)] = 1;
     capacities.emplace_back(amounts);
     node_ids.push_back(options.ranks_per_node > 0 ? "node-" + std::to_string(r / options.ranks_per_node)
@@ -93,6 +94,8 @@ InProcessCluster::InProcessCluster(InProcessOptions options) : impl_(std::make_u
     o.object_store_memory = options.object_store_memory;
     o.node_ids = node_ids;
     o.job_id = job_id;
+    o.gpus.ids = options.gpu_ids;
+    for (size_t i = 0; i < options.gpu_ids.size(); ++i) o.gpus.ordinals.push_back(static_cast<int>(i));
     impl_->nodes.push_back(std::make_unique<Node>(
         o, [self, r](Message&& m) { self->Pass([&] { self->head->Post(r, std::move(m)); }); }, self));
   }

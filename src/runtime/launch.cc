@@ -3,6 +3,7 @@
 //     salloc also inherits SLURM_JOB_ID and friends; OMPI_* wins, slurm_job stays true.
 //   srun --mpi=pmix:   PMIX_RANK plus SLURM_{PROCID,STEP_ID,NTASKS,LOCALID,...}.
 //   Slurm allocation:  SLURM_JOB_ID, SLURM_ARRAY_*, SLURM_CPUS_PER_TASK, SLURM_GPUS_ON_NODE,
+//     SLURM_STEP_GPUS / SLURM_JOB_GPUS (which GPUs, when CUDA_VISIBLE_DEVICES is unset),
 //     SLURM_NODEID, SLURM_NTASKS_PER_NODE / SLURM_TASKS_PER_NODE (e.g. "2(x3),1": two
 //     tasks on each of the first three nodes, one on the fourth).
 
@@ -62,18 +63,27 @@ std::optional<int> TasksOnNode(const std::string& spec, std::optional<int> node)
   return counts.front();
 }
 
-std::optional<double> CountCudaDevices(const std::optional<std::string>& visible) {
-  if (!visible) return std::nullopt;
-  if (visible->empty() || *visible == "NoDevFiles") return 0.0;
-  double n = 0;
+/// The entries of a device list ("2,5", "GPU-8f3c...,GPU-1a2b...", Slurm's "0-2,5"),
+/// ranges expanded; "" and Slurm's "NoDevFiles" list none.
+std::vector<std::string> SplitDeviceList(const std::string& text) {
+  std::vector<std::string> ids;
+  if (text == "NoDevFiles") return ids;
   size_t pos = 0;
-  while (pos <= visible->size()) {
-    size_t end = visible->find(',', pos);
-    if (end == std::string::npos) end = visible->size();
-    if (end > pos) ++n;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(pos, end - pos);
+    size_t dash = item.find('-');
+    auto lo = dash == std::string::npos ? std::nullopt : ParseInt(item.substr(0, dash));
+    auto hi = dash == std::string::npos ? std::nullopt : ParseInt(item.substr(dash + 1));
+    if (lo && hi && *lo <= *hi && *hi - *lo < 4096) {
+      for (int i = *lo; i <= *hi; ++i) ids.push_back(std::to_string(i));
+    } else if (!item.empty()) {
+      ids.push_back(item);
+    }
     pos = end + 1;
   }
-  return n;
+  return ids;
 }
 
 }  // namespace
@@ -138,8 +148,18 @@ LaunchInfo DetectLaunch(const EnvFn& env) {
   }
   if (info.launcher == Launcher::kSrun) info.step_id = env("SLURM_STEP_ID").value_or("");
   info.slurm_cpus_per_task = EnvDouble(env, "SLURM_CPUS_PER_TASK");
+  if (auto cuda = env("CUDA_VISIBLE_DEVICES")) {
+    info.visible_gpus = SplitDeviceList(*cuda);
+    info.gpus_renumbered = true;
+  } else if (auto step = env("SLURM_STEP_GPUS")) {
+    info.visible_gpus = SplitDeviceList(*step);
+  } else if (auto job = env("SLURM_JOB_GPUS")) {
+    info.visible_gpus = SplitDeviceList(*job);
+  }
   info.gpus_on_node = EnvDouble(env, "SLURM_GPUS_ON_NODE");
-  if (!info.gpus_on_node) info.gpus_on_node = CountCudaDevices(env("CUDA_VISIBLE_DEVICES"));
+  if (!info.gpus_on_node && info.gpus_renumbered) {
+    info.gpus_on_node = static_cast<double>(info.visible_gpus->size());
+  }
   return info;
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace prism::internal {
 
@@ -41,6 +42,14 @@ struct LaunchInfo {
   /// GPUs on this host: SLURM_GPUS_ON_NODE, else the number of CUDA_VISIBLE_DEVICES
   /// entries ("" or "NoDevFiles" count as 0); nullopt if neither is set.
   std::optional<double> gpus_on_node;
+  /// The GPUs this process sees, as the launcher names them (numbers or UUIDs):
+  /// CUDA_VISIBLE_DEVICES's entries, else SLURM_STEP_GPUS, else SLURM_JOB_GPUS. nullopt
+  /// when none is set; empty when it lists none ("" or "NoDevFiles").
+  std::optional<std::vector<std::string>> visible_gpus;
+  /// True when visible_gpus came from CUDA_VISIBLE_DEVICES: CUDA then numbers those
+  /// devices 0, 1, ... in that order. Otherwise CUDA sees every device of the host and a
+  /// Slurm index is its CUDA ordinal.
+  bool gpus_renumbered = false;
   /// True when SLURM_JOB_ID is set (also for mpirun inside an allocation).
   bool slurm_job = false;
 

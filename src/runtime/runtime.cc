@@ -33,6 +33,7 @@
 #include "head/head.h"
 #include "runtime/communicator_service.h"
 #include "runtime/launch.h"
+#include "runtime/output_capture.h"
 #include "node_manager/node.h"
 #include "runtime/settings.h"
 #include "runtime/stop_signals.h"
@@ -58,6 +59,8 @@ struct Runtime {
   std::unique_ptr<UcxDataPlane> ucx;  // the data plane, unless PRISM_DATA_PLANE=mpi
   std::unique_ptr<Head> head;
   std::unique_ptr<Node> node;
+  std::unique_ptr<OutputForwarder> forwarder;  // worker ranks, with log_to_driver
+  std::unique_ptr<DriverPrinter> printer;      // rank 0, with log_to_driver
 
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -74,6 +77,11 @@ std::string LogFile(const Runtime& rt) {
   return rt.settings.log_dir + "/rank-" + std::to_string(rt.rank) + ".log";
 }
 
+/// This worker rank's captured stdout and stderr (log_to_driver).
+std::string OutputFile(const Runtime& rt) {
+  return rt.settings.log_dir + "/rank-" + std::to_string(rt.rank) + ".out";
+}
+
 /// At a clean end, on every rank: its spill files, its log file when the logs are in the
 /// session directory, then whichever of the session's directories are empty (so the last
 /// rank on a host to leave removes them all). After a failure only the spill files go: the
@@ -87,12 +95,15 @@ void RemoveSessionFiles(Runtime& rt, bool clean) {
   if (s.log_dir.rfind(s.session_dir + "/", 0) == 0) {
     SetLogFile("");  // closes it; later lines go to stderr only
     ::unlink(LogFile(rt).c_str());
+    ::unlink(OutputFile(rt).c_str());
     ::rmdir(s.log_dir.c_str());
   }
   ::rmdir(s.session_dir.c_str());
 }
 
 [[noreturn]] void AbortJob(const std::string& why, int code) {
+  // What a dying worker prints goes straight to the launcher, not through the driver.
+  if (OutputForwarder* f = CurrentOutputForwarder()) f->Restore();
   Runtime* rt = g_runtime.load();
   if (rt != nullptr) {
     std::fprintf(stderr, "prism: %s (this rank's log, if it wrote one: %s)\n", why.c_str(),
@@ -235,6 +246,30 @@ void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& no
   }
 }
 
+/// Before Shutdown stops the ranks: every worker's output so far reaches the driver's
+/// console (a flush task pinned to each, up to 5 s in all), then the printer stops.
+void FlushWorkerOutput(Runtime& rt) {
+  std::vector<ObjectRef<bool>> flushed;
+  try {
+    for (int r = 1; r < rt.world; ++r) {
+      flushed.push_back(prism::Task(prism_output_capture::PrismFlushOutput)
+                            .SetResource("CPU", 0)
+                            .SetResource("rank:" + std::to_string(r), 0.001)
+                            .Remote());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (auto& ref : flushed) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      (void)ref.Get(std::max<int64_t>(1, left.count()));
+    }
+  } catch (const std::exception& e) {
+    PRISM_LOG_WARN("log_to_driver: workers' last output may be missing from the console ("
+                   << e.what() << "); each worker rank's .out file in " << rt.settings.log_dir
+                   << " has it");
+  }
+  rt.printer.reset();
+}
+
 void RequestStop(Runtime& rt, int code) {
   std::lock_guard<std::mutex> lock(rt.stop_mu);
   rt.stop_requested = true;
@@ -249,6 +284,7 @@ void RequestStop(Runtime& rt, int code) {
   }
   int code = rt.stop_code;
   UninstallStopSignals();
+  if (rt.forwarder) rt.forwarder->Flush(1000);  // into the .out file at least
   rt.node->Stop();
   rt.transport->Stop(std::chrono::milliseconds(2000));
   if (rt.ucx) rt.ucx->Stop();
@@ -304,6 +340,7 @@ void Build(Runtime& rt) {
   options.node_ids = rt.node_ids;
   options.job_id = rt.settings.job_id;
   options.ray_namespace = rt.settings.ray_namespace;
+  options.gpus = rt.settings.gpus;
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -463,6 +500,18 @@ void DoInit(const Config& config, int argc, char** argv) {
     rt->head->SetJobInfo(std::move(job));
   }
 
+  if (rt->settings.log_to_driver && rt->world > 1) {
+    if (rt->rank == 0) {
+      rt->printer = std::make_unique<DriverPrinter>(rt->node->OpenChannel(kLogChannel), rt->hosts);
+    } else {
+      Node* node = rt->node.get();
+      rt->forwarder = std::make_unique<OutputForwarder>(OutputFile(*rt), [node](std::string&& batch) {
+        node->Publish(kLogChannel, Buffer(batch.data(), batch.size()));
+      });
+      SetOutputForwarder(rt->forwarder.get());
+    }
+  }
+
   // Publish the runtime before the transport starts: a task may arrive at once and must
   // find it (GetRuntimeContext, ObjectRef counting).
   Runtime* raw = rt.release();
@@ -531,6 +580,7 @@ void Shutdown() {
   Runtime* rt = g_runtime.load();
   if (rt == nullptr) return;
   if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
+  if (rt->printer) FlushWorkerOutput(*rt);
   g_runtime.store(nullptr);
   SetProcessCore(nullptr);  // from here on ObjectRef destructors are no-ops
   UninstallStopSignals();
@@ -565,6 +615,16 @@ std::string RuntimeContext::GetNodeId() const {
 std::string RuntimeContext::GetJobId() const { return internal::RequireCore("RuntimeContext").JobId(); }
 TaskId RuntimeContext::GetTaskId() const { return internal::CurrentTaskId(); }
 bool RuntimeContext::IsDriver() const { return GetRank() == 0 && GetTaskId().IsNil(); }
+
+std::vector<std::string> GetGpuIds() {
+  (void)GetRuntimeContext();  // throws when Prism is not initialized
+  return internal::CurrentGpuIds();
+}
+
+std::vector<int> GetGpuDeviceIndices() {
+  (void)GetRuntimeContext();
+  return internal::CurrentGpuOrdinals();
+}
 
 RuntimeContext GetRuntimeContext() {
   if (!IsInitialized()) throw RuntimeError("prism: GetRuntimeContext called before Init");

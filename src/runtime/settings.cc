@@ -51,10 +51,11 @@ constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM
                             "100000"};
 constexpr Option kDataPlane{"data_plane", "--prism-data-plane", "PRISM_DATA_PLANE", "mpi"};
 constexpr Option kNetwork{"network", "--prism-network", "PRISM_NETWORK", "ib0"};
+constexpr Option kLogToDriver{"log_to_driver", "--prism-log-to-driver", "PRISM_LOG_TO_DRIVER", "0"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
                                       &kRankTimeout, &kLogLevel, &kTaskTable, &kDataPlane,
-                                      &kNetwork};
+                                      &kNetwork, &kLogToDriver};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -207,6 +208,49 @@ void Resolve(T& out, const std::optional<T>& code, const Option& o, const Source
   });
 }
 
+/// The devices this rank's `num_gpus` stand for; see Settings::gpus. Throws when the
+/// launcher lists fewer devices than the rank declares.
+GpuDevices RankGpus(double num_gpus, const LaunchInfo& launch) {
+  GpuDevices gpus;
+  const size_t n = static_cast<size_t>(std::ceil(num_gpus));
+  if (n == 0) return gpus;
+  if (!launch.visible_gpus) {
+    for (size_t i = 0; i < n; ++i) {
+      gpus.ids.push_back(std::to_string(i));
+      gpus.ordinals.push_back(static_cast<int>(i));
+    }
+    return gpus;
+  }
+  const auto& visible = *launch.visible_gpus;
+  if (n > visible.size()) {
+    std::string listed;
+    for (const auto& id : visible) listed += (listed.empty() ? "" : ",") + id;
+    Fail("this rank declares num_gpus=" + Format(num_gpus) + " but sees " +
+         std::to_string(visible.size()) + " GPU" + (visible.size() == 1 ? "" : "s") + " (" +
+         (launch.gpus_renumbered ? "CUDA_VISIBLE_DEVICES" : "Slurm's GPU list") + "=\"" + listed +
+         "\"): declare at most " + std::to_string(visible.size()) +
+         " (PRISM_NUM_GPUS / --prism-num-gpus), or make more devices visible");
+  }
+  // The host's ranks each take their own n devices when the list holds enough for all of
+  // them (mpirun: every rank sees the same list); else (Slurm binding one GPU per task,
+  // so each rank sees only its own) the first n.
+  size_t first = 0;
+  if ((static_cast<size_t>(launch.local_rank) + 1) * n <= visible.size()) {
+    first = static_cast<size_t>(launch.local_rank) * n;
+  }
+  for (size_t i = first; i < first + n; ++i) {
+    gpus.ids.push_back(visible[i]);
+    int ordinal = static_cast<int>(i);
+    if (!launch.gpus_renumbered) {
+      int index = 0;
+      auto [p, ec] = std::from_chars(visible[i].data(), visible[i].data() + visible[i].size(), index);
+      if (ec == std::errc() && p == visible[i].data() + visible[i].size()) ordinal = index;
+    }
+    gpus.ordinals.push_back(ordinal);
+  }
+  return gpus;
+}
+
 }  // namespace
 
 std::string NetworkSetting(const Config& code, const std::vector<std::string>& args, const EnvFn& env) {
@@ -351,6 +395,11 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   auto any = [](auto) { return true; };
   Resolve(s.num_cpus, code.num_cpus, kNumCpus, src, ParseNumber, amount, "must be >= 0 and at most 1e14");
   Resolve(s.num_gpus, code.num_gpus, kNumGpus, src, ParseNumber, amount, "must be >= 0 and at most 1e14");
+  if (s.num_gpus > 1 && s.num_gpus != std::floor(s.num_gpus)) {
+    Fail("num_gpus=" + Format(s.num_gpus) +
+         ": a rank offers whole GPUs, or a fraction of one below 1 (e.g. num_gpus=2)");
+  }
+  s.gpus = RankGpus(s.num_gpus, launch);
   Resolve(
       s.object_store_memory, code.object_store_memory, kObjectStore, src, ParseBytes,
       [](uint64_t v) { return v >= kMiB; }, "must be at least 1M (1048576 bytes)");
@@ -401,6 +450,18 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
     }
     s.ray_namespace = *code.ray_namespace;
   }
+  if (code.log_to_driver) s.log_to_driver = *code.log_to_driver;
+  src.ForEachText(kLogToDriver, [&](const std::string& what, const std::string& text) {
+    std::string lower = text;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "1" || lower == "true" || lower == "on" || lower == "yes") {
+      s.log_to_driver = true;
+    } else if (lower == "0" || lower == "false" || lower == "off" || lower == "no") {
+      s.log_to_driver = false;
+    } else {
+      FailNotA(what, text, "on or off (1/0, true/false)", "0");
+    }
+  });
 
   if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
   src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "node_manager/gpu_pool.h"
 #include "prism/config.h"
 #include "runtime/launch.h"
 
@@ -30,6 +31,11 @@ HostFacts ReadHostFacts();
 struct Settings {
   double num_cpus = 1;
   double num_gpus = 0;
+  /// The devices num_gpus stands for (ceil(num_gpus) of them): the launcher's visible
+  /// GPUs (LaunchInfo::visible_gpus), this rank's share of them when the host's ranks see
+  /// the same list, else "0", "1", ... when nothing lists them (as Ray numbers GPUs it
+  /// was told about but cannot see).
+  GpuDevices gpus;
   uint64_t object_store_memory = 0;
   /// Custom resources only; CPU, GPU and memory are the fields above.
   std::map<std::string, double> custom_resources;
@@ -40,6 +46,9 @@ struct Settings {
   uint64_t max_inline_bytes = 100 * 1024;
   double rank_timeout_s = 60;
   LogLevel log_level = LogLevel::kWarn;
+  /// Worker ranks' stdout and stderr go to the driver's console, "(rank=N, host=H) "
+  /// before each line (Config::log_to_driver).
+  bool log_to_driver = true;
   /// Ended tasks the head keeps for prism::state::ListTasks.
   uint64_t task_table_size = 10000;
   /// "ucx" or "mpi".

@@ -267,6 +267,7 @@ struct Worker {
   std::unique_ptr<Collective> reducer_collective;
   std::vector<std::shared_ptr<Reducer>> reducers;
   int64_t reports = 0;
+  int cuda_device = -1;  // with use_gpu: the CUDA index of the GPU the worker's task holds
 };
 
 thread_local Worker* t_worker = nullptr;
@@ -308,7 +309,7 @@ std::unique_ptr<Collective> MakeGroupCollective(const Worker& w) {
   if (w.spec.world_ranks.size() == 1) return std::make_unique<SoloCollective>();
   auto mpi = MakeMpiCollective(w.comm.Duplicate(), OptionsFor(w));
   if (!w.spec.use_gpu) return mpi;
-  return MakeNcclCollective(*mpi, w.spec.local_rank, OptionsFor(w));
+  return MakeNcclCollective(*mpi, w.cuda_device, OptionsFor(w));
 }
 
 /// Where MakeTempCheckpointDir puts its directories (see checkpoint.cc).
@@ -368,6 +369,20 @@ std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
   return out;
 }
 
+/// The CUDA device a GPU worker trains on: the first of the GPUs its task was granted
+/// (GetGpuDeviceIndices), not cuda:<local rank>, which is wrong when Slurm binds one GPU
+/// to each task (every rank then sees only cuda:0) or when the host's ranks hold GPUs in
+/// another order. Throws when the worker holds none.
+int GrantedCudaDevice(const WorkerSpec& spec) {
+  std::vector<int> indices = prism::GetGpuDeviceIndices();
+  if (indices.empty()) {
+    throw Error("prism::train: use_gpu is set but worker " + std::to_string(spec.world_rank) +
+                " holds no GPU: ScalingConfig::resources_per_worker must ask for one (e.g. "
+                "{{\"CPU\", 1}, {\"GPU\", 1}}), or leave it empty");
+  }
+  return indices.front();
+}
+
 WorkerOutcome RunWorker(const WorkerSpec& spec) {
   auto loop = prism::internal::FunctionRegistry::Instance().FindByName(spec.loop_name);
   if (loop == nullptr || !loop->invoke) {
@@ -379,7 +394,10 @@ WorkerOutcome RunWorker(const WorkerSpec& spec) {
   w.flags = std::make_shared<GroupFlags>();
   platform::CurrentWorker().OnAbort([flags = w.flags] { flags->aborted.store(true); });
   torch::Device device = torch::kCPU;
-  if (spec.use_gpu) device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(spec.local_rank));
+  if (spec.use_gpu) {
+    w.cuda_device = GrantedCudaDevice(spec);
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(w.cuda_device));
+  }
   if (spec.world_ranks.size() > 1) {
     w.comm = platform::Communicator::Create(
         "prism.train/" + spec.run_id + "/attempt-" + std::to_string(spec.attempt), spec.world_ranks);

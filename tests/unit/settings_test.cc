@@ -273,6 +273,77 @@ TEST(SettingsTest, PrecedenceObjectStoreMemory) {
             512 * kMiB);
 }
 
+// --- Which GPUs a rank's num_gpus stand for ---------------------------------------------
+
+TEST(SettingsTest, GpuIdsAreTheVisibleDevicesWithTheirCudaIndices) {
+  Settings s = Resolve({{"CUDA_VISIBLE_DEVICES", "2,5"}});
+  EXPECT_EQ(s.num_gpus, 2.0);
+  EXPECT_EQ(s.gpus.ids, (std::vector<std::string>{"2", "5"}));
+  EXPECT_EQ(s.gpus.ordinals, (std::vector<int>{0, 1}));  // CUDA renumbers what it sees
+  // UUIDs are ids like any other.
+  s = Resolve({{"CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb"}, {"PRISM_NUM_GPUS", "1"}});
+  EXPECT_EQ(s.gpus.ids, (std::vector<std::string>{"GPU-aa"}));
+  EXPECT_EQ(s.gpus.ordinals, (std::vector<int>{0}));
+}
+
+TEST(SettingsTest, RanksOfAHostSeeingOneListEachTakeTheirOwnShare) {
+  Vars mpirun{{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"CUDA_VISIBLE_DEVICES", "0,1,2,3"}};
+  Settings s = Resolve(mpirun);
+  EXPECT_EQ(s.num_gpus, 2.0);
+  EXPECT_EQ(s.gpus.ids, (std::vector<std::string>{"2", "3"}));
+  EXPECT_EQ(s.gpus.ordinals, (std::vector<int>{2, 3}));
+  mpirun["OMPI_COMM_WORLD_LOCAL_RANK"] = "0";
+  EXPECT_EQ(Resolve(mpirun).gpus.ids, (std::vector<std::string>{"0", "1"}));
+}
+
+TEST(SettingsTest, SlurmBindingOneGpuPerTaskGivesEveryRankCudaZero) {
+  // srun --gpus-per-task=1: each task sees only its own device, as cuda:0.
+  Settings s = Resolve({{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "3"},
+                        {"PMIX_RANK", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "4"},
+                        {"SLURM_LOCALID", "3"}, {"SLURM_GPUS_ON_NODE", "4"},
+                        {"CUDA_VISIBLE_DEVICES", "3"}});
+  EXPECT_EQ(s.num_gpus, 1.0);
+  EXPECT_EQ(s.gpus.ids, (std::vector<std::string>{"3"}));
+  EXPECT_EQ(s.gpus.ordinals, (std::vector<int>{0}));
+}
+
+TEST(SettingsTest, SlurmGpuListWithoutCudaVisibleDevicesKeepsTheIndices) {
+  Settings s = Resolve({{"SLURM_STEP_GPUS", "4,6"}, {"PRISM_NUM_GPUS", "2"}});
+  EXPECT_EQ(s.gpus.ids, (std::vector<std::string>{"4", "6"}));
+  EXPECT_EQ(s.gpus.ordinals, (std::vector<int>{4, 6}));
+  EXPECT_EQ(Resolve({{"SLURM_JOB_GPUS", "0-2"}, {"PRISM_NUM_GPUS", "3"}}).gpus.ids,
+            (std::vector<std::string>{"0", "1", "2"}));
+}
+
+TEST(SettingsTest, DeclaredGpusNothingListsAreNumberedFromZero) {
+  Settings s = Resolve({{"PRISM_NUM_GPUS", "2"}});
+  EXPECT_EQ(s.gpus.ids, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(s.gpus.ordinals, (std::vector<int>{0, 1}));
+  EXPECT_EQ(Resolve({{"PRISM_NUM_GPUS", "0.5"}}).gpus.ids, (std::vector<std::string>{"0"}));
+  EXPECT_TRUE(Resolve({}).gpus.ids.empty());
+}
+
+TEST(SettingsTest, DeclaringMoreGpusThanVisibleIsAnError) {
+  ExpectError([] { Resolve({{"CUDA_VISIBLE_DEVICES", "2,5"}, {"PRISM_NUM_GPUS", "3"}}); },
+              {"num_gpus=3", "sees 2 GPUs", "CUDA_VISIBLE_DEVICES=\"2,5\"", "at most 2"});
+  ExpectError([] { Resolve({{"CUDA_VISIBLE_DEVICES", "NoDevFiles"}, {"PRISM_NUM_GPUS", "1"}}); },
+              {"num_gpus=1", "sees 0 GPUs"});
+  ExpectError([] { Resolve({{"PRISM_NUM_GPUS", "1.5"}}); }, {"num_gpus=1.5", "whole GPUs"});
+}
+
+TEST(SettingsTest, LogToDriverIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(Resolve({}).log_to_driver);
+  EXPECT_FALSE(Resolve({{"PRISM_LOG_TO_DRIVER", "0"}}).log_to_driver);
+  EXPECT_FALSE(Resolve({}, {"--prism-log-to-driver=false"}).log_to_driver);
+  Config off;
+  off.log_to_driver = false;
+  EXPECT_FALSE(Resolve({}, {}, off).log_to_driver);
+  EXPECT_TRUE(Resolve({{"PRISM_LOG_TO_DRIVER", "ON"}}, {}, off).log_to_driver);  // env beats code
+  ExpectError([] { Resolve({{"PRISM_LOG_TO_DRIVER", "maybe"}}); },
+              {"PRISM_LOG_TO_DRIVER=\"maybe\"", "on or off"});
+}
+
 TEST(SettingsTest, OtherFieldsFromFlagsAndEnv) {
   Settings s =
       Resolve({{"PRISM_LOG_LEVEL", "debug"}, {"PRISM_RANK_TIMEOUT", "5"}},

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace prism::platform {
 
@@ -29,6 +30,10 @@ struct InProcessOptions {
   std::map<std::string, double> resources;    // custom resources per rank
   uint64_t object_store_memory = 1ull << 30;  // per rank; no spilling
   int ranks_per_node = 0;                     // >0: simulated nodes of this many ranks
+  /// GPUs each rank offers, by id as CUDA_VISIBLE_DEVICES would list them ({"2", "5"}: two
+  /// GPUs, which GetGpuIds names "2" and "5" and GetGpuDeviceIndices 0 and 1). No device is
+  /// touched: for testing code that picks its GPU. Default none.
+  std::vector<std::string> gpu_ids;
 };
 
 class InProcessCluster {

@@ -26,7 +26,8 @@ class TrainContext {
   const std::string& GetExperimentName() const { return experiment_name_; }
   /// The storage directory of this run (storage_path/name).
   const std::string& GetTrialDir() const { return trial_dir_; }
-  /// The device this worker trains on (CPU, or its CUDA device with use_gpu).
+  /// The device this worker trains on: CPU, or with use_gpu the GPU its task holds
+  /// (cuda:<GetGpuDeviceIndices()[0]>, its index among the rank's visible devices).
   torch::Device GetDevice() const { return device_; }
   /// The group's collectives (all-reduce, broadcast, all-gather, barrier).
   Collective& GetCollective() const;
