@@ -41,6 +41,9 @@ struct TaskSpec {
   std::string placement_group;  // empty: none
   int bundle_index = -1;        // -1: any bundle of the group
   int depth = 1;                // nesting: 1 from the driver, a task's children its depth + 1
+  int num_returns = 1;          // its objects: ReturnId(id, 0..num_returns-1)
+  bool streaming = false;       // a streaming generator: values reported as they are yielded
+  uint64_t generator_backpressure = 0;  // streaming: most unconsumed values, 0 = no limit
 };
 
 /// A by-reference argument as the head knows it at dispatch time: small objects travel

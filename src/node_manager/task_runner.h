@@ -21,10 +21,13 @@
 #include "common/protocol.h"
 #include "node_manager/actor_host.h"
 #include "node_manager/executor.h"
+#include "node_manager/generator_streams.h"
 #include "node_manager/object_puller.h"
 #include "object_store/memory_store.h"
 
 namespace prism::internal {
+
+struct RemoteFunction;  // prism/remote.h
 
 /// The task running on the calling thread: its id (nil outside a task) and its display
 /// name (nullptr outside a task; valid while the task runs).
@@ -40,13 +43,18 @@ int CurrentTaskDepth();
 /// process runs out (each level's parent waits in Get holding its thread).
 inline constexpr int kMaxTaskDepth = 1000;
 
+/// Most objects one task may return (SetNumReturns): far beyond any tuple, and it bounds
+/// the ids one submission takes.
+inline constexpr int kMaxNumReturns = 1000;
+
 class TaskRunner {
  public:
   using ToHead = std::function<void(Message&&)>;
   /// `core` is what the tasks run here see as their rank's core (CurrentCore); `after_task`
   /// runs on a task's thread once its completion was sent.
   TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes, MemoryStore& store,
-             ObjectPuller& puller, ToHead to_head, CoreApi* core, std::function<void()> after_task);
+             ObjectPuller& puller, GeneratorProducers& producers, ToHead to_head, CoreApi* core,
+             std::function<void()> after_task);
   ~TaskRunner();
 
   /// A task, actor creation or actor call the head dispatched here.
@@ -71,6 +79,11 @@ class TaskRunner {
   /// Runs a task, or (with `host`) an actor's creation or method call, and reports it.
   void Execute(DispatchTask& task, ActorHost* host = nullptr);
   void RouteToActor(DispatchTask&& task);
+  /// Runs the registered function of `spec` (a method on `self` if not null) and records
+  /// its result(s) in `done`: one value, n values (SetNumReturns), or none for a streaming
+  /// generator, whose values went out as it yielded them.
+  void Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* self,
+              const std::vector<ByteView>& views, TaskDone& done);
   /// Fails actor calls that can no longer run, with ActorError(cause).
   void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
   /// Fails a task the executor could not give a thread (on the deferred-work thread).
@@ -86,6 +99,7 @@ class TaskRunner {
   const uint64_t max_inline_bytes_;
   MemoryStore& store_;
   ObjectPuller& puller_;
+  GeneratorProducers& producers_;
   ToHead to_head_;
   CoreApi* core_;
   std::function<void()> after_task_;
