@@ -39,8 +39,8 @@ class StreamWriter {
   StreamWriter& operator=(const StreamWriter&) = delete;
 
   /// Emits one value: it becomes an object of its own, reported to the caller after the
-  /// values before it. Blocks while the caller has SetGeneratorBackpressure(n) values not
-  /// yet taken. If the caller dropped its ObjectRefGenerator, it unwinds the generator
+  /// values before it. Blocks while the caller has SetGeneratorBackpressure(n) values (64
+  /// by default) not yet taken. If the caller dropped its ObjectRefGenerator, it unwinds the generator
   /// (the task then ends quietly; do not catch with `catch (...)` without rethrowing).
   /// Throws SerializationError or ObjectStoreFullError like a task's result.
   void Yield(const T& value) {

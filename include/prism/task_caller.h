@@ -184,7 +184,9 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F, kSplitReturns>> {
   }
   /// For streaming generators: the most values the generator may have yielded that the
   /// caller has not taken with Next() yet; past that its Yield waits (Ray's
-  /// _generator_backpressure_num_objects). Default -1: no limit. 0 is an Error.
+  /// _generator_backpressure_num_objects). Default 64 (kDefaultGeneratorBackpressure); -1:
+  /// no limit (Ray's default; a producer faster than its caller then grows memory without
+  /// bound). 0 is an Error.
   TaskCaller& SetGeneratorBackpressure(int64_t num_objects) {
     static_assert(Traits::kGenerator,
                   "prism: SetGeneratorBackpressure is for streaming generators (functions whose "

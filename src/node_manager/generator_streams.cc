@@ -88,10 +88,10 @@ void GeneratorProducers::OnAck(const GeneratorAck& ack) {
 
 // ---- Consumer side ----------------------------------------------------------------------
 
-void GeneratorStreams::Register(TaskId task, bool acks) {
+void GeneratorStreams::Register(TaskId task, uint64_t backpressure) {
   std::lock_guard<std::mutex> lock(mu_);
   Stream& s = streams_[task];
-  s.acks = acks;
+  s.report_every = backpressure == 0 ? 0 : std::max<uint64_t>(1, backpressure / 4);
 }
 
 void GeneratorStreams::OnReport(GeneratorReport&& r) {
@@ -108,8 +108,9 @@ void GeneratorStreams::OnReport(GeneratorReport&& r) {
     return;
   }
   // The head counts this rank as a holder already: the stream holds that ref until Next
-  // hands it out. A small value is stored now, so that Get finds it here.
-  refs_.AdoptHeld(r.item);
+  // hands it to the ReferenceCounter (not here: on rank 0 this may run inside a call that
+  // holds the counter's lock while it talks to the head). A small value is stored now, so
+  // that Get finds it here.
   if (r.inline_value) {
     ObjectReady ready;
     ready.id = r.item;
@@ -129,7 +130,7 @@ void GeneratorStreams::OnReport(GeneratorReport&& r) {
   if (taken) {
     cv_.notify_all();
   } else {
-    refs_.Remove(r.item, false);  // its generator was dropped: the value goes
+    to_head_(RefUpdate{{}, {r.item}});  // its generator was dropped: the value goes
   }
 }
 
@@ -160,9 +161,11 @@ ObjectId GeneratorStreams::Next(TaskId task, int64_t timeout_ms) {
       ObjectId id = s.ready.front();
       s.ready.pop_front();
       ++s.consumed;
-      const bool ack = s.acks && !s.ended;
+      const bool ack = s.report_every > 0 && !s.ended && s.consumed - s.reported >= s.report_every;
+      if (ack) s.reported = s.consumed;
       const uint64_t consumed = s.consumed;
       lock.unlock();
+      refs_.AdoptHeld(id);  // the caller's ObjectRef adopts the stream's ref
       // Never under the lock: on rank 0 the head may answer on this thread.
       if (ack) to_head_(GeneratorConsumed{task, consumed, false});
       return id;
@@ -173,6 +176,15 @@ ObjectId GeneratorStreams::Next(TaskId task, int64_t timeout_ms) {
       ErrorInfo error = std::move(s.error);
       lock.unlock();
       ThrowStored(store_, task, error);
+    }
+    if (s.report_every > 0 && s.consumed > s.reported) {
+      // About to wait: the producer may be waiting for word of these.
+      s.reported = s.consumed;
+      const uint64_t consumed = s.consumed;
+      lock.unlock();
+      to_head_(GeneratorConsumed{task, consumed, false});
+      lock.lock();
+      continue;
     }
     if (deadline && Clock::now() >= *deadline) {
       throw TimeoutError("prism: ObjectRefGenerator::Next timed out after " +
@@ -205,7 +217,8 @@ void GeneratorStreams::Drop(TaskId task) {
   }
   cv_.notify_all();
   if (!s.ended) to_head_(GeneratorConsumed{task, s.consumed, true});
-  for (ObjectId id : s.ready) refs_.Remove(id, false);
+  // The refs the stream held (never in the ReferenceCounter): the values not taken go.
+  if (!s.ready.empty()) to_head_(RefUpdate{{}, {s.ready.begin(), s.ready.end()}});
 }
 
 size_t GeneratorStreams::Size() {

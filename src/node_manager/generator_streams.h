@@ -74,9 +74,11 @@ class GeneratorStreams {
       : to_head_(std::move(to_head)), refs_(refs), puller_(puller), store_(store),
         block_(std::move(block)), unblock_(std::move(unblock)) {}
 
-  /// A generator task submitted here; `acks`: it has a backpressure limit, so each value
-  /// taken is reported to the head. Call before its SubmitTask goes out.
-  void Register(TaskId task, bool acks);
+  /// A generator task submitted here, with its backpressure limit (0: none). With a limit,
+  /// the values taken are reported to the head: every limit/4 of them, and whenever Next
+  /// is about to wait (so a producer waiting at its limit always hears of them). Call
+  /// before its SubmitTask goes out.
+  void Register(TaskId task, uint64_t backpressure);
   /// A value (in order) or the end, from the head.
   void OnReport(GeneratorReport&& report);
   /// The next value's id (its ref now the caller's), nil at the end; see
@@ -88,9 +90,10 @@ class GeneratorStreams {
 
  private:
   struct Stream {
-    std::deque<ObjectId> ready;  // reported, not yet taken; their refs are held here
+    std::deque<ObjectId> ready;  // reported, not yet taken; the head counts a ref for each
     uint64_t consumed = 0;
-    bool acks = false;
+    uint64_t reported = 0;       // the count the head last heard
+    uint64_t report_every = 0;   // 0: no backpressure, nothing to report
     bool ended = false;
     bool failed = false;         // cleared once the error was thrown
     ErrorInfo error;

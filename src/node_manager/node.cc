@@ -127,7 +127,7 @@ ObjectId Node::Submit(TaskRequest&& request) {
   ObjectId id = spec.id;
   const int num_returns = spec.num_returns;
   // Its values may come back as soon as the head has the task: listen first.
-  if (spec.streaming) streams_.Register(id, spec.generator_backpressure > 0);
+  if (spec.streaming) streams_.Register(id, spec.generator_backpressure);
   refs_.Adopt(id, SubmitTask{std::move(spec)}, num_returns);  // the returned ObjectRefs'
   return id;
 }

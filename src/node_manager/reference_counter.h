@@ -24,7 +24,7 @@ class ReferenceCounter {
   /// With `count` > 1 (SetNumReturns), the refs of ids ReturnId(id, 0..count-1).
   void Adopt(ObjectId id, Message&& announce, int count = 1);
   /// A ref the head already counts for this rank: a streaming generator's value, reported
-  /// to this rank as its consumer. No message.
+  /// to this rank as its consumer, now handed to an ObjectRef. No message.
   void AdoptHeld(ObjectId id);
   void Add(ObjectId id);
   /// Drops one ref. With `defer`, the release waits for FlushDeferred on this thread: a

@@ -233,9 +233,15 @@ inline void DroppingTheGeneratorStopsTheProducerAndFreesItsValues() {
       EXPECT_EQ(ref->Get()->size(), 1u << 20);
     }
   }
-  // Without backpressure: the producer runs until it hears the consumer is gone.
+  // The default limit: the producer runs until it hears the consumer is gone.
   for (int round = 0; round < 4; ++round) {
     auto gen = prism::Task(GenEndless).SetResource(OnLast(), 0.01).Remote(512);
+    ASSERT_TRUE(gen.Next(30000).has_value());
+  }
+  // No limit (a finite generator: an endless one would outrun any consumer): the rest of
+  // its values, taken or in flight, go with the generator.
+  {
+    auto gen = prism::Task(GenInts).SetGeneratorBackpressure(-1).SetResource(OnLast(), 0.01).Remote(5000);
     ASSERT_TRUE(gen.Next(30000).has_value());
   }
   // Before it ever ran: moved from, then dropped.

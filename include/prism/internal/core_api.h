@@ -21,6 +21,11 @@ struct TaskArg {
   Buffer value;
 };
 
+/// A streaming generator's default backpressure limit (values yielded but not yet taken):
+/// without any limit, a producer faster than its consumer grows memory without bound (its
+/// values pile up, and the head handles a flood of them).
+inline constexpr uint64_t kDefaultGeneratorBackpressure = 64;
+
 /// Everything the template side knows about a task being submitted.
 struct TaskRequest {
   enum class Kind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
@@ -40,7 +45,7 @@ struct TaskRequest {
   int bundle_index = -1;
   int num_returns = 1;               // SetNumReturns: n objects, ids ReturnId(id, 0..n-1)
   bool streaming = false;            // a streaming generator (StreamWriter<T>& parameter)
-  uint64_t generator_backpressure = 0;  // streaming: most unconsumed values; 0 = no limit
+  uint64_t generator_backpressure = kDefaultGeneratorBackpressure;  // streaming; 0 = no limit
 };
 
 /// Where a running streaming generator's values go (node_manager/generator_streams.cc).
