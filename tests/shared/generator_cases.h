@@ -225,13 +225,14 @@ inline void DroppingTheGeneratorStopsTheProducerAndFreesItsValues() {
   // Each round leaves a producer blocked with values not taken. A producer that went on
   // would keep a CPU of the last rank forever (2 per rank: the third round would never
   // start, and Next would time out); values that were not freed fill the store.
-  for (int round = 0; round < 8; ++round) {
+  for (int round = 0; round < 12; ++round) {
     auto gen = prism::Task(GenEndless).SetGeneratorBackpressure(4).SetResource(OnLast(), 0.01).Remote(1 << 20);
     for (int i = 0; i < 2; ++i) {
       auto ref = gen.Next(30000);
       ASSERT_TRUE(ref.has_value());
       EXPECT_EQ(ref->Get()->size(), 1u << 20);
     }
+    std::this_thread::sleep_for(50ms);  // the producer fills its window: 4 values not taken
   }
   // The default limit: the producer runs until it hears the consumer is gone.
   for (int round = 0; round < 4; ++round) {
