@@ -34,12 +34,24 @@ struct MethodTraits<R (C::*)(Args...)> {
   using Return = R;
   using Params = std::tuple<std::decay_t<Args>...>;
   static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kGenerator = false;
+  using Yielded = void;
+};
+/// A streaming generator method: its StreamWriter is not an argument the caller passes.
+template <typename C, typename T, typename... Args>
+struct MethodTraits<void (C::*)(StreamWriter<T>&, Args...)> {
+  using Class = C;
+  using Return = void;
+  using Params = std::tuple<std::decay_t<Args>...>;
+  static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kGenerator = true;
+  using Yielded = T;
 };
 template <typename C, typename R, typename... Args>
 struct MethodTraits<R (C::*)(Args...) const> : MethodTraits<R (C::*)(Args...)> {};
 }  // namespace internal
 
-template <typename M>
+template <typename M, bool kSplitReturns = false>
 class ActorTaskCaller;
 
 /// Handle to an actor. Cheap copyable value; pass it to tasks and other actors. Thread-safe.
@@ -73,8 +85,9 @@ class ActorHandle {
   ObjectRef<void> creation_;  // keeps the actor alive while any handle lives
 };
 
-/// Builder for one actor method call. Not thread-safe; cheap.
-template <typename M>
+/// Builder for one actor method call. Not thread-safe; cheap. kSplitReturns: made by
+/// SetNumReturns.
+template <typename M, bool kSplitReturns>
 class ActorTaskCaller {
  public:
   using Traits = internal::MethodTraits<M>;
@@ -86,7 +99,10 @@ class ActorTaskCaller {
                                                                       "actor method");
     request_.resources["CPU"] = 0;  // methods run on the actor's own threads
     request_.max_retries = 0;
+    request_.streaming = Traits::kGenerator;
   }
+  /// The same options (SetNumReturns's result).
+  explicit ActorTaskCaller(const internal::TaskRequest& request) : request_(request) {}
   ActorTaskCaller& SetName(std::string name) {
     request_.name = std::move(name);
     return *this;
@@ -107,15 +123,34 @@ class ActorTaskCaller {
     request_.resources[name] = amount;
     return *this;
   }
+  /// As TaskCaller::SetNumReturns: one ref per element of the returned tuple or pair.
+  ActorTaskCaller<M, true> SetNumReturns(int n) const {
+    static_assert(internal::TupleLike<ReturnType>::value,
+                  "prism: SetNumReturns(n) needs a method returning a std::tuple or std::pair "
+                  "of n values");
+    internal::CheckNumReturns(request_.function, n, static_cast<int>(std::tuple_size_v<ReturnType>));
+    internal::TaskRequest request = request_;
+    request.num_returns = n;
+    return ActorTaskCaller<M, true>(request);
+  }
+  /// As TaskCaller::SetGeneratorBackpressure, for a streaming generator method.
+  ActorTaskCaller& SetGeneratorBackpressure(int64_t num_objects) {
+    static_assert(Traits::kGenerator,
+                  "prism: SetGeneratorBackpressure is for streaming generators (methods whose "
+                  "first parameter is a prism::StreamWriter<T>&)");
+    request_.generator_backpressure = internal::GeneratorBackpressure(num_objects);
+    return *this;
+  }
   /// Submits the call. Arguments as for tasks. A call on a dead actor fails (Get throws
-  /// ActorError).
+  /// ActorError). Returns what TaskCaller::Remote would: a ref, a tuple of refs after
+  /// SetNumReturns, or an ObjectRefGenerator for a streaming generator method.
   template <typename... Args>
-  ObjectRef<ReturnType> Remote(Args&&... args) {
+  auto Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "prism: Remote() got a different number of arguments than the method takes");
     ObjectId id = internal::SubmitRequest<typename Traits::Params>(
         request_, "actor Task(...).Remote", std::forward<Args>(args)...);
-    return ObjectRef<ReturnType>(id, internal::ObjectRefBase::Adopt{});
+    return internal::RemoteResult<Traits, kSplitReturns>(id);
   }
 
  private:

@@ -22,6 +22,7 @@
 #include "prism/array_view.h"
 #include "prism/config.h"
 #include "prism/errors.h"
+#include "prism/generator.h"
 #include "prism/kv.h"
 #include "prism/object_ref.h"
 #include "prism/placement_group.h"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "prism/errors.h"
+#include "prism/generator.h"
 #include "prism/internal/buffer.h"
 #include "prism/internal/core_api.h"
 #include "prism/serialization.h"
@@ -32,6 +33,15 @@ using Factory = std::function<void*(const std::vector<ByteView>& args)>;
 /// Runs a member function on an actor instance.
 using MethodInvoker =
     std::function<void(void* self, const std::vector<ByteView>& args, Buffer& result)>;
+/// Runs a function (self == nullptr) or method returning a tuple or pair, serializing each
+/// element on its own with the ObjectRefs nested in it (SetNumReturns).
+using PartsInvoker = std::function<void(void* self, const std::vector<ByteView>& args,
+                                        std::vector<Buffer>& parts,
+                                        std::vector<std::vector<ObjectId>>& contained)>;
+/// Runs a streaming generator function (self == nullptr) or method, its values going to
+/// `sink`.
+using GeneratorInvoker =
+    std::function<void(void* self, const std::vector<ByteView>& args, GeneratorSink& sink)>;
 
 struct RemoteFunction {
   std::string name;
@@ -40,7 +50,33 @@ struct RemoteFunction {
   Factory create;         // actor factories (functions returning T*)
   MethodInvoker method;   // &Class::Method
   std::function<void(void*)> destroy;  // deletes what `create` made
+  PartsInvoker invoke_parts;  // functions and methods returning a tuple or pair
+  size_t num_parts = 0;       // its size
+  GeneratorInvoker generate;  // streaming generators (first parameter StreamWriter<T>&)
 };
+
+template <typename T>
+struct TupleLike : std::false_type {};
+template <typename... Ts>
+struct TupleLike<std::tuple<Ts...>> : std::true_type {};
+template <typename A, typename B>
+struct TupleLike<std::pair<A, B>> : std::true_type {};
+
+/// Serializes each element of a tuple or pair on its own, collecting the refs nested in each.
+template <typename R>
+void SerializeParts(const R& value, std::vector<Buffer>& parts,
+                    std::vector<std::vector<ObjectId>>& contained) {
+  std::apply(
+      [&](const auto&... element) {
+        auto one = [&](const auto& e) {
+          ContainedRefScope scope;
+          parts.push_back(Serialize(e));
+          contained.push_back(scope.Take());
+        };
+        (one(element), ...);
+      },
+      value);
+}
 
 /// Process-wide table of remote functions: name -> function, and function pointer -> name.
 /// Written only during static initialisation; read-only afterwards, hence lock-free reads.
@@ -98,6 +134,14 @@ void InvokeFree(R (*f)(Args...), const std::vector<ByteView>& args, Buffer& out,
   }
 }
 
+template <typename R, typename... Args, size_t... I>
+void InvokeFreeParts(R (*f)(Args...), const std::vector<ByteView>& args, std::vector<Buffer>& parts,
+                     std::vector<std::vector<ObjectId>>& contained, std::index_sequence<I...>) {
+  std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+  DeferRefReleases defer;  // covers the destruction of the returned values
+  SerializeParts(std::apply(f, std::move(values)), parts, contained);
+}
+
 template <typename C, typename R, typename... Args, typename Call, size_t... I>
 void InvokeMethod(const Call& call, C* self, const std::vector<ByteView>& args, Buffer& out,
                   std::index_sequence<I...>) {
@@ -113,6 +157,9 @@ void InvokeMethod(const Call& call, C* self, const std::vector<ByteView>& args, 
 
 template <typename R, typename... Args>
 RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
+  static_assert(!(IsStreamWriter<std::decay_t<Args>>::value || ...),
+                "prism: a streaming generator takes its prism::StreamWriter<T>& as the first "
+                "parameter and returns void");
   RemoteFunction fn;
   fn.name = name;
   fn.num_args = sizeof...(Args);
@@ -135,7 +182,36 @@ RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
       CheckArity(name, sizeof...(Args), args.size());
       InvokeFree(f, args, out, std::index_sequence_for<Args...>{});
     };
+    if constexpr (TupleLike<R>::value) {
+      fn.num_parts = std::tuple_size_v<R>;
+      fn.invoke_parts = [f, name](void*, const std::vector<ByteView>& args, std::vector<Buffer>& parts,
+                                  std::vector<std::vector<ObjectId>>& contained) {
+        CheckArity(name, sizeof...(Args), args.size());
+        InvokeFreeParts(f, args, parts, contained, std::index_sequence_for<Args...>{});
+      };
+    }
   }
+  return fn;
+}
+
+/// A streaming generator function: void f(StreamWriter<T>&, Args...).
+template <typename T, typename... Args>
+RemoteFunction MakeRemote(const std::string& name, void (*f)(StreamWriter<T>&, Args...)) {
+  static_assert(kIsSerializable<std::decay_t<T>>,
+                "prism: the values a streaming generator yields must be serializable: make them trivially copyable or give them a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
+  static_assert((kIsSerializable<std::decay_t<Args>> && ...),
+                "prism: every parameter type of a remote function must be serializable: make it trivially copyable or give it a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
+  RemoteFunction fn;
+  fn.name = name;
+  fn.num_args = sizeof...(Args);
+  fn.generate = [f, name](void*, const std::vector<ByteView>& args, GeneratorSink& sink) {
+    CheckArity(name, sizeof...(Args), args.size());
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+      StreamWriter<T> writer(sink);
+      std::apply([&](auto&&... a) { f(writer, std::move(a)...); }, std::move(values));
+    }(std::index_sequence_for<Args...>{});
+  };
   return fn;
 }
 
@@ -153,7 +229,48 @@ RemoteFunction MakeMethod(const std::string& name, Call call) {
     InvokeMethod<C, R, Args...>(call, static_cast<C*>(self), args, out,
                                 std::index_sequence_for<Args...>{});
   };
+  if constexpr (TupleLike<R>::value) {
+    fn.num_parts = std::tuple_size_v<R>;
+    fn.invoke_parts = [call, name](void* self, const std::vector<ByteView>& args, std::vector<Buffer>& parts,
+                                   std::vector<std::vector<ObjectId>>& contained) {
+      CheckArity(name, sizeof...(Args), args.size());
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+        auto bound = [&](auto&&... a) -> R { return call(static_cast<C*>(self), std::move(a)...); };
+        DeferRefReleases defer;
+        SerializeParts(std::apply(bound, std::move(values)), parts, contained);
+      }(std::index_sequence_for<Args...>{});
+    };
+  }
   return fn;
+}
+
+/// A streaming generator method: void C::M(StreamWriter<T>&, Args...).
+template <typename C, typename T, typename... Args, typename Call>
+RemoteFunction MakeGeneratorMethod(const std::string& name, Call call) {
+  static_assert(kIsSerializable<std::decay_t<T>>,
+                "prism: the values a streaming generator yields must be serializable: make them trivially copyable or give them a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
+  static_assert((kIsSerializable<std::decay_t<Args>> && ...),
+                "prism: every parameter type of an actor method must be serializable: make it trivially copyable or give it a member `template <class Archive> void serialize(Archive& ar, unsigned) { ar & field1 & field2; }`");
+  RemoteFunction fn;
+  fn.name = name;
+  fn.num_args = sizeof...(Args);
+  fn.generate = [call, name](void* self, const std::vector<ByteView>& args, GeneratorSink& sink) {
+    CheckArity(name, sizeof...(Args), args.size());
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
+      StreamWriter<T> writer(sink);
+      std::apply([&](auto&&... a) { call(static_cast<C*>(self), writer, std::move(a)...); },
+                 std::move(values));
+    }(std::index_sequence_for<Args...>{});
+  };
+  return fn;
+}
+
+template <typename C, typename T, typename... Args>
+RemoteFunction MakeRemote(const std::string& name, void (C::*m)(StreamWriter<T>&, Args...)) {
+  return MakeGeneratorMethod<C, T, Args...>(
+      name, [m](C* self, StreamWriter<T>& w, auto&&... a) { (self->*m)(w, std::forward<decltype(a)>(a)...); });
 }
 
 template <typename C, typename R, typename... Args>

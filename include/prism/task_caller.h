@@ -1,11 +1,16 @@
 #pragma once
 // prism::Task(f).SetName("x").SetResource("CPU", 2).Remote(args...) -> ObjectRef<R>
+// prism::Task(g).SetNumReturns(2).Remote(args...) -> std::tuple<ObjectRef<A>, ObjectRef<B>>
+//   (g returns std::tuple<A, B>; a std::pair<A, B> gives a std::pair of refs)
+// prism::Task(gen).SetGeneratorBackpressure(8).Remote(args...) -> ObjectRefGenerator<T>
+//   (gen is void(prism::StreamWriter<T>&, Args...): a streaming generator)
 
 #include <map>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "prism/generator.h"
 #include "prism/internal/call_options.h"
 #include "prism/object_ref.h"
 #include "prism/placement_group.h"
@@ -22,7 +27,73 @@ struct FunctionTraits<R (*)(Args...)> {
   using Return = R;
   using Params = std::tuple<std::decay_t<Args>...>;
   static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kGenerator = false;
+  using Yielded = void;
 };
+/// A streaming generator: its StreamWriter is not an argument the caller passes.
+template <typename T, typename... Args>
+struct FunctionTraits<void (*)(StreamWriter<T>&, Args...)> {
+  using Return = void;
+  using Params = std::tuple<std::decay_t<Args>...>;
+  static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kGenerator = true;
+  using Yielded = T;
+};
+
+/// The refs of a call whose tuple or pair of return values are objects of their own.
+template <typename R>
+struct ReturnParts;
+template <typename... Ts>
+struct ReturnParts<std::tuple<Ts...>> {
+  static constexpr int kCount = sizeof...(Ts);
+  using Refs = std::tuple<ObjectRef<Ts>...>;
+  static Refs Make(ObjectId task) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return Refs(ObjectRef<Ts>(ReturnId(task, static_cast<int>(I)), ObjectRefBase::Adopt{})...);
+    }(std::index_sequence_for<Ts...>{});
+  }
+};
+template <typename A, typename B>
+struct ReturnParts<std::pair<A, B>> {
+  static constexpr int kCount = 2;
+  using Refs = std::pair<ObjectRef<A>, ObjectRef<B>>;
+  static Refs Make(ObjectId task) {
+    return Refs(ObjectRef<A>(ReturnId(task, 0), ObjectRefBase::Adopt{}),
+                ObjectRef<B>(ReturnId(task, 1), ObjectRefBase::Adopt{}));
+  }
+};
+
+/// Checks SetNumReturns(n) against the tuple size the function returns.
+inline void CheckNumReturns(const std::string& function, int n, int tuple_size) {
+  if (n != tuple_size) {
+    throw Error("prism: SetNumReturns(" + std::to_string(n) + ") on " + function +
+                ", which returns " + std::to_string(tuple_size) +
+                " values: n must be the size of the returned std::tuple or std::pair (without "
+                "SetNumReturns the whole tuple is one object)");
+  }
+}
+
+/// Checks SetGeneratorBackpressure(n) and returns the limit the task carries (0: none).
+inline uint64_t GeneratorBackpressure(int64_t n) {
+  if (n == 0) {
+    throw Error("prism: SetGeneratorBackpressure(0) would never let the generator yield: give "
+                "the most values it may run ahead of the caller (>= 1), or -1 for no limit");
+  }
+  return n < 0 ? 0 : static_cast<uint64_t>(n);
+}
+
+/// What Remote returns: the generator of a streaming generator, the refs of each value of
+/// a split tuple, else the ref of the one result. Adopts the local references Submit made.
+template <typename Traits, bool kSplit>
+auto RemoteResult(ObjectId id) {
+  if constexpr (Traits::kGenerator) {
+    return ObjectRefGenerator<typename Traits::Yielded>(id, ObjectRefBase::Adopt{});
+  } else if constexpr (kSplit) {
+    return ReturnParts<typename Traits::Return>::Make(id);
+  } else {
+    return ObjectRef<typename Traits::Return>(id, ObjectRefBase::Adopt{});
+  }
+}
 
 template <typename T>
 struct RefValue {
@@ -82,9 +153,9 @@ ObjectId SubmitRequest(const TaskRequest& options, const char* what, Args&&... a
 
 /// Builder for remote calls of a registered function. Options chain; Remote submits, and
 /// can be called again for more calls with the same options. Not thread-safe; cheap to
-/// build.
-template <typename F>
-class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
+/// build. kSplitReturns: made by SetNumReturns, Remote returns one ref per tuple element.
+template <typename F, bool kSplitReturns = false>
+class TaskCaller : public internal::CallOptions<TaskCaller<F, kSplitReturns>> {
  public:
   using Traits = internal::FunctionTraits<F>;
   using ReturnType = typename Traits::Return;
@@ -92,6 +163,36 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
   explicit TaskCaller(F f) {
     request_.function =
         internal::FunctionRegistry::Instance().NameOf(internal::FunctionKey(f), "Task");
+    request_.streaming = Traits::kGenerator;
+  }
+  /// The same options (SetNumReturns's result).
+  explicit TaskCaller(const internal::TaskRequest& request) { request_ = request; }
+
+  /// Makes each element of the returned std::tuple (or std::pair) an object of its own
+  /// (Ray's num_returns): Remote then returns a std::tuple (std::pair) of ObjectRefs, each
+  /// with its own lifetime. n must equal the tuple's size (Error otherwise); it is checked
+  /// here so that the count is written where the call is. A failed task fails every ref
+  /// with the same error; retries keep the refs.
+  TaskCaller<F, true> SetNumReturns(int n) const {
+    static_assert(internal::TupleLike<ReturnType>::value,
+                  "prism: SetNumReturns(n) needs a function returning a std::tuple or std::pair "
+                  "of n values");
+    internal::CheckNumReturns(request_.function, n, static_cast<int>(std::tuple_size_v<ReturnType>));
+    internal::TaskRequest request = request_;
+    request.num_returns = n;
+    return TaskCaller<F, true>(request);
+  }
+  /// For streaming generators: the most values the generator may have yielded that the
+  /// caller has not taken with Next() yet; past that its Yield waits (Ray's
+  /// _generator_backpressure_num_objects). Default 64 (kDefaultGeneratorBackpressure); -1:
+  /// no limit (Ray's default; a producer faster than its caller then grows memory without
+  /// bound). 0 is an Error.
+  TaskCaller& SetGeneratorBackpressure(int64_t num_objects) {
+    static_assert(Traits::kGenerator,
+                  "prism: SetGeneratorBackpressure is for streaming generators (functions whose "
+                  "first parameter is a prism::StreamWriter<T>&)");
+    request_.generator_backpressure = internal::GeneratorBackpressure(num_objects);
+    return *this;
   }
 
   /// Retries after a system failure; with SetRetryExceptions(true) also after an exception.
@@ -117,20 +218,22 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F>> {
     return *this;
   }
   /// Submits the task. Arguments are values (copied now) or ObjectRefs (the task runs once
-  /// they are ready and receives their values). Throws ResourceError if no rank can ever run
-  /// it, RuntimeError if Prism is not initialized.
+  /// they are ready and receives their values); a streaming generator's StreamWriter is
+  /// not one of them. Returns ObjectRef<R>; after SetNumReturns a tuple (pair) of refs; for
+  /// a streaming generator an ObjectRefGenerator<T>. Throws ResourceError if no rank can
+  /// ever run it, RuntimeError if Prism is not initialized.
   template <typename... Args>
-  ObjectRef<ReturnType> Remote(Args&&... args) {
+  auto Remote(Args&&... args) {
     static_assert(sizeof...(Args) == Traits::kArity,
                   "prism: Remote() got a different number of arguments than the function "
                   "takes");
     ObjectId id = internal::SubmitRequest<typename Traits::Params>(request_, "Task(...).Remote",
                                                                    std::forward<Args>(args)...);
-    return ObjectRef<ReturnType>(id, internal::ObjectRefBase::Adopt{});
+    return internal::RemoteResult<Traits, kSplitReturns>(id);
   }
 
  private:
-  using internal::CallOptions<TaskCaller<F>>::request_;
+  using internal::CallOptions<TaskCaller<F, kSplitReturns>>::request_;
 };
 
 /// Starts building a remote call of a function registered with PRISM_REMOTE. Throws

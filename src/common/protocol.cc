@@ -34,7 +34,8 @@ bool IsForHead(const Message& m) {
          std::holds_alternative<AddLocation>(m) || std::holds_alternative<Heartbeat>(m) ||
          std::holds_alternative<ActorDied>(m) || std::holds_alternative<HeadCall>(m) ||
          std::holds_alternative<KillActorRequest>(m) || std::holds_alternative<Publish>(m) ||
-         std::holds_alternative<CancelTask>(m);
+         std::holds_alternative<CancelTask>(m) ||
+         std::holds_alternative<GeneratorItem>(m) || std::holds_alternative<GeneratorConsumed>(m);
 }
 
 const char* KindName(const Message& m) {
@@ -43,7 +44,8 @@ const char* KindName(const Message& m) {
       "RefUpdate",  "Subscribe",    "ObjectReady",  "FetchRequest", "FetchReply",
       "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
       "KillActor",  "ActorDied",    "HeadCall",    "HeadReply",   "Publish",
-      "Deliver",    "CancelTask",   "CancelDispatched", "PlacementGroupChanged"};
+      "Deliver",    "CancelTask",   "CancelDispatched", "PlacementGroupChanged",
+      "GeneratorItem", "GeneratorReport", "GeneratorConsumed", "GeneratorAck"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

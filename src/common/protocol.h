@@ -5,10 +5,20 @@
 //
 // Who sends what (W = any rank's node manager, H = the head on rank 0):
 //   W->H  SubmitTask, TaskDone, TaskBlocked, PutObject, RefUpdate, Subscribe, AddLocation,
-//         Heartbeat, KillActorRequest, ActorDied, HeadCall, Publish, CancelTask
+//         Heartbeat, KillActorRequest, ActorDied, HeadCall, Publish, CancelTask,
+//         GeneratorItem, GeneratorConsumed
 //   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply, Deliver,
-//         CancelDispatched, PlacementGroupChanged
+//         CancelDispatched, PlacementGroupChanged, GeneratorReport, GeneratorAck
 //   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
+//
+// A streaming generator (TaskSpec::streaming), step by step: the producer sends each
+// yielded value as a GeneratorItem (its index in the stream; large values stay in its
+// store); the head makes it an object held by the consumer (the submitter) and sends it on
+// as a GeneratorReport, in order; the task's end (TaskDone) becomes a last GeneratorReport
+// with `end` and the error if it failed. With backpressure, the consumer reports each
+// value it takes (GeneratorConsumed) and the head passes the count to the producer
+// (GeneratorAck) when it may be waiting; a dropped generator is a GeneratorConsumed with
+// `dropped`, and the producer hears `stop`.
 
 #include <cstdint>
 #include <memory>
@@ -31,6 +41,12 @@ struct DispatchTask {
   std::shared_ptr<const TaskSpec> spec;  // shared with the head's task table: no copy
   std::vector<ArgLocation> refs;  // one per by-reference arg, in order
 };
+/// Return 1..n-1 of a task with SetNumReturns(n) (return 0 is TaskDone's own fields).
+struct ReturnValue {
+  Payload inline_value;  // if small; large ones stay on the executing rank
+  uint64_t size = 0;
+  std::vector<ObjectId> contained;
+};
 struct TaskDone {
   TaskId id;
   int attempt = 0;
@@ -40,6 +56,7 @@ struct TaskDone {
   std::vector<ObjectId> contained;
   ErrorInfo error;
   uint64_t exec_ns = 0;
+  std::vector<ReturnValue> more_returns;  // num_returns > 1: returns 1..n-1, when ok
 };
 struct TaskBlocked {
   TaskId id;
@@ -146,6 +163,43 @@ struct PlacementGroupChanged {
   std::string group;
   uint8_t status = 0;
 };
+/// Producer's node -> head: value `index` (0, 1, ...) a streaming generator yielded in
+/// attempt `attempt`, as object `item` (minted by the producer).
+struct GeneratorItem {
+  TaskId task;
+  int attempt = 0;
+  uint64_t index = 0;
+  ObjectId item;
+  Payload inline_value;  // if small; large values stay in the producer's store
+  uint64_t size = 0;
+  std::vector<ObjectId> contained;
+};
+/// Head -> the consumer (the generator task's submitter): the next value, in order (its
+/// ref is counted for the consumer already), or with `end` the stream's end after `index`
+/// values, and the error if the task failed.
+struct GeneratorReport {
+  TaskId task;
+  uint64_t index = 0;
+  ObjectId item;
+  Payload inline_value;
+  uint64_t size = 0;
+  bool end = false;
+  bool failed = false;
+  ErrorInfo error;
+};
+/// Consumer's node -> head: how many values it took so far (with backpressure), or that
+/// its ObjectRefGenerator is gone (`dropped`).
+struct GeneratorConsumed {
+  TaskId task;
+  uint64_t consumed = 0;
+  bool dropped = false;
+};
+/// Head -> the producer's node: the consumer took `consumed` values; `stop`: it is gone.
+struct GeneratorAck {
+  TaskId task;
+  uint64_t consumed = 0;
+  bool stop = false;
+};
 struct Heartbeat {};
 struct Stop {
   int exit_code = 0;
@@ -156,7 +210,8 @@ using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, Pu
                              RefUpdate, Subscribe, ObjectReady, FetchRequest, FetchReply,
                              FreeObjects, AddLocation, Heartbeat, Stop, KillActorRequest,
                              KillActor, ActorDied, HeadCall, HeadReply, Publish, Deliver,
-                             CancelTask, CancelDispatched, PlacementGroupChanged>;
+                             CancelTask, CancelDispatched, PlacementGroupChanged,
+                             GeneratorItem, GeneratorReport, GeneratorConsumed, GeneratorAck>;
 
 /// True for kinds the head handles; the rest go to the node manager.
 bool IsForHead(const Message& m);

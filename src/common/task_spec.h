@@ -46,6 +46,9 @@ struct TaskSpec {
   SchedulingStrategy strategy;  // where it may run (DEFAULT, SPREAD, node affinity)
   std::string actor_namespace;  // creation of a named actor: its namespace (never "")
   int max_task_retries = 0;     // creation: resends of calls failed by a restart; -1: no limit
+  int num_returns = 1;          // its objects: ReturnId(id, 0..num_returns-1)
+  bool streaming = false;       // a streaming generator: values reported as they are yielded
+  uint64_t generator_backpressure = 0;  // streaming: most unconsumed values, 0 = no limit
 };
 
 /// A by-reference argument as the head knows it at dispatch time: small objects travel

@@ -122,6 +122,10 @@ void Head::HandleLocked(int from, Message&& msg) {
                                     m.channel + "\" was dropped: no rank has it open",
                                 ObjectId(), from);
           }
+        } else if constexpr (std::is_same_v<T, GeneratorItem>) {
+          tasks_.OnGeneratorItem(from, std::move(m));
+        } else if constexpr (std::is_same_v<T, GeneratorConsumed>) {
+          tasks_.OnGeneratorConsumed(from, m);
         } else if constexpr (std::is_same_v<T, Heartbeat>) {
           // Liveness is tracked by the transport; nothing to do here.
         } else {

@@ -19,6 +19,16 @@ void ObjectManager::OnPut(int from, PutObject&& put) {
   objects_.SetContained(put.id, std::move(put.contained));
 }
 
+void ObjectManager::AddStreamValue(ObjectId id, int consumer, int producer, const Payload& inline_value,
+                                   uint64_t size, std::vector<ObjectId> contained) {
+  ObjectEntry& e = objects_.Create(id, consumer, /*producer_pending=*/false);
+  e.state = ObjectEntry::State::kReady;
+  e.size = size;
+  e.inline_value = inline_value;
+  e.locations.push_back(inline_value ? consumer : producer);
+  objects_.SetContained(id, std::move(contained));
+}
+
 void ObjectManager::OnRefUpdate(int from, const RefUpdate& m) {
   for (ObjectId id : m.add) objects_.AddHolder(id, from);
   std::vector<FreedObject> freed;

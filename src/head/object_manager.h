@@ -36,6 +36,11 @@ class ObjectManager {
 
   /// A submitted task's return object, held by its submitter until the task ends.
   void CreateResult(ObjectId id, int submitter) { objects_.Create(id, submitter, true); }
+  /// A value a streaming generator yielded on `producer`: a ready object held by
+  /// `consumer` (its stream keeps the ref until Next hands it out). A small value travels
+  /// to the consumer in its report, which keeps a copy; a large one stays on the producer.
+  void AddStreamValue(ObjectId id, int consumer, int producer, const Payload& inline_value,
+                      uint64_t size, std::vector<ObjectId> contained);
   ObjectEntry* Find(ObjectId id) { return objects_.Find(id); }
   /// What a dispatched task learns of a by-reference argument: the inline value of a
   /// small, ready object.

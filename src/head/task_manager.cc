@@ -28,7 +28,8 @@ std::string TaskManager::ClassKey(const TaskSpec& spec) {
 
 void TaskManager::OnSubmit(int from, TaskSpec&& spec) {
   TaskId id = spec.id;
-  objects_.CreateResult(id, from);
+  for (int i = 0; i < spec.num_returns; ++i) objects_.CreateResult(ReturnId(id, i), from);
+  if (spec.streaming) generators_.emplace(id, Generator{});
   for (ObjectId c : spec.contained) objects_.AddTaskUse(c);
   Task& task = tasks_[id];
   task.spec = std::make_shared<TaskSpec>(std::move(spec));
@@ -201,6 +202,20 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   if (release) groups_.Release(task.holding(), held);
   task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
+  auto generator = generators_.find(done.id);
+  if (generator != generators_.end() && done.ok && !generator->second.dropped &&
+      generator->second.attempt_yielded < generator->second.reported) {
+    // Ray's StreamingGeneratorReplayInconsistentError: the consumer would wait for values
+    // this attempt never yields.
+    done.ok = false;
+    done.error = ErrorInfo::Exception(
+        "prism::Error",
+        "streaming generator " + task.spec->name + " yielded " +
+            std::to_string(generator->second.attempt_yielded) + " values when retried, fewer than the " +
+            std::to_string(generator->second.reported) +
+            " it reported before it failed: a retried generator must yield the same values again",
+        task.spec->name, from);
+  }
   if (!done.ok && task.spec->kind == TaskKind::kActorCall && done.error.kind == ErrorKind::kActorError &&
       actors_.RetryCall(task.spec->actor, task.spec->attempt)) {
     // The actor restarted under this call: send it again, to the new incarnation
@@ -211,6 +226,11 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     task.rank = -1;
     RouteActorCall(task);
   } else if (!done.ok && !task.cancelled && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
+    if (generator != generators_.end()) {
+      // The new attempt replays from its first value: the head drops what was reported.
+      generator->second.attempt_yielded = 0;
+      generator->second.acked = 0;
+    }
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
     ++task.spec->attempt;
     PRISM_LOG_WARN("task " << task.spec->name << " failed on rank " << from << " ("
@@ -239,20 +259,49 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
     if (objects_.Find(id) == nullptr && !done.ok) {
       PRISM_LOG_DEBUG("result of failed task " << spec.name << " dropped: no refs left");
     }
-    for (TaskId dep : objects_.Resolve(id, done, failure, from, spec.submitter)) {
-      auto dit = tasks_.find(dep);
-      if (dit == tasks_.end()) continue;
-      if (failure) {
-        failed_dependents.push_back(dep);
-      } else if (--dit->second.unresolved == 0) {
-        Enqueue(dep);
+    if (auto g = generators_.find(id); g != generators_.end()) {
+      // After every value (they were sent before): the end, with the error if it failed.
+      if (!g->second.dropped) {
+        GeneratorReport end;
+        end.task = id;
+        end.index = g->second.reported;
+        end.end = true;
+        end.failed = failure != nullptr;
+        if (failure) end.error = *failure;
+        send_(spec.submitter, std::move(end));
       }
+      generators_.erase(g);
+    }
+    auto wake = [&](std::vector<TaskId> dependents) {
+      for (TaskId dep : dependents) {
+        auto dit = tasks_.find(dep);
+        if (dit == tasks_.end()) continue;
+        if (failure) {
+          failed_dependents.push_back(dep);
+        } else if (--dit->second.unresolved == 0) {
+          Enqueue(dep);
+        }
+      }
+    };
+    wake(objects_.Resolve(id, done, failure, from, spec.submitter));
+    for (int i = 1; i < spec.num_returns; ++i) {
+      // SetNumReturns: each value is an object of its own; a failure fails them all.
+      TaskDone part;
+      part.ok = done.ok;
+      const size_t extra = static_cast<size_t>(i - 1);
+      if (done.ok && extra < done.more_returns.size()) {
+        ReturnValue& r = done.more_returns[extra];
+        part.inline_value = std::move(r.inline_value);
+        part.size = r.size;
+        part.contained = std::move(r.contained);
+      }
+      wake(objects_.Resolve(ReturnId(id, i), part, failure, from, spec.submitter));
     }
     for (const auto& arg : spec.args) {
       if (arg.is_ref) objects_.RemoveTaskUse(arg.ref, freed);
     }
     for (ObjectId c : spec.contained) objects_.RemoveTaskUse(c, freed);
-    objects_.ProducerDone(id, freed);
+    for (int i = 0; i < spec.num_returns; ++i) objects_.ProducerDone(ReturnId(id, i), freed);
   }
   for (TaskId dep : failed_dependents) Fail(dep, *failure);
   objects_.Free(freed);
@@ -288,6 +337,71 @@ void TaskManager::Fail(TaskId id, const ErrorInfo& error) {
   done.ok = false;
   done.error = error;
   Complete(id, std::move(done), -1);
+}
+
+void TaskManager::OnGeneratorItem(int from, GeneratorItem&& item) {
+  // A value nobody will take: a large one is dropped from the producer's store.
+  auto discard = [&] {
+    if (!item.inline_value) send_(from, FreeObjects{{item.item}});
+  };
+  auto t = tasks_.find(item.task);
+  auto g = generators_.find(item.task);
+  if (t == tasks_.end() || g == generators_.end() || t->second.spec->attempt != item.attempt) {
+    discard();
+    return;
+  }
+  const TaskSpec& spec = *t->second.spec;
+  Generator& gen = g->second;
+  gen.attempt_yielded = std::max(gen.attempt_yielded, item.index + 1);
+  if (gen.dropped) {
+    discard();
+    send_(from, GeneratorAck{item.task, gen.consumed, true});
+    return;
+  }
+  if (item.index == gen.reported) {
+    objects_.AddStreamValue(item.item, spec.submitter, from, item.inline_value, item.size,
+                            std::move(item.contained));
+    GeneratorReport report;
+    report.task = item.task;
+    report.index = item.index;
+    report.item = item.item;
+    report.inline_value = std::move(item.inline_value);
+    report.size = item.size;
+    ++gen.reported;
+    send_(spec.submitter, std::move(report));
+  } else {
+    // A retry replaying a value reported before (Ray's semantics: skip it).
+    if (item.index > gen.reported) {
+      PRISM_LOG_ERROR("generator " << spec.name << " sent value " << item.index << " after "
+                                   << gen.reported << "; dropped");
+    }
+    discard();
+  }
+  AckIfWaiting(item.task, spec, gen, from);
+}
+
+void TaskManager::OnGeneratorConsumed(int /*from*/, const GeneratorConsumed& m) {
+  auto g = generators_.find(m.task);
+  if (g == generators_.end()) return;  // ended meanwhile
+  Generator& gen = g->second;
+  gen.consumed = std::max(gen.consumed, m.consumed);
+  auto t = tasks_.find(m.task);
+  const int rank = t == tasks_.end() ? -1 : t->second.rank;
+  if (m.dropped) {
+    gen.dropped = true;
+    // Not running yet: its first value hears it instead.
+    if (rank >= 0) send_(rank, GeneratorAck{m.task, gen.consumed, true});
+    return;
+  }
+  if (t != tasks_.end()) AckIfWaiting(m.task, *t->second.spec, gen, rank);
+}
+
+void TaskManager::AckIfWaiting(TaskId id, const TaskSpec& spec, Generator& g, int rank) {
+  const uint64_t limit = spec.generator_backpressure;
+  if (limit == 0 || rank < 0 || g.consumed <= g.acked) return;
+  if (g.attempt_yielded < g.acked + limit) return;  // it is not waiting for this
+  g.acked = g.consumed;
+  send_(rank, GeneratorAck{id, g.consumed, false});
 }
 
 void TaskManager::OnTaskBlocked(int from, const TaskBlocked& m) {

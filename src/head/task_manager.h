@@ -39,6 +39,11 @@ class TaskManager {
   /// with TaskCancelled; one sent is told to its rank, and a plain task's result is
   /// TaskCancelled however it ends (no retry). Unknown (finished) tasks: no effect.
   void OnCancel(const CancelTask& m);
+  /// A streaming generator yielded a value: it becomes an object of the consumer's, sent
+  /// on in order; a retry's replay of values reported before is dropped.
+  void OnGeneratorItem(int from, GeneratorItem&& item);
+  /// The consumer took values (backpressure) or dropped its generator.
+  void OnGeneratorConsumed(int from, const GeneratorConsumed& m);
   /// Ends a task that has not completed with `error` (its result object fails with it).
   void Fail(TaskId id, const ErrorInfo& error);
   /// Places pending groups that fit, then dispatches queued tasks that fit, in order.
@@ -72,6 +77,18 @@ class TaskManager {
     Holding holding() const { return {rank, spec->placement_group, bundle}; }
   };
 
+  /// A streaming generator task's stream, as the head sees it.
+  struct Generator {
+    uint64_t reported = 0;         // values sent to the consumer: the stream so far
+    uint64_t attempt_yielded = 0;  // values the current attempt yielded (replays included)
+    uint64_t consumed = 0;         // values the consumer took (with backpressure)
+    uint64_t acked = 0;            // the count the current attempt's producer last heard
+    bool dropped = false;          // the consumer's generator is gone
+  };
+
+  /// Tells the producer on `rank` how many values were taken, if it may be waiting for
+  /// that (it yielded its limit beyond what it heard) and there is news.
+  void AckIfWaiting(TaskId id, const TaskSpec& spec, Generator& g, int rank);
   void RouteActorCall(Task& task);
   void Enqueue(TaskId id);
   /// Places and sends the task; false if it must wait for room.
@@ -91,6 +108,7 @@ class TaskManager {
   ActorManager& actors_;
   StateTables& tables_;
   std::unordered_map<TaskId, Task> tasks_;
+  std::unordered_map<TaskId, Generator> generators_;  // live streaming generator tasks
   // Ready tasks that found no room, FIFO per scheduling class (function + demand).
   std::map<std::string, std::deque<TaskId>> queues_;
   size_t queued_ = 0;

@@ -19,8 +19,11 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       store_(options_.object_store_memory, options_.spill_dir),
       refs_(to_head_),
       puller_(options_.rank, store_, fetcher, to_head_),
+      producers_(options_.max_inline_bytes, store_, to_head_, [this] { return NextId(); }),
       runner_(options_.rank, options_.capacities.at(options_.rank), options_.max_inline_bytes, store_,
-              puller_, to_head_, this, [this] { refs_.FlushDeferred(); }, options_.gpus),
+              puller_, producers_, to_head_, this, [this] { refs_.FlushDeferred(); }, options_.gpus),
+      streams_(to_head_, refs_, puller_, store_, [this] { return runner_.Block(); },
+               [this] { runner_.Unblock(); }),
       callbacks_(this),
       timeouts_([this](TaskId id, int64_t ms) {
         to_head_(CancelTask{id, true, static_cast<uint64_t>(ms)});
@@ -127,7 +130,14 @@ ObjectId Node::Submit(TaskRequest&& request) {
                        " (kMaxTaskDepth): does the recursion end? Each level waiting in Get "
                        "holds a thread; make it shallower, or a loop inside one task");
   }
-  spec.id = NextId();
+  if (request.num_returns < 1 || request.num_returns > kMaxNumReturns) {
+    throw Error("prism: task " + spec.name + " asks for " + std::to_string(request.num_returns) +
+                " returns; SetNumReturns takes 1.." + std::to_string(kMaxNumReturns));
+  }
+  spec.num_returns = request.num_returns;
+  spec.streaming = request.streaming;
+  spec.generator_backpressure = request.generator_backpressure;
+  spec.id = NextId(spec.num_returns);
   spec.args.reserve(request.args.size());
   for (auto& a : request.args) {
     TaskSpecArg arg;
@@ -154,7 +164,10 @@ ObjectId Node::Submit(TaskRequest&& request) {
   spec.bundle_index = request.bundle_index;
   spec.parent = CurrentTaskId();
   ObjectId id = spec.id;
-  refs_.Adopt(id, SubmitTask{std::move(spec)});  // the returned ObjectRef's
+  const int num_returns = spec.num_returns;
+  // Its values may come back as soon as the head has the task: listen first.
+  if (spec.streaming) streams_.Register(id, spec.generator_backpressure);
+  refs_.Adopt(id, SubmitTask{std::move(spec)}, num_returns);  // the returned ObjectRefs'
   if (request.timeout_ms >= 0) timeouts_.Add(id, request.timeout_ms);
   return id;
 }
@@ -179,6 +192,14 @@ void Node::AddLocalRef(ObjectId id) { refs_.Add(id); }
 void Node::RemoveLocalRef(ObjectId id) {
   refs_.Remove(id, DeferRefReleases::Depth() > 0 && TaskRunner::InTask());
 }
+
+// ---- Streaming generators --------------------------------------------------------------
+
+ObjectId Node::NextGeneratorValue(TaskId generator, int64_t timeout_ms) {
+  return streams_.Next(generator, timeout_ms);
+}
+
+void Node::DropGenerator(TaskId generator) { streams_.Drop(generator); }
 
 // ---- Get / Wait ------------------------------------------------------------------------
 
@@ -260,6 +281,10 @@ void Node::Handle(Message&& msg) {
     std::lock_guard<std::mutex> lock(groups_mu_);
     group_changes_[g->group] = g->status;
     groups_cv_.notify_all();
+  } else if (auto* report = std::get_if<GeneratorReport>(&msg)) {
+    streams_.OnReport(std::move(*report));
+  } else if (auto* ack = std::get_if<GeneratorAck>(&msg)) {
+    producers_.OnAck(*ack);
   } else if (auto* d = std::get_if<Deliver>(&msg)) {
     std::shared_ptr<ChannelInbox> inbox;
     {

@@ -27,6 +27,7 @@
 #include "node_manager/callback_pool.h"
 #include "node_manager/deadline_timer.h"
 #include "node_manager/executor.h"
+#include "node_manager/generator_streams.h"
 #include "node_manager/object_puller.h"
 #include "node_manager/reference_counter.h"
 #include "node_manager/task_runner.h"
@@ -69,6 +70,8 @@ class Node : public CoreApi {
   const std::string& Namespace() const override { return options_.ray_namespace; }
   void AddLocalRef(ObjectId id) override;
   void RemoveLocalRef(ObjectId id) override;
+  ObjectId NextGeneratorValue(TaskId generator, int64_t timeout_ms) override;
+  void DropGenerator(TaskId generator) override;
   Payload ControlCall(uint16_t op, Buffer&& args) override {
     return CallHead(static_cast<HeadOp>(op), std::move(args));
   }
@@ -89,7 +92,8 @@ class Node : public CoreApi {
                    std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   /// Handles a message from the head (DispatchTask, ObjectReady, FreeObjects, KillActor,
-  /// HeadReply). Thread-safe; never calls into the head synchronously.
+  /// HeadReply, Deliver, GeneratorReport, GeneratorAck). Thread-safe; never calls into the
+  /// head synchronously.
   void Handle(Message&& msg);
   /// Looks up a local object for a peer's fetch.
   Payload LocalValue(ObjectId id);
@@ -98,6 +102,8 @@ class Node : public CoreApi {
 
   int rank() const { return options_.rank; }
   size_t NumLocalRefs() { return refs_.Size(); }
+  /// Streaming generators this rank consumes (live ObjectRefGenerators).
+  size_t NumGeneratorStreams() { return streams_.Size(); }
   MemoryStore& store() { return store_; }
   Executor& executor() { return runner_.executor(); }
 
@@ -108,16 +114,19 @@ class Node : public CoreApi {
   void CheckFeasible(const TaskSpec& spec) const;
   /// Waits for ids; while inside a task, gives its CPU back for the duration.
   std::vector<bool> Await(const std::vector<ObjectId>& ids, size_t need, int64_t timeout_ms);
-  ObjectId NextId() { return ObjectId::Make(options_.rank, ++counter_); }
+  /// A fresh id; with n > 1, the first of n consecutive ones (a task's returns).
+  ObjectId NextId(int n = 1) { return ObjectId::Make(options_.rank, counter_.fetch_add(n) + 1); }
 
   NodeOptions options_;
   ToHead to_head_;
   MemoryStore store_;
   ReferenceCounter refs_;
   ObjectPuller puller_;
+  GeneratorProducers producers_;
   TaskRunner runner_;
   CallbackPool callbacks_;
   DeadlineTimer timeouts_;
+  GeneratorStreams streams_;
   std::atomic<uint64_t> counter_{0};
 
   std::mutex groups_mu_;

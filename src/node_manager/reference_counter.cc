@@ -8,10 +8,16 @@ namespace {
 thread_local std::vector<ObjectId> t_deferred_releases;
 }  // namespace
 
-void ReferenceCounter::Adopt(ObjectId id, Message&& announce) {
+void ReferenceCounter::Adopt(ObjectId id, Message&& announce, int count) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
-  refs_[id] = 1;  // the head counts this rank as a holder from the announcement on
+  // The head counts this rank as a holder from the announcement on.
+  for (int i = 0; i < count; ++i) refs_[ReturnId(id, i)] = 1;
   to_head_(std::move(announce));
+}
+
+void ReferenceCounter::AdoptHeld(ObjectId id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  ++refs_[id];
 }
 
 void ReferenceCounter::Add(ObjectId id) {

@@ -21,7 +21,11 @@ class ReferenceCounter {
   /// A new object made here, with the one ObjectRef the caller returns. `announce` (its
   /// SubmitTask or PutObject) goes to the head under the lock, so no release of the object
   /// can reach the head before it does.
-  void Adopt(ObjectId id, Message&& announce);
+  /// With `count` > 1 (SetNumReturns), the refs of ids ReturnId(id, 0..count-1).
+  void Adopt(ObjectId id, Message&& announce, int count = 1);
+  /// A ref the head already counts for this rank: a streaming generator's value, reported
+  /// to this rank as its consumer, now handed to an ObjectRef. No message.
+  void AdoptHeld(ObjectId id);
   void Add(ObjectId id);
   /// Drops one ref. With `defer`, the release waits for FlushDeferred on this thread: a
   /// running task's result may hold the last ref, and the head must learn that first.

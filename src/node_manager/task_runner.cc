@@ -74,12 +74,14 @@ std::vector<int> CurrentGpuOrdinals() {
 }
 
 TaskRunner::TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes,
-                       MemoryStore& store, ObjectPuller& puller, ToHead to_head, CoreApi* core,
-                       std::function<void()> after_task, GpuDevices gpus)
+                       MemoryStore& store, ObjectPuller& puller, GeneratorProducers& producers,
+                       ToHead to_head, CoreApi* core, std::function<void()> after_task,
+                       GpuDevices gpus)
     : rank_(rank),
       max_inline_bytes_(max_inline_bytes),
       store_(store),
       puller_(puller),
+      producers_(producers),
       to_head_(std::move(to_head)),
       core_(core),
       after_task_(std::move(after_task)),
@@ -326,6 +328,94 @@ void TaskRunner::FailUnstartedTask(DispatchTask& task, const std::string& messag
   });
 }
 
+void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* self,
+                        const std::vector<ByteView>& views, TaskDone& done) {
+  const bool method = spec.kind == TaskKind::kActorCall;
+  if (spec.streaming) {
+    if (!fn.generate) {
+      throw FunctionNotFound("prism: " + spec.function +
+                             " is not registered in this binary (PRISM_REMOTE) as a streaming "
+                             "generator (first parameter a prism::StreamWriter<T>&)");
+    }
+    {
+      // Unregistered before TaskDone goes: acks for this run stop here.
+      std::unique_ptr<GeneratorSink> sink = producers_.Start(spec);
+      try {
+        fn.generate(self, views, *sink);
+      } catch (const GeneratorStoppedSignal&) {
+        // The consumer dropped its generator: nobody wants the rest, so the task ends here.
+      }
+    }
+    done.inline_value = std::make_shared<const Buffer>();  // the task's own object: done
+    return;
+  }
+  if (spec.num_returns > 1) {
+    if (!fn.invoke_parts) {
+      throw FunctionNotFound("prism: " + spec.function +
+                             " does not return a std::tuple or std::pair in this binary, so "
+                             "SetNumReturns cannot split its result");
+    }
+    std::vector<Buffer> parts;
+    std::vector<std::vector<ObjectId>> contained;
+    fn.invoke_parts(self, views, parts, contained);
+    if (!method && CurrentTaskCancelled()) ThrowCancelled(rank_);  // not stored: cancelled
+    if (parts.size() != static_cast<size_t>(spec.num_returns)) {
+      throw Error("prism: " + spec.function + " returned " + std::to_string(parts.size()) +
+                  " values but the call asked for " + std::to_string(spec.num_returns) +
+                  " (SetNumReturns)");
+    }
+    std::vector<ObjectId> stored;  // large parts kept here, dropped again if a later one fails
+    try {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        ReturnValue r;
+        r.size = parts[i].size();
+        r.contained = std::move(contained[i]);
+        auto payload = std::make_shared<const Buffer>(std::move(parts[i]));
+        if (payload->size() <= max_inline_bytes_) {
+          r.inline_value = std::move(payload);
+        } else {
+          const ObjectId id = ReturnId(spec.id, static_cast<int>(i));
+          store_.Put(id, std::move(payload));
+          stored.push_back(id);
+        }
+        if (i == 0) {
+          done.inline_value = std::move(r.inline_value);
+          done.size = r.size;
+          done.contained = std::move(r.contained);
+        } else {
+          done.more_returns.push_back(std::move(r));
+        }
+      }
+    } catch (...) {
+      store_.Erase(stored);
+      done.more_returns.clear();
+      throw;
+    }
+    return;
+  }
+  if (method ? !fn.method : !fn.invoke) {
+    throw FunctionNotFound("prism: function " + spec.function +
+                           " is not registered in this binary (PRISM_REMOTE)" +
+                           (fn.generate ? std::string(" as a plain function: it is a streaming generator") : ""));
+  }
+  Buffer out;
+  ContainedRefScope contained;
+  if (method) {
+    fn.method(self, views, out);
+  } else {
+    fn.invoke(views, out);
+    if (CurrentTaskCancelled()) ThrowCancelled(rank_);  // not stored: cancelled
+  }
+  done.contained = contained.Take();
+  done.size = out.size();
+  auto payload = std::make_shared<const Buffer>(std::move(out));
+  if (payload->size() <= max_inline_bytes_) {
+    done.inline_value = std::move(payload);
+  } else {
+    store_.Put(spec.id, std::move(payload));
+  }
+}
+
 void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   const TaskSpec& spec = *d.spec;
   t_task.active = true;
@@ -382,32 +472,24 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     }
     t_task.gpus = GpusFor(spec);
     const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
-    const bool usable = fn != nullptr && (spec.kind == TaskKind::kTask ? bool(fn->invoke)
-                                          : spec.kind == TaskKind::kActorCreation ? bool(fn->create)
-                                                                                  : bool(fn->method));
-    if (!usable) {
+    if (fn == nullptr) {
       throw FunctionNotFound("prism: function " + spec.function +
                              " is not registered in this binary (PRISM_REMOTE)");
     }
-    Buffer out;
-    ContainedRefScope contained;
-    if (spec.kind == TaskKind::kTask) {
-      fn->invoke(views, out);
-    } else if (spec.kind == TaskKind::kActorCreation) {
+    if (spec.kind == TaskKind::kActorCreation) {
+      if (!fn->create) {
+        throw FunctionNotFound("prism: function " + spec.function +
+                               " is not registered in this binary (PRISM_REMOTE) as an actor factory");
+      }
       host->SetInstance(fn->create(views), fn->destroy);
+      done.inline_value = std::make_shared<const Buffer>();
     } else {
-      void* self = host->instance();
-      if (self == nullptr) throw ActorError("prism: actor " + spec.actor.Hex() + " is dead");
-      fn->method(self, views, out);
-    }
-    if (host == nullptr && CurrentTaskCancelled()) ThrowCancelled(rank_);  // not stored: cancelled
-    done.contained = contained.Take();
-    done.size = out.size();
-    auto payload = std::make_shared<const Buffer>(std::move(out));
-    if (payload->size() <= max_inline_bytes_) {
-      done.inline_value = std::move(payload);
-    } else {
-      store_.Put(spec.id, std::move(payload));
+      void* self = nullptr;
+      if (spec.kind == TaskKind::kActorCall) {
+        self = host->instance();
+        if (self == nullptr) throw ActorError("prism: actor " + spec.actor.Hex() + " is dead");
+      }
+      Invoke(spec, *fn, self, views, done);
     }
   } catch (const ExitActorSignal&) {
     done.ok = false;

@@ -24,10 +24,13 @@
 #include "node_manager/actor_host.h"
 #include "node_manager/executor.h"
 #include "node_manager/gpu_pool.h"
+#include "node_manager/generator_streams.h"
 #include "node_manager/object_puller.h"
 #include "object_store/memory_store.h"
 
 namespace prism::internal {
+
+struct RemoteFunction;  // prism/remote.h
 
 /// The task running on the calling thread: its id (nil outside a task) and its display
 /// name (nullptr outside a task; valid while the task runs).
@@ -57,6 +60,10 @@ inline constexpr std::chrono::milliseconds kGpuWait{60000};
 /// process runs out (each level's parent waits in Get holding its thread).
 inline constexpr int kMaxTaskDepth = 1000;
 
+/// Most objects one task may return (SetNumReturns): far beyond any tuple, and it bounds
+/// the ids one submission takes.
+inline constexpr int kMaxNumReturns = 1000;
+
 class TaskRunner {
  public:
   using ToHead = std::function<void(Message&&)>;
@@ -64,8 +71,8 @@ class TaskRunner {
   /// runs on a task's thread once its completion was sent; `gpus` are the devices this
   /// rank's GPU capacity stands for.
   TaskRunner(int rank, const ResourceSet& capacity, uint64_t max_inline_bytes, MemoryStore& store,
-             ObjectPuller& puller, ToHead to_head, CoreApi* core, std::function<void()> after_task,
-             GpuDevices gpus = {});
+             ObjectPuller& puller, GeneratorProducers& producers, ToHead to_head, CoreApi* core,
+             std::function<void()> after_task, GpuDevices gpus = {});
   ~TaskRunner();
 
   /// A task, actor creation or actor call the head dispatched here.
@@ -100,6 +107,11 @@ class TaskRunner {
   GpuGrant GpusFor(const TaskSpec& spec);
   /// Gives back a dead actor's GPUs. Idempotent.
   void ReleaseActorGpus(ObjectId actor);
+  /// Runs the registered function of `spec` (a method on `self` if not null) and records
+  /// its result(s) in `done`: one value, n values (SetNumReturns), or none for a streaming
+  /// generator, whose values went out as it yielded them.
+  void Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* self,
+              const std::vector<ByteView>& views, TaskDone& done);
   /// Fails actor calls that can no longer run, with ActorError(cause).
   void FailCalls(std::deque<DispatchTask>&& calls, const std::string& cause);
   /// Reports a task that was dropped before it ran as failed with `error` (deferred).
@@ -117,6 +129,7 @@ class TaskRunner {
   const uint64_t max_inline_bytes_;
   MemoryStore& store_;
   ObjectPuller& puller_;
+  GeneratorProducers& producers_;
   ToHead to_head_;
   CoreApi* core_;
   std::function<void()> after_task_;

@@ -17,9 +17,11 @@ template <typename F> void Fields(TaskSpec& t, F&& f) {
   f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
   f(t.bundle_index); f(t.depth); f(t.parent);
   f(t.strategy); f(t.actor_namespace); f(t.max_task_retries);
+  f(t.num_returns); f(t.streaming); f(t.generator_backpressure);
 }
 template <typename F> void Fields(SchedulingStrategy& s, F&& f) { f(s.kind); f(s.rank); f(s.soft); }
 template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); }
+template <typename F> void Fields(ReturnValue& r, F&& f) { f(r.inline_value); f(r.size); f(r.contained); }
 
 struct Enc {
   Writer& w;
@@ -138,7 +140,7 @@ template <typename F> void Fields(SubmitTask& m, F&& f) { f(m.spec); }
 template <typename F> void Fields(DispatchTask& m, F&& f) { f(m.spec); f(m.refs); }
 template <typename F> void Fields(TaskDone& m, F&& f) {
   f(m.id); f(m.attempt); f(m.ok); f(m.inline_value); f(m.size); f(m.contained); f(m.error);
-  f(m.exec_ns);
+  f(m.exec_ns); f(m.more_returns);
 }
 template <typename F> void Fields(TaskBlocked& m, F&& f) { f(m.id); f(m.blocked); }
 template <typename F> void Fields(PutObject& m, F&& f) {
@@ -164,6 +166,14 @@ template <typename F> void Fields(Deliver& m, F&& f) { f(m.channel); f(m.bytes);
 template <typename F> void Fields(CancelTask& m, F&& f) { f(m.id); f(m.recursive); f(m.timeout_ms); }
 template <typename F> void Fields(CancelDispatched& m, F&& f) { f(m.id); f(m.actor); f(m.error); }
 template <typename F> void Fields(PlacementGroupChanged& m, F&& f) { f(m.group); f(m.status); }
+template <typename F> void Fields(GeneratorItem& m, F&& f) {
+  f(m.task); f(m.attempt); f(m.index); f(m.item); f(m.inline_value); f(m.size); f(m.contained);
+}
+template <typename F> void Fields(GeneratorReport& m, F&& f) {
+  f(m.task); f(m.index); f(m.item); f(m.inline_value); f(m.size); f(m.end); f(m.failed); f(m.error);
+}
+template <typename F> void Fields(GeneratorConsumed& m, F&& f) { f(m.task); f(m.consumed); f(m.dropped); }
+template <typename F> void Fields(GeneratorAck& m, F&& f) { f(m.task); f(m.consumed); f(m.stop); }
 template <typename F> void Fields(HeadReply& m, F&& f) {
   f(m.request); f(m.ok); f(m.error_kind); f(m.error); f(m.result);
 }

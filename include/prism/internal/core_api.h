@@ -31,6 +31,10 @@ struct SchedulingStrategy {
   int rank = -1;      // kNodeAffinity
   bool soft = false;  // kNodeAffinity
 };
+/// A streaming generator's default backpressure limit (values yielded but not yet taken):
+/// without any limit, a producer faster than its consumer grows memory without bound (its
+/// values pile up, and the head handles a flood of them).
+inline constexpr uint64_t kDefaultGeneratorBackpressure = 64;
 
 /// Everything the template side knows about a task being submitted.
 struct TaskRequest {
@@ -54,7 +58,28 @@ struct TaskRequest {
   SchedulingStrategy strategy;
   std::string ray_namespace;  // actor creation with a name: "" = the job's namespace
   int max_task_retries = 0;   // actor creation: retries of calls failed by a restart; -1: no limit
+  int num_returns = 1;               // SetNumReturns: n objects, ids ReturnId(id, 0..n-1)
+  bool streaming = false;            // a streaming generator (StreamWriter<T>& parameter)
+  uint64_t generator_backpressure = kDefaultGeneratorBackpressure;  // streaming; 0 = no limit
 };
+
+/// Where a running streaming generator's values go (node_manager/generator_streams.cc).
+/// Used by StreamWriter<T> on the generator task's thread.
+class GeneratorSink {
+ public:
+  virtual ~GeneratorSink() = default;
+  /// Reports one yielded value (serialized; `contained` are the ObjectRefs nested in it) to
+  /// the consumer, in order. Blocks while the consumer has the backpressure limit of values
+  /// not yet taken. Throws GeneratorStoppedSignal once the consumer dropped its generator.
+  virtual void Yield(Buffer&& value, std::vector<ObjectId> contained) = 0;
+  /// How many values this run yielded so far.
+  virtual uint64_t NumYielded() const = 0;
+};
+
+/// Thrown by StreamWriter::Yield when the consumer dropped its ObjectRefGenerator, and
+/// caught by the task runner, which ends the task quietly (not a std::exception, so that
+/// `catch (const std::exception&)` in user code does not swallow it).
+struct GeneratorStoppedSignal {};
 
 /// The one door into the runtime: tasks, objects, actors, every control-plane call (KV,
 /// placement groups, the state API go through ControlCall) and where the caller runs.
@@ -92,6 +117,17 @@ class CoreApi {
   virtual const std::string& Namespace() const = 0;
   virtual void AddLocalRef(ObjectId id) = 0;
   virtual void RemoveLocalRef(ObjectId id) = 0;
+
+  // Streaming generators (prism/generator.h), on the rank that submitted the task.
+  /// The next value of generator task `generator`, in yield order, as an id whose local
+  /// reference the caller adopts; nil once the stream ended. Blocks until one is reported
+  /// (timeout_ms < 0: no limit; a task waiting here gives its CPU back). Throws the task's
+  /// error (TaskError, ActorError, ...) once, after every value it yielded before it
+  /// failed; TimeoutError; Error for a generator this rank does not consume.
+  virtual ObjectId NextGeneratorValue(TaskId generator, int64_t timeout_ms) = 0;
+  /// The ObjectRefGenerator is gone: values not taken are released and a producer still
+  /// running is told to stop. Idempotent.
+  virtual void DropGenerator(TaskId generator) = 0;
   /// One control-plane call to the head: `op` and its serialized arguments (the call
   /// types are declared in src/common/head_calls.h), answered with its serialized result.
   /// Throws the head's ResourceError or Error, or Error if no answer comes in 60 s (only a

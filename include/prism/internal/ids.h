@@ -47,6 +47,15 @@ class ObjectId {
 
 using TaskId = ObjectId;
 
+namespace internal {
+/// The id of return `index` of a task with n returns (SetNumReturns): a task's returns are
+/// n consecutive ids minted together, the first being the task's own id (Ray's
+/// ObjectID::FromIndex). Retries keep them.
+inline ObjectId ReturnId(TaskId task, int index) {
+  return ObjectId(task.Value() + static_cast<uint64_t>(index));
+}
+}  // namespace internal
+
 }  // namespace prism
 
 template <>
