@@ -9,8 +9,8 @@
 // next. Every member moves 2 (n - 1) / n of the buffer each way: bandwidth-optimal.
 //
 // Each part travels in chunks of at most chunk_bytes, so that reducing chunk c overlaps the
-// transfer of chunk c + 1 and a forwarded chunk leaves as soon as it is reduced (the ring is
-// pipelined instead of moving in n - 1 lock steps). The next step's receives are posted one
+// transfer of chunk c + 1 and a forwarded chunk leaves as soon as it is reduced (the
+// reduce-scatter is pipelined instead of moving in n - 1 lock steps). The next step's receives are posted one
 // step ahead into the other half of a double buffer. One tag, and MPI's non-overtaking order
 // between a pair of ranks, match the chunks: a member posts its receives in the order its left
 // neighbour sends. Receives land in a part only after every send out of that part completed.
@@ -133,10 +133,9 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 using Parts = std::function<Range(int)>;  // a part's elements
 
-/// The reduce-scatter phase on `data`; when `send_complete` is set, member m's part is sent
-/// on (as the all-gather's first step) chunk by chunk as it completes.
+/// The reduce-scatter phase on `data`: part m ends complete on member m.
 void ReduceScatterPhase(const RingSetup& s, char* data, int64_t elem, const Parts& parts,
-                        DataType type, ReduceOp op, bool send_complete, Requests& req,
+                        DataType type, ReduceOp op, Requests& req,
                         Scratch& scratch, int64_t scratch_half, Waiter& w) {
   const int n = s.size, m = s.rank;
   const int64_t chunk = std::max<int64_t>(1, s.chunk_bytes / elem);
@@ -173,18 +172,17 @@ void ReduceScatterPhase(const RingSetup& s, char* data, int64_t elem, const Part
       char* dst = data + (p.begin + c.begin) * elem;
       Combine(type, op, dst, dst, tmp[step % 2] + c.begin * elem, c.size());
       if (last) Finish(type, op, dst, c.size(), n);
-      if (!last || send_complete) req.Send(s, dst, c.size() * elem);
+      if (!last) req.Send(s, dst, c.size() * elem);
     }
   }
 }
 
-/// The all-gather phase: member m's part (complete) is already on its way when
-/// `first_sent` is set; otherwise it is sent first here.
+/// The all-gather phase: member m's part (complete) is sent first, then forwarded parts.
 void AllGatherPhase(const RingSetup& s, char* data, int64_t elem, const Parts& parts,
-                    bool first_sent, Requests& req, Waiter& w) {
+                    Requests& req, Waiter& w) {
   const int n = s.size, m = s.rank;
   const int64_t chunk = std::max<int64_t>(1, s.chunk_bytes / elem);
-  if (!first_sent) {
+  {
     const Range p = parts(m);
     for (int64_t k = 0; k < NumPieces(p.size(), chunk); ++k) {
       const Range c = PieceOf(p.size(), chunk, k);
@@ -234,12 +232,14 @@ void RingAllReduce(const RingSetup& s, void* data, int64_t count, DataType type,
   Requests req;
   req.leak_scratch_ = &scratch.leak_;
   auto* bytes = static_cast<char*>(data);
-  ReduceScatterPhase(s, bytes, elem, parts, type, op, /*send_complete=*/true, req, scratch, half, w);
+  ReduceScatterPhase(s, bytes, elem, parts, type, op, req, scratch, half, w);
   // The all-gather writes into parts that were sent from: those sends must be done first.
-  // (Only the complete part m, sent just now, is still read; nothing lands in it.)
+  // They are: the right neighbour receives them in its own reduce-scatter. (Part m is sent
+  // only after this wait, in the all-gather: had it left during the reduce-scatter, waiting
+  // for it here would wait for a receive the right neighbour posts only after its own wait,
+  // a cycle around the ring once messages are too large for MPI's eager protocol.)
   req.WaitAll(w);
-  // WaitAll waited for part m's sends too; the all-gather forwards the rest.
-  AllGatherPhase(s, bytes, elem, parts, /*first_sent=*/true, req, w);
+  AllGatherPhase(s, bytes, elem, parts, req, w);
   req.WaitAll(w);
 }
 
@@ -255,8 +255,7 @@ void RingReduceScatter(const RingSetup& s, void* data, int64_t part_count, DataT
   Scratch scratch(2 * half);
   Requests req;
   req.leak_scratch_ = &scratch.leak_;
-  ReduceScatterPhase(s, static_cast<char*>(data), elem, parts, type, op, /*send_complete=*/false,
-                     req, scratch, half, w);
+  ReduceScatterPhase(s, static_cast<char*>(data), elem, parts, type, op, req, scratch, half, w);
   req.WaitAll(w);
 }
 
@@ -266,7 +265,7 @@ void RingAllGather(const RingSetup& s, void* data, int64_t part_bytes, Waiter& w
   Requests req;
   bool unused = false;
   req.leak_scratch_ = &unused;
-  AllGatherPhase(s, static_cast<char*>(data), 1, parts, /*first_sent=*/false, req, w);
+  AllGatherPhase(s, static_cast<char*>(data), 1, parts, req, w);
   req.WaitAll(w);
 }
 
