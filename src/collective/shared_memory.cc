@@ -12,12 +12,13 @@
 // arrival alone.
 //
 // AllReduce is a reduce-scatter then an all-gather, pipelined block by block so the working
-// set stays in cache: for block g, every member copies its block into its slot (`written`),
-// member i reduces part i of the block over every member's slot into its own slot
-// (`reduced`), and every member copies every part back out (`done`). A member copies block
-// g + 1 in before it copies block g out, so it rarely waits; a slot is overwritten only once
-// every member is done with the block it held (slots >= 2). Each byte is thus read from and
-// written to the user's buffer once; the rest happens in cache-sized blocks.
+// set stays in cache: for block g, every member copies the parts of its block that others
+// reduce into its slot (`written`), member i reduces part i of the block from its own buffer
+// and every other member's slot into its slot and its buffer (`reduced`), and every member
+// copies the other parts back out (`done`). A member copies block g + 1 in before it copies
+// block g out, so it rarely waits; a slot is overwritten only once every member is done with
+// the block it held (slots >= 2). Each byte of the user's buffer is thus read once and
+// written once; the rest happens in cache-sized blocks.
 // ReduceScatter: the member's n parts of a block go into its slot, member i reduces part i
 // straight into its output. AllGather: every member copies into its slot and out of every
 // other's. Broadcast: the root copies in, the others copy out.
@@ -262,32 +263,47 @@ void SharedSegment::AllReduce(void* data, int64_t count, DataType type, ReduceOp
   const uint64_t slots = static_cast<uint64_t>(shape_.slots);
   auto* bytes = static_cast<char*>(data);
 
+  // A member's own part of a block never goes through its slot on the way in: it reduces
+  // it straight from its buffer, and writes the result to the buffer and to the slot (for
+  // the others) in the same pass over cache-hot lines.
   auto copy_in = [&](int64_t b) {
     const uint64_t g = base + static_cast<uint64_t>(b);
     const Range r = PieceOf(count, per_block, b);
     if (g >= slots) WaitAll(&Control::done, g - slots + 1, w);
-    std::memcpy(Slot(rank_, g), bytes + r.begin * elem, static_cast<size_t>(r.size() * elem));
+    for (int q = 0; q < n; ++q) {
+      if (q == rank_) continue;
+      const Range part = PartOf(r.size(), n, q);
+      std::memcpy(Slot(rank_, g) + part.begin * elem, bytes + (r.begin + part.begin) * elem,
+                  static_cast<size_t>(part.size() * elem));
+    }
     Me().written.store(g + 1, std::memory_order_release);
   };
   auto reduce = [&](int64_t b) {
     const uint64_t g = base + static_cast<uint64_t>(b);
-    const Range part = PartOf(PieceOf(count, per_block, b).size(), n, rank_);
+    const Range r = PieceOf(count, per_block, b);
+    const Range part = PartOf(r.size(), n, rank_);
     WaitAll(&Control::written, g + 1, w);
     char* dst = Slot(rank_, g) + part.begin * elem;
-    for (int k = 1; k < n; ++k) {
-      const int q = (rank_ + k) % n;
-      Combine(type, op, dst, dst, Slot(q, g) + part.begin * elem, part.size());
+    char* mine = bytes + (r.begin + part.begin) * elem;
+    if (n == 1) {
+      std::memcpy(dst, mine, static_cast<size_t>(part.size() * elem));
+    } else {
+      Combine(type, op, dst, mine, Slot((rank_ + 1) % n, g) + part.begin * elem, part.size());
+      for (int k = 2; k < n; ++k) {
+        Combine(type, op, dst, dst, Slot((rank_ + k) % n, g) + part.begin * elem, part.size());
+      }
     }
     Finish(type, op, dst, part.size(), n);
     Me().reduced.store(g + 1, std::memory_order_release);
+    std::memcpy(mine, dst, static_cast<size_t>(part.size() * elem));
   };
   auto copy_out = [&](int64_t b) {
     const uint64_t g = base + static_cast<uint64_t>(b);
     const Range r = PieceOf(count, per_block, b);
-    for (int k = 0; k < n; ++k) {
+    for (int k = 1; k < n; ++k) {
       const int q = (rank_ + k) % n;
       const Range part = PartOf(r.size(), n, q);
-      if (q != rank_) WaitAtLeast(Ctl(q).reduced, g + 1, w);
+      WaitAtLeast(Ctl(q).reduced, g + 1, w);
       std::memcpy(bytes + (r.begin + part.begin) * elem, Slot(q, g) + part.begin * elem,
                   static_cast<size_t>(part.size() * elem));
     }
