@@ -67,7 +67,7 @@ if ((quick)); then
   dask_args=(--quick); mpi_args=(--quick); ddp_args=(--quick --sizes-mib=1); ar_mib="[1]"
 else
   tasks=10000; object_bytes=$((100 << 20)); step_timeout=600
-  micro_args=(); train_args=(--rounds=5 --steps=50); coll_args=(--rounds=5 --sizes-mib=1,16,64)
+  micro_args=(); train_args=(--rounds=5 --steps=50); coll_args=(--rounds=5 --sizes-mib=1,16,64 --gloo=off)  # gloo runs below, as its own peer
   dask_args=(); mpi_args=(); ddp_args=(--rounds=5 --steps=50 --sizes-mib=1,16,64)
   ar_mib="[1, 16, 64]"
 fi

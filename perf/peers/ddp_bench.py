@@ -4,6 +4,10 @@ with prism_train_benchmark and prism_collective_benchmark.
 
     python3 perf/peers/ddp_bench.py [--quick] [--json=PATH] [--rounds=N] [--steps=N]
                                     [--sizes-mib=1,16,64] [--no-train] [--no-allreduce]
+                                    [--seconds-out=PATH]
+
+--seconds-out writes, per all-reduce size, a line "<MiB> <seconds per op, round 1> ..." (the
+slowest rank's), for prism_collective_benchmark, which runs this peer between its own rounds.
 
 Starts 2 processes (torch.multiprocessing, spawn), one torch thread each, a gloo process
 group over a file store and the loopback interface (no other network).
@@ -47,6 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--sizes-mib", default=None, help="all-reduce sizes (1,16,64; quick 1)")
     p.add_argument("--no-train", action="store_true")
     p.add_argument("--no-allreduce", action="store_true")
+    p.add_argument("--seconds-out", default=None, help="per-size seconds per op, plain text")
     a = p.parse_args(argv)
     a.train_rounds = a.rounds if a.rounds is not None else (1 if a.quick else 5)
     a.ar_rounds = a.rounds if a.rounds is not None else (3 if a.quick else 5)
@@ -193,6 +198,12 @@ def main():
                 f"dist.all_reduce(SUM) float32 {mib} MiB, gloo, {WORLD} ranks, "
                 f"{r['iterations']} ops per round, slowest rank",
                 bytes=mib << 20, iterations=r["iterations"]))
+
+    if a.seconds_out and not a.no_allreduce:
+        with open(a.seconds_out, "w") as f:
+            for mib in a.sizes:
+                secs = res["allreduce"][str(mib)]["seconds"]
+                f.write(f"{mib} " + " ".join(repr(x) for x in secs) + "\n")
 
     peerlib.print_table("PyTorch DDP results (median [min, max] across rounds):", metrics)
     peerlib.write_report(a.json, "pytorch-ddp", {

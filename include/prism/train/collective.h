@@ -1,7 +1,8 @@
 #pragma once
 // Collectives for a training group: one interface, two backends.
-//  - MPI (CPU tensors): on a communicator of the group's ranks from the platform's
-//    communicator service (prism/platform/communicator.h). Tested here.
+//  - MPI (CPU tensors): a prism::collective::Group (prism/collective.h: shared memory on
+//    one host, a ring or MPI's collectives across hosts) on a communicator of the group's
+//    ranks from the platform's communicator service (prism/platform/communicator.h).
 //  - NCCL (CUDA tensors): built with -DPRISM_WITH_NCCL=ON against CUDA and NCCL; its unique
 //    id travels over the group's MPI communicator. It compiles and links on machines
 //    without a GPU but cannot run there.
@@ -17,19 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "prism/collective.h"
 #include "prism/errors.h"
 #include "prism/platform/communicator.h"
 
 namespace prism::train {
 
-class CollectiveAborted : public Error {
- public:
-  using Error::Error;
-};
-class CollectiveTimeout : public Error {
- public:
-  using Error::Error;
-};
+/// The core library's errors (prism/collective.h): an operation aborted, or timed out.
+using CollectiveAborted = prism::collective::CollectiveAborted;
+using CollectiveTimeout = prism::collective::CollectiveTimeout;
 
 enum class ReduceOp { kSum, kAverage, kMax, kMin };
 
@@ -59,8 +56,9 @@ struct CollectiveOptions {
 
 /// The MPI backend on `comm`, which it owns from here on: a communicator of the group's
 /// ranks from platform::Communicator::Create, or a Duplicate of one for a second stream of
-/// collectives (a collective object is used by one thread at a time). Throws prism::Error
-/// if `comm` is empty.
+/// collectives (a collective object is used by one thread at a time). Collective over comm's
+/// members (it makes a prism::collective::Group, which maps a shared segment on one host).
+/// Throws prism::Error if `comm` is empty.
 std::unique_ptr<Collective> MakeMpiCollective(platform::Communicator comm,
                                               CollectiveOptions options = {});
 

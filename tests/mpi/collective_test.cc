@@ -1,0 +1,529 @@
+// prism::collective on 1, 3 and 4 ranks. The driver starts one task per group member, pinned
+// to the member's rank; the task makes the group and checks what it sees against values
+// computed locally, returning "" or a description of what was wrong. Every algorithm runs
+// (shared memory, the ring, MPI's collectives), with pieces and blocks lowered to 4 KiB so the
+// chunked and pipelined paths run with small buffers. Every test uses group keys of its own: a
+// group abandoned after an abort or a timeout keeps its communicator for the process's life.
+#include <gtest/gtest.h>
+#include <prism/collective.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <thread>
+
+#include "collective/testing.h"
+#include "test_util.h"
+
+using namespace prism_test;
+namespace coll = prism::collective;
+using coll::Algorithm;
+using coll::DataType;
+using coll::Group;
+using coll::GroupOptions;
+using coll::ReduceOp;
+
+namespace {
+
+using Ranks = std::vector<int>;
+using Clock = std::chrono::steady_clock;
+
+struct Problems {
+  std::string text;
+  void Expect(bool ok, const std::string& what) {
+    if (!ok && text.size() < 2000) text += (text.empty() ? "" : "; ") + what;
+  }
+};
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string Key(int tag) { return "collective_test/" + std::to_string(tag); }
+
+/// Element i of group member m: differs between members and elements, in -5..5.
+int64_t Val(int m, int64_t i) { return (m * 7 + i * 3) % 11 - 5; }
+
+template <typename T>
+std::vector<T> Input(int m, int64_t count, int64_t shift) {
+  std::vector<T> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<T>(Val(m, i) + shift);
+  return v;
+}
+
+double Expected(int members, int64_t i, ReduceOp op, int64_t shift) {
+  double acc = static_cast<double>(Val(0, i) + shift);
+  for (int m = 1; m < members; ++m) {
+    const double v = static_cast<double>(Val(m, i) + shift);
+    if (op == ReduceOp::kSum || op == ReduceOp::kAverage) acc += v;
+    if (op == ReduceOp::kProduct) acc *= v;
+    if (op == ReduceOp::kMin) acc = std::min(acc, v);
+    if (op == ReduceOp::kMax) acc = std::max(acc, v);
+  }
+  return op == ReduceOp::kAverage ? acc / members : acc;
+}
+
+/// Small pieces and blocks for the life of a task.
+struct SmallPieces {
+  SmallPieces() {
+    coll::internal::SetMessageBytesForTesting(4096);
+    coll::internal::SetSharedBlockBytesForTesting(4096);
+  }
+  ~SmallPieces() {
+    coll::internal::SetMessageBytesForTesting(0);
+    coll::internal::SetSharedBlockBytesForTesting(0);
+  }
+};
+
+template <typename T>
+void CheckAllReduce(Group& g, Problems& p, int64_t count, const std::string& label) {
+  const int m = g.Rank(), n = g.Size();
+  const int64_t shift = std::is_same_v<T, uint8_t> ? 6 : 0;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax,
+                      ReduceOp::kAverage}) {
+    std::vector<T> v = Input<T>(m, count, shift);
+    const std::string what = label + " AllReduce " + coll::Name(coll::DataTypeOf<T>::value) + " " +
+                             coll::Name(op) + " of " + std::to_string(count);
+    if (op == ReduceOp::kAverage && !std::is_floating_point_v<T>) {
+      try {
+        g.AllReduce(v, op);
+        p.Expect(false, what + ": no error for kAverage on integers");
+      } catch (const prism::Error& e) {
+        p.Expect(Contains(e.what(), "kAverage") && Contains(e.what(), "floating"),
+                 what + ": unclear error: " + e.what());
+      }
+      continue;
+    }
+    g.AllReduce(v, op);
+    int bad = 0;
+    for (int64_t i = 0; i < count && bad < 2; ++i) {
+      const double want = static_cast<double>(static_cast<T>(Expected(n, i, op, shift)));
+      const double got = static_cast<double>(v[static_cast<size_t>(i)]);
+      if (std::abs(got - want) > 1e-6 * std::max(1.0, std::abs(want))) {
+        ++bad;
+        p.Expect(false, what + ": element " + std::to_string(i) + " is " + std::to_string(got) +
+                            ", expected " + std::to_string(want));
+      }
+    }
+  }
+}
+
+/// Every operation and dtype on group `tag` with `algorithm`, at counts 0, 1, 2 (fewer than
+/// 3 or 4 members), odd, and many 4 KiB pieces.
+std::string CgEveryOp(Ranks ranks, int tag, int algorithm) {
+  SmallPieces small;
+  Problems p;
+  GroupOptions o;
+  o.algorithm = static_cast<Algorithm>(algorithm);
+  o.timeout = std::chrono::seconds(60);
+  Group g = Group::Create(Key(tag), ranks, o);
+  const int m = g.Rank(), n = g.Size();
+  const std::string label = std::string(coll::Name(o.algorithm)) + " (" + g.Describe() + ")";
+  p.Expect(m == static_cast<int>(std::find(ranks.begin(), ranks.end(), MyRank()) - ranks.begin()),
+           label + ": wrong Rank()");
+  p.Expect(n == static_cast<int>(ranks.size()), label + ": wrong Size()");
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{1001}, int64_t{20011}}) {
+    CheckAllReduce<float>(g, p, count, label);
+    CheckAllReduce<double>(g, p, count, label);
+    CheckAllReduce<int32_t>(g, p, count, label);
+    CheckAllReduce<int64_t>(g, p, count, label);
+    CheckAllReduce<uint8_t>(g, p, count, label);
+
+    // ReduceScatter (sum, int64): member m gets part m.
+    std::vector<int64_t> rs = g.ReduceScatter(Input<int64_t>(m, count * n, 0), ReduceOp::kSum);
+    p.Expect(static_cast<int64_t>(rs.size()) == count, label + ": ReduceScatter size");
+    for (int64_t i = 0; i < count && i < static_cast<int64_t>(rs.size()); ++i) {
+      if (rs[static_cast<size_t>(i)] !=
+          static_cast<int64_t>(Expected(n, m * count + i, ReduceOp::kSum, 0))) {
+        p.Expect(false, label + ": ReduceScatter of " + std::to_string(count) + " element " +
+                            std::to_string(i) + " is wrong");
+        break;
+      }
+    }
+    // AllGather (float32).
+    std::vector<float> all = g.AllGather(Input<float>(m, count, 100 * m));
+    for (int q = 0; q < n; ++q) {
+      if (!std::equal(all.begin() + q * count, all.begin() + (q + 1) * count,
+                      Input<float>(q, count, 100 * q).begin())) {
+        p.Expect(false, label + ": AllGather of " + std::to_string(count) + ": member " +
+                            std::to_string(q) + "'s part is wrong");
+      }
+    }
+    // Broadcast (int32) from the last member.
+    std::vector<int32_t> b = Input<int32_t>(m, count, 1000 * m);
+    g.Broadcast(b, n - 1);
+    p.Expect(b == Input<int32_t>(n - 1, count, 1000 * (n - 1)),
+             label + ": Broadcast of " + std::to_string(count) + ": not the root's values");
+    g.Barrier();
+  }
+  return p.text;
+}
+
+/// Send/Recv around the ring: member m sends to m + 1 and receives from m - 1 (member 0 sends
+/// first, the others receive first, so blocking sends cannot all wait at once); then a
+/// mismatched count is an error on the receiver only, and the pair still works.
+std::string CgSendRecv(Ranks ranks, int tag) {
+  SmallPieces small;
+  Problems p;
+  GroupOptions o;
+  o.timeout = std::chrono::seconds(60);
+  Group g = Group::Create(Key(tag), ranks, o);
+  const int m = g.Rank(), n = g.Size();
+  const int right = (m + 1) % n, left = (m + n - 1) % n;
+  for (int64_t count : {int64_t{0}, int64_t{3}, int64_t{5001}}) {  // 5001 doubles: 10 pieces
+    std::vector<double> out = Input<double>(m, count, 10 * m), in(static_cast<size_t>(count));
+    if (m == 0) {
+      g.Send(out, right);
+      g.Recv(in, left);
+    } else {
+      g.Recv(in, left);
+      g.Send(out, right);
+    }
+    p.Expect(in == Input<double>(left, count, 10 * left),
+             "Recv of " + std::to_string(count) + " from member " + std::to_string(left) + " is wrong");
+  }
+  if (n >= 2) {
+    // Member 1 expects 11 int32 where member 0 sends 10 float32.
+    if (m == 0) {
+      g.Send(std::vector<float>(10, 1.0f), 1);
+    } else if (m == 1) {
+      std::vector<int32_t> wrong(11);
+      try {
+        g.Recv(wrong, 0);
+        p.Expect(false, "no error for a mismatched Recv");
+      } catch (const prism::Error& e) {
+        p.Expect(Contains(e.what(), "sent 10 float32") && Contains(e.what(), "takes 11 int32"),
+                 std::string("unclear mismatch: ") + e.what());
+      }
+    }
+    if (m == 0) {
+      g.Send(std::vector<int64_t>{7, 8}, 1);
+    } else if (m == 1) {
+      std::vector<int64_t> ok(2);
+      g.Recv(ok, 0);
+      p.Expect(ok == std::vector<int64_t>{7, 8}, "Send/Recv after a mismatch is wrong");
+    }
+  }
+  return p.text;
+}
+
+/// The last member passes one element more (mode 0) or calls Barrier (mode 1): every member
+/// gets a clear error, and the group works afterwards.
+std::string CgMismatch(Ranks ranks, int tag, int algorithm, int mode) {
+  Problems p;
+  GroupOptions o;
+  o.algorithm = static_cast<Algorithm>(algorithm);
+  o.timeout = std::chrono::seconds(20);  // a hang becomes an error instead of a stuck test
+  Group g = Group::Create(Key(tag), ranks, o);
+  const bool odd_one = g.Rank() == g.Size() - 1;
+  std::vector<float> v(odd_one && mode == 0 ? 101 : 100, 1.0f);
+  try {
+    if (odd_one && mode == 1) {
+      g.Barrier();
+    } else {
+      g.AllReduce(v, ReduceOp::kSum);
+    }
+    p.Expect(false, "no error for mismatched calls");
+  } catch (const coll::CollectiveTimeout& e) {
+    p.Expect(false, std::string("mismatched calls hung: ") + e.what());
+  } catch (const prism::Error& e) {
+    p.Expect(Contains(e.what(), "different"), std::string("unclear error: ") + e.what());
+  }
+  std::vector<float> ok(100, 1.0f);
+  g.AllReduce(ok, ReduceOp::kSum);
+  p.Expect(ok[99] == static_cast<float>(g.Size()), "the group does not work after the mismatch");
+  return p.text;
+}
+
+// Abort: members poll a flag that a second task on their rank sets.
+std::atomic<int> g_abort_tag{-1};
+std::atomic<int64_t> g_abort_set_ns{0};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::string CgSetAbort(int tag) {
+  g_abort_set_ns = NowNs();
+  g_abort_tag = tag;
+  return "";
+}
+
+/// A member of group `tag` whose AllReduce the last member never joins (joins), or that last
+/// member, which waits for the abort and leaves.
+std::string CgAbortMember(Ranks ranks, int tag, int algorithm, bool joins) {
+  Problems p;
+  GroupOptions o;
+  o.algorithm = static_cast<Algorithm>(algorithm);
+  o.aborted = [tag] { return g_abort_tag.load() == tag; };
+  o.timeout = std::chrono::seconds(20);
+  Group g = Group::Create(Key(tag), ranks, o);
+  if (!joins) {
+    auto t0 = Clock::now();
+    while (!o.aborted() && SecondsSince(t0) < 30) SleepMs(5);
+    return "";  // the group sees the abort and keeps its communicator
+  }
+  std::vector<float> v(1 << 18, 1.0f);  // 1 MiB: the ring, when it is the ring
+  try {
+    g.AllReduce(v, ReduceOp::kSum);
+    p.Expect(false, "AllReduce finished although a member never joined");
+  } catch (const coll::CollectiveAborted& e) {
+    const double after_flag = static_cast<double>(NowNs() - g_abort_set_ns.load()) * 1e-9;
+    p.Expect(g_abort_set_ns.load() != 0, "threw CollectiveAborted before the flag was set");
+    p.Expect(after_flag >= 0 && after_flag < 1.0,
+             "threw " + std::to_string(after_flag) + " s after the flag was set (wanted < 1 s)");
+    p.Expect(Contains(e.what(), "aborted") && Contains(e.what(), "AllReduce"),
+             std::string("unclear message: ") + e.what());
+  } catch (const std::exception& e) {
+    p.Expect(false, std::string("threw something else than CollectiveAborted: ") + e.what());
+  }
+  auto t1 = Clock::now();
+  try {
+    g.Barrier();
+    p.Expect(false, "Barrier on an aborted group did not throw");
+  } catch (const coll::CollectiveAborted&) {
+    p.Expect(SecondsSince(t1) < 0.1, "Barrier on an aborted group was slow to throw");
+  }
+  return p.text;
+}
+
+/// A member with a 300 ms timeout whose operation (AllReduce, or Recv when `recv`) the other
+/// member never joins (joins), or that other member (!joins), which stays away for 1 s.
+std::string CgTimeoutMember(Ranks ranks, int tag, int algorithm, bool recv, bool joins) {
+  Problems p;
+  GroupOptions o;
+  o.algorithm = static_cast<Algorithm>(algorithm);
+  if (joins) {
+    o.timeout = std::chrono::milliseconds(300);
+  } else {
+    // Past this point the group counts as aborted, so it keeps its communicator, which the
+    // timed-out peer still has requests pending on.
+    auto deadline = Clock::now() + std::chrono::milliseconds(800);
+    o.aborted = [deadline] { return Clock::now() > deadline; };
+  }
+  Group g = Group::Create(Key(tag), ranks, o);
+  if (!joins) {
+    SleepMs(1000);
+    return "";
+  }
+  std::vector<float> v(1 << 18, 1.0f);
+  auto t0 = Clock::now();
+  try {
+    if (recv) {
+      g.Recv(v, 1 - g.Rank());
+    } else {
+      g.AllReduce(v, ReduceOp::kSum);
+    }
+    p.Expect(false, "the operation finished although a member never joined");
+  } catch (const coll::CollectiveTimeout& e) {
+    const double s = SecondsSince(t0);
+    p.Expect(s >= 0.29 && s < 3.0, "timed out after " + std::to_string(s) + " s (timeout 0.3 s)");
+    for (const std::string& part : {std::string(recv ? "Recv" : "AllReduce"),
+                                   std::string("1048576 bytes"), std::string("300 ms")}) {
+      p.Expect(Contains(e.what(), part), "the message lacks '" + part + "': " + e.what());
+    }
+  } catch (const std::exception& e) {
+    p.Expect(false, std::string("threw something else than CollectiveTimeout: ") + e.what());
+  }
+  try {
+    g.Broadcast(v, 0);
+    p.Expect(false, "Broadcast on a timed-out group did not throw");
+  } catch (const coll::CollectiveAborted& e) {
+    p.Expect(Contains(e.what(), "timed out"), std::string("the message does not say why: ") + e.what());
+  }
+  return p.text;
+}
+
+/// Two Duplicates of one group, each driven by its own thread at once: neither sees the
+/// other's data.
+std::string CgDuplicateStreams(Ranks ranks, int tag) {
+  Group base = Group::Create(Key(tag), ranks);
+  Group a = base.Duplicate();
+  Group b = base.Duplicate();
+  auto rounds = [&](Group& g, int salt) {
+    std::string wrong;
+    for (int k = 0; k < 30 && wrong.empty(); ++k) {
+      std::vector<double> v(3000, salt * 1000.0 + g.Rank() + k);
+      g.AllReduce(v, ReduceOp::kSum);
+      double want = 0;
+      for (int q = 0; q < g.Size(); ++q) want += salt * 1000.0 + q + k;
+      if (v[2999] != want) wrong = "stream " + std::to_string(salt) + " round " + std::to_string(k);
+    }
+    return wrong;
+  };
+  std::string from_a;
+  std::thread other([&] { from_a = rounds(a, 1); });
+  std::string from_b = rounds(b, 2);
+  other.join();
+  return from_a + from_b;
+}
+
+/// ReduceScatter's input must split evenly among the members: an error before anything is
+/// sent, and the group stays usable.
+std::string CgIndivisible(Ranks ranks, int tag) {
+  Group g = Group::Create(Key(tag), ranks);
+  Problems p;
+  try {
+    g.ReduceScatter(std::vector<float>(static_cast<size_t>(g.Size()) + 1, 1.0f), ReduceOp::kSum);
+    p.Expect(false, "no error for an input that does not split evenly");
+  } catch (const prism::Error& e) {
+    p.Expect(Contains(e.what(), "not a multiple"), std::string("unclear error: ") + e.what());
+  }
+  std::vector<float> share = g.ReduceScatter(std::vector<float>(static_cast<size_t>(g.Size()), 1.0f),
+                                             ReduceOp::kSum);
+  p.Expect(share.size() == 1 && share[0] == static_cast<float>(g.Size()), "ReduceScatter after the error is wrong");
+  return p.text;
+}
+
+PRISM_REMOTE(CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
+             CgDuplicateStreams);
+
+// ---- Driver helpers -----------------------------------------------------------------------
+
+Ranks AllRanks() {
+  Ranks r(static_cast<size_t>(World()));
+  std::iota(r.begin(), r.end(), 0);
+  return r;
+}
+
+template <typename F>
+prism::TaskCaller<F> Member(int w, F f) {
+  auto caller = On(w, f);
+  caller.SetResource("CPU", 0);  // members block in communication, not compute
+  return caller;
+}
+
+template <typename F, typename... Args>
+std::vector<prism::ObjectRef<std::string>> OnMembers(const Ranks& ranks, F f, Args... args) {
+  std::vector<prism::ObjectRef<std::string>> refs;
+  for (int w : ranks) refs.push_back(Member(w, f).Remote(ranks, args...));
+  return refs;
+}
+
+void ExpectAllOk(const std::vector<prism::ObjectRef<std::string>>& refs, const Ranks& ranks,
+                 const std::string& what) {
+  for (size_t i = 0; i < refs.size(); ++i) {
+    EXPECT_EQ(*refs[i].Get(120000), "") << what << ": member on world rank " << ranks[i];
+  }
+}
+
+constexpr int kShm = static_cast<int>(Algorithm::kSharedMemory);
+constexpr int kRing = static_cast<int>(Algorithm::kRing);
+constexpr int kMpi = static_cast<int>(Algorithm::kMpi);
+
+// ---- Tests --------------------------------------------------------------------------------
+
+TEST(Collective, EveryOpAndDtypeWithEveryAlgorithmMatchesALocalReference) {
+  auto ranks = AllRanks();
+  ExpectAllOk(OnMembers(ranks, CgEveryOp, 100, kShm), ranks, "shared memory");
+  ExpectAllOk(OnMembers(ranks, CgEveryOp, 101, kRing), ranks, "ring");
+  ExpectAllOk(OnMembers(ranks, CgEveryOp, 102, kMpi), ranks, "mpi");
+}
+
+TEST(Collective, SubGroupInReverseOrderWhileOtherRanksDoNothing) {
+  if (World() < 3) GTEST_SKIP() << "needs 3 ranks";
+  Ranks reversed = {World() - 1, 1};
+  ExpectAllOk(OnMembers(reversed, CgEveryOp, 110, kShm), reversed, "shared memory, reversed");
+  ExpectAllOk(OnMembers(reversed, CgEveryOp, 111, kRing), reversed, "ring, reversed");
+}
+
+TEST(Collective, SendRecvAroundTheRingAndAMismatchedRecvIsAnError) {
+  auto ranks = AllRanks();
+  if (ranks.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  ExpectAllOk(OnMembers(ranks, CgSendRecv, 200), ranks, "send/recv");
+}
+
+TEST(Collective, MismatchedCallsAreAnErrorOnEveryMemberWithEveryAlgorithm) {
+  auto ranks = AllRanks();
+  if (ranks.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  int tag = 300;
+  for (int a : {kShm, kRing, kMpi}) {
+    for (int mode : {0, 1}) {
+      ExpectAllOk(OnMembers(ranks, CgMismatch, tag++, a, mode), ranks,
+                  "mismatch " + std::to_string(mode) + " with " + coll::Name(static_cast<Algorithm>(a)));
+    }
+  }
+}
+
+TEST(Collective, AbortEndsAWaitForAMemberThatNeverJoins) {
+  auto ranks = AllRanks();
+  if (ranks.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  int tag = 400;
+  for (int a : {kShm, kRing}) {
+    std::vector<prism::ObjectRef<std::string>> refs;
+    for (int w : ranks) refs.push_back(Member(w, CgAbortMember).Remote(ranks, tag, a, w != ranks.back()));
+    SleepMs(300);
+    std::vector<prism::ObjectRef<std::string>> setters;
+    for (int w : ranks) setters.push_back(Member(w, CgSetAbort).Remote(tag));
+    ExpectAllOk(refs, ranks, std::string("abort with ") + coll::Name(static_cast<Algorithm>(a)));
+    ExpectAllOk(setters, ranks, "setting the abort flag");
+    ++tag;
+  }
+}
+
+TEST(Collective, TimeoutEndsAWaitForAMemberThatNeverJoins) {
+  if (World() < 3) GTEST_SKIP() << "needs 3 ranks";
+  Ranks ranks = {1, World() - 1};  // rank 0 stays out
+  int tag = 500;
+  for (int a : {kShm, kRing}) {
+    for (bool recv : {false, true}) {
+      std::vector<prism::ObjectRef<std::string>> refs;
+      for (int w : ranks) {
+        refs.push_back(Member(w, CgTimeoutMember).Remote(ranks, tag, a, recv, w == ranks[0]));
+      }
+      ExpectAllOk(refs, ranks, std::string("timeout with ") + coll::Name(static_cast<Algorithm>(a)) +
+                                   (recv ? ", Recv" : ", AllReduce"));
+      ++tag;
+    }
+  }
+}
+
+TEST(Collective, DuplicatesRunOnTwoThreadsAtOnceWithoutCrossing) {
+  auto ranks = AllRanks();
+  ExpectAllOk(OnMembers(ranks, CgDuplicateStreams, 600), ranks, "two streams");
+}
+
+TEST(Collective, BadArgumentsAreClearErrorsAndLeaveTheGroupUsable) {
+  auto expect_error = [](const std::function<void()>& f, const std::vector<std::string>& parts) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; wanted one mentioning " << parts[0];
+    } catch (const prism::Error& e) {
+      for (const auto& part : parts) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+            << "'" << part << "' missing from: " << e.what();
+      }
+    }
+  };
+  expect_error([] { Group::Create(Key(700), {}); }, {"no ranks"});
+  expect_error([] { Group::FromCommunicator(prism::platform::Communicator()); },
+               {"communicator is empty"});
+  Group empty;
+  expect_error([&] { empty.Barrier(); }, {"empty"});
+
+  Group g = Group::Create(Key(701), {0});  // the driver alone
+  EXPECT_EQ(g.Rank(), 0);
+  EXPECT_EQ(g.Size(), 1);
+  std::vector<float> v = {1, 2, 3};
+  g.AllReduce(v, ReduceOp::kAverage);  // the identity
+  EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(g.AllGather(v), v);
+  std::vector<int64_t> ints = {1, 2, 3};
+  expect_error([&] { g.AllReduce(ints, ReduceOp::kAverage); }, {"kAverage", "int64"});
+  expect_error([&] { g.Broadcast(v, 1); }, {"root 1", "0..0"});
+  expect_error([&] { g.Send(v, 0); }, {"peer 0", "itself"});
+  expect_error([&] { g.Recv(v, -1); }, {"peer -1", "0..0"});
+  expect_error([&] { g.AllReduce(v.data(), -1, ReduceOp::kSum); }, {"count -1", "negative"});
+  expect_error([&] { g.AllReduce(static_cast<float*>(nullptr), 4, ReduceOp::kSum); }, {"null"});
+  expect_error([&] { g.AllReduce(v.data(), 3, static_cast<DataType>(9), ReduceOp::kSum); },
+               {"not a DataType"});
+  g.Barrier();  // still usable
+  if (World() >= 2) {
+    Ranks ranks = AllRanks();
+    ExpectAllOk(OnMembers(ranks, CgIndivisible, 702), ranks, "indivisible ReduceScatter");
+  }
+}
+
+}  // namespace
