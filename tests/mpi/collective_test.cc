@@ -27,7 +27,6 @@ using coll::ReduceOp;
 
 namespace {
 
-using Ranks = std::vector<int>;
 using Clock = std::chrono::steady_clock;
 
 struct Problems {
@@ -388,26 +387,6 @@ Ranks AllRanks() {
   return r;
 }
 
-template <typename F>
-prism::TaskCaller<F> Member(int w, F f) {
-  auto caller = On(w, f);
-  caller.SetResource("CPU", 0);  // members block in communication, not compute
-  return caller;
-}
-
-template <typename F, typename... Args>
-std::vector<prism::ObjectRef<std::string>> OnMembers(const Ranks& ranks, F f, Args... args) {
-  std::vector<prism::ObjectRef<std::string>> refs;
-  for (int w : ranks) refs.push_back(Member(w, f).Remote(ranks, args...));
-  return refs;
-}
-
-void ExpectAllOk(const std::vector<prism::ObjectRef<std::string>>& refs, const Ranks& ranks,
-                 const std::string& what) {
-  for (size_t i = 0; i < refs.size(); ++i) {
-    EXPECT_EQ(*refs[i].Get(120000), "") << what << ": member on world rank " << ranks[i];
-  }
-}
 
 constexpr int kShm = static_cast<int>(Algorithm::kSharedMemory);
 constexpr int kRing = static_cast<int>(Algorithm::kRing);

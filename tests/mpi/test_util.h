@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the multi-rank tests (tests/mpi). Everything here runs on the driver
 // (rank 0) or inside tasks; no test code runs on other ranks outside tasks.
+#include <gtest/gtest.h>
 #include <prism/api.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -27,6 +28,34 @@ prism::TaskCaller<F> On(int rank, F f) {
   prism::TaskCaller<F> caller = prism::Task(f);
   caller.SetResource(RankRes(rank), 0.01);
   return caller;
+}
+
+/// A group's members, by world rank.
+using Ranks = std::vector<int>;
+
+/// Task(f) pinned to world rank `w` without a CPU: group members block in communication,
+/// not compute, so a rank can hold several.
+template <typename F>
+prism::TaskCaller<F> Member(int w, F f) {
+  auto caller = On(w, f);
+  caller.SetResource("CPU", 0);
+  return caller;
+}
+
+/// Runs f(ranks, args...) on every member of `ranks` at once; each returns "" or what failed.
+template <typename F, typename... Args>
+std::vector<prism::ObjectRef<std::string>> OnMembers(const Ranks& ranks, F f, Args... args) {
+  std::vector<prism::ObjectRef<std::string>> refs;
+  for (int w : ranks) refs.push_back(Member(w, f).Remote(ranks, args...));
+  return refs;
+}
+
+/// Expects every member's answer to be "" (no failure), naming the member that failed.
+inline void ExpectAllOk(const std::vector<prism::ObjectRef<std::string>>& refs, const Ranks& ranks,
+                        const std::string& what) {
+  for (size_t i = 0; i < refs.size(); ++i) {
+    EXPECT_EQ(*refs[i].Get(120000), "") << what << ": member on world rank " << ranks[i];
+  }
 }
 
 /// Resident set size of this process in MiB, after handing free heap memory back to the

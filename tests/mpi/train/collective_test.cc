@@ -34,7 +34,6 @@ using prism::train::ReduceOp;
 
 namespace {
 
-using Ranks = std::vector<int>;
 using Clock = std::chrono::steady_clock;
 
 /// Collects what a task found wrong.
@@ -482,27 +481,6 @@ Ranks AllRanks() {
 }
 
 /// Task(f) on world rank w, taking no CPU (members block in MPI, not compute).
-template <typename F>
-prism::TaskCaller<F> Member(int w, F f) {
-  auto caller = On(w, f);
-  caller.SetResource("CPU", 0);
-  return caller;
-}
-
-/// Runs f(ranks, args...) on every member of `ranks` at once.
-template <typename F, typename... Args>
-std::vector<prism::ObjectRef<std::string>> OnMembers(const Ranks& ranks, F f, Args... args) {
-  std::vector<prism::ObjectRef<std::string>> refs;
-  for (int w : ranks) refs.push_back(Member(w, f).Remote(ranks, args...));
-  return refs;
-}
-
-void ExpectAllOk(const std::vector<prism::ObjectRef<std::string>>& refs, const Ranks& ranks,
-                 const std::string& what) {
-  for (size_t i = 0; i < refs.size(); ++i) {
-    EXPECT_EQ(*refs[i].Get(60000), "") << what << ": member on world rank " << ranks[i];
-  }
-}
 
 // ---- Tests --------------------------------------------------------------------------------
 
