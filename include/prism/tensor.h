@@ -6,8 +6,8 @@
 //   auto ref = prism::Put(torch::randn({1024, 1024}));
 //   std::shared_ptr<torch::Tensor> t = prism::Get(ref);   // aliases the store's buffer
 //
-// Written: dtype, shape, then the elements (contiguous, row-major), aligned to 64 bytes
-// inside the object. A tensor on another device is copied to the CPU first, a
+// Written: dtype, shape, then the elements (contiguous, row-major), at a 64-byte offset
+// inside the object (64-byte aligned in memory for objects of 2 MiB and more, 16 below). A tensor on another device is copied to the CPU first, a
 // non-contiguous one is made contiguous; autograd state is not kept.
 // Read: a CPU tensor whose storage is the object's bytes on this rank (a local value, or
 // the copy a transfer wrote straight into the store), kept alive by the tensor: the store

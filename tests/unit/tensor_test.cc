@@ -59,15 +59,15 @@ TEST(TensorObject, ALocalGetAliasesTheStoredBufferAndOutlivesTheRef) {
   prism::platform::InProcessCluster cluster({.num_ranks = 1});
   torch::Tensor t;
   {
-    auto ref = prism::Put(TnMake(1024, 256));
+    auto ref = prism::Put(TnMake(1024, 1024));  // 4 MiB: a mapped, page-aligned block
     auto a = prism::Get(ref);
     auto b = prism::Get(ref);
     EXPECT_EQ(a->data_ptr(), b->data_ptr());  // no copy: both are the stored bytes
     EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data_ptr()) % 64, 0u);
     t = *a;
   }  // ref and shared_ptrs gone: the tensor keeps the buffer
-  EXPECT_EQ(t.index({1023, 255}).item<float>(), 1024.0f * 256 - 1);
-  EXPECT_DOUBLE_EQ(t.sum().item<double>(), TnMake(1024, 256).to(torch::kFloat64).sum().item<double>());
+  EXPECT_EQ(t.index({1023, 1023}).item<float>(), 1024.0f * 1024 - 1);
+  EXPECT_DOUBLE_EQ(t.sum().item<double>(), TnMake(1024, 1024).to(torch::kFloat64).sum().item<double>());
 }
 
 TEST(TensorObject, TasksTakeAndReturnTensorsAcrossRanks) {

@@ -13,7 +13,7 @@
 
 namespace prism::internal {
 
-/// Storage for Buffers, 64-byte aligned. Large blocks come from a pool of recently freed blocks whose pages
+/// Storage for Buffers: 16-byte aligned, page aligned from 2 MiB. Large blocks come from a pool of recently freed blocks whose pages
 /// are already mapped (a first touch of fresh pages costs ~10x a copy into reused ones);
 /// `*capacity` receives the usable size, which may exceed `size`. Thread-safe.
 char* AllocateBytes(size_t size, size_t* capacity);
