@@ -124,9 +124,9 @@ class Node : public CoreApi {
   ObjectPuller puller_;
   GeneratorProducers producers_;
   TaskRunner runner_;
+  GeneratorStreams streams_;
   CallbackPool callbacks_;
   DeadlineTimer timeouts_;
-  GeneratorStreams streams_;
   std::atomic<uint64_t> counter_{0};
 
   std::mutex groups_mu_;

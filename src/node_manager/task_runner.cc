@@ -26,8 +26,10 @@ struct ThreadTask {
   const std::string* name = nullptr;  // the running spec's
   ResourceSet demand;
   CoreApi* core = nullptr;
-  GpuGrant gpus;                           // what the task or its actor holds
-  const GpuDevices* gpu_devices = nullptr;  // the rank's, which gpus.slots index
+  // What the task or its actor holds: Execute's own grant (a pointer, so that ThreadTask
+  // stays trivially destructible and its accesses need no thread_local init guard).
+  const GpuGrant* gpus = nullptr;
+  const GpuDevices* gpu_devices = nullptr;  // the rank's, which gpus->slots index
 };
 thread_local ThreadTask t_task;
 thread_local CoreApi* t_thread_core = nullptr;  // SetThreadCore
@@ -62,14 +64,16 @@ void ThrowCancelled(int rank) {
 std::vector<std::string> CurrentGpuIds() {
   std::vector<std::string> ids;
   if (!t_task.active || t_task.gpu_devices == nullptr) return ids;
-  for (size_t slot : t_task.gpus.slots) ids.push_back(t_task.gpu_devices->ids.at(slot));
+  if (t_task.gpus == nullptr) return ids;
+  for (size_t slot : t_task.gpus->slots) ids.push_back(t_task.gpu_devices->ids.at(slot));
   return ids;
 }
 
 std::vector<int> CurrentGpuOrdinals() {
   std::vector<int> ordinals;
   if (!t_task.active || t_task.gpu_devices == nullptr) return ordinals;
-  for (size_t slot : t_task.gpus.slots) ordinals.push_back(t_task.gpu_devices->ordinals.at(slot));
+  if (t_task.gpus == nullptr) return ordinals;
+  for (size_t slot : t_task.gpus->slots) ordinals.push_back(t_task.gpu_devices->ordinals.at(slot));
   return ordinals;
 }
 
@@ -192,6 +196,7 @@ void TaskRunner::Kill(const KillActor& k) {
 }
 
 GpuGrant TaskRunner::GpusFor(const TaskSpec& spec) {
+  if (gpus_.devices().ids.empty()) return {};  // a rank without GPUs: nothing to look up
   if (spec.kind == TaskKind::kActorCall) {
     std::lock_guard<std::mutex> lock(actors_mu_);
     auto it = actor_gpus_.find(spec.actor);
@@ -426,7 +431,8 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   t_task.name = &spec.name;
   t_task.demand = spec.demand;
   t_task.core = core_;
-  t_task.gpus = {};
+  GpuGrant gpus;  // filled once the arguments are here
+  t_task.gpus = &gpus;
   t_task.gpu_devices = &gpus_.devices();
   TaskDone done;
   done.id = spec.id;
@@ -470,7 +476,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       const Payload& p = arg.is_ref ? ref_values.at(next_ref++) : arg.value;
       views.push_back({p->data(), p->size(), &p});  // views of arguments may alias p
     }
-    t_task.gpus = GpusFor(spec);
+    gpus = GpusFor(spec);
     const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
     if (fn == nullptr) {
       throw FunctionNotFound("prism: function " + spec.function +
@@ -532,8 +538,8 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     to_head_(ActorDied{host->id(), cause});
   }
   // A task's GPUs are free before the head hears it ended (and may send the next one).
-  if (spec.kind == TaskKind::kTask) gpus_.Release(t_task.gpus);
-  t_task.gpus = {};
+  if (spec.kind == TaskKind::kTask && !gpus.slots.empty()) gpus_.Release(gpus);
+  t_task.gpus = nullptr;
   done.exec_ns = NowNs() - start;
   t_task.active = false;
   t_task.name = nullptr;
