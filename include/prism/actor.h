@@ -20,6 +20,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "prism/internal/call_options.h"
 #include "prism/placement_group.h"
 #include "prism/task_caller.h"
 
@@ -87,8 +88,12 @@ class ActorHandle {
 
 /// Builder for one actor method call. Not thread-safe; cheap. kSplitReturns: made by
 /// SetNumReturns.
+/// SetName, SetResources and SetResource come from RequestOptions. Resources of a call are
+/// as Ray's ActorTaskCaller takes them: checked like a task's (a request no rank can ever
+/// hold is a ResourceError at Remote()), but, as in Ray, a call runs on its actor's rank
+/// with what the actor holds: nothing more is reserved.
 template <typename M, bool kSplitReturns>
-class ActorTaskCaller {
+class ActorTaskCaller : public internal::RequestOptions<ActorTaskCaller<M, kSplitReturns>> {
  public:
   using Traits = internal::MethodTraits<M>;
   using ReturnType = typename Traits::Return;
@@ -102,27 +107,7 @@ class ActorTaskCaller {
     request_.streaming = Traits::kGenerator;
   }
   /// The same options (SetNumReturns's result).
-  explicit ActorTaskCaller(const internal::TaskRequest& request) : request_(request) {}
-  ActorTaskCaller& SetName(std::string name) {
-    request_.name = std::move(name);
-    return *this;
-  }
-  /// Resources of this call, as Ray's ActorTaskCaller takes them: checked like a task's
-  /// (a request no rank can ever hold is a ResourceError at Remote()), but, as in Ray, a
-  /// call runs on its actor's rank with what the actor holds: nothing more is reserved.
-  ActorTaskCaller& SetResources(const std::map<std::string, double>& resources) {
-    for (const auto& [k, v] : resources) request_.resources[k] = v;
-    return *this;
-  }
-  template <typename Map, typename = std::enable_if_t<!std::is_same_v<Map, std::map<std::string, double>>>>
-  ActorTaskCaller& SetResources(const Map& resources) {  // std::unordered_map and other maps
-    for (const auto& [k, v] : resources) request_.resources[std::string(k)] = static_cast<double>(v);
-    return *this;
-  }
-  ActorTaskCaller& SetResource(const std::string& name, double amount) {
-    request_.resources[name] = amount;
-    return *this;
-  }
+  explicit ActorTaskCaller(const internal::TaskRequest& request) { request_ = request; }
   /// As TaskCaller::SetNumReturns: one ref per element of the returned tuple or pair.
   ActorTaskCaller<M, true> SetNumReturns(int n) const {
     static_assert(internal::TupleLike<ReturnType>::value,
@@ -154,7 +139,7 @@ class ActorTaskCaller {
   }
 
  private:
-  internal::TaskRequest request_;
+  using internal::RequestOptions<ActorTaskCaller<M, kSplitReturns>>::request_;
 };
 
 /// Builder for creating an actor from a factory `static C* Create(Args...)`.

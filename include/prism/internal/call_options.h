@@ -1,7 +1,8 @@
 #pragma once
-// The chainable options that tasks and actor creations share (Ray's TaskCaller and
-// ActorCreator setters): name, resources, placement group, scheduling strategy, runtime
-// environment. CRTP keeps the chaining typed.
+// The chainable options calls share (Ray's TaskCaller, ActorCreator and ActorTaskCaller
+// setters): name and resources for every call (RequestOptions); placement group,
+// scheduling strategy and runtime environment for tasks and actor creations (CallOptions).
+// CRTP keeps the chaining typed.
 
 #include <map>
 #include <string>
@@ -14,8 +15,9 @@
 
 namespace prism::internal {
 
+/// The setters every kind of call has, actor method calls included: name and resources.
 template <typename Derived>
-class CallOptions {
+class RequestOptions {
  public:
   /// Name shown in errors, logs and the state API (default: the function's name). For an
   /// actor it is also the name GetActor finds it by.
@@ -40,6 +42,17 @@ class CallOptions {
     request_.resources[name] = amount;
     return Self();
   }
+
+ protected:
+  TaskRequest request_;
+  Derived& Self() { return static_cast<Derived&>(*this); }
+};
+
+/// What tasks and actor creations add: placement group, scheduling strategy, runtime
+/// environment.
+template <typename Derived>
+class CallOptions : public RequestOptions<Derived> {
+ public:
   /// Runs inside bundle `bundle_index` of `group` (-1: any bundle), using the bundle's
   /// reserved resources; waits until the group is created, fails if it is removed first or
   /// the demand exceeds the bundle.
@@ -72,10 +85,8 @@ class CallOptions {
   }
 
  protected:
-  TaskRequest request_;
-
- private:
-  Derived& Self() { return static_cast<Derived&>(*this); }
+  using RequestOptions<Derived>::request_;
+  using RequestOptions<Derived>::Self;
 };
 
 }  // namespace prism::internal
