@@ -14,6 +14,7 @@
 #include <numeric>
 #include <thread>
 
+#include "../common/collective_reference.h"
 #include "collective/testing.h"
 #include "test_util.h"
 
@@ -42,27 +43,6 @@ bool Contains(const std::string& s, const std::string& part) {
 
 std::string Key(int tag) { return "collective_test/" + std::to_string(tag); }
 
-/// Element i of group member m: differs between members and elements, in -5..5.
-int64_t Val(int m, int64_t i) { return (m * 7 + i * 3) % 11 - 5; }
-
-template <typename T>
-std::vector<T> Input(int m, int64_t count, int64_t shift) {
-  std::vector<T> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<T>(Val(m, i) + shift);
-  return v;
-}
-
-double Expected(int members, int64_t i, ReduceOp op, int64_t shift) {
-  double acc = static_cast<double>(Val(0, i) + shift);
-  for (int m = 1; m < members; ++m) {
-    const double v = static_cast<double>(Val(m, i) + shift);
-    if (op == ReduceOp::kSum || op == ReduceOp::kAverage) acc += v;
-    if (op == ReduceOp::kProduct) acc *= v;
-    if (op == ReduceOp::kMin) acc = std::min(acc, v);
-    if (op == ReduceOp::kMax) acc = std::max(acc, v);
-  }
-  return op == ReduceOp::kAverage ? acc / members : acc;
-}
 
 /// Small pieces and blocks for the life of a task.
 struct SmallPieces {
@@ -465,22 +445,11 @@ TEST(Collective, DuplicatesRunOnTwoThreadsAtOnceWithoutCrossing) {
 }
 
 TEST(Collective, BadArgumentsAreClearErrorsAndLeaveTheGroupUsable) {
-  auto expect_error = [](const std::function<void()>& f, const std::vector<std::string>& parts) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; wanted one mentioning " << parts[0];
-    } catch (const prism::Error& e) {
-      for (const auto& part : parts) {
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-            << "'" << part << "' missing from: " << e.what();
-      }
-    }
-  };
-  expect_error([] { Group::Create(Key(700), {}); }, {"no ranks"});
-  expect_error([] { Group::FromCommunicator(prism::platform::Communicator()); },
+  ExpectErrorMentioning([] { Group::Create(Key(700), {}); }, {"no ranks"});
+  ExpectErrorMentioning([] { Group::FromCommunicator(prism::platform::Communicator()); },
                {"communicator is empty"});
   Group empty;
-  expect_error([&] { empty.Barrier(); }, {"empty"});
+  ExpectErrorMentioning([&] { empty.Barrier(); }, {"empty"});
 
   Group g = Group::Create(Key(701), {0});  // the driver alone
   EXPECT_EQ(g.Rank(), 0);
@@ -490,13 +459,13 @@ TEST(Collective, BadArgumentsAreClearErrorsAndLeaveTheGroupUsable) {
   EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(g.AllGather(v), v);
   std::vector<int64_t> ints = {1, 2, 3};
-  expect_error([&] { g.AllReduce(ints, ReduceOp::kAverage); }, {"kAverage", "int64"});
-  expect_error([&] { g.Broadcast(v, 1); }, {"root 1", "0..0"});
-  expect_error([&] { g.Send(v, 0); }, {"peer 0", "itself"});
-  expect_error([&] { g.Recv(v, -1); }, {"peer -1", "0..0"});
-  expect_error([&] { g.AllReduce(v.data(), -1, ReduceOp::kSum); }, {"count -1", "negative"});
-  expect_error([&] { g.AllReduce(static_cast<float*>(nullptr), 4, ReduceOp::kSum); }, {"null"});
-  expect_error([&] { g.AllReduce(v.data(), 3, static_cast<DataType>(9), ReduceOp::kSum); },
+  ExpectErrorMentioning([&] { g.AllReduce(ints, ReduceOp::kAverage); }, {"kAverage", "int64"});
+  ExpectErrorMentioning([&] { g.Broadcast(v, 1); }, {"root 1", "0..0"});
+  ExpectErrorMentioning([&] { g.Send(v, 0); }, {"peer 0", "itself"});
+  ExpectErrorMentioning([&] { g.Recv(v, -1); }, {"peer -1", "0..0"});
+  ExpectErrorMentioning([&] { g.AllReduce(v.data(), -1, ReduceOp::kSum); }, {"count -1", "negative"});
+  ExpectErrorMentioning([&] { g.AllReduce(static_cast<float*>(nullptr), 4, ReduceOp::kSum); }, {"null"});
+  ExpectErrorMentioning([&] { g.AllReduce(v.data(), 3, static_cast<DataType>(9), ReduceOp::kSum); },
                {"not a DataType"});
   g.Barrier();  // still usable
   if (World() >= 2) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,19 @@ inline void ExpectAllOk(const std::vector<prism::ObjectRef<std::string>>& refs, 
                         const std::string& what) {
   for (size_t i = 0; i < refs.size(); ++i) {
     EXPECT_EQ(*refs[i].Get(120000), "") << what << ": member on world rank " << ranks[i];
+  }
+}
+
+/// Expects f() to throw prism::Error whose message contains every one of `parts`.
+inline void ExpectErrorMentioning(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; wanted one mentioning " << parts[0];
+  } catch (const prism::Error& e) {
+    for (const auto& part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "'" << part << "' missing from: " << e.what();
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/collective_reference.h"
 #include "collective/kernels.h"
 #include "collective/shared_memory.h"
 
@@ -22,6 +23,9 @@ using coll::ReduceOp;
 using coll::internal::Range;
 using coll::internal::SegmentShape;
 using coll::internal::SharedSegment;
+using prism_test::Expected;
+using prism_test::Input;
+using prism_test::Val;
 
 namespace {
 
@@ -161,38 +165,6 @@ std::vector<std::string> OnMembers(int members, int64_t block_bytes,
   return errors;
 }
 
-/// Member m's element i: differs between members and elements, in -5..5.
-int64_t Val(int m, int64_t i) { return (m * 7 + i * 3) % 11 - 5; }
-
-template <typename T>
-std::vector<T> Input(int m, int64_t count, int64_t shift) {
-  std::vector<T> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = static_cast<T>(Val(m, i) + shift);
-  return v;
-}
-
-double Expected(int members, int64_t i, ReduceOp op, int64_t shift) {
-  double acc = static_cast<double>(Val(0, i) + shift);
-  for (int m = 1; m < members; ++m) {
-    const double v = static_cast<double>(Val(m, i) + shift);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        acc += v;
-        break;
-      case ReduceOp::kProduct:
-        acc *= v;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, v);
-        break;
-    }
-  }
-  return op == ReduceOp::kAverage ? acc / members : acc;
-}
 
 template <typename T>
 void CheckAllReduce(int members, int64_t count, int64_t block_bytes) {
