@@ -1,7 +1,7 @@
 // SetNumReturns and streaming generators under mpirun: at 3 ranks the producers run on
 // rank 2 and their values cross to rank 0 (the driver) over the real transport. The cases
-// are shared with the in-process tests (tests/shared/generator_cases.h).
-#include "../shared/generator_cases.h"
+// are shared with the in-process tests (tests/common/generator_cases.h).
+#include "../common/generator_cases.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // SetNumReturns and streaming generators in the in-process cluster, at 1 and 3 ranks (the
 // cases are shared with tests/mpi/generator_test.cc). Each rank's store holds 24 MiB and
 // cannot spill, so values that are never freed fail the later cases.
-#include "../shared/generator_cases.h"
+#include "../common/generator_cases.h"
 
 #include "prism/platform/in_process.h"
 
