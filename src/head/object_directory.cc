@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <boost/container/small_vector.hpp>
+
 #include "head/memory_return.h"
 
 namespace prism::internal {
@@ -69,8 +71,9 @@ void ObjectDirectory::ProducerDone(ObjectId id, std::vector<FreedObject>& freed)
 }
 
 void ObjectDirectory::MaybeFree(ObjectId id, std::vector<FreedObject>& freed) {
-  // Iterative: freeing a container may free what it contained, to any depth.
-  std::vector<ObjectId> work{id};
+  // Iterative: freeing a container may free what it contained, to any depth. Inline room
+  // for a few: the usual object contains nothing.
+  boost::container::small_vector<ObjectId, 8> work{id};
   while (!work.empty()) {
     ObjectId cur = work.back();
     work.pop_back();

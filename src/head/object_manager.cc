@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <boost/container/small_vector.hpp>
+
 namespace prism::internal {
 
 ErrorInfo LostError(ObjectId id, const std::string& task_name) {
@@ -179,8 +181,8 @@ void ObjectManager::Free(std::vector<FreedObject>& freed) {
   if (freed_hook_) {
     for (const auto& f : freed) freed_hook_(f.id);
   }
-  // Usually one object on one rank: a small vector beats a map here.
-  std::vector<std::pair<int, FreeObjects>> per_rank;
+  // Usually one object on one rank: a small inline vector beats a map here.
+  boost::container::small_vector<std::pair<int, FreeObjects>, 4> per_rank;
   for (auto& f : freed) {
     for (int r : f.locations) {
       auto it = std::find_if(per_rank.begin(), per_rank.end(), [r](const auto& p) { return p.first == r; });

@@ -203,8 +203,7 @@ void Node::DropGenerator(TaskId generator) { streams_.Drop(generator); }
 
 // ---- Get / Wait ------------------------------------------------------------------------
 
-std::vector<bool> Node::Await(const std::vector<ObjectId>& ids, size_t need,
-                              int64_t timeout_ms) {
+PresenceFlags Node::Await(std::span<const ObjectId> ids, size_t need, int64_t timeout_ms) {
   std::optional<Clock::time_point> deadline;
   if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   auto now_flags = store_.WaitFor(ids, need, Clock::now());
@@ -222,13 +221,14 @@ std::vector<bool> Node::Await(const std::vector<ObjectId>& ids, size_t need,
 std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout_ms) {
   if (CurrentTaskCancelled()) ThrowCancelled(options_.rank);
   auto found = store_.FindMany(ids);
-  std::vector<ObjectId> missing;
+  boost::container::small_vector<ObjectId, 4> missing;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!found[i]) missing.push_back(ids[i]);
   }
   if (!missing.empty()) {
-    puller_.Request(missing);
-    auto flags = Await(missing, missing.size(), timeout_ms);
+    const std::span<const ObjectId> wanted(missing.data(), missing.size());
+    puller_.Request(wanted);
+    auto flags = Await(wanted, wanted.size(), timeout_ms);
     size_t still = std::count(flags.begin(), flags.end(), false);
     if (still > 0) {
       throw TimeoutError("prism: Get timed out after " + std::to_string(timeout_ms) + " ms: " +
@@ -257,7 +257,8 @@ std::vector<bool> Node::Wait(const std::vector<ObjectId>& ids, int num_objects,
     throw Error("prism: Wait got the same ObjectRef more than once; pass each ref once");
   }
   puller_.Request(ids);
-  return Await(ids, static_cast<size_t>(num_objects), timeout_ms);
+  auto flags = Await(ids, static_cast<size_t>(num_objects), timeout_ms);
+  return std::vector<bool>(flags.begin(), flags.end());
 }
 
 // ---- Messages from the head -------------------------------------------------------------
@@ -361,7 +362,7 @@ void Node::OnReady(ObjectId id, std::function<void()> callback) {
   // The pending callback holds a reference (as Ray's callback holds its ObjectRef): the
   // object cannot be freed before the callback has seen it.
   refs_.Add(id);
-  puller_.Request({id});
+  puller_.Request({&id, 1});
   store_.NotifyWhenPresent(id, [this, id, cb = std::move(callback)] {
     struct Release {  // even if cb throws
       Node* node;

@@ -113,7 +113,7 @@ class Node : public CoreApi {
   /// Throws ResourceError if no rank's whole capacity covers the task's demand.
   void CheckFeasible(const TaskSpec& spec) const;
   /// Waits for ids; while inside a task, gives its CPU back for the duration.
-  std::vector<bool> Await(const std::vector<ObjectId>& ids, size_t need, int64_t timeout_ms);
+  PresenceFlags Await(std::span<const ObjectId> ids, size_t need, int64_t timeout_ms);
   /// A fresh id; with n > 1, the first of n consecutive ones (a task's returns).
   ObjectId NextId(int n = 1) { return ObjectId::Make(options_.rank, counter_.fetch_add(n) + 1); }
 

@@ -24,7 +24,7 @@ void ThrowStored(MemoryStore& store, ObjectId id, const ErrorInfo& e) {
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }
 
-void ObjectPuller::Request(const std::vector<ObjectId>& ids) {
+void ObjectPuller::Request(std::span<const ObjectId> ids) {
   Subscribe sub;
   {
     auto here = store_.Contains(ids);
@@ -58,7 +58,7 @@ void ObjectPuller::OnObjectReady(ObjectReady&& m) {
 void ObjectPuller::StartFetch(ObjectId id, const std::vector<int>& holders) {
   // The head assigned this pull: however it ends, it hears back (AddLocation), so that the
   // copy it drew from can serve the next reader.
-  if (store_.Contains({id})[0]) {
+  if (store_.Contains({&id, 1})[0]) {
     Forget(id, false);
     to_head_(AddLocation{id, true});
     return;

@@ -23,7 +23,7 @@ class ObjectPuller {
       : rank_(rank), store_(store), fetcher_(fetcher), to_head_(std::move(to_head)) {}
 
   /// Makes sure each id not held here is on its way (one subscription per id).
-  void Request(const std::vector<ObjectId>& ids);
+  void Request(std::span<const ObjectId> ids);
   /// The head's answer to a subscription: a value, a failure, or where to pull from.
   void OnObjectReady(ObjectReady&& m);
 

@@ -453,7 +453,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       } else {
         // Ask the head, which says where to pull it from (spreading readers over the
         // copies), or, for an actor call routed before it was ready, when it is.
-        puller_.Request({loc.id});
+        puller_.Request({&loc.id, 1});
         to_fetch.push_back(loc.id);
       }
     }

@@ -329,9 +329,9 @@ std::optional<StoredObject> MemoryStore::Find(ObjectId id) {
   return StoredObject{value, nullptr};
 }
 
-std::vector<std::optional<StoredObject>> MemoryStore::FindMany(const std::vector<ObjectId>& ids) {
-  std::vector<std::optional<StoredObject>> out(ids.size());
-  std::vector<size_t> spilled;
+FoundObjects MemoryStore::FindMany(std::span<const ObjectId> ids) {
+  FoundObjects out(ids.size());
+  boost::container::small_vector<size_t, 4> spilled;
   {
     std::lock_guard<AdaptiveMutex> lock(mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -370,14 +370,14 @@ void MemoryStore::Erase(const std::vector<ObjectId>& ids) {
   }
 }
 
-std::vector<bool> MemoryStore::Contains(const std::vector<ObjectId>& ids) {
+PresenceFlags MemoryStore::Contains(std::span<const ObjectId> ids) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
   size_t count = 0;
   return Present(ids, count);
 }
 
-std::vector<bool> MemoryStore::Present(const std::vector<ObjectId>& ids, size_t& count) {
-  std::vector<bool> present(ids.size());
+PresenceFlags MemoryStore::Present(std::span<const ObjectId> ids, size_t& count) {
+  PresenceFlags present(ids.size());
   count = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     present[i] = objects_.count(ids[i]) > 0;
@@ -404,8 +404,8 @@ void MemoryStore::Interrupt(const std::atomic<bool>* abort) {
   }
 }
 
-std::vector<bool> MemoryStore::WaitFor(
-    const std::vector<ObjectId>& ids, size_t need,
+PresenceFlags MemoryStore::WaitFor(
+    std::span<const ObjectId> ids, size_t need,
     std::optional<std::chrono::steady_clock::time_point> deadline,
     const std::atomic<bool>* abort) {
   std::unique_lock<AdaptiveMutex> lock(mu_);

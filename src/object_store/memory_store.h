@@ -23,9 +23,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "common/adaptive_mutex.h"
 #include "prism/internal/core_api.h"
@@ -37,6 +40,11 @@ struct StoredObject {
   Payload value;                     // null if failed
   std::shared_ptr<ErrorInfo> error;  // set if the producing task failed
 };
+
+/// One flag per id asked about, and one lookup result per id: inline for a few ids, so a
+/// Get or Wait of a handful of refs allocates nothing here.
+using PresenceFlags = boost::container::small_vector<bool, 8>;
+using FoundObjects = boost::container::small_vector<std::optional<StoredObject>, 4>;
 
 class MemoryStore {
  public:
@@ -50,17 +58,17 @@ class MemoryStore {
   void PutError(ObjectId id, ErrorInfo error);
   std::optional<StoredObject> Find(ObjectId id);
   /// Find for many ids, with one lock for those in memory.
-  std::vector<std::optional<StoredObject>> FindMany(const std::vector<ObjectId>& ids);
+  FoundObjects FindMany(std::span<const ObjectId> ids);
   void Erase(const std::vector<ObjectId>& ids);
   /// Which of `ids` are here (in memory, spilled, or as an error), without reading any
   /// spilled object back.
-  std::vector<bool> Contains(const std::vector<ObjectId>& ids);
+  PresenceFlags Contains(std::span<const ObjectId> ids);
   /// Waits until at least `need` of `ids` are present or the deadline passes; returns
   /// presence flags. With `abort`, also returns early once *abort is true and Interrupt
   /// was called for it (a cancelled task's Get).
-  std::vector<bool> WaitFor(const std::vector<ObjectId>& ids, size_t need,
-                            std::optional<std::chrono::steady_clock::time_point> deadline,
-                            const std::atomic<bool>* abort = nullptr);
+  PresenceFlags WaitFor(std::span<const ObjectId> ids, size_t need,
+                        std::optional<std::chrono::steady_clock::time_point> deadline,
+                        const std::atomic<bool>* abort = nullptr);
   /// Wakes the waits registered with `abort` (set it first) so that they return.
   void Interrupt(const std::atomic<bool>* abort);
 
@@ -98,7 +106,7 @@ class MemoryStore {
     bool in_lru = false;
     std::list<ObjectId>::iterator lru;
   };
-  std::vector<bool> Present(const std::vector<ObjectId>& ids, size_t& count);
+  PresenceFlags Present(std::span<const ObjectId> ids, size_t& count);
   void Arrived(ObjectId id);  // requires mu_
   void Touch(Entry& e, ObjectId id);    // requires mu_: most recently used
   void Unlink(Entry& e);                // requires mu_: out of the LRU list

@@ -64,7 +64,8 @@ TEST(ObjectStore, SpillsLeastRecentlyUsedAndRestoresExactBytes) {
     ASSERT_TRUE(found.has_value()) << int(i);
     EXPECT_TRUE(Same(found->value, 2 * kMiB, i)) << int(i);
   }
-  auto many = store.FindMany({ObjectId(1), ObjectId(2), ObjectId(99)});
+  const std::vector<ObjectId> asked{ObjectId(1), ObjectId(2), ObjectId(99)};
+  auto many = store.FindMany(asked);
   EXPECT_TRUE(Same(many[0]->value, 2 * kMiB, 0));
   EXPECT_TRUE(Same(many[1]->value, 2 * kMiB, 1));
   EXPECT_FALSE(many[2].has_value());
