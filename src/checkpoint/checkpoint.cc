@@ -26,14 +26,14 @@
 #include "checkpoint/checksums.h"
 #include "checkpoint/file_util.h"
 #include "checkpoint/json.h"
-#include "prism/train/checkpoint.h"
+#include "prism/checkpoint.h"
 
-namespace prism::train {
+namespace prism {
 namespace {
 
 namespace fs = std::filesystem;
-using internal::ErrnoText;
-using internal::kMetadataFile;
+using train::internal::ErrnoText;
+using train::internal::kMetadataFile;
 
 /// mkdtemp(`prefix` + "XXXXXX"); throws prism::Error saying what to do.
 std::string MakeUniqueDir(const std::string& prefix, const std::string& what) {
@@ -129,15 +129,15 @@ Checkpoint Checkpoint::FromDirectory(const std::string& path) {
 std::map<std::string, std::string> Checkpoint::GetMetadata() const {
   if (path_.empty()) throw Error("Checkpoint::GetMetadata: the checkpoint has no directory");
   const std::string file = path_ + "/" + kMetadataFile;
-  std::optional<std::string> text = internal::ReadFileIfExists(file);
+  std::optional<std::string> text = train::internal::ReadFileIfExists(file);
   if (!text) return {};
-  internal::JsonValue json = internal::ParseJson(*text, file);
-  if (json.kind != internal::JsonValue::Kind::kObject) {
+  train::internal::JsonValue json = train::internal::ParseJson(*text, file);
+  if (json.kind != train::internal::JsonValue::Kind::kObject) {
     throw Error(file + " is not a JSON object; checkpoint metadata is {\"key\": \"value\", ...}");
   }
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : json.object) {
-    using Kind = internal::JsonValue::Kind;
+    using Kind = train::internal::JsonValue::Kind;
     // Strings as they are; numbers, booleans and null (a hand-edited file) as their JSON
     // text. Nested values have no string to be.
     if (value.kind == Kind::kArray || value.kind == Kind::kObject) {
@@ -156,10 +156,10 @@ void Checkpoint::SetMetadata(const std::map<std::string, std::string>& metadata)
   for (const auto& [key, value] : metadata) {
     text += first ? "\n  " : ",\n  ";
     first = false;
-    text += internal::JsonQuote(key) + ": " + internal::JsonQuote(value);
+    text += train::internal::JsonQuote(key) + ": " + train::internal::JsonQuote(value);
   }
   text += first ? "}\n" : "\n}\n";
-  internal::WriteFileAtomically(path_ + "/" + kMetadataFile, text);
+  train::internal::WriteFileAtomically(path_ + "/" + kMetadataFile, text);
 }
 
 std::string MakeTempCheckpointDir() {
@@ -168,4 +168,4 @@ std::string MakeTempCheckpointDir() {
   return MakeUniqueDir(root + "/checkpoint-", "a temporary checkpoint directory");
 }
 
-}  // namespace prism::train
+}  // namespace prism

@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "prism/train/checkpoint.h"
+#include "prism/checkpoint.h"
+#include "prism/train/config.h"
 
 namespace prism::train::internal {
 

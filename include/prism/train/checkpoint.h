@@ -24,48 +24,17 @@
 #include <variant>
 #include <vector>
 
+#include "prism/checkpoint.h"
 #include "prism/errors.h"
 #include "prism/train/config.h"
 
 namespace prism::train {
 
-/// A directory of checkpoint files.
-class Checkpoint {
- public:
-  Checkpoint() = default;
-  /// Throws prism::Error if `path` is not an existing directory.
-  static Checkpoint FromDirectory(const std::string& path);
-  const std::string& path() const { return path_; }
-  /// Key/values stored with it (metadata.json in the directory); empty if none.
-  std::map<std::string, std::string> GetMetadata() const;
-  /// Replaces metadata.json (written atomically).
-  void SetMetadata(const std::map<std::string, std::string>& metadata) const;
-
-  template <class Archive>
-  void serialize(Archive& ar, unsigned) {
-    ar& path_;
-  }
-
- private:
-  std::string path_;
-};
-
-/// Retention of a run's checkpoints (Ray's CheckpointConfig).
-struct CheckpointConfig {
-  /// Keep this many (0: keep all). With a score attribute, the best ones are kept;
-  /// without, the newest. The newest is never deleted (a resume needs it): when it is not
-  /// among the best, it is kept as well (num_to_keep + 1 on storage, as in Ray).
-  int num_to_keep = 0;
-  /// A reported metric to rank checkpoints by (empty: by recency).
-  std::string checkpoint_score_attribute;
-  /// "max" or "min".
-  std::string checkpoint_score_order = "max";
-
-  template <class Archive>
-  void serialize(Archive& ar, unsigned) {
-    ar& num_to_keep& checkpoint_score_attribute& checkpoint_score_order;
-  }
-};
+// Checkpoint, CheckpointConfig and MakeTempCheckpointDir live in prism/checkpoint.h (no
+// LibTorch), shared with prism::tune.
+using prism::Checkpoint;
+using prism::CheckpointConfig;
+using prism::MakeTempCheckpointDir;
 
 /// An attribute value stored on the HDF5 root group.
 using Attribute = std::variant<int64_t, double, std::string>;
@@ -85,13 +54,5 @@ void LoadStateDict(const std::string& file, torch::nn::Module& module,
                    torch::optim::Optimizer* optimizer = nullptr);
 /// The root-group attributes of a file SaveStateDict wrote.
 std::map<std::string, Attribute> ReadAttributes(const std::string& file);
-
-/// A fresh, empty directory for a worker to write a checkpoint into before Report (under
-/// ${TMPDIR:-/tmp}/prism-checkpoints-<uid>/, made 0700; Report moves or copies it into the
-/// run's storage). If that name is a symbolic link, another user's, or not a directory, it
-/// is left alone and a private ${TMPDIR:-/tmp}/prism-checkpoints-<uid>-XXXXXX is used
-/// instead (with a warning on stderr). Throws prism::Error if no directory can be made.
-/// Thread-safe.
-std::string MakeTempCheckpointDir();
 
 }  // namespace prism::train
