@@ -89,21 +89,6 @@ std::string Describe(const std::map<std::string, double>& resources) {
   return out.str() + "}";
 }
 
-std::string DefaultName() {
-  // Under Slurm the job id names the run: a requeued job keeps its id and resumes.
-  if (std::getenv("SLURM_JOB_ID") != nullptr) return "TorchTrainer_" + GetRuntimeContext().GetJobId();
-  char buf[64];
-  std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "TorchTrainer_%Y-%m-%d_%H-%M-%S", std::localtime(&now));
-  return buf;
-}
-
-std::string DefaultStorage() {
-  if (const char* s = std::getenv("PRISM_STORAGE_PATH"); s && *s) return s;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/prism_results";
-}
-
 /// The placement strategy named in ScalingConfig.
 PlacementStrategy StrategyOf(const std::string& name) {
   static const std::map<std::string, PlacementStrategy> kStrategies = {
@@ -260,8 +245,8 @@ Result TorchTrainer::Fit() {
     resources["CPU"] = 1;
     if (scaling.use_gpu) resources["GPU"] = 1;
   }
-  const std::string name = run.name.empty() ? DefaultName() : run.name;
-  const std::string storage = run.storage_path.empty() ? DefaultStorage() : run.storage_path;
+  const std::string name = run.name.empty() ? DefaultRunName("TorchTrainer") : run.name;
+  const std::string storage = run.storage_path.empty() ? DefaultStoragePath() : run.storage_path;
   const std::string trial_dir = storage + "/" + name;
   internal::CheckpointStore store(trial_dir, run.checkpoint_config);  // checks it is writable
 

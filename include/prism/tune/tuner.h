@@ -58,12 +58,9 @@ using TrainableFn = void (*)(Config);
 
 /// A trainable with its per-trial resources and shared inputs.
 struct Trainable {
-  Trainable(TrainableFn fn) : fn(fn) {}  // NOLINT(google-explicit-constructor)
+  Trainable(TrainableFn fn = nullptr) : fn(fn) {}  // NOLINT(google-explicit-constructor)
   TrainableFn fn;
   std::map<std::string, double> resources;  // empty: {CPU: 1}
-  /// Large inputs put once into the object store (WithParameters); read in a trial with
-  /// tune::GetParameter<T>(name).
-  std::map<std::string, std::string> parameter_refs;  // name -> object id (hex)
 };
 
 /// `fn` with each trial reserving `resources` (Ray: tune.with_resources), e.g.
@@ -182,7 +179,9 @@ class Tuner {
 
   /// Whether `path` (storage_path/name) holds an experiment Restore can resume.
   static bool CanRestore(const std::string& path);
-  /// A Tuner that resumes the experiment in `path`: finished trials are kept as they are;
+  /// A Tuner that resumes the experiment in `path` (Ray's Tuner.restore), with the same
+  /// trainable and param_space (a space holds functions, so it is not stored): finished
+  /// trials are kept as they are;
   /// unfinished ones (running or paused when it stopped) resume from their latest
   /// checkpoint if resume_unfinished (else they are marked terminated); errored ones are
   /// resumed from their checkpoint if resume_errored, started over if restart_errored,
@@ -190,7 +189,7 @@ class Tuner {
   /// registered name); searcher and scheduler state come from the journal. A searcher or
   /// scheduler object given in `tune_config` overrides what the journal names but gets its
   /// saved state. Throws prism::Error if CanRestore(path) is false, saying why.
-  static Tuner Restore(const std::string& path, Trainable trainable,
+  static Tuner Restore(const std::string& path, Trainable trainable, ParamSpace param_space,
                        bool resume_unfinished = true, bool resume_errored = false,
                        bool restart_errored = false, TuneConfig tune_config = {});
 
