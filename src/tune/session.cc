@@ -27,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 /// The trial running on this thread.
 struct TrialSession {
   TrialSpec spec;
+  std::vector<ObjectRef<std::string>> parameters;
   std::unique_ptr<train::internal::CheckpointStore> store;  // made at the first checkpoint
   int64_t iteration = 0;
   Clock::time_point started = Clock::now();
@@ -48,9 +49,10 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-std::string RunTrial(std::string spec_bytes) {
+std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>> parameters) {
   TrialSession session;
   session.spec = platform::FromBytes<TrialSpec>(spec_bytes);
+  session.parameters = std::move(parameters);
   session.iteration = session.spec.iteration;
   const TrialSpec& spec = session.spec;
   TrialMessage end;
@@ -107,6 +109,18 @@ std::optional<Checkpoint> GetCheckpoint() {
   internal::TrialSession& s = internal::Current("GetCheckpoint");
   if (s.spec.restore.empty()) return std::nullopt;
   return Checkpoint::FromDirectory(s.spec.restore);
+}
+
+ObjectId internal::ParameterId(const std::string& name) {
+  internal::TrialSession& s = internal::Current("GetParameter");
+  const auto& names = s.spec.parameter_names;
+  for (size_t i = 0; i < names.size() && i < s.parameters.size(); ++i) {
+    if (names[i] == name) return s.parameters[i].ID();
+  }
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw Error("prism::tune::GetParameter: no shared input named \"" + name + "\" (the trainable has: " +
+              (known.empty() ? "none" : known) + "); give it with tune::WithParameters");
 }
 
 std::string TrialId() { return internal::Current("TrialId").spec.trial_id; }

@@ -435,8 +435,13 @@ void Tuner::Impl::Launch(TrialState& t) {
   t.restart_fresh = false;
   std::map<std::string, double> resources = trainable.resources;
   if (resources.empty()) resources["CPU"] = 1;
+  std::vector<ObjectRef<std::string>> parameters;
+  for (const auto& [name, ref] : trainable.parameters) {
+    spec.parameter_names.push_back(name);
+    parameters.push_back(ref);
+  }
   t.ref = prism::Task(internal::RunTrial).SetName("tune trial " + t.id).SetResources(resources)
-              .Remote(platform::ToBytes(spec));
+              .Remote(platform::ToBytes(spec), parameters);
   t.status = TrialStatus::kRunning;
   t.stop_requested = false;
   t.task_done.reset();
