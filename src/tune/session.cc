@@ -80,29 +80,49 @@ std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>>
 
 }  // namespace internal
 
-void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
-  internal::TrialSession& s = internal::Current("Report");
-  const auto now = internal::Clock::now();
-  internal::TrialMessage m;
-  m.kind = internal::TrialMessage::kResult;
+namespace internal {
+namespace {
+
+/// Publishes one result; `checkpoint` is committed into the trial's directory first unless
+/// `committed`. Returns whether the trial should stop.
+bool Publish(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint, bool committed) {
+  TrialSession& s = Current("Report");
+  const auto now = Clock::now();
+  TrialMessage m;
+  m.kind = TrialMessage::kResult;
   m.trial_id = s.spec.trial_id;
   m.attempt = s.spec.attempt;
   m.iteration = ++s.iteration;
-  m.time_this_iter_s = internal::Seconds(now - s.last_report);
-  m.time_total_s = s.spec.time_total_s + internal::Seconds(now - s.started);
+  m.time_this_iter_s = Seconds(now - s.last_report);
+  m.time_total_s = s.spec.time_total_s + Seconds(now - s.started);
   s.last_report = now;
   m.metrics = metrics;
-  if (checkpoint) {
+  if (checkpoint && committed) {
+    m.checkpoint = checkpoint->path();
+  } else if (checkpoint) {
     if (!s.store) {
-      s.store = std::make_unique<train::internal::CheckpointStore>(s.spec.trial_dir,
-                                                                   s.spec.checkpoint_config);
+      s.store = std::make_unique<train::internal::CheckpointStore>(s.spec.trial_dir, s.spec.checkpoint_config);
     }
     Metrics with_iteration = metrics;
     with_iteration["training_iteration"] = static_cast<double>(m.iteration);
     m.checkpoint = s.store->Commit(*checkpoint, with_iteration, /*move=*/true).checkpoint.path();
   }
   platform::Publish(s.spec.channel, platform::ToBytes(m));
-  if (prism::IsCancelled()) throw TrialStopSignal{};
+  return prism::IsCancelled();
+}
+
+}  // namespace
+
+bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& committed) {
+  return Publish(metrics, committed, /*committed=*/true);
+}
+
+const std::string& TrainableArgs() { return Current("TrainableArgs").spec.args; }
+
+}  // namespace internal
+
+void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
+  if (internal::Publish(metrics, checkpoint, /*committed=*/false)) throw TrialStopSignal{};
 }
 
 std::optional<Checkpoint> GetCheckpoint() {

@@ -26,11 +26,12 @@ struct TrialSpec {
   double time_total_s = 0;
   CheckpointConfig checkpoint_config;
   std::vector<std::string> parameter_names;  // WithParameters, in the order of the task's refs
+  std::string args;                          // Trainable::args
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     ar& trainable& trial_id& trial_dir& channel& restore& config& attempt& iteration&
-        time_total_s& checkpoint_config& parameter_names;
+        time_total_s& checkpoint_config& parameter_names& args;
   }
 };
 

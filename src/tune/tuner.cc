@@ -433,7 +433,8 @@ void Tuner::Impl::Launch(TrialState& t) {
     spec.time_total_s = 0;
   }
   t.restart_fresh = false;
-  std::map<std::string, double> resources = trainable.resources;
+  spec.args = trainable.args;
+  std::map<std::string, double> resources = trainable.task_resources.value_or(trainable.resources);
   if (resources.empty()) resources["CPU"] = 1;
   std::vector<ObjectRef<std::string>> parameters;
   for (const auto& [name, ref] : trainable.parameters) {

@@ -65,6 +65,11 @@ struct Trainable {
   /// Shared inputs (WithParameters), by name: each in the object store once, read in a
   /// trial with GetParameter<T>(name).
   std::map<std::string, ObjectRef<std::string>> parameters;
+  /// For adapters (prism/tune/torch.h): the trial task's own resources when they differ
+  /// from what a trial reserves in all (a TorchTrainer trial's task needs no CPU; its
+  /// workers hold them), and bytes the adapter reads back with internal::TrainableArgs().
+  std::optional<std::map<std::string, double>> task_resources;
+  std::string args;
 };
 
 /// `fn` with each trial reserving `resources` (Ray: tune.with_resources), e.g.
@@ -243,6 +248,12 @@ namespace internal {
 /// The object id of shared input `name` of this trial's trainable; throws prism::Error
 /// outside a trial or for a name WithParameters did not give.
 ObjectId ParameterId(const std::string& name);
+/// The trainable's `args` (for adapters), inside a trial.
+const std::string& TrainableArgs();
+/// Report for adapters whose checkpoint is already committed in the trial's directory (a
+/// TorchTrainer's): records it as is. Returns true when the trial should stop (the Tuner
+/// stopped or paused it, or the job is being preempted) instead of throwing.
+bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& committed);
 }  // namespace internal
 
 /// The shared input WithParameters put under `name` (the trial's rank fetches it once;
