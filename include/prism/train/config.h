@@ -2,6 +2,7 @@
 // Key/value settings for a training loop (Ray's train_loop_config dict), and the metrics a
 // loop reports.
 
+#include <charconv>
 #include <map>
 #include <sstream>
 #include <string>
@@ -26,8 +27,11 @@ class Config {
     if constexpr (std::is_same_v<T, bool>) {
       out << (value ? "true" : "false");
     } else if constexpr (std::is_floating_point_v<T>) {
-      out.precision(17);
-      out << value;
+      // The shortest text that reads back as the same number: "0.1", not
+      // "0.10000000000000001".
+      char buf[64];
+      auto result = std::to_chars(buf, buf + sizeof(buf), value);
+      out.write(buf, result.ptr - buf);
     } else {
       out << value;
     }
