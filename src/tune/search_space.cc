@@ -176,10 +176,9 @@ std::string ToText(const Value& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
-  // The shortest text that reads back as the same double ("0.1", not 0.10000000000000001).
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), std::get<double>(v));
-  return std::string(buf, end);
+  // The shortest text that reads back as the same double ("0.1", not 0.10000000000000001),
+  // as train::Config::Set writes it.
+  return train::detail::ShortestText(std::get<double>(v));
 }
 
 Domain::Domain(Value constant) : kind_(Kind::kConstant), values_{std::move(constant)} {}
