@@ -408,9 +408,12 @@ TEST(HyperBand, MinModeKeepsTheLowest) {
   FakeRunner runner;
   AddAll(hb, runner, 8);
   const std::map<std::string, double> value = {{"t3", 0.1}, {"t4", 0.5}, {"t5", 0.9}, {"t6", 0.3}, {"t7", 0.7}};
-  for (const auto& [id, v] : value) Report(hb, runner, id, 3, v);
-  EXPECT_EQ(std::set<std::string>(runner.stopped.begin(), runner.stopped.end()),
-            (std::set<std::string>{"t4", "t5", "t7"}));
+  for (const char* id : {"t3", "t4", "t5", "t6"}) EXPECT_EQ(Report(hb, runner, id, 3, value.at(id)), kP);
+  // The lowest two, t3 and t6, go on; t7 (0.7), whose result completes the round, stops.
+  EXPECT_EQ(Report(hb, runner, "t7", 3, value.at("t7")), kS);
+  EXPECT_EQ(std::set<std::string>(runner.stopped.begin(), runner.stopped.end()), (std::set<std::string>{"t4", "t5"}));
+  EXPECT_EQ(hb.ChooseTrialToRun(runner, runner.Candidates())->id, "t0");  // bracket s = 0 is at 0%
+  EXPECT_EQ(hb.ChooseTrialToRun(runner, {&runner.Get("t6"), &runner.Get("t3")})->id, "t3");
 }
 
 TEST(HyperBand, RestoredStateDecidesAsTheOriginal) {
