@@ -230,8 +230,10 @@ struct HyperBandScheduler::Impl {
         if (is_current(id)) {
           action = Decision::kContinue;
         } else {
+          // Paused, or still pausing (the Tuner pauses a trial when its task ends; Ray's
+          // is_saving case): ChooseTrialToRun resumes it. A pending one runs anyway.
           auto it = trials.find(id);
-          if (it != trials.end() && it->second->status == TrialStatus::kPaused) b.to_unpause.insert(id);
+          if (it != trials.end() && it->second->status != TrialStatus::kPending) b.to_unpause.insert(id);
         }
       } else if (b.Finished() && b.stop_last_trials) {
         if (is_current(id)) {

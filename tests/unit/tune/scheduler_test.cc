@@ -401,6 +401,20 @@ TEST(HyperBand, ATrialLeavingCompletesTheRound) {
   EXPECT_EQ(next->id, "t7");
 }
 
+TEST(HyperBand, AWinnerStillPausingIsResumedOnceItHasPaused) {
+  HyperBandScheduler hb(HbOptions(9, 3));
+  FakeRunner runner;
+  AddAll(hb, runner, 8);
+  const std::map<std::string, double> value = {{"t3", 0.1}, {"t4", 0.5}, {"t5", 0.9}, {"t6", 0.3}, {"t7", 0.7}};
+  for (const char* id : {"t3", "t4", "t5", "t6"}) EXPECT_EQ(Report(hb, runner, id, 3, value.at(id)), kP);
+  runner.Get("t5").status = TrialStatus::kRunning;  // its pause has not taken effect yet
+  EXPECT_EQ(Report(hb, runner, "t7", 3, value.at("t7")), kC);
+  runner.Get("t5").status = TrialStatus::kPaused;  // now it has
+  Trial* next = hb.ChooseTrialToRun(runner, {&runner.Get("t5")});
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next->id, "t5");
+}
+
 TEST(HyperBand, MinModeKeepsTheLowest) {
   HyperBandOptions o = HbOptions(9, 3);
   o.mode = "min";
@@ -700,9 +714,12 @@ TEST(PopulationBasedTraining, ExploreMultipliesStepsAndResamples) {
   std::set<std::string> edge, edge_ops;
   for (int i = 0; i < 32; ++i) {
     std::map<std::string, std::string> operations;
-    edge.insert(PopulationBasedTraining::Explore(LrBatch("0.5", "16"), o, rng, &operations).Get<std::string>("batch", ""));
+    Config low = LrBatch("0.5", "16"), odd = LrBatch("0.5", "48");
+    low.Set("n", int64_t{7});
+    odd.Set("n", int64_t{7});
+    edge.insert(PopulationBasedTraining::Explore(low, o, rng, &operations).Get<std::string>("batch", ""));
     edge_ops.insert(operations["batch"]);
-    Config odd = PopulationBasedTraining::Explore(LrBatch("0.5", "48"), o, rng, &operations);
+    odd = PopulationBasedTraining::Explore(odd, o, rng, &operations);
     EXPECT_EQ(operations["batch"], "resample");
     EXPECT_THAT((std::vector<std::string>{"16", "32", "64"}), ::testing::Contains(odd.Get<std::string>("batch", "")));
   }
