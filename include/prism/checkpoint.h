@@ -56,4 +56,10 @@ struct CheckpointConfig {
 /// Thread-safe.
 std::string MakeTempCheckpointDir();
 
+/// Where runs and experiments live by default: $PRISM_STORAGE_PATH, else ~/prism_results.
+std::string DefaultStoragePath();
+/// A run's default name: "<prefix>_<job id>" under Slurm (array tasks get their own; a
+/// requeued job keeps its id, so it finds its run again), else "<prefix>_<local time>".
+std::string DefaultRunName(const std::string& prefix);
+
 }  // namespace prism

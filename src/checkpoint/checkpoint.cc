@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/json.h"
 #include "prism/checkpoint.h"
+#include "prism/runtime_context.h"
 
 namespace prism {
 namespace {
@@ -166,6 +168,20 @@ std::string MakeTempCheckpointDir() {
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string root = ScratchRoot((tmpdir != nullptr && *tmpdir != '\0') ? tmpdir : "/tmp");
   return MakeUniqueDir(root + "/checkpoint-", "a temporary checkpoint directory");
+}
+
+std::string DefaultStoragePath() {
+  if (const char* s = std::getenv("PRISM_STORAGE_PATH"); s && *s) return s;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/prism_results";
+}
+
+std::string DefaultRunName(const std::string& prefix) {
+  if (std::getenv("SLURM_JOB_ID") != nullptr) return prefix + "_" + GetRuntimeContext().GetJobId();
+  char buf[64];
+  std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "_%Y-%m-%d_%H-%M-%S", std::localtime(&now));
+  return prefix + buf;
 }
 
 }  // namespace prism

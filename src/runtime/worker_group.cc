@@ -110,18 +110,10 @@ std::string PrismWorkerGroupRun(WorkerStart s) {
   try {
     end.bytes = Invoke<std::string>(s.loop, s.config);
     end.kind = WorkerEvent::kFinished;
-  } catch (const TaskError& e) {
-    end.kind = WorkerEvent::kFailed;
-    end.bytes = e.OriginalType() + ": " + e.OriginalMessage();
-    failure = std::current_exception();
-  } catch (const std::exception& e) {
-    end.kind = WorkerEvent::kFailed;
-    end.bytes = internal::Demangle(typeid(e).name()) + ": " + e.what();
-    failure = std::current_exception();
   } catch (...) {
     end.kind = WorkerEvent::kFailed;
-    end.bytes = "unknown exception: a non-std::exception was thrown";
     failure = std::current_exception();
+    end.bytes = DescribeException(failure);
   }
   t_worker = nullptr;
   {
@@ -134,6 +126,18 @@ std::string PrismWorkerGroupRun(WorkerStart s) {
 }
 
 }  // namespace detail
+
+std::string DescribeException(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const TaskError& t) {
+    return t.OriginalType() + ": " + t.OriginalMessage();
+  } catch (const std::exception& x) {
+    return internal::Demangle(typeid(x).name()) + ": " + x.what();
+  } catch (...) {
+    return "unknown exception: a non-std::exception was thrown";
+  }
+}
 
 const WorkerContext& CurrentWorker() {
   if (detail::t_worker == nullptr) {

@@ -89,21 +89,6 @@ std::string Describe(const std::map<std::string, double>& resources) {
   return out.str() + "}";
 }
 
-std::string DefaultName() {
-  // Under Slurm the job id names the run: a requeued job keeps its id and resumes.
-  if (std::getenv("SLURM_JOB_ID") != nullptr) return "TorchTrainer_" + GetRuntimeContext().GetJobId();
-  char buf[64];
-  std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "TorchTrainer_%Y-%m-%d_%H-%M-%S", std::localtime(&now));
-  return buf;
-}
-
-std::string DefaultStorage() {
-  if (const char* s = std::getenv("PRISM_STORAGE_PATH"); s && *s) return s;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/prism_results";
-}
-
 /// The placement strategy named in ScalingConfig.
 PlacementStrategy StrategyOf(const std::string& name) {
   static const std::map<std::string, PlacementStrategy> kStrategies = {
@@ -236,6 +221,9 @@ void CheckChosenCheckpoint(const Checkpoint& checkpoint) {
 TorchTrainer::TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options)
     : loop_(train_loop_per_worker), options_(std::move(options)) {}
 
+TorchTrainer::TorchTrainer(std::string loop_name, TorchTrainerOptions options)
+    : loop_name_(std::move(loop_name)), options_(std::move(options)) {}
+
 Result TorchTrainer::Fit() {
   const ScalingConfig& scaling = options_.scaling_config;
   const RunConfig& run = options_.run_config;
@@ -243,10 +231,10 @@ Result TorchTrainer::Fit() {
     throw Error("prism::train: ScalingConfig::num_workers is " + std::to_string(scaling.num_workers) +
                 "; it must be at least 1");
   }
-  if (loop_ == nullptr) throw Error("prism::train: TorchTrainer was given no training loop");
-  std::string loop_name;
+  if (loop_ == nullptr && loop_name_.empty()) throw Error("prism::train: TorchTrainer was given no training loop");
+  std::string loop_name = loop_name_;
   try {
-    loop_name = platform::RegisteredName(loop_, "TorchTrainer");
+    if (loop_ != nullptr) loop_name = platform::RegisteredName(loop_, "TorchTrainer");
   } catch (const std::exception&) {
     throw Error("prism::train: the training loop is not registered: add PRISM_REMOTE(<your loop>) "
                 "next to its definition");
@@ -260,8 +248,8 @@ Result TorchTrainer::Fit() {
     resources["CPU"] = 1;
     if (scaling.use_gpu) resources["GPU"] = 1;
   }
-  const std::string name = run.name.empty() ? DefaultName() : run.name;
-  const std::string storage = run.storage_path.empty() ? DefaultStorage() : run.storage_path;
+  const std::string name = run.name.empty() ? DefaultRunName("TorchTrainer") : run.name;
+  const std::string storage = run.storage_path.empty() ? DefaultStoragePath() : run.storage_path;
   const std::string trial_dir = storage + "/" + name;
   internal::CheckpointStore store(trial_dir, run.checkpoint_config);  // checks it is writable
 
@@ -335,7 +323,7 @@ Result TorchTrainer::Fit() {
     // A signal before this attempt started, or during it, asks the group to stop after its
     // next checkpoint.
     std::string failure;
-    bool stop_asked = false, stopped_early = false;
+    bool stop_asked = false, stopped_early = false, stopped_by_caller = false;
     auto ask_stop = [&] {
       if (stop_asked) return;
       stop_asked = true;
@@ -349,6 +337,14 @@ Result TorchTrainer::Fit() {
         case platform::WorkerEvent::kReport: {
           auto record = platform::FromBytes<ReportRecord>(e->bytes);
           if (run.verbose) ShowReport(record);
+          if (run.on_report && !stopped_by_caller) {
+            std::optional<Checkpoint> ckpt;
+            if (!record.checkpoint_path.empty()) ckpt = Checkpoint::FromDirectory(record.checkpoint_path);
+            if (!run.on_report(record.metrics, ckpt)) {
+              stopped_by_caller = true;
+              ask_stop();
+            }
+          }
           last_report = std::move(record);
           break;
         }
@@ -363,7 +359,7 @@ Result TorchTrainer::Fit() {
       }
     }
     if (failure.empty()) {
-      if (stopped_early) throw preempted("after its checkpointed report");
+      if (stopped_early && !stopped_by_caller) throw preempted("after its checkpointed report");
       break;
     }
 

@@ -5,6 +5,7 @@
 // worker). Values travel as bytes in Prism's own format (prism/serialization.h): trivially
 // copyable types, strings, vectors of them, and Boost-serializable types.
 
+#include <exception>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -67,5 +68,10 @@ R Invoke(const std::string& name, const Args&... args) {
   fn->invoke(views, result);
   if constexpr (!std::is_void_v<R>) return internal::Deserialize<R>(result.data(), result.size());
 }
+
+/// "<type>: <message>" of a caught exception, for telling another rank why something
+/// failed: a TaskError gives its task's original type and message, a std::exception its
+/// demangled type and what(), anything else "unknown exception: ...".
+std::string DescribeException(std::exception_ptr e);
 
 }  // namespace prism::platform

@@ -1,0 +1,48 @@
+#pragma once
+// The experiment's journal (storage_path/name/experiment_state.jsonl): one JSON object per
+// line, appended with a single write(2) each, so a kill -9 at any moment leaves whole lines
+// plus at most one torn last line, which Read drops. Sync (fsync) runs at commit points
+// (a trial's end, preemption, the end of Fit) and at most once a second otherwise: the
+// journal costs a write per event, never a rewrite of the whole state.
+//
+// Events ("e"): "experiment" (first line: trainable, metric, mode, searcher and scheduler
+// kinds, seed, num_samples), "trial" (created: id, config, the searcher's state after
+// suggesting it), "result" (id, attempt, metrics, checkpoint), "status" (id, status,
+// error, failures, config and restore_from when a scheduler changed them), and
+// "scheduler" (its SaveState, with how many trials it had seen).
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace prism::tune::internal {
+
+class Journal {
+ public:
+  /// Opens (creating) `path` for appending. Throws prism::Error naming it on failure.
+  explicit Journal(std::string path);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  /// Appends one event as one line. Throws prism::Error on a write failure (a full disk).
+  void Append(const nlohmann::json& event);
+  /// fsyncs now (`force`) or if the last sync is a second old.
+  void Sync(bool force);
+  const std::string& path() const { return path_; }
+
+  /// Every whole event of the journal at `path`, in order; a torn or unparsable last line
+  /// is dropped (a kill -9 mid-write). Throws prism::Error if the file cannot be read or a
+  /// line other than the last does not parse (the journal was damaged), naming the line.
+  static std::vector<nlohmann::json> Read(const std::string& path);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::chrono::steady_clock::time_point last_sync_;
+  bool dirty_ = false;
+};
+
+}  // namespace prism::tune::internal

@@ -1,0 +1,151 @@
+// Inside a trial: the trial task that runs the user's function, and what the function
+// calls (Report, GetCheckpoint, TrialId, TrialDir). A report commits its checkpoint into
+// the trial's directory first (atomically, with checksums: prism_checkpoint), then goes to
+// the driver on the experiment's channel. The driver stops a trial by cancelling its task:
+// the next Report sees IsCancelled and ends the trial quietly after committing.
+
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "checkpoint/checkpoint_store.h"
+#include "prism/api.h"
+#include "prism/platform/channel.h"
+#include "prism/platform/invoke.h"
+#include "prism/tune/tuner.h"
+#include "tune/trial_protocol.h"
+
+namespace prism::tune {
+namespace internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The trial running on this thread.
+struct TrialSession {
+  TrialSpec spec;
+  std::vector<ObjectRef<std::string>> parameters;
+  std::unique_ptr<train::internal::CheckpointStore> store;  // made at the first checkpoint
+  int64_t iteration = 0;
+  Clock::time_point started = Clock::now();
+  Clock::time_point last_report = started;
+};
+
+thread_local TrialSession* t_session = nullptr;
+
+TrialSession& Current(const char* what) {
+  if (t_session == nullptr) {
+    throw Error(std::string("prism::tune::") + what +
+                " called outside a trial: only a Tuner's trainable (on the trial's thread) "
+                "can call it");
+  }
+  return *t_session;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>> parameters) {
+  TrialSession session;
+  session.spec = platform::FromBytes<TrialSpec>(spec_bytes);
+  session.parameters = std::move(parameters);
+  session.iteration = session.spec.iteration;
+  const TrialSpec& spec = session.spec;
+  TrialMessage end;
+  end.kind = TrialMessage::kEnd;
+  end.trial_id = spec.trial_id;
+  end.attempt = spec.attempt;
+  std::exception_ptr failure;
+  t_session = &session;
+  try {
+    platform::Invoke<void>(spec.trainable, spec.config);
+    end.outcome = TrialMessage::kFinished;
+  } catch (const TrialStopSignal&) {
+    end.outcome = TrialMessage::kStopped;
+  } catch (...) {
+    failure = std::current_exception();
+    // A trial cancelled while blocked in a Get is a stop, not a failure.
+    end.outcome = prism::IsCancelled() ? TrialMessage::kStopped : TrialMessage::kFailed;
+    end.error = platform::DescribeException(failure);
+  }
+  t_session = nullptr;
+  end.iteration = session.iteration;
+  platform::Publish(spec.channel, platform::ToBytes(end));  // after every report, in order
+  return "";
+}
+
+}  // namespace internal
+
+namespace internal {
+namespace {
+
+/// Publishes one result; `checkpoint` is committed into the trial's directory first unless
+/// `committed`. Returns whether the trial should stop.
+bool Publish(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint, bool committed) {
+  TrialSession& s = Current("Report");
+  const auto now = Clock::now();
+  TrialMessage m;
+  m.kind = TrialMessage::kResult;
+  m.trial_id = s.spec.trial_id;
+  m.attempt = s.spec.attempt;
+  m.iteration = ++s.iteration;
+  m.time_this_iter_s = Seconds(now - s.last_report);
+  m.time_total_s = s.spec.time_total_s + Seconds(now - s.started);
+  s.last_report = now;
+  m.metrics = metrics;
+  if (checkpoint && committed) {
+    m.checkpoint = checkpoint->path();
+  } else if (checkpoint) {
+    if (!s.store) {
+      s.store = std::make_unique<train::internal::CheckpointStore>(s.spec.trial_dir, s.spec.checkpoint_config);
+    }
+    Metrics with_iteration = metrics;
+    with_iteration["training_iteration"] = static_cast<double>(m.iteration);
+    m.checkpoint = s.store->Commit(*checkpoint, with_iteration, /*move=*/true).checkpoint.path();
+  }
+  platform::Publish(s.spec.channel, platform::ToBytes(m));
+  return prism::IsCancelled();
+}
+
+}  // namespace
+
+bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& committed) {
+  return Publish(metrics, committed, /*committed=*/true);
+}
+
+const std::string& TrainableArgs() { return Current("TrainableArgs").spec.args; }
+
+}  // namespace internal
+
+void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
+  if (internal::Publish(metrics, checkpoint, /*committed=*/false)) throw TrialStopSignal{};
+}
+
+std::optional<Checkpoint> GetCheckpoint() {
+  internal::TrialSession& s = internal::Current("GetCheckpoint");
+  if (s.spec.restore.empty()) return std::nullopt;
+  return Checkpoint::FromDirectory(s.spec.restore);
+}
+
+ObjectId internal::ParameterId(const std::string& name) {
+  internal::TrialSession& s = internal::Current("GetParameter");
+  const auto& names = s.spec.parameter_names;
+  for (size_t i = 0; i < names.size() && i < s.parameters.size(); ++i) {
+    if (names[i] == name) return s.parameters[i].ID();
+  }
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw Error("prism::tune::GetParameter: no shared input named \"" + name + "\" (the trainable has: " +
+              (known.empty() ? "none" : known) + "); give it with tune::WithParameters");
+}
+
+std::string TrialId() { return internal::Current("TrialId").spec.trial_id; }
+std::string TrialDir() { return internal::Current("TrialDir").spec.trial_dir; }
+
+}  // namespace prism::tune
+
+PRISM_REMOTE(prism::tune::internal::RunTrial);

@@ -1,0 +1,26 @@
+#pragma once
+// The experiment's status as the driver prints it (Ray Tune's console table): one header
+// block, a row per trial (status, parameters, iterations, time, the metric), and the
+// counts by status; the final one names the best trial.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "prism/tune/schedulers.h"
+
+namespace prism::tune::internal {
+
+struct StatusView {
+  std::string experiment, path, metric, mode, scheduler_line;
+  double elapsed_s = 0;
+  size_t capacity = 0, running = 0;
+  int64_t total = -1;  // trials the searcher will make; -1: unknown
+  bool final = false;
+  std::vector<const Trial*> trials;
+  size_t max_rows = 20;  // more trials: the first and last rows, and a count in between
+};
+
+std::string FormatStatus(const StatusView& view);
+
+}  // namespace prism::tune::internal

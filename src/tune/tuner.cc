@@ -1,0 +1,929 @@
+// The Tuner: the driver-side control loop of an experiment. One thread (the caller of
+// Fit) owns every trial; trials run as tasks anywhere in the job and talk back on one
+// channel (reports, then an end), and each trial task's completion is posted to the same
+// channel from an OnReady callback, so the loop blocks in one place and never polls.
+//
+//   FillSlots: while fewer trials run than fit in the cluster (or max_concurrent_trials),
+//              ask the scheduler which pending/paused trial runs next, else the searcher
+//              for a new one; launch it as a task with the trial's resources.
+//   OnResult:  record (journal, result.json, progress.csv), tell the searcher, check
+//              RunConfig::stop, ask the scheduler: continue, pause or stop (a stop or pause
+//              cancels the task; its next Report commits and ends it).
+//   OnEnd:     the trial's last message: finished, stopped (-> paused or terminated, as
+//              asked) or failed (-> retried from its checkpoint, or an error).
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "prism/api.h"
+#include "prism/platform/channel.h"
+#include "prism/platform/invoke.h"
+#include "prism/platform/preemption.h"
+#include "prism/tune/tuner.h"
+#include "tune/journal.h"
+#include "tune/metric_mode.h"
+#include "tune/status_table.h"
+#include "tune/trial_protocol.h"
+
+namespace prism::tune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using internal::TrialMessage;
+using internal::TrialSpec;
+
+constexpr const char* kJournalFile = "experiment_state.jsonl";
+constexpr int kJournalVersion = 1;
+/// How long a finished trial task may precede its end message before the trial counts as
+/// lost (its rank died before it could say how it ended).
+constexpr auto kEndGrace = std::chrono::seconds(3);
+/// A trial's end message after the driver cancelled it for preemption: how long to wait.
+constexpr auto kPreemptWait = std::chrono::seconds(120);
+
+json ToJson(const Config& c) {
+  json j = json::object();
+  for (const auto& [k, v] : c.Values()) j[k] = v;
+  return j;
+}
+
+Config ConfigOf(const json& j) {
+  Config c;
+  for (const auto& [k, v] : j.items()) c.Set(k, v.get<std::string>());
+  return c;
+}
+
+json ToJson(const Metrics& m) {
+  json j = json::object();
+  for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? json(v) : json(std::to_string(v));
+  return j;
+}
+
+Metrics MetricsOf(const json& j) {
+  Metrics m;
+  for (const auto& [k, v] : j.items()) {
+    m[k] = v.is_number() ? v.get<double>() : std::strtod(v.get<std::string>().c_str(), nullptr);
+  }
+  return m;
+}
+
+TrialStatus StatusOf(const std::string& name) {
+  for (TrialStatus s : {TrialStatus::kPending, TrialStatus::kRunning, TrialStatus::kPaused,
+                        TrialStatus::kTerminated, TrialStatus::kError}) {
+    if (name == StatusName(s)) return s;
+  }
+  throw Error("prism::tune: the experiment journal names an unknown trial status \"" + name + "\"");
+}
+
+/// A searcher's or scheduler's kind, for the journal's header and Restore's messages.
+std::string KindOf(const Searcher& s) {
+  if (dynamic_cast<const BasicVariantGenerator*>(&s)) return "BasicVariantGenerator";
+  if (dynamic_cast<const TPESearch*>(&s)) return "TPESearch";
+  if (dynamic_cast<const ConcurrencyLimiter*>(&s)) return "ConcurrencyLimiter";
+  return "a searcher of your own";
+}
+
+std::string KindOf(const TrialScheduler& s) {
+  if (dynamic_cast<const FIFOScheduler*>(&s)) return "FIFOScheduler";
+  if (dynamic_cast<const AsyncHyperBandScheduler*>(&s)) return "AsyncHyperBandScheduler";
+  if (dynamic_cast<const HyperBandScheduler*>(&s)) return "HyperBandScheduler";
+  if (dynamic_cast<const MedianStoppingRule*>(&s)) return "MedianStoppingRule";
+  if (dynamic_cast<const PopulationBasedTraining*>(&s)) return "PopulationBasedTraining";
+  return "a scheduler of your own";
+}
+
+/// Per-trial bookkeeping on top of what schedulers see.
+struct TrialState : Trial {
+  size_t index = 0;
+  std::string dir;
+  int attempt = -1;              // runs started, minus one
+  int failures = 0;
+  std::optional<ObjectRef<std::string>> ref;
+  bool stop_requested = false;
+  TrialStatus after_stop = TrialStatus::kTerminated;
+  std::optional<Clock::time_point> task_done;  // the task finished; its end message is due
+  std::string task_error;                      // how the task ended, if it threw
+  std::vector<Metrics> history;
+  std::string error;
+  bool restart_fresh = false;   // restart_errored: ignore the checkpoint once
+  int64_t checkpoint_iteration = 0;  // the report that committed `checkpoint`
+  double checkpoint_time_s = 0;
+  std::vector<std::string> csv_columns;
+};
+
+/// Writes a file whole (params.json).
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw Error("prism::tune: cannot write " + path);
+}
+
+std::string CsvCell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string NumberText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+}  // namespace
+
+// ---- The experiment ----------------------------------------------------------------------
+
+struct Tuner::Impl : TrialRunner {
+  Trainable trainable;
+  std::string trainable_name;
+  ParamSpace space;
+  TuneConfig config;
+  RunConfig run;
+  std::string path;
+  std::shared_ptr<Searcher> searcher;
+  std::shared_ptr<TrialScheduler> scheduler;
+  std::vector<std::unique_ptr<TrialState>> trials;
+  std::unordered_map<std::string, TrialState*> by_id;
+  std::unique_ptr<internal::Journal> journal;
+
+  // Restore
+  bool restored = false;
+  std::string searcher_state;        // the last saved, to restore at Fit
+  std::string scheduler_state;
+  size_t scheduler_known = 0;        // trials the saved scheduler state had seen
+  double elapsed_before = 0;         // seconds the experiment ran before a restore
+
+  // Fit
+  std::unique_ptr<platform::Channel> channel;
+  Clock::time_point started;
+  size_t running = 0;
+  size_t capacity = 1;
+  bool searcher_done = false;
+  std::string fatal;                 // ends the experiment (fail_fast, a metric never reported)
+  std::string last_scheduler_save;
+  Clock::time_point last_scheduler_save_at;
+  Clock::time_point last_status;
+
+  // TrialRunner
+  std::vector<Trial*> Trials() override {
+    std::vector<Trial*> out;
+    out.reserve(trials.size());
+    for (auto& t : trials) out.push_back(t.get());
+    return out;
+  }
+  void StopTrial(Trial& trial) override;
+  double Now() const override {
+    return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count();
+  }
+
+  void Validate();
+  void OpenJournal();
+  void JournalStatus(TrialState& t, bool sync);
+  void SaveSchedulerState(bool force);
+  size_t Capacity() const;
+  int64_t TrialLimit() const;
+  TrialState* NewTrial(Config config);
+  void FillSlots();
+  void Launch(TrialState& t);
+  void RequestStop(TrialState& t, TrialStatus after);
+  void OnMessage(const TrialMessage& m);
+  void OnResult(TrialState& t, const TrialMessage& m);
+  void OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std::string& error);
+  void Complete(TrialState& t);
+  void WriteResultFiles(TrialState& t, const Metrics& result);
+  void CheckLostTrials();
+  void PrintStatus(bool final);
+  ResultGrid Results() const;
+  ResultGrid Fit();
+};
+
+void Tuner::Impl::Validate() {
+  if (!trainable.fn) throw Error("prism::tune::Tuner: the trainable is null");
+  trainable_name = platform::RegisteredName(trainable.fn, "prism::tune::Tuner");
+  ValidateParamSpace(space);
+  if (!config.mode.empty()) internal::CheckMode(config.mode, "TuneConfig");
+  if (!config.metric.empty() && config.mode.empty()) {
+    throw Error("prism::tune::Tuner: TuneConfig has metric \"" + config.metric +
+                "\" but no mode; set mode to \"max\" or \"min\"");
+  }
+  if (config.metric.empty() && !config.mode.empty()) {
+    throw Error("prism::tune::Tuner: TuneConfig has mode \"" + config.mode +
+                "\" but no metric; name the reported metric to optimize");
+  }
+  if (config.num_samples == 0 || config.num_samples < -1) {
+    throw Error("prism::tune::Tuner: num_samples is " + std::to_string(config.num_samples) +
+                "; pass a positive count, or -1 for no limit");
+  }
+  if (config.max_concurrent_trials < 0) {
+    throw Error("prism::tune::Tuner: max_concurrent_trials is negative; pass 0 (as many as fit) or more");
+  }
+  if (config.time_budget_s < 0) throw Error("prism::tune::Tuner: time_budget_s is negative");
+  for (const auto& [name, amount] : trainable.resources) {
+    if (amount < 0) {
+      throw Error("prism::tune: WithResources got " + name + " = " + NumberText(amount) +
+                  "; amounts must be >= 0");
+    }
+  }
+  if (run.failure_config.max_failures < -1) {
+    throw Error("prism::tune: FailureConfig::max_failures must be -1 (no limit) or >= 0");
+  }
+  if (!searcher) searcher = std::make_shared<BasicVariantGenerator>();
+  if (!scheduler) scheduler = std::make_shared<FIFOScheduler>();
+  if (run.name.empty()) run.name = DefaultRunName("tune");
+  if (run.storage_path.empty()) run.storage_path = DefaultStoragePath();
+  if (path.empty()) path = run.storage_path + "/" + run.name;
+}
+
+void Tuner::Impl::OpenJournal() {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) {
+    throw Error("prism::tune: cannot create the experiment directory " + path + ": " + ec.message() +
+                "; set RunConfig::storage_path (or PRISM_STORAGE_PATH) to a writable directory");
+  }
+  const std::string file = path + "/" + kJournalFile;
+  const bool fresh = !fs::exists(file) || fs::file_size(file, ec) == 0;
+  if (!restored && !fresh) {
+    throw Error("prism::tune: " + path + " already holds an experiment; resume it with "
+                "Tuner::Restore(\"" + path + "\", ...), or give RunConfig::name a new name");
+  }
+  journal = std::make_unique<internal::Journal>(file);
+  if (fresh) {
+    json stop = json::object();
+    for (const auto& [k, v] : run.stop) stop[k] = v;
+    journal->Append({{"e", "experiment"},
+                     {"v", kJournalVersion},
+                     {"trainable", trainable_name},
+                     {"metric", config.metric},
+                     {"mode", config.mode},
+                     {"num_samples", config.num_samples},
+                     {"max_concurrent_trials", config.max_concurrent_trials},
+                     {"time_budget_s", config.time_budget_s},
+                     {"seed", config.seed},
+                     {"searcher", KindOf(*searcher)},
+                     {"scheduler", KindOf(*scheduler)},
+                     {"resources", trainable.resources},
+                     {"stop", stop},
+                     {"max_failures", run.failure_config.max_failures},
+                     {"fail_fast", run.failure_config.fail_fast},
+                     {"num_to_keep", run.checkpoint_config.num_to_keep},
+                     {"checkpoint_score_attribute", run.checkpoint_config.checkpoint_score_attribute},
+                     {"checkpoint_score_order", run.checkpoint_config.checkpoint_score_order},
+                     {"name", run.name},
+                     {"storage_path", run.storage_path}});
+  } else {
+    journal->Append({{"e", "restore"}, {"elapsed_s", elapsed_before}});
+  }
+  journal->Sync(true);
+}
+
+void Tuner::Impl::JournalStatus(TrialState& t, bool sync) {
+  json e = {{"e", "status"}, {"id", t.id}, {"status", StatusName(t.status)},
+            {"attempt", t.attempt}, {"failures", t.failures}, {"time_total_s", t.time_total_s}};
+  if (!t.error.empty()) e["error"] = t.error;
+  if (!t.restore_from.empty()) e["restore_from"] = t.restore_from;
+  e["config"] = ToJson(t.config);  // PBT may have changed it
+  journal->Append(e);
+  if (sync) journal->Sync(true);
+}
+
+void Tuner::Impl::SaveSchedulerState(bool force) {
+  last_scheduler_save_at = Clock::now();
+  std::string state = scheduler->SaveState();
+  if (state == last_scheduler_save && !force) return;
+  last_scheduler_save = state;
+  journal->Append({{"e", "scheduler"}, {"state", state}, {"known", trials.size()}});
+}
+
+size_t Tuner::Impl::Capacity() const {
+  std::map<std::string, double> demand = trainable.resources;
+  if (demand.empty()) demand["CPU"] = 1;
+  const std::map<std::string, double> cluster = ClusterResources();
+  double fit = 1e18;
+  for (const auto& [name, amount] : demand) {
+    if (amount <= 0) continue;
+    auto it = cluster.find(name);
+    const double have = it == cluster.end() ? 0 : it->second;
+    if (have + 1e-9 < amount) {
+      std::ostringstream c;
+      for (const auto& [k, v] : cluster) c << " " << k << "=" << v;
+      throw Error("prism::tune: a trial needs " + name + " = " + NumberText(amount) +
+                  " but the whole cluster has " + NumberText(have) + " (cluster:" + c.str() +
+                  "); lower WithResources or run on more ranks");
+    }
+    fit = std::min(fit, std::floor(have / amount + 1e-9));
+  }
+  size_t n = fit >= 1e17 ? 1024 : static_cast<size_t>(fit);
+  if (config.max_concurrent_trials > 0) n = std::min(n, static_cast<size_t>(config.max_concurrent_trials));
+  return std::max<size_t>(n, 1);
+}
+
+int64_t Tuner::Impl::TrialLimit() const {
+  const int64_t total = searcher->TotalTrials();
+  if (total >= 0) return total;
+  return config.num_samples;  // -1: none
+}
+
+TrialState* Tuner::Impl::NewTrial(Config cfg) {
+  auto t = std::make_unique<TrialState>();
+  t->index = trials.size();
+  char id[32];
+  std::snprintf(id, sizeof id, "_%05zu", t->index);
+  t->id = run.name + id;
+  t->config = std::move(cfg);
+  t->dir = path + "/" + t->id;
+  std::error_code ec;
+  fs::create_directories(t->dir, ec);
+  if (ec) throw Error("prism::tune: cannot create the trial directory " + t->dir + ": " + ec.message());
+  WriteFile(t->dir + "/params.json", ToJson(t->config).dump(2) + "\n");
+  TrialState* raw = t.get();
+  by_id[raw->id] = raw;
+  trials.push_back(std::move(t));
+  return raw;
+}
+
+void Tuner::Impl::FillSlots() {
+  while (running < capacity) {
+    std::vector<Trial*> candidates;
+    bool any_pending = false;
+    for (auto& t : trials) {
+      if ((t->status == TrialStatus::kPending || t->status == TrialStatus::kPaused) && !t->ref) {
+        candidates.push_back(t.get());
+        any_pending |= t->status == TrialStatus::kPending;
+      }
+    }
+    Trial* next = candidates.empty() ? nullptr : scheduler->ChooseTrialToRun(*this, candidates);
+    if (next == nullptr) {
+      if (any_pending || searcher_done) return;
+      const int64_t limit = TrialLimit();
+      if (limit >= 0 && static_cast<int64_t>(trials.size()) >= limit) {
+        searcher_done = true;
+        return;
+      }
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "_%05zu", trials.size());
+      Suggestion s = searcher->Suggest(run.name + buf);
+      if (s.kind == Suggestion::kFinished) {
+        searcher_done = true;
+        return;
+      }
+      if (s.kind == Suggestion::kWait) return;
+      TrialState* t = NewTrial(std::move(s.config));
+      scheduler->OnTrialAdd(*this, *t);
+      journal->Append({{"e", "trial"}, {"id", t->id}, {"config", ToJson(t->config)},
+                       {"searcher_state", searcher->SaveState()}});
+      continue;
+    }
+    Launch(*static_cast<TrialState*>(next));
+  }
+}
+
+void Tuner::Impl::Launch(TrialState& t) {
+  TrialSpec spec;
+  spec.trainable = trainable_name;
+  spec.trial_id = t.id;
+  spec.trial_dir = t.dir;
+  spec.channel = channel->name();
+  spec.config = t.config;
+  spec.attempt = ++t.attempt;
+  spec.iteration = t.iterations;
+  spec.time_total_s = t.time_total_s;
+  spec.checkpoint_config = run.checkpoint_config;
+  if (!t.restore_from.empty()) {
+    // PBT: start from a copy of another trial's checkpoint (whose own retention may
+    // delete the original at any time).
+    const std::string copy = t.dir + "/exploited_" + std::to_string(t.attempt);
+    std::error_code ec;
+    fs::remove_all(copy, ec);
+    fs::copy(t.restore_from, copy, fs::copy_options::recursive, ec);
+    if (ec) {
+      std::fprintf(stderr, "prism.tune: trial %s: cannot copy checkpoint %s (%s); it goes on from its own\n",
+                   t.id.c_str(), t.restore_from.c_str(), ec.message().c_str());
+      spec.restore = t.checkpoint;
+    } else {
+      spec.restore = copy;
+    }
+    t.restore_from.clear();
+  } else if (!t.restart_fresh && !t.checkpoint.empty()) {
+    // Resumed from its checkpoint, the trial repeats the reports made after it: count
+    // from the checkpoint's iteration.
+    spec.restore = t.checkpoint;
+    spec.iteration = t.checkpoint_iteration;
+    spec.time_total_s = t.checkpoint_time_s;
+  } else {
+    spec.iteration = 0;
+    spec.time_total_s = 0;
+  }
+  t.restart_fresh = false;
+  spec.args = trainable.args;
+  std::map<std::string, double> resources = trainable.task_resources.value_or(trainable.resources);
+  if (resources.empty()) resources["CPU"] = 1;
+  std::vector<ObjectRef<std::string>> parameters;
+  for (const auto& [name, ref] : trainable.parameters) {
+    spec.parameter_names.push_back(name);
+    parameters.push_back(ref);
+  }
+  t.ref = prism::Task(internal::RunTrial).SetName("tune trial " + t.id).SetResources(resources)
+              .Remote(platform::ToBytes(spec), parameters);
+  t.status = TrialStatus::kRunning;
+  t.stop_requested = false;
+  t.task_done.reset();
+  t.task_error.clear();
+  ++running;
+  JournalStatus(t, false);
+  // The task's completion joins the reports on the channel: a rank that died before the
+  // trial could send its end is noticed without polling.
+  TrialMessage done;
+  done.kind = TrialMessage::kTaskDone;
+  done.trial_id = t.id;
+  done.attempt = t.attempt;
+  ObjectRef<std::string> ref = *t.ref;
+  const std::string name = channel->name();
+  ref.OnReady([ref, name, done]() mutable {
+    try {
+      ref.Get(0);
+    } catch (...) {
+      done.error = platform::DescribeException(std::current_exception());
+      done.outcome = TrialMessage::kFailed;
+    }
+    try {
+      platform::Publish(name, platform::ToBytes(done));
+    } catch (const std::exception&) {  // Shutdown under way: nobody is listening
+    }
+  });
+}
+
+void Tuner::Impl::RequestStop(TrialState& t, TrialStatus after) {
+  if (t.stop_requested || !t.ref) return;
+  t.stop_requested = true;
+  t.after_stop = after;
+  prism::Cancel(*t.ref);
+}
+
+void Tuner::Impl::StopTrial(Trial& trial) {
+  auto& t = static_cast<TrialState&>(trial);
+  if (t.status == TrialStatus::kRunning) {
+    RequestStop(t, TrialStatus::kTerminated);
+  } else if (t.status == TrialStatus::kPending || t.status == TrialStatus::kPaused) {
+    t.status = TrialStatus::kTerminated;
+    Complete(t);
+    JournalStatus(t, false);
+  }
+}
+
+void Tuner::Impl::OnMessage(const TrialMessage& m) {
+  auto it = by_id.find(m.trial_id);
+  if (it == by_id.end()) return;
+  TrialState& t = *it->second;
+  if (m.attempt != t.attempt || t.status != TrialStatus::kRunning) return;  // an older run's
+  if (m.kind == TrialMessage::kResult) {
+    OnResult(t, m);
+  } else if (m.kind == TrialMessage::kEnd) {
+    OnEnd(t, static_cast<TrialMessage::Outcome>(m.outcome), m.error);
+  } else if (!t.task_done) {  // the task finished; its end message should be on its way
+    t.task_done = Clock::now();
+    t.task_error = m.error;
+  }
+}
+
+void Tuner::Impl::WriteResultFiles(TrialState& t, const Metrics& result) {
+  json line = ToJson(result);
+  line["trial_id"] = t.id;
+  line["config"] = ToJson(t.config);
+  std::ofstream out(t.dir + "/result.json", std::ios::app);
+  out << line.dump() << "\n";
+  const bool first = t.csv_columns.empty();
+  if (first) {
+    for (const auto& [k, v] : result) t.csv_columns.push_back(k);
+  }
+  std::ofstream csv(t.dir + "/progress.csv", std::ios::app);
+  if (first && fs::file_size(t.dir + "/progress.csv") == 0) {
+    for (size_t i = 0; i < t.csv_columns.size(); ++i) csv << (i ? "," : "") << CsvCell(t.csv_columns[i]);
+    csv << "\n";
+  }
+  for (size_t i = 0; i < t.csv_columns.size(); ++i) {
+    auto v = result.find(t.csv_columns[i]);
+    csv << (i ? "," : "") << (v == result.end() ? "" : NumberText(v->second));
+  }
+  csv << "\n";
+}
+
+void Tuner::Impl::OnResult(TrialState& t, const TrialMessage& m) {
+  Metrics result = m.metrics;
+  result["training_iteration"] = static_cast<double>(m.iteration);
+  result["time_this_iter_s"] = m.time_this_iter_s;
+  result["time_total_s"] = m.time_total_s;
+  t.last_result = result;
+  t.iterations = m.iteration;
+  t.time_total_s = m.time_total_s;
+  if (!m.checkpoint.empty()) {
+    t.checkpoint = m.checkpoint;
+    t.checkpoint_iteration = m.iteration;
+    t.checkpoint_time_s = m.time_total_s;
+  }
+  t.history.push_back(result);
+  WriteResultFiles(t, result);
+  json e = {{"e", "result"}, {"id", t.id}, {"attempt", t.attempt}, {"metrics", ToJson(m.metrics)},
+            {"iteration", m.iteration}, {"time_total_s", m.time_total_s},
+            {"time_this_iter_s", m.time_this_iter_s}};
+  if (!m.checkpoint.empty()) e["checkpoint"] = m.checkpoint;
+  journal->Append(e);
+  if (t.stop_requested) return;  // a report that crossed the stop: recorded, not decided on
+  if (!config.metric.empty() && result.find(config.metric) == result.end()) {
+    std::string have;
+    for (const auto& [k, v] : m.metrics) have += (have.empty() ? "" : ", ") + k;
+    fatal = "trial " + t.id + " reported a result without the metric \"" + config.metric +
+            "\" that TuneConfig optimizes (it reported: " + (have.empty() ? "nothing" : have) +
+            "); report it in every tune::Report, or set TuneConfig::metric to one it reports";
+    return;
+  }
+  searcher->OnTrialResult(t.id, result);
+  for (const auto& [key, bound] : run.stop) {
+    auto v = result.find(key);
+    if (v != result.end() && v->second >= bound) {
+      RequestStop(t, TrialStatus::kTerminated);
+      return;
+    }
+  }
+  switch (scheduler->OnTrialResult(*this, t, result)) {
+    case Decision::kContinue: break;
+    case Decision::kPause: RequestStop(t, TrialStatus::kPaused); break;
+    case Decision::kStop: RequestStop(t, TrialStatus::kTerminated); break;
+  }
+}
+
+void Tuner::Impl::Complete(TrialState& t) {
+  scheduler->OnTrialComplete(*this, t, t.last_result);
+  searcher->OnTrialComplete(t.id, t.config, t.history.empty() ? nullptr : &t.last_result, false);
+}
+
+void Tuner::Impl::OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std::string& error) {
+  t.ref.reset();
+  --running;
+  if (outcome == TrialMessage::kFailed && !t.stop_requested) {
+    ++t.failures;
+    const int max = run.failure_config.max_failures;
+    if (max < 0 || t.failures <= max) {
+      std::fprintf(stderr, "prism.tune: trial %s failed (%s); retrying from %s (failure %d of %s)\n",
+                   t.id.c_str(), error.c_str(),
+                   t.checkpoint.empty() ? "the start" : t.checkpoint.c_str(), t.failures,
+                   max < 0 ? "unlimited" : std::to_string(max + 1).c_str());
+      t.status = TrialStatus::kPending;
+      JournalStatus(t, true);
+      return;
+    }
+    t.status = TrialStatus::kError;
+    t.error = error;
+    std::fprintf(stderr, "prism.tune: trial %s failed: %s\n", t.id.c_str(), error.c_str());
+    scheduler->OnTrialError(*this, t);
+    searcher->OnTrialComplete(t.id, t.config, t.history.empty() ? nullptr : &t.last_result, true);
+    if (run.failure_config.fail_fast && fatal.empty()) {
+      fatal = "trial " + t.id + " failed and FailureConfig::fail_fast is set: " + error;
+    }
+    JournalStatus(t, true);
+    return;
+  }
+  const bool finished = outcome == TrialMessage::kFinished || !t.stop_requested;
+  t.status = finished ? TrialStatus::kTerminated : t.after_stop;
+  t.stop_requested = false;
+  if (t.status == TrialStatus::kTerminated) Complete(t);
+  JournalStatus(t, true);
+}
+
+void Tuner::Impl::CheckLostTrials() {
+  const auto now = Clock::now();
+  for (auto& t : trials) {
+    if (!t->ref || !t->task_done || now - *t->task_done < kEndGrace) continue;
+    // No end message: the task failed outside the trial (its rank died), or was cancelled
+    // before it started.
+    const bool cancelled = t->task_error.find("TaskCancelledError") != std::string::npos;
+    if (cancelled && t->stop_requested) {
+      OnEnd(*t, TrialMessage::kStopped, "");
+    } else {
+      OnEnd(*t, TrialMessage::kFailed,
+            t->task_error.empty() ? "the trial's task ended without reporting how" : t->task_error);
+    }
+  }
+}
+
+ResultGrid Tuner::Impl::Fit() {
+  started = Clock::now();
+  last_status = started;
+  OpenJournal();
+  searcher->Setup(space, config.metric, config.mode, config.num_samples, config.seed);
+  scheduler->SetSearchProperties(config.metric, config.mode);
+  if (restored) {
+    if (!searcher_state.empty()) searcher->RestoreState(searcher_state);
+    if (!scheduler_state.empty()) scheduler->RestoreState(scheduler_state);
+    for (auto& t : trials) {
+      if (t->index >= scheduler_known) scheduler->OnTrialAdd(*this, *t);
+      if (t->status == TrialStatus::kTerminated || t->status == TrialStatus::kError) {
+        searcher->OnTrialComplete(t->id, t->config, t->history.empty() ? nullptr : &t->last_result,
+                                  t->status == TrialStatus::kError);
+      }
+    }
+  }
+  capacity = Capacity();
+  static std::atomic<uint64_t> experiments{0};
+  channel = std::make_unique<platform::Channel>("prism.tune/" + run.name + "/" +
+                                                std::to_string(experiments++));
+  std::atomic<int> signal{0};
+  platform::PreemptionGuard guard;
+  platform::PreemptionHook hook([&signal](int s) { signal.store(s); });
+  if (run.verbose > 0) {
+    std::printf("prism.tune: experiment %s: %s trials at most %zu at a time, results in %s\n",
+                run.name.c_str(), TrialLimit() < 0 ? "unlimited" : std::to_string(TrialLimit()).c_str(),
+                capacity, path.c_str());
+    std::fflush(stdout);
+  }
+  std::optional<Clock::time_point> preempt_since;
+  bool budget_spent = false;
+  while (true) {
+    if (signal.load() != 0 && !preempt_since) {
+      preempt_since = Clock::now();
+      for (auto& t : trials) {
+        if (t->status == TrialStatus::kRunning) RequestStop(*t, TrialStatus::kPaused);
+      }
+    }
+    if (config.time_budget_s > 0 && !budget_spent && Now() >= config.time_budget_s) {
+      budget_spent = true;
+      for (auto& t : trials) {
+        if (t->status == TrialStatus::kRunning) RequestStop(*t, TrialStatus::kTerminated);
+      }
+    }
+    if (!fatal.empty()) {
+      for (auto& t : trials) {
+        if (t->status == TrialStatus::kRunning) RequestStop(*t, TrialStatus::kTerminated);
+      }
+    }
+    const bool draining = preempt_since || budget_spent || !fatal.empty();
+    if (!draining) FillSlots();
+    if (running == 0) break;
+    if (preempt_since && Clock::now() - *preempt_since > kPreemptWait) break;
+    if (auto m = channel->Next(200)) {
+      OnMessage(platform::FromBytes<TrialMessage>(m->bytes));
+      for (auto& more : channel->Drain()) OnMessage(platform::FromBytes<TrialMessage>(more.bytes));
+    }
+    CheckLostTrials();
+    journal->Sync(false);
+    if (run.verbose > 0 && Clock::now() - last_status >= std::chrono::duration<double>(run.status_interval_s)) {
+      PrintStatus(false);
+    }
+    if (Clock::now() - last_scheduler_save_at >= std::chrono::seconds(1)) SaveSchedulerState(false);
+  }
+  SaveSchedulerState(true);
+  journal->Append({{"e", "fit_end"}, {"elapsed_s", Now()}, {"preempted", preempt_since.has_value()}});
+  journal->Sync(true);
+  if (preempt_since) {
+    const int s = signal.load();
+    throw TunePreemptedError("prism::tune: " + std::string(platform::SignalName(s)) +
+                             " arrived: every running trial stopped at a report with its checkpoint "
+                             "and the experiment is saved in " + path + "; exit with "
+                             "prism::kExitPreempted and resume with Tuner::Restore",
+                             s, path);
+  }
+  if (run.verbose > 0) PrintStatus(true);
+  if (!fatal.empty()) {
+    if (run.failure_config.fail_fast && fatal.find("fail_fast") != std::string::npos) {
+      throw TuneError("prism::tune: " + fatal);
+    }
+    throw Error("prism::tune: " + fatal);
+  }
+  return Results();
+}
+
+void Tuner::Impl::PrintStatus(bool final) {
+  last_status = Clock::now();
+  internal::StatusView view;
+  view.experiment = run.name;
+  view.path = path;
+  view.elapsed_s = Now();
+  view.metric = config.metric;
+  view.mode = config.mode;
+  view.scheduler_line = scheduler->DebugString();
+  view.capacity = capacity;
+  view.running = running;
+  view.total = TrialLimit();
+  view.final = final;
+  for (auto& t : trials) view.trials.push_back(t.get());
+  std::fputs(internal::FormatStatus(view).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+ResultGrid Tuner::Impl::Results() const {
+  std::vector<Result> out;
+  out.reserve(trials.size());
+  for (const auto& t : trials) {
+    Result r;
+    r.trial_id = t->id;
+    r.config = t->config;
+    r.metrics = t->last_result;
+    r.metrics_history = t->history;
+    r.checkpoint = t->checkpoint;
+    r.path = t->dir;
+    r.error = t->error;
+    r.status = t->status;
+    out.push_back(std::move(r));
+  }
+  return ResultGrid(std::move(out), config.metric, config.mode, path);
+}
+
+// ---- Public --------------------------------------------------------------------------------
+
+Trainable WithResources(Trainable trainable, std::map<std::string, double> resources) {
+  for (const auto& [name, amount] : resources) {
+    if (amount < 0 || !std::isfinite(amount)) {
+      throw Error("prism::tune::WithResources: " + name + " = " + NumberText(amount) +
+                  "; amounts must be finite and >= 0");
+    }
+  }
+  trainable.resources = std::move(resources);
+  return trainable;
+}
+
+Tuner::Tuner() : impl_(std::make_unique<Impl>()) {}
+
+Tuner::Tuner(Trainable trainable, ParamSpace param_space, TuneConfig tune_config, RunConfig run_config)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->trainable = std::move(trainable);
+  impl_->space = std::move(param_space);
+  impl_->config = std::move(tune_config);
+  impl_->run = std::move(run_config);
+  impl_->Validate();
+}
+
+Tuner::~Tuner() = default;
+Tuner::Tuner(Tuner&&) noexcept = default;
+Tuner& Tuner::operator=(Tuner&&) noexcept = default;
+
+ResultGrid Tuner::Fit() {
+  if (!impl_) throw Error("prism::tune::Tuner: Fit on a moved-from Tuner");
+  return impl_->Fit();
+}
+
+const std::string& Tuner::ExperimentPath() const { return impl_->path; }
+
+bool Tuner::CanRestore(const std::string& path) {
+  std::error_code ec;
+  const std::string file = path + "/" + kJournalFile;
+  if (!fs::exists(file, ec)) return false;
+  try {
+    auto events = internal::Journal::Read(file);
+    return !events.empty() && events[0].value("e", "") == "experiment";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace param_space,
+                     bool resume_unfinished, bool resume_errored, bool restart_errored,
+                     TuneConfig tune_config) {
+  const std::string file = path + "/" + kJournalFile;
+  if (!fs::exists(file)) {
+    throw Error("prism::tune::Tuner::Restore: " + path + " holds no experiment (no " + kJournalFile +
+                "); pass the directory Fit printed (storage_path/name)");
+  }
+  auto events = internal::Journal::Read(file);
+  if (events.empty() || events[0].value("e", "") != "experiment") {
+    throw Error("prism::tune::Tuner::Restore: " + file + " does not start with an experiment header; "
+                "it was not written by prism::tune or is damaged");
+  }
+  const json& h = events[0];
+  Tuner tuner;
+  Impl& impl = *tuner.impl_;
+  impl.restored = true;
+  impl.path = path;
+  impl.trainable = std::move(trainable);
+  impl.space = std::move(param_space);
+  impl.config = std::move(tune_config);
+  impl.config.metric = h.value("metric", "");
+  impl.config.mode = h.value("mode", "");
+  impl.config.num_samples = h.value("num_samples", 1);
+  impl.config.max_concurrent_trials = h.value("max_concurrent_trials", 0);
+  impl.config.time_budget_s = h.value("time_budget_s", 0.0);
+  impl.config.seed = h.value("seed", uint64_t{0});
+  impl.run.name = h.value("name", "");
+  impl.run.storage_path = h.value("storage_path", "");
+  for (const auto& [k, v] : h.value("stop", json::object()).items()) impl.run.stop[k] = v.get<double>();
+  impl.run.failure_config.max_failures = h.value("max_failures", 0);
+  impl.run.failure_config.fail_fast = h.value("fail_fast", false);
+  impl.run.checkpoint_config.num_to_keep = h.value("num_to_keep", 0);
+  impl.run.checkpoint_config.checkpoint_score_attribute = h.value("checkpoint_score_attribute", "");
+  impl.run.checkpoint_config.checkpoint_score_order = h.value("checkpoint_score_order", "max");
+  if (impl.trainable.resources.empty()) {
+    impl.trainable.resources = h.value("resources", std::map<std::string, double>{});
+  }
+  const std::string searcher_kind = h.value("searcher", "BasicVariantGenerator");
+  const std::string scheduler_kind = h.value("scheduler", "FIFOScheduler");
+  if (!impl.config.search_alg) {
+    if (searcher_kind == "BasicVariantGenerator") {
+      impl.config.search_alg = std::make_shared<BasicVariantGenerator>();
+    } else {
+      throw Error("prism::tune::Tuner::Restore: the experiment used a " + searcher_kind +
+                  "; pass one configured the same way in tune_config.search_alg (its state comes "
+                  "from the journal)");
+    }
+  }
+  if (!impl.config.scheduler) {
+    if (scheduler_kind == "FIFOScheduler") {
+      impl.config.scheduler = std::make_shared<FIFOScheduler>();
+    } else {
+      throw Error("prism::tune::Tuner::Restore: the experiment used a " + scheduler_kind +
+                  "; pass one configured the same way in tune_config.scheduler (its state comes "
+                  "from the journal)");
+    }
+  }
+  impl.searcher = impl.config.search_alg;
+  impl.scheduler = impl.config.scheduler;
+  impl.Validate();
+  if (impl.trainable_name != h.value("trainable", "")) {
+    throw Error("prism::tune::Tuner::Restore: the experiment ran trainable \"" + h.value("trainable", "") +
+                "\", not \"" + impl.trainable_name + "\"; pass the same function");
+  }
+  // Replay the journal.
+  for (size_t i = 1; i < events.size(); ++i) {
+    const json& e = events[i];
+    const std::string kind = e.value("e", "");
+    if (kind == "trial") {
+      TrialState* t = impl.NewTrial(ConfigOf(e.at("config")));
+      if (t->id != e.value("id", "")) {
+        throw Error("prism::tune::Tuner::Restore: the journal's trials are out of order at " +
+                    e.value("id", std::string("?")));
+      }
+      impl.searcher_state = e.value("searcher_state", "");
+    } else if (kind == "result" || kind == "status") {
+      auto it = impl.by_id.find(e.value("id", ""));
+      if (it == impl.by_id.end()) continue;
+      TrialState& t = *it->second;
+      if (kind == "result") {
+        Metrics result = MetricsOf(e.at("metrics"));
+        result["training_iteration"] = e.value("iteration", 0.0);
+        result["time_total_s"] = e.value("time_total_s", 0.0);
+        result["time_this_iter_s"] = e.value("time_this_iter_s", 0.0);
+        t.last_result = result;
+        t.history.push_back(result);
+        t.iterations = e.value("iteration", int64_t{0});
+        t.time_total_s = e.value("time_total_s", 0.0);
+        if (e.contains("checkpoint")) {
+          t.checkpoint = e.value("checkpoint", "");
+          t.checkpoint_iteration = t.iterations;
+          t.checkpoint_time_s = t.time_total_s;
+        }
+      } else {
+        t.status = StatusOf(e.value("status", "PENDING"));
+        t.attempt = e.value("attempt", -1);
+        t.failures = e.value("failures", 0);
+        t.error = e.value("error", "");
+        t.restore_from = e.value("restore_from", "");
+        if (e.contains("config")) t.config = ConfigOf(e.at("config"));
+      }
+    } else if (kind == "scheduler") {
+      impl.scheduler_state = e.value("state", "");
+      impl.scheduler_known = e.value("known", size_t{0});
+    } else if (kind == "fit_end" || kind == "restore") {
+      impl.elapsed_before = std::max(impl.elapsed_before, e.value("elapsed_s", 0.0));
+    }
+  }
+  for (auto& t : impl.trials) {
+    const bool unfinished = t->status == TrialStatus::kRunning || t->status == TrialStatus::kPending ||
+                            t->status == TrialStatus::kPaused;
+    if (unfinished) {
+      t->status = resume_unfinished ? (t->status == TrialStatus::kPaused ? TrialStatus::kPaused
+                                                                          : TrialStatus::kPending)
+                                    : TrialStatus::kTerminated;
+    } else if (t->status == TrialStatus::kError && (resume_errored || restart_errored)) {
+      t->status = TrialStatus::kPending;
+      t->error.clear();
+      t->failures = 0;
+      if (restart_errored) {
+        t->restart_fresh = true;
+        t->checkpoint.clear();
+        t->iterations = 0;
+        t->time_total_s = 0;
+        t->history.clear();
+        t->last_result.clear();
+      }
+    }
+  }
+  return tuner;
+}
+
+}  // namespace prism::tune

@@ -1,0 +1,278 @@
+// prism::tune's Tuner on real ranks (mpirun -n 1 and 3, one CPU per rank): trials as tasks,
+// grids and samples, ASHA stopping trials early, retries from checkpoints, errors in the
+// results, bad input, and preemption followed by Restore with no trial repeated or lost.
+#include <gtest/gtest.h>
+#include <prism/api.h>
+#include <prism/tune.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace tune = prism::tune;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Storage() {
+  static const std::string dir = [] {
+    std::string d = fs::temp_directory_path().string() + "/prism-tune-test-" + std::to_string(::getpid());
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+tune::RunConfig RunIn(const std::string& name) {
+  tune::RunConfig run;
+  run.name = name;
+  run.storage_path = Storage();
+  run.verbose = 0;
+  return run;
+}
+
+size_t Lines(const std::string& file) {
+  std::ifstream in(file);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+template <typename F>
+std::string ErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- Trainables (registered on every rank) ----------------------------------------------
+
+/// Reports score = 10 * a + step for `steps` steps.
+void Linear(tune::Config config) {
+  const int a = config.Get<int>("a", 0);
+  const int steps = config.Get<int>("steps", 3);
+  for (int step = 1; step <= steps; ++step) tune::Report({{"score", 10.0 * a + step}});
+}
+
+/// Reports quality * step; a trial's quality is in its config. Slow enough that trials
+/// overlap and ASHA's rungs fill from several of them.
+void Curve(tune::Config config) {
+  const double quality = config.Get<double>("quality", 0);
+  for (int step = 1; step <= 8; ++step) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    tune::Report({{"acc", quality * step}});
+  }
+}
+
+/// Checkpoints every step (a file holding the step) and resumes from the latest; fails at
+/// step 3 of its first run.
+void FlakyCounter(tune::Config config) {
+  int start = 0;
+  if (auto ckpt = tune::GetCheckpoint()) {
+    std::ifstream in(ckpt->path() + "/step");
+    in >> start;
+  }
+  const std::string marker = tune::TrialDir() + "/failed_once";
+  for (int step = start + 1; step <= 5; ++step) {
+    if (step == 3 && !fs::exists(marker)) {
+      std::ofstream(marker) << "x";
+      throw std::runtime_error("injected failure at step 3");
+    }
+    std::string dir = prism::MakeTempCheckpointDir();
+    std::ofstream(dir + "/step") << step;
+    tune::Report({{"step", double(step)}}, prism::Checkpoint::FromDirectory(dir));
+  }
+}
+
+/// Fails when bad == 1.
+void FailsIfBad(tune::Config config) {
+  if (config.Get<int>("bad", 0) == 1) throw std::invalid_argument("bad config");
+  tune::Report({{"score", 1.0}});
+}
+
+/// Reports a metric other than the one the Tuner optimizes.
+void WrongMetric(tune::Config) { tune::Report({{"loss", 1.0}}); }
+
+/// Checkpoints every step; on step 2 of trial 0's first run the driver's process gets
+/// SIGUSR1 (a Slurm time-limit warning). Slow steps so the others are mid-run then.
+void Preempted(tune::Config config) {
+  int start = 0;
+  if (auto ckpt = tune::GetCheckpoint()) {
+    std::ifstream in(ckpt->path() + "/step");
+    in >> start;
+  }
+  for (int step = start + 1; step <= 6; ++step) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::string dir = prism::MakeTempCheckpointDir();
+    std::ofstream(dir + "/step") << step;
+    if (config.Get<int>("i", -1) == 0 && step == 2 && start == 0 &&
+        prism::GetRuntimeContext().GetRank() == 0) {
+      std::raise(SIGUSR1);
+    }
+    tune::Report({{"step", double(step)}, {"i", config.Get<double>("i", 0)}},
+                 prism::Checkpoint::FromDirectory(dir));
+  }
+}
+
+/// Reads the shared input "data" (WithParameters) and reports its sum times `k`.
+void UsesSharedData(tune::Config config) {
+  std::shared_ptr<std::vector<double>> data = tune::GetParameter<std::vector<double>>("data");
+  double sum = 0;
+  for (double v : *data) sum += v;
+  tune::Report({{"sum", sum * config.Get<double>("k", 0)}, {"size", double(data->size())}});
+  tune::GetParameter<int>("missing");  // throws: the trial fails with a clear error
+}
+
+PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted, UsesSharedData);
+
+// ---- Tests ----------------------------------------------------------------------------------
+
+TEST(Tuner, GridTimesSamplesRunsEveryTrialWithItsConfigAndWritesItsFiles) {
+  tune::Tuner tuner(Linear, {{"a", tune::GridSearch({1, 2, 3})}, {"b", tune::Uniform(0, 1)}, {"steps", 3}},
+                    {.metric = "score", .mode = "max", .num_samples = 2}, RunIn("grid"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 6u);
+  std::multiset<int> as;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << " " << r.error;
+    as.insert(r.config.Get<int>("a", 0));
+    const double b = r.config.Get<double>("b", -1);
+    EXPECT_GE(b, 0);
+    EXPECT_LT(b, 1);
+    ASSERT_EQ(r.metrics_history.size(), 3u) << r.trial_id;
+    EXPECT_EQ(r.metrics.at("training_iteration"), 3);
+    EXPECT_EQ(r.metrics.at("score"), 10.0 * r.config.Get<int>("a", 0) + 3);
+    EXPECT_TRUE(fs::exists(r.path + "/params.json"));
+    EXPECT_EQ(Lines(r.path + "/result.json"), 3u);
+    EXPECT_EQ(Lines(r.path + "/progress.csv"), 4u);  // header + 3 rows
+  }
+  EXPECT_EQ(as, (std::multiset<int>{1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(results.GetBestResult().config.Get<int>("a", 0), 3);
+  EXPECT_EQ(results.GetBestResult("score", "min").config.Get<int>("a", 0), 1);
+  EXPECT_EQ(results.GetBestResult("score", "max", "avg").metrics.at("score"), 33);
+  const std::string csv = results.ToCsv();
+  EXPECT_NE(csv.find("config/a"), std::string::npos) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7) << csv;
+  EXPECT_TRUE(tune::Tuner::CanRestore(results.experiment_path()));
+}
+
+TEST(Tuner, AshaStopsPoorTrialsBeforeMaxT) {
+  std::vector<tune::Value> qualities;
+  for (int i = 1; i <= 8; ++i) qualities.push_back(double(i) / 8);
+  auto asha = std::make_shared<tune::ASHAScheduler>(
+      tune::AsyncHyperBandOptions{.max_t = 8, .grace_period = 1, .reduction_factor = 2});
+  tune::Tuner tuner(Curve, {{"quality", tune::GridSearch(qualities)}},
+                    {.metric = "acc", .mode = "max", .scheduler = asha}, RunIn("asha"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 8u);
+  int stopped_early = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.error;
+    stopped_early += r.metrics.at("training_iteration") < 8;
+  }
+  EXPECT_GT(stopped_early, 0) << "ASHA stopped no trial";
+  EXPECT_EQ(results.GetBestResult().config.Get<double>("quality", 0), 1.0);
+  EXPECT_EQ(results.GetBestResult().metrics.at("training_iteration"), 8);
+}
+
+TEST(Tuner, AFailedTrialIsRetriedFromItsLatestCheckpoint) {
+  tune::RunConfig run = RunIn("retry");
+  run.failure_config.max_failures = 1;
+  tune::Tuner tuner(FlakyCounter, {}, {.metric = "step", .mode = "max"}, run);
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 1u);
+  const tune::Result& r = results[0];
+  EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.error;
+  EXPECT_EQ(r.metrics.at("step"), 5);
+  EXPECT_EQ(r.metrics.at("training_iteration"), 5);  // counted from the checkpoint's report
+  // Steps 1, 2 before the failure, then 3, 4, 5 from the step-2 checkpoint: none repeated.
+  std::vector<double> steps;
+  for (const auto& m : r.metrics_history) steps.push_back(m.at("step"));
+  EXPECT_EQ(steps, (std::vector<double>{1, 2, 3, 4, 5}));
+  EXPECT_FALSE(r.checkpoint.empty());
+}
+
+TEST(Tuner, TrialErrorsAreInTheResultsAndTheOthersFinish) {
+  tune::Tuner tuner(FailsIfBad, {{"bad", tune::GridSearch({0, 1, 0})}}, {.metric = "score", .mode = "max"},
+                    RunIn("errors"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results.num_errors(), 1u);
+  EXPECT_EQ(results.num_terminated(), 2u);
+  ASSERT_EQ(results.errors().size(), 1u);
+  EXPECT_NE(results.errors()[0].find("bad config"), std::string::npos) << results.errors()[0];
+  EXPECT_NE(results.errors()[0].find("invalid_argument"), std::string::npos) << results.errors()[0];
+}
+
+TEST(Tuner, SharedInputsArePutOnceAndReadByEveryTrial) {
+  std::vector<double> data(100000, 0.5);  // 800 KB: in the object store, not in each config
+  tune::Trainable trainable = tune::WithParameters(UsesSharedData, "data", data);
+  tune::Tuner tuner(trainable, {{"k", tune::GridSearch({1, 2, 3})}}, {.metric = "sum", .mode = "max"},
+                    RunIn("shared"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.metrics.at("size"), 100000);
+    EXPECT_EQ(r.metrics.at("sum"), 50000.0 * r.config.Get<double>("k", 0));
+    EXPECT_EQ(r.status, tune::TrialStatus::kError);  // GetParameter("missing") threw
+    EXPECT_NE(r.error.find("no shared input named \"missing\""), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("data"), std::string::npos) << r.error;
+  }
+}
+
+TEST(Tuner, BadInputGetsAClearError) {
+  EXPECT_NE(ErrorOf([] { tune::Tuner(Linear, {{"a", tune::GridSearch({})}}); }).find("GridSearch"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { tune::Uniform(2, 1); }).find("2"), std::string::npos);
+  EXPECT_NE(ErrorOf([] { tune::Tuner(Linear, {}, {.metric = "score", .mode = "maximize"}); }).find("\"max\""),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { tune::Tuner(Linear, {}, {.metric = "score"}); }).find("mode"), std::string::npos);
+  const std::string never = ErrorOf([] {
+    tune::Tuner(WrongMetric, {}, {.metric = "accuracy", .mode = "max"}, RunIn("never")).Fit();
+  });
+  EXPECT_NE(never.find("accuracy"), std::string::npos) << never;
+  EXPECT_NE(never.find("loss"), std::string::npos) << never;
+  // The same experiment twice: Restore it or rename it.
+  const std::string twice = ErrorOf([] { tune::Tuner(Linear, {}, {}, RunIn("grid")).Fit(); });
+  EXPECT_NE(twice.find("Restore"), std::string::npos) << twice;
+  EXPECT_NE(ErrorOf([] { tune::Tuner::Restore(Storage() + "/nothing", Linear, {}); }).find("no experiment"),
+            std::string::npos);
+  EXPECT_FALSE(tune::Tuner::CanRestore(Storage() + "/nothing"));
+}
+
+TEST(Tuner, PreemptionStopsTrialsAtACheckpointAndRestoreFinishesThemWithoutRepeats) {
+  std::vector<tune::Value> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(i);
+  tune::ParamSpace space{{"i", tune::GridSearch(ids)}};
+  std::string path;
+  try {
+    tune::Tuner(Preempted, space, {.metric = "step", .mode = "max"}, RunIn("preempt")).Fit();
+    FAIL() << "Fit returned although SIGUSR1 arrived";
+  } catch (const tune::TunePreemptedError& e) {
+    EXPECT_EQ(e.Signal(), SIGUSR1);
+    path = e.ExperimentPath();
+  }
+  ASSERT_TRUE(tune::Tuner::CanRestore(path));
+  tune::ResultGrid results = tune::Tuner::Restore(path, Preempted, space).Fit();
+  ASSERT_EQ(results.size(), 4u);  // no trial lost, none added
+  std::set<int> seen;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << " " << r.error;
+    seen.insert(r.config.Get<int>("i", -1));
+    std::vector<double> steps;
+    for (const auto& m : r.metrics_history) steps.push_back(m.at("step"));
+    EXPECT_EQ(steps, (std::vector<double>{1, 2, 3, 4, 5, 6})) << r.trial_id;  // none repeated
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+}
+
+}  // namespace
