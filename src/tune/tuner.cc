@@ -201,6 +201,7 @@ struct Tuner::Impl : TrialRunner {
   size_t Capacity() const;
   int64_t TrialLimit() const;
   TrialState* NewTrial(Config config);
+  bool AddTrial();
   void FillSlots();
   void Launch(TrialState& t);
   void RequestStop(TrialState& t, TrialStatus after);
@@ -364,7 +365,35 @@ TrialState* Tuner::Impl::NewTrial(Config cfg) {
   return raw;
 }
 
+bool Tuner::Impl::AddTrial() {
+  if (searcher_done) return false;
+  const int64_t limit = TrialLimit();
+  if (limit >= 0 && static_cast<int64_t>(trials.size()) >= limit) {
+    searcher_done = true;
+    return false;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "_%05zu", trials.size());
+  Suggestion s = searcher->Suggest(run.name + buf);
+  if (s.kind == Suggestion::kFinished) searcher_done = true;
+  if (s.kind != Suggestion::kConfig) return false;
+  TrialState* t = NewTrial(std::move(s.config));
+  scheduler->OnTrialAdd(*this, *t);
+  journal->Append({{"e", "trial"}, {"id", t->id}, {"config", ToJson(t->config)},
+                   {"searcher_state", searcher->SaveState()}});
+  return true;
+}
+
 void Tuner::Impl::FillSlots() {
+  // Trials are created ahead of the slots, as Ray does (up to max(16, slots) pending for
+  // the basic generator, one for a model-based searcher, which learns from each result):
+  // a scheduler that compares trials (HyperBand's brackets) sees them before they run.
+  const size_t max_pending = dynamic_cast<BasicVariantGenerator*>(searcher.get()) != nullptr
+                                 ? std::max<size_t>(16, capacity) : 1;
+  size_t pending = static_cast<size_t>(std::count_if(trials.begin(), trials.end(), [](const auto& t) {
+    return t->status == TrialStatus::kPending;
+  }));
+  while (pending < max_pending && AddTrial()) ++pending;
   while (running < capacity) {
     std::vector<Trial*> candidates;
     bool any_pending = false;
@@ -376,24 +405,7 @@ void Tuner::Impl::FillSlots() {
     }
     Trial* next = candidates.empty() ? nullptr : scheduler->ChooseTrialToRun(*this, candidates);
     if (next == nullptr) {
-      if (any_pending || searcher_done) return;
-      const int64_t limit = TrialLimit();
-      if (limit >= 0 && static_cast<int64_t>(trials.size()) >= limit) {
-        searcher_done = true;
-        return;
-      }
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "_%05zu", trials.size());
-      Suggestion s = searcher->Suggest(run.name + buf);
-      if (s.kind == Suggestion::kFinished) {
-        searcher_done = true;
-        return;
-      }
-      if (s.kind == Suggestion::kWait) return;
-      TrialState* t = NewTrial(std::move(s.config));
-      scheduler->OnTrialAdd(*this, *t);
-      journal->Append({{"e", "trial"}, {"id", t->id}, {"config", ToJson(t->config)},
-                       {"searcher_state", searcher->SaveState()}});
+      if (any_pending || !AddTrial()) return;
       continue;
     }
     Launch(*static_cast<TrialState*>(next));

@@ -132,7 +132,31 @@ void UsesSharedData(tune::Config config) {
   tune::GetParameter<int>("missing");  // throws: the trial fails with a clear error
 }
 
-PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted, UsesSharedData);
+/// A model whose "weight" grows by `lr` each step: checkpoints the weight every step and
+/// resumes from a checkpoint (its own, or another trial's after a PBT exploit). Reports
+/// where it resumed from, to check PBT's copies.
+void Climb(tune::Config config) {
+  double weight = 0;
+  int start = 0;
+  double resumed_from_copy = 0;
+  if (auto ckpt = tune::GetCheckpoint()) {
+    std::ifstream in(ckpt->path() + "/weight");
+    in >> weight >> start;
+    resumed_from_copy = ckpt->path().find("exploited_") != std::string::npos;
+  }
+  const double lr = config.Get<double>("lr", 0);
+  const int steps = config.Get<int>("steps", 12);
+  for (int step = start; step < steps; ++step) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    weight += lr;
+    std::string dir = prism::MakeTempCheckpointDir();
+    std::ofstream(dir + "/weight") << weight << " " << step + 1;
+    tune::Report({{"weight", weight}, {"resumed_from_copy", resumed_from_copy}},
+                 prism::Checkpoint::FromDirectory(dir));
+  }
+}
+
+PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted, UsesSharedData, Climb);
 
 // ---- Tests ----------------------------------------------------------------------------------
 
@@ -183,6 +207,58 @@ TEST(Tuner, AshaStopsPoorTrialsBeforeMaxT) {
   EXPECT_GT(stopped_early, 0) << "ASHA stopped no trial";
   EXPECT_EQ(results.GetBestResult().config.Get<double>("quality", 0), 1.0);
   EXPECT_EQ(results.GetBestResult().metrics.at("training_iteration"), 8);
+}
+
+TEST(Tuner, HyperBandPausesTrialsAtMilestonesAndResumesTheBestFromTheirCheckpoints) {
+  auto hyperband = std::make_shared<tune::HyperBandScheduler>(
+      tune::HyperBandOptions{.max_t = 9, .reduction_factor = 3});
+  std::vector<tune::Value> lrs;
+  for (int i = 1; i <= 9; ++i) lrs.push_back(double(i));
+  tune::Tuner tuner(Climb, {{"lr", tune::GridSearch(lrs)}, {"steps", 9}},
+                    {.metric = "weight", .mode = "max", .scheduler = hyperband}, RunIn("hyperband"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 9u);
+  int full = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << " " << r.error;
+    const double iters = r.metrics.at("training_iteration");
+    full += iters == 9;
+    // Paused and resumed from its own checkpoint: the weight is lr x iterations, the
+    // history has no repeated iteration.
+    EXPECT_DOUBLE_EQ(r.metrics.at("weight"), r.config.Get<double>("lr", 0) * iters) << r.trial_id;
+    for (size_t i = 0; i < r.metrics_history.size(); ++i) {
+      EXPECT_EQ(r.metrics_history[i].at("training_iteration"), double(i + 1)) << r.trial_id;
+    }
+  }
+  EXPECT_GE(full, 1);
+  EXPECT_LT(full, 9) << "HyperBand stopped no trial early";
+  EXPECT_EQ(results.GetBestResult().config.Get<double>("lr", 0), 9);
+}
+
+TEST(Tuner, PbtCopiesATopTrialsCheckpointAndConfigIntoABottomTrial) {
+  tune::PBTOptions options;
+  options.time_attr = "training_iteration";
+  options.perturbation_interval = 3;
+  options.hyperparam_mutations = {{"lr", tune::Choice({0.5, 1.0, 2.0, 4.0})}};
+  options.seed = 7;
+  auto pbt = std::make_shared<tune::PopulationBasedTraining>(options);
+  tune::Tuner tuner(Climb, {{"lr", tune::GridSearch({0.5, 1.0, 2.0, 4.0})}, {"steps", 12}},
+                    {.metric = "weight", .mode = "max", .scheduler = pbt}, RunIn("pbt"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 4u);
+  ASSERT_FALSE(pbt->PolicyLog().empty()) << "PBT never exploited";
+  const auto& first = pbt->PolicyLog().front();
+  EXPECT_NE(first.trial, first.source);
+  EXPECT_FALSE(first.source_checkpoint.empty());
+  bool resumed_from_copy = false;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << " " << r.error;
+    for (const auto& m : r.metrics_history) resumed_from_copy |= m.at("resumed_from_copy") == 1;
+  }
+  EXPECT_TRUE(resumed_from_copy) << "no trial started from a copied checkpoint";
+  // The exploited trial carries on from the source's weight, so no trial ends below the
+  // weight the worst config alone would reach.
+  for (const auto& r : results) EXPECT_GE(r.metrics.at("weight"), 0.5 * 12) << r.trial_id;
 }
 
 TEST(Tuner, AFailedTrialIsRetriedFromItsLatestCheckpoint) {
