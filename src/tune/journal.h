@@ -1,9 +1,10 @@
 #pragma once
 // The experiment's journal (storage_path/name/experiment_state.jsonl): one JSON object per
 // line, appended with a single write(2) each, so a kill -9 at any moment leaves whole lines
-// plus at most one torn last line, which Read drops. Sync (fsync) runs at commit points
-// (a trial's end, preemption, the end of Fit) and at most once a second otherwise: the
-// journal costs a write per event, never a rewrite of the whole state.
+// plus at most one torn last line, which Read drops (a killed process's writes are in the
+// page cache). Sync (fsync, against a crash of the machine) runs at most once a second,
+// and at preemption and the end of Fit: the journal costs a write per event, never a
+// rewrite of the whole state.
 //
 // Events ("e"): "experiment" (first line: trainable, metric, mode, searcher and scheduler
 // kinds, seed, num_samples), "trial" (created: id, config, the searcher's state after
