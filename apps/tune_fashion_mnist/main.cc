@@ -377,7 +377,9 @@ int RunDriver(Options opt) {
     tune::RunConfig run_config;
     run_config.name = name;
     run_config.storage_path = storage;
-    run_config.checkpoint_config.num_to_keep = 1;  // the latest: what a resume needs
+    // The latest two: a kill between a checkpoint's commit and its entry in the journal
+    // leaves the journal naming the one before, which a resume then needs.
+    run_config.checkpoint_config.num_to_keep = 2;
     tuner.emplace(TrainCnn, space, tune_config, run_config);
     WriteSettings(experiment, opt);
   }
