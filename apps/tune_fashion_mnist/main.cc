@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -148,6 +149,7 @@ struct Options {
   std::string name;
   bool restore = false;
   bool help = false;
+  std::set<std::string> given;  // the flags on the command line ("--epochs", ...)
 };
 
 constexpr const char* kUsage =
@@ -243,6 +245,7 @@ std::string ParseFlags(int argc, char** argv, Options& opt) {
       return name + " needs a value";
     }
     if (std::string error = flag->second(value); !error.empty()) return name + ": " + error;
+    opt.given.insert(name);
   }
   return "";
 }
@@ -270,7 +273,7 @@ void WriteSettings(const std::string& experiment, const Options& opt) {
 }
 
 /// Replaces the search settings in `opt` with the ones the experiment started with (if it
-/// wrote them), saying which flags differ.
+/// wrote them), saying which of the flags given differ.
 void ReadSettings(const std::string& experiment, Options& opt) {
   std::ifstream in(experiment + "/" + kSettingsFile);
   if (!in) return;
@@ -280,8 +283,10 @@ void ReadSettings(const std::string& experiment, Options& opt) {
   }
   const std::map<std::string, std::string> given = SearchSettings(opt);
   for (const auto& [key, value] : saved) {
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
     auto it = given.find(key);
-    if (it != given.end() && it->second != value) {
+    if (it != given.end() && it->second != value && opt.given.count(flag) > 0) {
       std::cout << "note: the experiment keeps its " << key << "=" << value << " (this run was given "
                 << it->second << ")\n";
     }
