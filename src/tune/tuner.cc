@@ -245,6 +245,8 @@ void Tuner::Impl::Validate() {
   if (run.failure_config.max_failures < -1) {
     throw Error("prism::tune: FailureConfig::max_failures must be -1 (no limit) or >= 0");
   }
+  if (!searcher) searcher = config.search_alg;  // TuneConfig's, else the defaults
+  if (!scheduler) scheduler = config.scheduler;
   if (!searcher) searcher = std::make_shared<BasicVariantGenerator>();
   if (!scheduler) scheduler = std::make_shared<FIFOScheduler>();
   if (run.name.empty()) run.name = DefaultRunName("tune");
