@@ -75,6 +75,8 @@ cat "$store/second.out"
 [[ $rc == 124 ]] && fail "the restored run hung"
 [[ $rc == 0 ]] || fail "the restored run exited with status $rc"
 grep -q "^restoring: $exp" "$store/second.out" || fail "the second run did not restore the experiment"
+grep -q "OK: the best checkpoint scores what its trial reported" "$store/second.out" ||
+  fail "the best trial's checkpoint does not score what it reported"
 
 echo "== 3. every trial finished once, none lost or added, no report repeated"
 python3 - "$exp" "$samples" "$epochs" <<'EOF' || fail "the restored experiment is not what it should be"

@@ -286,6 +286,7 @@ run_tune() {
   grep -q "^restoring: $exp" "$out" || fail "the requeued job did not restore $exp"
   grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   grep -q "^best trial: " "$out" || fail "no best trial printed"
+  grep -q "OK: the best checkpoint scores what its trial reported" "$out" || fail "the best checkpoint was not verified"
   python3 - "$exp" "$samples" "$epochs" <<'EOF' || fail "the restored experiment is not what it should be"
 import csv, json, os, sys
 exp, samples, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
