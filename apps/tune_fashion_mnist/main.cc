@@ -459,9 +459,11 @@ int main(int argc, char** argv) {
     try {
       status = RunDriver(opt);
     } catch (const tune::TunePreemptedError& e) {
+      const fs::path path(e.ExperimentPath());
       std::cerr << "preempted: " << e.what() << "\n"
-                << "stopped: the experiment in " << e.ExperimentPath()
-                << " resumes with --restore (under Slurm the requeued job does so itself)\n";
+                << "stopped: resume with --restore --name=" << path.filename().string()
+                << " --storage-path=" << path.parent_path().string()
+                << " (under Slurm the requeued job does so itself)\n";
       status = prism::kExitPreempted;  // the job script requeues on this status
     } catch (const std::exception& e) {  // prism::Error, torch's c10::Error
       std::cerr << "error: " << e.what() << "\n";
