@@ -47,6 +47,22 @@ if(TARGET train_fashion_mnist)
             $<TARGET_FILE:train_fashion_mnist>)
   set_tests_properties(failure_corrupt_checkpoint PROPERTIES
     TIMEOUT 300 LABELS failure PASS_REGULAR_EXPRESSION "PASS: corrupt checkpoint")
+  # The tuning demo, shortened: 4 trials of 2 epochs with ASHA on 3 ranks; it scores the best
+  # trial's checkpoint again and checks it against the reported accuracy.
+  add_test(NAME app_tune_fashion_mnist_3ranks
+    COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:tune_fashion_mnist> --num-samples=4 --epochs=2
+            --train-samples=2000 --test-samples=300 --storage-path=${_fmnist_store}
+            --name=ci_tune_$<CONFIG>)
+  set_tests_properties(app_tune_fashion_mnist_3ranks PROPERTIES
+    TIMEOUT 300 LABELS "apps;tune" FIXTURES_REQUIRED fmnist_clean
+    PASS_REGULAR_EXPRESSION "OK: the best checkpoint scores what its trial reported")
+  # A tuning experiment killed with SIGKILL (mpirun and every rank) once its journal holds a
+  # few results, then --restore: every trial finishes once, none lost, added or repeated.
+  add_test(NAME failure_tune_kill9
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/tune_kill9.sh ${PRISM_MPIRUN} --
+            $<TARGET_FILE:tune_fashion_mnist>)
+  set_tests_properties(failure_tune_kill9 PROPERTIES
+    TIMEOUT 240 LABELS "failure;tune" PASS_REGULAR_EXPRESSION "PASS: tune kill9")
   add_test(NAME app_train_fashion_mnist_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_fmnist_store})
   set_tests_properties(app_train_fashion_mnist_clean PROPERTIES FIXTURES_SETUP fmnist_clean)
 endif()
@@ -68,6 +84,7 @@ set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS u
 set(_slurm_cases core perf)  # perf: jobs/perf.sbatch in quick mode
 if(TARGET train_fashion_mnist)
   list(APPEND _slurm_cases array usr1 term timelimit early setup)  # the training demo: arrays, preemption
+  list(APPEND _slurm_cases tune)  # the tuning demo preempted, requeued and restored
 endif()
 foreach(_case IN LISTS _slurm_cases)
   add_test(NAME slurm_${_case}

@@ -18,6 +18,10 @@
 #            the time limit, a checkpoint and a requeue; given 10 minutes, the run finishes
 #   early    USR1 as srun starts launching the step, before Prism is up: requeued, nothing lost
 #   setup    USR1 while the job script runs its setup, before the step exists: the same
+#   tune     jobs/tune_fashion_mnist.sbatch (6 trials of 4 short epochs, ASHA, 3 ranks); once
+#            the experiment's journal holds 2 results the batch shell gets USR1: running
+#            trials stop at a checkpoint, exit 75, requeue, and the requeued job restores the
+#            experiment and finishes it: every trial TERMINATED once, none lost or repeated
 #
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
@@ -254,6 +258,73 @@ run_early() {
   check_requeued "$jobid" "$out" "$run" 2
 }
 
+# The tuning demo preempted: USR1 to the batch shell once the journal holds 2 results. The
+# trials that run stop at their next report (each carries a checkpoint), the app exits 75,
+# the script requeues, and the requeued job (--restore, the experiment named after the job
+# id) finishes it. Each trial's reports in the journal are iterations 1..k once each, k the
+# last epoch or where ASHA stopped it (a stopped trial ends at its next report).
+run_tune() {
+  local jobid out exp samples=6 epochs=4 n=0
+  jobid=$(PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store NUM_SAMPLES=$samples EPOCHS=$epochs \
+          EXTRA_ARGS="--train-samples=3000 --test-samples=500" \
+          timeout 30 sbatch --parsable --ntasks=3 --time=00:10:00 --output="$work/tune-%j.out" \
+          "$root/jobs/tune_fashion_mnist.sbatch") || fail "sbatch refused jobs/tune_fashion_mnist.sbatch"
+  out="$work/tune-$jobid.out"
+  exp="$work/store/tune_fmnist_$jobid"
+  for _ in $(seq 720); do
+    n=$(grep -c '"e":"result"' "$exp/experiment_state.jsonl" 2>/dev/null)
+    ((${n:-0} >= 2)) && break
+    sleep 0.25
+  done
+  ((${n:-0} >= 2)) || { cat "$out"; timeout 10 scancel "$jobid"; fail "the journal had no 2 results within 180 s"; }
+  signal_job "$jobid" "$out" USR1 "after $n results" --batch
+  grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
+  grep -q "the step heard USR1" "$out" || fail "the job script got no word that rank 0 heard USR1"
+  grep -q "^preempted: .*SIGUSR1" "$out" || fail "the experiment finished or failed before USR1 stopped it"
+  grep -q "tuning stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "^restoring: $exp" "$out" || fail "the requeued job did not restore $exp"
+  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
+  grep -q "^best trial: " "$out" || fail "no best trial printed"
+  grep -q "OK: the best checkpoint scores what its trial reported" "$out" || fail "the best checkpoint was not verified"
+  python3 - "$exp" "$samples" "$epochs" <<'EOF' || fail "the restored experiment is not what it should be"
+import csv, json, os, sys
+exp, samples, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+errors = []
+rows = list(csv.DictReader(open(os.path.join(exp, "results.csv"))))
+ids = [r["trial_id"] for r in rows]
+if len(rows) != samples or len(set(ids)) != samples:
+    errors.append(f"results.csv has {len(rows)} rows, {len(set(ids))} distinct trials; expected {samples}")
+events = [json.loads(l) for l in open(os.path.join(exp, "experiment_state.jsonl")) if l.strip()]
+created = [e["id"] for e in events if e["e"] == "trial"]
+if sorted(created) != sorted(ids) or len(set(created)) != len(created):
+    errors.append(f"the journal created trials {created}; results.csv has {ids}")
+if not any(e["e"] == "fit_end" and e.get("preempted") for e in events):
+    errors.append("the journal has no preempted fit_end")
+if not any(e["e"] == "restore" for e in events):
+    errors.append("the journal has no restore")
+full = 0
+for r in rows:
+    t = r["trial_id"]
+    its = [int(e["iteration"]) for e in events if e["e"] == "result" and e["id"] == t]
+    k = len(its)
+    if r["status"] != "TERMINATED":
+        errors.append(f"{t} is {r['status']}")
+    if its != list(range(1, k + 1)) or k > epochs or float(r["training_iteration"]) != k:
+        errors.append(f"{t}: journal iterations {its}, results.csv training_iteration {r['training_iteration']}")
+    seq = [int(json.loads(l)["training_iteration"]) for l in open(os.path.join(exp, t, "result.json")) if l.strip()]
+    if seq != its:
+        errors.append(f"{t}: result.json has iterations {seq}, the journal {its}")
+    full += k == epochs
+    print(f"  {t}: iterations {its}")
+if full == 0:
+    errors.append(f"no trial reached epoch {epochs}")
+for e in errors:
+    print("  bad:", e)
+sys.exit(1 if errors else 0)
+EOF
+}
+
 # jobs/perf.sbatch in quick mode: the suite's MPI parts through srun, one well-formed JSON.
 run_perf() {
   local jobid out
@@ -277,6 +348,7 @@ case $case in
   early) run_early step ;;
   setup) run_early setup ;;
   perf) run_perf ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf)"; exit 2 ;;
+  tune) run_tune ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
