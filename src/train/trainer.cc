@@ -221,6 +221,9 @@ void CheckChosenCheckpoint(const Checkpoint& checkpoint) {
 TorchTrainer::TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options)
     : loop_(train_loop_per_worker), options_(std::move(options)) {}
 
+TorchTrainer::TorchTrainer(std::string loop_name, TorchTrainerOptions options)
+    : loop_name_(std::move(loop_name)), options_(std::move(options)) {}
+
 Result TorchTrainer::Fit() {
   const ScalingConfig& scaling = options_.scaling_config;
   const RunConfig& run = options_.run_config;
@@ -228,10 +231,10 @@ Result TorchTrainer::Fit() {
     throw Error("prism::train: ScalingConfig::num_workers is " + std::to_string(scaling.num_workers) +
                 "; it must be at least 1");
   }
-  if (loop_ == nullptr) throw Error("prism::train: TorchTrainer was given no training loop");
-  std::string loop_name;
+  if (loop_ == nullptr && loop_name_.empty()) throw Error("prism::train: TorchTrainer was given no training loop");
+  std::string loop_name = loop_name_;
   try {
-    loop_name = platform::RegisteredName(loop_, "TorchTrainer");
+    if (loop_ != nullptr) loop_name = platform::RegisteredName(loop_, "TorchTrainer");
   } catch (const std::exception&) {
     throw Error("prism::train: the training loop is not registered: add PRISM_REMOTE(<your loop>) "
                 "next to its definition");
@@ -320,7 +323,7 @@ Result TorchTrainer::Fit() {
     // A signal before this attempt started, or during it, asks the group to stop after its
     // next checkpoint.
     std::string failure;
-    bool stop_asked = false, stopped_early = false;
+    bool stop_asked = false, stopped_early = false, stopped_by_caller = false;
     auto ask_stop = [&] {
       if (stop_asked) return;
       stop_asked = true;
@@ -334,6 +337,14 @@ Result TorchTrainer::Fit() {
         case platform::WorkerEvent::kReport: {
           auto record = platform::FromBytes<ReportRecord>(e->bytes);
           if (run.verbose) ShowReport(record);
+          if (run.on_report && !stopped_by_caller) {
+            std::optional<Checkpoint> ckpt;
+            if (!record.checkpoint_path.empty()) ckpt = Checkpoint::FromDirectory(record.checkpoint_path);
+            if (!run.on_report(record.metrics, ckpt)) {
+              stopped_by_caller = true;
+              ask_stop();
+            }
+          }
           last_report = std::move(record);
           break;
         }
@@ -348,7 +359,7 @@ Result TorchTrainer::Fit() {
       }
     }
     if (failure.empty()) {
-      if (stopped_early) throw preempted("after its checkpointed report");
+      if (stopped_early && !stopped_by_caller) throw preempted("after its checkpointed report");
       break;
     }
 

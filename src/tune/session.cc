@@ -27,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 /// The trial running on this thread.
 struct TrialSession {
   TrialSpec spec;
+  std::vector<ObjectRef<std::string>> parameters;
   std::unique_ptr<train::internal::CheckpointStore> store;  // made at the first checkpoint
   int64_t iteration = 0;
   Clock::time_point started = Clock::now();
@@ -48,9 +49,10 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-std::string RunTrial(std::string spec_bytes) {
+std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>> parameters) {
   TrialSession session;
   session.spec = platform::FromBytes<TrialSpec>(spec_bytes);
+  session.parameters = std::move(parameters);
   session.iteration = session.spec.iteration;
   const TrialSpec& spec = session.spec;
   TrialMessage end;
@@ -78,35 +80,67 @@ std::string RunTrial(std::string spec_bytes) {
 
 }  // namespace internal
 
-void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
-  internal::TrialSession& s = internal::Current("Report");
-  const auto now = internal::Clock::now();
-  internal::TrialMessage m;
-  m.kind = internal::TrialMessage::kResult;
+namespace internal {
+namespace {
+
+/// Publishes one result; `checkpoint` is committed into the trial's directory first unless
+/// `committed`. Returns whether the trial should stop.
+bool Publish(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint, bool committed) {
+  TrialSession& s = Current("Report");
+  const auto now = Clock::now();
+  TrialMessage m;
+  m.kind = TrialMessage::kResult;
   m.trial_id = s.spec.trial_id;
   m.attempt = s.spec.attempt;
   m.iteration = ++s.iteration;
-  m.time_this_iter_s = internal::Seconds(now - s.last_report);
-  m.time_total_s = s.spec.time_total_s + internal::Seconds(now - s.started);
+  m.time_this_iter_s = Seconds(now - s.last_report);
+  m.time_total_s = s.spec.time_total_s + Seconds(now - s.started);
   s.last_report = now;
   m.metrics = metrics;
-  if (checkpoint) {
+  if (checkpoint && committed) {
+    m.checkpoint = checkpoint->path();
+  } else if (checkpoint) {
     if (!s.store) {
-      s.store = std::make_unique<train::internal::CheckpointStore>(s.spec.trial_dir,
-                                                                   s.spec.checkpoint_config);
+      s.store = std::make_unique<train::internal::CheckpointStore>(s.spec.trial_dir, s.spec.checkpoint_config);
     }
     Metrics with_iteration = metrics;
     with_iteration["training_iteration"] = static_cast<double>(m.iteration);
     m.checkpoint = s.store->Commit(*checkpoint, with_iteration, /*move=*/true).checkpoint.path();
   }
   platform::Publish(s.spec.channel, platform::ToBytes(m));
-  if (prism::IsCancelled()) throw TrialStopSignal{};
+  return prism::IsCancelled();
+}
+
+}  // namespace
+
+bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& committed) {
+  return Publish(metrics, committed, /*committed=*/true);
+}
+
+const std::string& TrainableArgs() { return Current("TrainableArgs").spec.args; }
+
+}  // namespace internal
+
+void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
+  if (internal::Publish(metrics, checkpoint, /*committed=*/false)) throw TrialStopSignal{};
 }
 
 std::optional<Checkpoint> GetCheckpoint() {
   internal::TrialSession& s = internal::Current("GetCheckpoint");
   if (s.spec.restore.empty()) return std::nullopt;
   return Checkpoint::FromDirectory(s.spec.restore);
+}
+
+ObjectId internal::ParameterId(const std::string& name) {
+  internal::TrialSession& s = internal::Current("GetParameter");
+  const auto& names = s.spec.parameter_names;
+  for (size_t i = 0; i < names.size() && i < s.parameters.size(); ++i) {
+    if (names[i] == name) return s.parameters[i].ID();
+  }
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw Error("prism::tune::GetParameter: no shared input named \"" + name + "\" (the trainable has: " +
+              (known.empty() ? "none" : known) + "); give it with tune::WithParameters");
 }
 
 std::string TrialId() { return internal::Current("TrialId").spec.trial_id; }

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "prism/object_ref.h"
 
 #include "prism/checkpoint.h"
 #include "prism/tune/search_space.h"
@@ -22,11 +25,13 @@ struct TrialSpec {
   int64_t iteration = 0;  // reports before this run
   double time_total_s = 0;
   CheckpointConfig checkpoint_config;
+  std::vector<std::string> parameter_names;  // WithParameters, in the order of the task's refs
+  std::string args;                          // Trainable::args
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     ar& trainable& trial_id& trial_dir& channel& restore& config& attempt& iteration&
-        time_total_s& checkpoint_config;
+        time_total_s& checkpoint_config& parameter_names& args;
   }
 };
 
@@ -58,6 +63,7 @@ struct TrialMessage {
 
 /// The trial task (registered as "prism_tune_trial" on every rank): runs the trainable
 /// with the spec's config, publishing its reports and then its end.
-std::string RunTrial(std::string spec_bytes);
+/// `parameters`: the trainable's shared inputs (WithParameters), named in the spec.
+std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>> parameters);
 
 }  // namespace prism::tune::internal

@@ -433,10 +433,16 @@ void Tuner::Impl::Launch(TrialState& t) {
     spec.time_total_s = 0;
   }
   t.restart_fresh = false;
-  std::map<std::string, double> resources = trainable.resources;
+  spec.args = trainable.args;
+  std::map<std::string, double> resources = trainable.task_resources.value_or(trainable.resources);
   if (resources.empty()) resources["CPU"] = 1;
+  std::vector<ObjectRef<std::string>> parameters;
+  for (const auto& [name, ref] : trainable.parameters) {
+    spec.parameter_names.push_back(name);
+    parameters.push_back(ref);
+  }
   t.ref = prism::Task(internal::RunTrial).SetName("tune trial " + t.id).SetResources(resources)
-              .Remote(platform::ToBytes(spec));
+              .Remote(platform::ToBytes(spec), parameters);
   t.status = TrialStatus::kRunning;
   t.stop_requested = false;
   t.task_done.reset();

@@ -2,6 +2,8 @@
 // Key/value settings for a training loop (Ray's train_loop_config dict), and the metrics a
 // loop reports.
 
+#include <algorithm>
+#include <charconv>
 #include <map>
 #include <sstream>
 #include <string>
@@ -10,6 +12,25 @@
 #include "prism/errors.h"
 
 namespace prism::train {
+
+namespace detail {
+/// A floating-point number as the shortest text that reads back as the same number, laid
+/// out like Python's repr: fixed for exponents -4..15 ("0.1", "0.0001", "250"), else
+/// scientific ("1e-05", "1e+16").
+template <typename T>
+std::string ShortestText(T value) {
+  char buf[64];
+  auto sci = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  const char* e = std::find(buf, sci.ptr, 'e');
+  if (e != sci.ptr) {
+    int exponent = 0;
+    std::from_chars(e + 1 + (e[1] == '+'), sci.ptr, exponent);
+    if (exponent < -4 || exponent >= 16) return std::string(buf, sci.ptr);
+  }
+  auto fixed = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::fixed);
+  return std::string(buf, fixed.ptr);
+}
+}  // namespace detail
 
 /// Metrics reported by a training loop: name -> number.
 using Metrics = std::map<std::string, double>;
@@ -26,8 +47,9 @@ class Config {
     if constexpr (std::is_same_v<T, bool>) {
       out << (value ? "true" : "false");
     } else if constexpr (std::is_floating_point_v<T>) {
-      out.precision(17);
-      out << value;
+      // The shortest text that reads back as the same number: "0.1", not
+      // "0.10000000000000001".
+      out << detail::ShortestText(value);
     } else {
       out << value;
     }

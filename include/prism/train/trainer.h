@@ -66,6 +66,11 @@ struct RunConfig {
   FailureConfig failure_config;
   /// Print each report on the driver's console.
   bool verbose = true;
+  /// Called on Fit's thread for each report as the driver receives it: the metrics and the
+  /// checkpoint committed with it (if any). Returning false asks the workers to stop at
+  /// their next Report (after committing its checkpoint), and Fit then returns normally.
+  /// For libraries: prism::tune runs a TorchTrainer as a trial through it.
+  std::function<bool(const Metrics&, const std::optional<Checkpoint>&)> on_report;
 };
 
 struct TorchTrainerOptions {
@@ -97,6 +102,9 @@ using TrainLoop = void (*)(Config);
 class TorchTrainer {
  public:
   TorchTrainer(TrainLoop train_loop_per_worker, TorchTrainerOptions options = {});
+  /// The loop by the name it was registered under (platform::RegisteredName): for
+  /// libraries that start a trainer on another rank, where function addresses differ.
+  TorchTrainer(std::string loop_name, TorchTrainerOptions options);
   /// Runs the loop on the group until every worker returns. A resume starts from the
   /// newest checkpoint whose files match their commit's checksums (newer, damaged ones are
   /// named on stderr and skipped). Throws TrainingFailedError after too many failures or
@@ -107,7 +115,8 @@ class TorchTrainer {
   Result Fit();
 
  private:
-  TrainLoop loop_;
+  TrainLoop loop_ = nullptr;
+  std::string loop_name_;
   TorchTrainerOptions options_;
 };
 

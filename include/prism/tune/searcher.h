@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "prism/tune/search_space.h"
 
@@ -91,6 +92,10 @@ struct TPEOptions {
   /// The fraction of results counted as good (Optuna's default gamma: min(ceil(0.1 n), 25)).
   double gamma = 0.1;
   int max_good = 25;
+  /// The metric and mode ("max"/"min") to optimize; empty: TuneConfig's (where both are
+  /// set they must agree).
+  std::string metric;
+  std::string mode;
 };
 
 /// Tree-structured Parzen Estimator (Bergstra et al. 2011; Optuna's TPESampler, without

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "prism/api.h"
 #include "prism/checkpoint.h"
 #include "prism/errors.h"
 #include "prism/tune/schedulers.h"
@@ -61,11 +62,29 @@ struct Trainable {
   Trainable(TrainableFn fn = nullptr) : fn(fn) {}  // NOLINT(google-explicit-constructor)
   TrainableFn fn;
   std::map<std::string, double> resources;  // empty: {CPU: 1}
+  /// Shared inputs (WithParameters), by name: each in the object store once, read in a
+  /// trial with GetParameter<T>(name).
+  std::map<std::string, ObjectRef<std::string>> parameters;
+  /// For adapters (prism/tune/torch.h): the trial task's own resources when they differ
+  /// from what a trial reserves in all (a TorchTrainer trial's task needs no CPU; its
+  /// workers hold them), and bytes the adapter reads back with internal::TrainableArgs().
+  std::optional<std::map<std::string, double>> task_resources;
+  std::string args;
 };
 
 /// `fn` with each trial reserving `resources` (Ray: tune.with_resources), e.g.
 /// {{"CPU", 2}} or {{"CPU", 1}, {"GPU", 1}}. Throws prism::Error for a negative amount.
 Trainable WithResources(Trainable trainable, std::map<std::string, double> resources);
+
+/// `trainable` with a large input put into the object store once and shared by every
+/// trial (Ray: tune.with_parameters): trials read it with GetParameter<T>(name), fetched at
+/// most once per rank instead of being copied into each trial's config.
+template <typename T>
+Trainable WithParameters(Trainable trainable, const std::string& name, const T& value) {
+  if (name.empty()) throw Error("prism::tune::WithParameters: the parameter needs a name");
+  trainable.parameters.insert_or_assign(name, ObjectRef<std::string>(prism::Put(value).ID()));
+  return trainable;
+}
 
 struct TuneConfig {
   std::string metric;  // what the searcher and scheduler optimize (and GetBestResult's default)
@@ -224,6 +243,25 @@ std::optional<Checkpoint> GetCheckpoint();
 /// This trial's id, and its directory (for files of its own).
 std::string TrialId();
 std::string TrialDir();
+
+namespace internal {
+/// The object id of shared input `name` of this trial's trainable; throws prism::Error
+/// outside a trial or for a name WithParameters did not give.
+ObjectId ParameterId(const std::string& name);
+/// The trainable's `args` (for adapters), inside a trial.
+const std::string& TrainableArgs();
+/// Report for adapters whose checkpoint is already committed in the trial's directory (a
+/// TorchTrainer's): records it as is. Returns true when the trial should stop (the Tuner
+/// stopped or paused it, or the job is being preempted) instead of throwing.
+bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& committed);
+}  // namespace internal
+
+/// The shared input WithParameters put under `name` (the trial's rank fetches it once;
+/// types that support it are read in place, see prism/array_view.h).
+template <typename T>
+std::shared_ptr<T> GetParameter(const std::string& name) {
+  return ObjectRef<T>(internal::ParameterId(name)).Get();
+}
 
 /// Thrown by Report to end a trial the Tuner stopped; caught by the Tuner's trial task.
 struct TrialStopSignal {};

@@ -123,7 +123,16 @@ void Preempted(tune::Config config) {
   }
 }
 
-PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted);
+/// Reads the shared input "data" (WithParameters) and reports its sum times `k`.
+void UsesSharedData(tune::Config config) {
+  std::shared_ptr<std::vector<double>> data = tune::GetParameter<std::vector<double>>("data");
+  double sum = 0;
+  for (double v : *data) sum += v;
+  tune::Report({{"sum", sum * config.Get<double>("k", 0)}, {"size", double(data->size())}});
+  tune::GetParameter<int>("missing");  // throws: the trial fails with a clear error
+}
+
+PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted, UsesSharedData);
 
 // ---- Tests ----------------------------------------------------------------------------------
 
@@ -202,6 +211,22 @@ TEST(Tuner, TrialErrorsAreInTheResultsAndTheOthersFinish) {
   ASSERT_EQ(results.errors().size(), 1u);
   EXPECT_NE(results.errors()[0].find("bad config"), std::string::npos) << results.errors()[0];
   EXPECT_NE(results.errors()[0].find("invalid_argument"), std::string::npos) << results.errors()[0];
+}
+
+TEST(Tuner, SharedInputsArePutOnceAndReadByEveryTrial) {
+  std::vector<double> data(100000, 0.5);  // 800 KB: in the object store, not in each config
+  tune::Trainable trainable = tune::WithParameters(UsesSharedData, "data", data);
+  tune::Tuner tuner(trainable, {{"k", tune::GridSearch({1, 2, 3})}}, {.metric = "sum", .mode = "max"},
+                    RunIn("shared"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.metrics.at("size"), 100000);
+    EXPECT_EQ(r.metrics.at("sum"), 50000.0 * r.config.Get<double>("k", 0));
+    EXPECT_EQ(r.status, tune::TrialStatus::kError);  // GetParameter("missing") threw
+    EXPECT_NE(r.error.find("no shared input named \"missing\""), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("data"), std::string::npos) << r.error;
+  }
 }
 
 TEST(Tuner, BadInputGetsAClearError) {
