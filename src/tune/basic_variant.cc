@@ -39,7 +39,7 @@ struct BasicVariantGenerator::Impl {
   ParamSpace space;
   std::vector<std::pair<std::string, const Domain*>> grids;  // key order
   int64_t grid_count = 1;
-  int num_samples = 1;
+  int num_samples = -1;  // TotalTrials is -1 until Setup
   uint64_t seed = 0;
   int64_t counter = 0;  // trials suggested so far
   bool set_up = false;

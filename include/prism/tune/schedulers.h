@@ -108,6 +108,8 @@ struct AsyncHyperBandOptions {
   double reduction_factor = 4;
   int brackets = 1;
   bool stop_last_trials = true;
+  /// Seeds the draw of a new trial's bracket (only used with brackets > 1).
+  uint64_t seed = 0;
 };
 
 /// ASHA (Li et al. 2018), Ray's rule and defaults. With several brackets a new trial joins
@@ -144,8 +146,11 @@ struct HyperBandOptions {
 };
 
 /// Synchronous HyperBand (Li et al. 2016), as Ray's HyperBandScheduler: s_max + 1 brackets
-/// with s_max = floor(log(max_t) / log(rf)) (max_t 81, rf 3: 5 brackets); trials fill
-/// brackets in order; paused trials keep a checkpoint, not a slot.
+/// with s_max = round(log(max_t) / log(rf)) (Ray rounds; max_t 81, rf 3: 5 brackets), bracket
+/// s holding n = ceil((s_max + 1) / (s + 1) * rf^s) trials that first run to r = max_t * rf^-s.
+/// Trials fill the brackets of a band in Ray's order, s = 0 (fewest trials, no halving)
+/// first, then the next band. Paused trials keep a checkpoint, not a slot.
+/// Throws prism::Error for max_t <= 0, reduction_factor <= 1 or a bad mode.
 class HyperBandScheduler : public TrialScheduler {
  public:
   explicit HyperBandScheduler(HyperBandOptions options = {});
@@ -159,7 +164,8 @@ class HyperBandScheduler : public TrialScheduler {
   std::string SaveState() const override;
   void RestoreState(const std::string& state) override;
   std::string DebugString() const override;
-  /// Per bracket s = s_max..0: {trials n, initial budget r} (for tests).
+  /// Per bracket s = s_max..0: {trials n, initial budget r} (for tests; r is 0 for a
+  /// bracket Ray skips because max_t * rf^-s < 1).
   std::vector<std::pair<int, double>> BracketSizes() const;
 
  private:
@@ -177,8 +183,15 @@ struct MedianStoppingOptions {
   bool hard_stop = true;
 };
 
+/// Ray's MedianStoppingRule (Vizier): once time_attr >= grace_period, a trial whose best
+/// result so far is strictly worse than the median, over the other trials that have reached
+/// the same time, of their mean result in [grace_period, time] stops (hard_stop) or pauses.
+/// With fewer than min_samples_required such trials it pauses to let waiting trials run
+/// (at most once per min_time_slice), else continues.
 class MedianStoppingRule : public TrialScheduler {
  public:
+  /// Throws prism::Error for grace_period < 0, min_samples_required < 1, min_time_slice < 0
+  /// or a bad mode.
   explicit MedianStoppingRule(MedianStoppingOptions options = {});
   ~MedianStoppingRule() override;
   void SetSearchProperties(const std::string& metric, const std::string& mode) override;
@@ -186,6 +199,8 @@ class MedianStoppingRule : public TrialScheduler {
   void OnTrialComplete(TrialRunner& runner, Trial& trial, const Metrics& result) override;
   std::string SaveState() const override;
   void RestoreState(const std::string& state) override;
+  /// "Using MedianStoppingRule: num_stopped=N."
+  std::string DebugString() const override;
 
  private:
   struct Impl;
@@ -197,6 +212,8 @@ struct PBTOptions {
   std::string metric;
   std::string mode;
   double perturbation_interval = 60;
+  /// No perturbation before time_attr reaches this.
+  double burn_in_period = 0;
   /// Parameters to perturb, with the domain to resample from (a Choice's values are also
   /// the list to step through).
   ParamSpace hyperparam_mutations;
@@ -212,7 +229,8 @@ struct PerturbationRecord {
   std::string trial;          // the bottom trial that took over
   std::string source;         // the top trial it copied
   std::string source_checkpoint;
-  Config old_config, new_config;
+  Config old_config;          // the source's config that was copied (as Ray's policy log)
+  Config new_config;          // after explore: the trial's config from now on
 };
 
 /// PBT (Jaderberg et al. 2017), Ray's rules: quantile = ceil(N * quantile_fraction), at most
@@ -220,8 +238,9 @@ struct PerturbationRecord {
 /// by one of perturbation_factors (a Choice: one index up or down).
 class PopulationBasedTraining : public TrialScheduler {
  public:
-  /// Throws prism::Error for no hyperparam_mutations, quantile_fraction outside (0, 0.5],
-  /// resample_probability outside [0, 1], perturbation_interval <= 0.
+  /// Throws prism::Error for no hyperparam_mutations, a SampleFrom, GridSearch or constant
+  /// among them, quantile_fraction outside [0, 0.5], resample_probability outside [0, 1],
+  /// perturbation_interval <= 0, or a bad mode.
   explicit PopulationBasedTraining(PBTOptions options);
   ~PopulationBasedTraining() override;
   void SetSearchProperties(const std::string& metric, const std::string& mode) override;
@@ -233,6 +252,21 @@ class PopulationBasedTraining : public TrialScheduler {
   void RestoreState(const std::string& state) override;
   /// Every perturbation so far, in order.
   const std::vector<PerturbationRecord>& PolicyLog() const;
+  /// "PopulationBasedTraining: N checkpoints, M perturbs"
+  std::string DebugString() const override;
+
+  /// PBT's explore step (Ray's _explore) on a copy of `config`, for each key of
+  /// options.hyperparam_mutations: a Choice resamples (probability resample_probability, or
+  /// if the value is not among its values) or moves one index left or right (clamped); a
+  /// numeric domain resamples or multiplies by one of perturbation_factors, truncating to an
+  /// integer for RandInt/LogRandInt. `operations` (if given) gets per key "resample",
+  /// "shift left", "shift right (noop)", "* 1.2", ... Throws prism::Error if a numeric key
+  /// is missing from `config` or not a number.
+  static Config Explore(const Config& config, const PBTOptions& options, std::mt19937_64& rng,
+                        std::map<std::string, std::string>* operations = nullptr);
+  /// How many trials form each of the top and bottom quantiles of a population of `n`
+  /// trials with a score: 0 for n <= 1, else ceil(n * fraction), at most floor(n / 2).
+  static int QuantileSize(int n, double quantile_fraction);
 
  private:
   struct Impl;

@@ -13,7 +13,10 @@
 //   };
 //
 // Bounds follow Ray: Uniform, LogUniform, RandInt and LogRandInt exclude the upper bound;
-// the quantized integer forms (QRandInt, QLogRandInt) include it. Sampling is seeded
+// the quantized forms draw multiples of q in [lower, upper], the upper bound included
+// (QRandInt, QLogRandInt; QUniform and QLogUniform round to the nearest multiple, as Ray's
+// np.round(x / q) * q). Values reach a Config as short text that reads back exactly: "0.1",
+// "3", "true", "adam". Sampling is seeded
 // (TuneConfig::seed), so a run draws the same configs each time. A constructor given bad
 // bounds (lower not below upper, a non-positive log bound, q <= 0, an empty list) throws
 // prism::Error saying which and why.

@@ -65,7 +65,11 @@ class Searcher {
   virtual int64_t TotalTrials() const { return -1; }
 };
 
-/// Random and grid search (Ray's BasicVariantGenerator).
+/// Random and grid search (Ray's BasicVariantGenerator). Trials run the grids' cross
+/// product, the first grid key (in key order) varying fastest as in Ray, once per sample:
+/// num_samples * product(grid sizes) trials, or forever, cycling the grid, for -1. The other
+/// parameters are drawn per trial from a generator seeded with (seed, trial index), then
+/// the SampleFrom functions run in key order. State: the trial counter and the seed.
 class BasicVariantGenerator : public Searcher {
  public:
   BasicVariantGenerator();
@@ -101,7 +105,8 @@ struct TPEOptions {
 /// Tree-structured Parzen Estimator (Bergstra et al. 2011; Optuna's TPESampler, without
 /// its multivariate and constant-liar options). Works on Uniform/LogUniform/RandInt/
 /// LogRandInt (and their quantized forms), Randn, Choice and constants; throws prism::Error
-/// at Setup for a GridSearch or SampleFrom parameter.
+/// at Setup for a GridSearch or SampleFrom parameter. Failed trials and trials that never
+/// reported the metric are not observations. Suggests num_samples configs, then Finished.
 class TPESearch : public Searcher {
  public:
   explicit TPESearch(TPEOptions options = {});
