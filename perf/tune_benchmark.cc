@@ -369,7 +369,22 @@ struct SearchRound {
   double save_state_ms = 0;  // searcher-only: SaveState per trial, as the Tuner calls it
 };
 
-/// Tuner::Fit of `trials` Branin trials with the searcher `kind`.
+/// The searcher the experiment in `path` ran, as its journal's header names it ("" if the
+/// header cannot be read).
+std::string JournalSearcher(const std::string& path) {
+  std::ifstream in(path + "/experiment_state.jsonl");
+  std::string header;
+  std::getline(in, header);
+  const std::string key = "\"searcher\":";
+  auto at = header.find(key);
+  if (at == std::string::npos) return "";
+  auto open = header.find('"', at + key.size());
+  auto close = open == std::string::npos ? open : header.find('"', open + 1);
+  return close == std::string::npos ? "" : header.substr(open + 1, close - open - 1);
+}
+
+/// Tuner::Fit of `trials` Branin trials with the searcher `kind`; throws if the Tuner ran
+/// another searcher.
 SearchRound RunSearchFit(const Options& o, const std::string& storage, const std::string& kind,
                          int round) {
   tune::TuneConfig tc;
@@ -386,6 +401,13 @@ SearchRound RunSearchFit(const Options& o, const std::string& storage, const std
   SearchRound r;
   r.ms_per_trial = Seconds(Clock::now() - t0) / static_cast<double>(o.search_trials) * 1e3;
   CheckAllRan(grid, o.search_trials, 1, "search");
+  const std::string ran = JournalSearcher(tuner.ExperimentPath());
+  if (ran != SearcherName(kind)) {
+    throw std::runtime_error(std::string("search: TuneConfig::search_alg was a ") + SearcherName(kind) +
+                             " but the experiment's journal (" + tuner.ExperimentPath() +
+                             "/experiment_state.jsonl) says the Tuner ran \"" + ran +
+                             "\": the figure would be another searcher's, so it is not reported");
+  }
   r.best = grid.GetBestResult("loss", "min").metrics.at("loss");
   return r;
 }
@@ -609,7 +631,7 @@ int main(int argc, char** argv) {
       std::printf("\n[search] Branin (minimum %.6f), %lld trials per study, %d round(s) "
                   "(seed = round + 1); Prism's trials %d at a time\n",
                   kBraninMin, static_cast<long long>(opt.search_trials), opt.rounds, opt.concurrency);
-      std::printf("  %-46s %-28s %s\n", "", "ms per trial", "best value");
+      std::printf("  %-50s %-28s %s\n", "", "ms per trial", "best value");
       std::fflush(stdout);
       struct Row {
         std::string name, what, note;
@@ -617,6 +639,7 @@ int main(int argc, char** argv) {
         bool peer = false;
       };
       std::vector<Row> rows;
+      std::string fit_failed;
       for (const std::string kind : {"random", "tpe"}) {
         Row fit{"tune_search_fit/" + kind,
                 std::string("Prism Tuner::Fit, ") + SearcherName(kind),
@@ -630,10 +653,19 @@ int main(int argc, char** argv) {
                       "suggestion (no tasks, no files); ms per suggestion",
                   {}};
         for (int i = 0; i < opt.rounds; ++i) {
-          fit.rounds.push_back(RunSearchFit(opt, storage, kind, i));
+          if (fit_failed.empty()) {
+            try {
+              fit.rounds.push_back(RunSearchFit(opt, storage, kind, i));
+            } catch (const std::exception& e) {  // the other rows still run and report
+              fit_failed = e.what();
+              std::fprintf(stderr, "prism_tune_benchmark: %s FAILED: %s\n", fit.what.c_str(), e.what());
+              status = 1;
+            }
+          }
           alone.rounds.push_back(RunSearcherOnly(opt, kind, i));
         }
-        rows.push_back(fit);
+        if (fit_failed.empty()) rows.push_back(fit);
+        fit_failed.clear();
         rows.push_back(alone);
       }
       if (!opt.optuna_off) {
@@ -658,7 +690,7 @@ int main(int argc, char** argv) {
                         Median(FieldOf(row.rounds, &SearchRound::save_state_ms)));
           extra = buf;
         }
-        std::printf("  %-46s %-28s %s%s\n", row.what.c_str(), Cell(ms, "%.4g").c_str(),
+        std::printf("  %-50s %-28s %s%s\n", row.what.c_str(), Cell(ms, "%.4g").c_str(),
                     Cell(best, "%.4f").c_str(), extra.c_str());
         prism_bench::Entry e;
         e.name = row.name;
