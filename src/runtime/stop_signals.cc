@@ -159,8 +159,8 @@ void Watch(int rank) {
     Acknowledge(sig);
     if (guarded) {
       std::fprintf(stderr,
-                   "prism: received %s (preemption or time limit): the training run stops after "
-                   "its next checkpoint; exit status %d asks the job script to requeue\n",
+                   "prism: received %s (preemption or time limit): the training or tuning run "
+                   "stops at its next checkpoint; exit status %d asks the job script to requeue\n",
                    StopSignalName(sig), kExitPreempted);
       continue;
     }

@@ -293,8 +293,11 @@ void AsyncHyperBandScheduler::RestoreState(const std::string& state) {
       if (index >= impl_->brackets.size()) throw Error("trial " + id + " is in a bracket that does not exist");
     }
     impl_->num_stopped = j.at("num_stopped").get<int64_t>();
+    std::mt19937_64 generator;
     std::istringstream rng(j.at("rng").get<std::string>());
-    rng >> impl_->rng;
+    rng >> generator;
+    if (rng.fail()) throw Error("the random generator's state does not parse");
+    impl_->rng = generator;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
                 "); was tuner.json written by another version?");

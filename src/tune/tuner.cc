@@ -245,6 +245,8 @@ void Tuner::Impl::Validate() {
   if (run.failure_config.max_failures < -1) {
     throw Error("prism::tune: FailureConfig::max_failures must be -1 (no limit) or >= 0");
   }
+  if (!searcher) searcher = config.search_alg;
+  if (!scheduler) scheduler = config.scheduler;
   if (!searcher) searcher = std::make_shared<BasicVariantGenerator>();
   if (!scheduler) scheduler = std::make_shared<FIFOScheduler>();
   if (run.name.empty()) run.name = DefaultRunName("tune");
@@ -288,7 +290,9 @@ void Tuner::Impl::OpenJournal() {
                      {"checkpoint_score_attribute", run.checkpoint_config.checkpoint_score_attribute},
                      {"checkpoint_score_order", run.checkpoint_config.checkpoint_score_order},
                      {"name", run.name},
-                     {"storage_path", run.storage_path}});
+                     {"storage_path", run.storage_path},
+                     {"verbose", run.verbose},
+                     {"status_interval_s", run.status_interval_s}});
   } else {
     journal->Append({{"e", "restore"}, {"elapsed_s", elapsed_before}});
   }
@@ -472,7 +476,11 @@ void Tuner::Impl::Launch(TrialState& t) {
 }
 
 void Tuner::Impl::RequestStop(TrialState& t, TrialStatus after) {
-  if (t.stop_requested || !t.ref) return;
+  if (!t.ref) return;
+  if (t.stop_requested) {  // a pause under way becomes a stop (HyperBand's losers)
+    if (after == TrialStatus::kTerminated) t.after_stop = after;
+    return;
+  }
   t.stop_requested = true;
   t.after_stop = after;
   prism::Cancel(*t.ref);
@@ -555,15 +563,23 @@ void Tuner::Impl::OnResult(TrialState& t, const TrialMessage& m) {
             "); report it in every tune::Report, or set TuneConfig::metric to one it reports";
     return;
   }
-  searcher->OnTrialResult(t.id, result);
   for (const auto& [key, bound] : run.stop) {
     auto v = result.find(key);
     if (v != result.end() && v->second >= bound) {
+      searcher->OnTrialResult(t.id, result);
       RequestStop(t, TrialStatus::kTerminated);
       return;
     }
   }
-  switch (scheduler->OnTrialResult(*this, t, result)) {
+  Decision decision = Decision::kContinue;
+  try {
+    searcher->OnTrialResult(t.id, result);
+    decision = scheduler->OnTrialResult(*this, t, result);
+  } catch (const std::exception& e) {  // a result the scheduler cannot use (no time_attr)
+    fatal = "trial " + t.id + "'s result was refused: " + e.what();
+    return;
+  }
+  switch (decision) {
     case Decision::kContinue: break;
     case Decision::kPause: RequestStop(t, TrialStatus::kPaused); break;
     case Decision::kStop: RequestStop(t, TrialStatus::kTerminated); break;
@@ -822,6 +838,8 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
   impl.config.seed = h.value("seed", uint64_t{0});
   impl.run.name = h.value("name", "");
   impl.run.storage_path = h.value("storage_path", "");
+  impl.run.verbose = h.value("verbose", 1);
+  impl.run.status_interval_s = h.value("status_interval_s", 5.0);
   for (const auto& [k, v] : h.value("stop", json::object()).items()) impl.run.stop[k] = v.get<double>();
   impl.run.failure_config.max_failures = h.value("max_failures", 0);
   impl.run.failure_config.fail_fast = h.value("fail_fast", false);

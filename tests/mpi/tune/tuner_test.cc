@@ -167,7 +167,8 @@ TEST(Tuner, GridTimesSamplesRunsEveryTrialWithItsConfigAndWritesItsFiles) {
 
 TEST(Tuner, AshaStopsPoorTrialsBeforeMaxT) {
   std::vector<tune::Value> qualities;
-  for (int i = 1; i <= 8; ++i) qualities.push_back(double(i) / 8);
+  // The best first: each later trial falls below the cutoff of a rung the better ones filled.
+  for (int i = 8; i >= 1; --i) qualities.push_back(double(i) / 8);
   auto asha = std::make_shared<tune::ASHAScheduler>(
       tune::AsyncHyperBandOptions{.max_t = 8, .grace_period = 1, .reduction_factor = 2});
   tune::Tuner tuner(Curve, {{"quality", tune::GridSearch(qualities)}},
