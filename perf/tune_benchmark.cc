@@ -19,7 +19,8 @@
 //               thread: the searcher's own cost per suggestion), then Optuna's RandomSampler
 //               and TPESampler on the same objective (perf/peers/optuna_bench.py, run by this
 //               program with /usr/bin/python3; needs Debian's python3-optuna). Reported: ms
-//               per trial and the best value found.
+//               per trial and the best value found. Each Fit row checks in the experiment's
+//               journal that the Tuner ran the searcher it was given (else the row fails).
 //
 //   mpirun -n 3 build/perf/prism_tune_benchmark --prism-num-cpus=6 [--quick] [--json=PATH]
 //       [--parts=overhead,throughput,search] [--rounds=N] [--overhead-rounds=N]
