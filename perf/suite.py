@@ -50,11 +50,13 @@ NORMALISATION_RULES = [
     (r"^allreduce_collective/", "pingpong_bandwidth", "collective bandwidth: MPI ping-pong 1 MiB bandwidth"),
     (r"^save_state_dict$", "hdf5_write", "checkpoint write: raw HDF5 write of the same bytes, same run"),
     (r"^train_", "matmul", "training samples/s: matrix-multiply GFLOP/s"),
+    (r"^tune_search_optuna/", "reference", "a peer's figure (Optuna, same run): shown, never judged"),
+    (r"^tune_bookkeeping_", None, "Tune bookkeeping overhead over sleeping trials: raw (the ideal is the sleep)"),
     (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
 ]
 
-LOWER_IS_BETTER_UNITS = {"ns", "us", "ms", "s", "instructions/op"}
+LOWER_IS_BETTER_UNITS = {"ns", "us", "ms", "s", "%", "instructions/op"}
 PART_GROUPS = {
     "reference": "reference",
     "micro": None,  # decided per benchmark below
@@ -62,6 +64,7 @@ PART_GROUPS = {
     "train": "training",
     "checkpoint": "checkpoint",
     "callgrind": "callgrind",
+    "tune": "tune",
 }
 
 
@@ -238,7 +241,8 @@ def fmt(v):
     return "%.3g" % v
 
 
-GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "callgrind"]
+GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "tune",
+               "callgrind"]
 
 
 def check_suite(d, path):

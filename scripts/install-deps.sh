@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3-distributed python3-mpi4py python3-torch python3-numpy
-  valgrind python3-matplotlib
+  valgrind python3-matplotlib python3-optuna
 )
 # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
 if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then
