@@ -28,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 struct TrialSession {
   TrialSpec spec;
   std::vector<ObjectRef<std::string>> parameters;
+  std::unique_ptr<platform::Channel> decisions;  // the driver's answers, when it decides
   std::unique_ptr<train::internal::CheckpointStore> store;  // made at the first checkpoint
   int64_t iteration = 0;
   Clock::time_point started = Clock::now();
@@ -62,6 +63,7 @@ std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>>
   std::exception_ptr failure;
   t_session = &session;
   try {
+    if (!spec.decisions.empty()) session.decisions = std::make_unique<platform::Channel>(spec.decisions);
     platform::Invoke<void>(spec.trainable, spec.config);
     end.outcome = TrialMessage::kFinished;
   } catch (const TrialStopSignal&) {
@@ -108,7 +110,28 @@ bool Publish(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint
     m.checkpoint = s.store->Commit(*checkpoint, with_iteration, /*move=*/true).checkpoint.path();
   }
   platform::Publish(s.spec.channel, platform::ToBytes(m));
-  return prism::IsCancelled();
+  bool stop = false;
+  for (const auto& [key, bound] : s.spec.stop) {  // RunConfig::stop, without a round trip
+    auto v = key == "training_iteration" ? std::optional<double>(static_cast<double>(m.iteration))
+             : key == "time_total_s"      ? std::optional<double>(m.time_total_s)
+             : metrics.count(key)         ? std::optional<double>(metrics.at(key))
+                                          : std::nullopt;
+    stop |= v && *v >= bound;
+  }
+  if (s.decisions && !stop) {
+    // The driver answers every report; the job ends if the driver does, so the wait is
+    // bounded by it. A cancel (preemption, the time budget) also ends it.
+    while (true) {
+      if (auto reply = s.decisions->Next(1000)) {
+        auto d = platform::FromBytes<TrialDecision>(reply->bytes);
+        if (d.iteration != m.iteration) continue;
+        stop = d.stop;
+        break;
+      }
+      if (prism::IsCancelled()) break;
+    }
+  }
+  return stop || prism::IsCancelled();
 }
 
 }  // namespace

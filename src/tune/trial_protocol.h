@@ -3,6 +3,7 @@
 // as the task's argument, and its reports and end on the experiment's channel, in order.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,27 @@ struct TrialSpec {
   CheckpointConfig checkpoint_config;
   std::vector<std::string> parameter_names;  // WithParameters, in the order of the task's refs
   std::string args;                          // Trainable::args
+  /// When the scheduler decides on results (not FIFO): the channel the trial opens for the
+  /// driver's answer to each report, which Report waits for (Ray's report blocks the
+  /// same way), so a stopped trial does not train another iteration. "": no waiting.
+  std::string decisions;
+  std::map<std::string, double> stop;  // RunConfig::stop, checked by the trial too
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     ar& trainable& trial_id& trial_dir& channel& restore& config& attempt& iteration&
-        time_total_s& checkpoint_config& parameter_names& args;
+        time_total_s& checkpoint_config& parameter_names& args& decisions& stop;
+  }
+};
+
+/// The driver's answer to one report of a trial that waits for it.
+struct TrialDecision {
+  int64_t iteration = 0;
+  bool stop = false;
+
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar& iteration& stop;
   }
 };
 

@@ -122,6 +122,7 @@ struct TrialState : Trial {
   std::vector<Metrics> history;
   std::string error;
   bool restart_fresh = false;   // restart_errored: ignore the checkpoint once
+  std::string decisions;        // the running attempt's answer channel ("" = none)
   int64_t checkpoint_iteration = 0;  // the report that committed `checkpoint`
   double checkpoint_time_s = 0;
   std::vector<std::string> csv_columns;
@@ -211,6 +212,9 @@ struct Tuner::Impl : TrialRunner {
   void RequestStop(TrialState& t, TrialStatus after);
   void OnMessage(const TrialMessage& m);
   void OnResult(TrialState& t, const TrialMessage& m);
+  /// Records a result and decides on it; false if RunConfig::stop ended the trial (which
+  /// the trial saw too, so it waits for no answer).
+  bool Decide(TrialState& t, const TrialMessage& m);
   void OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std::string& error);
   void Complete(TrialState& t);
   void WriteResultFiles(TrialState& t, const Metrics& result);
@@ -398,14 +402,7 @@ void Tuner::Impl::FillSlots() {
     return t->status == TrialStatus::kPending;
   }));
   while (pending < max_pending && AddTrial()) ++pending;
-  // With FIFO and no max_concurrent_trials, twice as many trial tasks as slots are in
-  // flight: the core starts the next where a trial ends without a round trip through
-  // this loop (two rank-to-rank hops, milliseconds on an idle cluster). Schedulers that
-  // choose which trial runs next (HyperBand, PBT) get exactly the free slots.
-  const bool ahead = config.max_concurrent_trials == 0 &&
-                     dynamic_cast<FIFOScheduler*>(scheduler.get()) != nullptr;
-  const size_t in_flight = ahead ? 2 * capacity : capacity;
-  while (running < in_flight) {
+  while (running < capacity) {
     std::vector<Trial*> candidates;
     bool any_pending = false;
     for (auto& t : trials) {
@@ -461,6 +458,12 @@ void Tuner::Impl::Launch(TrialState& t) {
   }
   t.restart_fresh = false;
   spec.args = trainable.args;
+  spec.stop = run.stop;
+  t.decisions.clear();
+  if (dynamic_cast<FIFOScheduler*>(scheduler.get()) == nullptr) {
+    t.decisions = channel->name() + "/" + t.id + "/" + std::to_string(t.attempt);
+    spec.decisions = t.decisions;
+  }
   std::map<std::string, double> resources = trainable.task_resources.value_or(trainable.resources);
   if (resources.empty()) resources["CPU"] = 1;
   std::vector<ObjectRef<std::string>> parameters;
@@ -569,6 +572,16 @@ void Tuner::Impl::WriteResultFiles(TrialState& t, const Metrics& result) {
 }
 
 void Tuner::Impl::OnResult(TrialState& t, const TrialMessage& m) {
+  // The trial waits for this answer unless RunConfig::stop ended it on its own.
+  if (Decide(t, m) && !t.decisions.empty()) {
+    internal::TrialDecision d;
+    d.iteration = m.iteration;
+    d.stop = t.stop_requested || !fatal.empty();
+    platform::Publish(t.decisions, platform::ToBytes(d));
+  }
+}
+
+bool Tuner::Impl::Decide(TrialState& t, const TrialMessage& m) {
   Metrics result = m.metrics;
   result["training_iteration"] = static_cast<double>(m.iteration);
   result["time_this_iter_s"] = m.time_this_iter_s;
@@ -588,21 +601,21 @@ void Tuner::Impl::OnResult(TrialState& t, const TrialMessage& m) {
             {"time_this_iter_s", m.time_this_iter_s}};
   if (!m.checkpoint.empty()) e["checkpoint"] = m.checkpoint;
   journal->Append(e);
-  if (t.stop_requested) return;  // a report that crossed the stop: recorded, not decided on
+  if (t.stop_requested) return true;  // a report that crossed the stop: recorded, not decided on
   if (!config.metric.empty() && result.find(config.metric) == result.end()) {
     std::string have;
     for (const auto& [k, v] : m.metrics) have += (have.empty() ? "" : ", ") + k;
     fatal = "trial " + t.id + " reported a result without the metric \"" + config.metric +
             "\" that TuneConfig optimizes (it reported: " + (have.empty() ? "nothing" : have) +
             "); report it in every tune::Report, or set TuneConfig::metric to one it reports";
-    return;
+    return true;
   }
   for (const auto& [key, bound] : run.stop) {
     auto v = result.find(key);
     if (v != result.end() && v->second >= bound) {
       searcher->OnTrialResult(t.id, result);
       RequestStop(t, TrialStatus::kTerminated);
-      return;
+      return false;
     }
   }
   Decision decision = Decision::kContinue;
@@ -611,13 +624,14 @@ void Tuner::Impl::OnResult(TrialState& t, const TrialMessage& m) {
     decision = scheduler->OnTrialResult(*this, t, result);
   } catch (const std::exception& e) {  // a result the scheduler cannot use (no time_attr)
     fatal = "trial " + t.id + "'s result was refused: " + e.what();
-    return;
+    return true;
   }
   switch (decision) {
     case Decision::kContinue: break;
     case Decision::kPause: RequestStop(t, TrialStatus::kPaused); break;
     case Decision::kStop: RequestStop(t, TrialStatus::kTerminated); break;
   }
+  return true;
 }
 
 void Tuner::Impl::Complete(TrialState& t) {
