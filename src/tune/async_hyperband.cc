@@ -300,7 +300,7 @@ void AsyncHyperBandScheduler::RestoreState(const std::string& state) {
     impl_->rng = generator;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
-                "); was tuner.json written by another version?");
+                "); was the experiment journal written by another version?");
   } catch (const Error& e) {
     throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state: " + e.what() +
                 "; restore with the scheduler options the experiment was started with");

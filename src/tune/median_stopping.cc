@@ -220,7 +220,7 @@ void MedianStoppingRule::RestoreState(const std::string& state) {
     impl_->last_pause = std::move(last_pause);
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
-                "); was tuner.json written by another version?");
+                "); was the experiment journal written by another version?");
   } catch (const Error& e) {
     throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state: " + e.what());
   }

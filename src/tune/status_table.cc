@@ -67,11 +67,8 @@ std::string FormatStatus(const StatusView& v) {
   for (const auto& [name, n] : counts) by_status += (by_status.empty() ? "" : ", ") + std::to_string(n) + " " + name;
   out += "Number of trials: " + std::to_string(v.trials.size()) +
          (v.total >= 0 ? "/" + std::to_string(v.total) : "") + " (" + by_status + ")\n";
-  // Columns: the parameters that vary, then iterations, time and the metric.
-  std::set<std::string> params;
-  for (const Trial* trial : v.trials) {
-    for (const auto& [k, value] : trial->config.Values()) params.insert(k);
-  }
+  // Columns: the parameters searched, then iterations, time and the metric.
+  const std::vector<std::string>& params = v.params;
   std::vector<std::string> header = {"Trial name", "status"};
   header.insert(header.end(), params.begin(), params.end());
   header.push_back("iter");

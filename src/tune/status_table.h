@@ -18,6 +18,7 @@ struct StatusView {
   int64_t total = -1;  // trials the searcher will make; -1: unknown
   bool final = false;
   std::vector<const Trial*> trials;
+  std::vector<std::string> params;  // the searched parameters (constants are not shown)
   size_t max_rows = 20;  // more trials: the first and last rows, and a count in between
 };
 

@@ -35,6 +35,8 @@
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
 #include "prism/tune/tuner.h"
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/checksums.h"
 #include "tune/journal.h"
 #include "tune/metric_mode.h"
 #include "tune/status_table.h"
@@ -790,6 +792,9 @@ void Tuner::Impl::PrintStatus(bool final) {
   view.total = TrialLimit();
   view.final = final;
   for (auto& t : trials) view.trials.push_back(t.get());
+  for (const auto& [name, domain] : space) {
+    if (domain.kind() != Domain::Kind::kConstant) view.params.push_back(name);
+  }
   std::fputs(internal::FormatStatus(view).c_str(), stdout);
   std::fflush(stdout);
 }
@@ -971,6 +976,25 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
     }
   }
   for (auto& t : impl.trials) {
+    // The journal names a trial's checkpoint after the trial committed it, and retention
+    // may delete the one before first: after a kill in between, the newest intact one in
+    // the trial's directory is used.
+    if (!t->checkpoint.empty() && !fs::exists(t->checkpoint + "/" + train::internal::kRecordFile)) {
+      train::internal::CheckpointStore store(t->dir, impl.run.checkpoint_config);
+      train::internal::ResumePoint point = store.NewestValid();
+      std::fprintf(stderr, "prism.tune: trial %s: its checkpoint %s is gone; %s\n", t->id.c_str(),
+                   t->checkpoint.c_str(),
+                   point.checkpoint ? ("resuming from " + point.checkpoint->checkpoint.path()).c_str()
+                                    : "no intact one is left, it starts over");
+      t->checkpoint.clear();
+      t->checkpoint_iteration = 0;
+      t->checkpoint_time_s = 0;
+      if (point.checkpoint) {
+        t->checkpoint = point.checkpoint->checkpoint.path();
+        auto it = point.checkpoint->metrics.find("training_iteration");
+        t->checkpoint_iteration = it == point.checkpoint->metrics.end() ? 0 : static_cast<int64_t>(it->second);
+      }
+    }
     const bool unfinished = t->status == TrialStatus::kRunning || t->status == TrialStatus::kPending ||
                             t->status == TrialStatus::kPaused;
     if (unfinished) {

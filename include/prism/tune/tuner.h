@@ -27,10 +27,15 @@
 // scheduler decide. A trial that stops, pauses or finishes frees its resources at once.
 //
 // Storage: storage_path/name/ holds experiment_state.jsonl (the journal: every trial, its
-// config, results and checkpoints, appended and flushed so that a kill -9 at any moment
-// leaves a usable prefix), tuner.json (searcher and scheduler state), and one directory per
-// trial with params.json, result.json (one JSON line per report), progress.csv and its
-// checkpoint_NNNNNN/ directories (committed atomically, as in prism::train).
+// config, results, checkpoints and status changes, with the searcher's and scheduler's
+// state, appended line by line so that a kill -9 at any moment leaves a usable prefix),
+// and one directory per trial with params.json, result.json (one JSON line per report),
+// progress.csv and its checkpoint_NNNNNN/ directories (committed atomically, as in
+// prism::train).
+//
+// With a scheduler that decides on results (ASHA, HyperBand, median stopping, PBT), Report
+// waits for the driver's answer, as Ray's does, so a trial the scheduler stops does not
+// train another iteration; with FIFO it returns at once.
 //
 // Preemption: on SIGUSR1/SIGTERM (a Slurm time-limit warning, see prism/preemption.h)
 // every running trial stops at its next Report, keeping the checkpoint it passes there;
