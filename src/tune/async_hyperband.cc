@@ -24,6 +24,7 @@
 #include "prism/errors.h"
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
+#include "tune/scheduler_state.h"
 
 namespace prism::tune {
 
@@ -259,19 +260,12 @@ std::string AsyncHyperBandScheduler::SaveState() const {
     brackets.push_back(rungs);
   }
   j["brackets"] = brackets;
-  std::ostringstream rng;
-  rng << impl_->rng;
-  j["rng"] = rng.str();
+  j["rng"] = internal::RngText(impl_->rng);
   return j.dump();
 }
 
 void AsyncHyperBandScheduler::RestoreState(const std::string& state) {
-  if (state.empty()) return;
-  try {
-    nlohmann::json j = nlohmann::json::parse(state);
-    if (j.at("scheduler") != kWho) {
-      throw Error(std::string("the state was saved by ") + j.at("scheduler").get<std::string>());
-    }
+  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
     const nlohmann::json& brackets = j.at("brackets");
     if (brackets.size() != impl_->brackets.size()) {
       throw Error("the state has " + std::to_string(brackets.size()) + " brackets, this scheduler " +
@@ -293,18 +287,8 @@ void AsyncHyperBandScheduler::RestoreState(const std::string& state) {
       if (index >= impl_->brackets.size()) throw Error("trial " + id + " is in a bracket that does not exist");
     }
     impl_->num_stopped = j.at("num_stopped").get<int64_t>();
-    std::mt19937_64 generator;
-    std::istringstream rng(j.at("rng").get<std::string>());
-    rng >> generator;
-    if (rng.fail()) throw Error("the random generator's state does not parse");
-    impl_->rng = generator;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
-                "); was the experiment journal written by another version?");
-  } catch (const Error& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state: " + e.what() +
-                "; restore with the scheduler options the experiment was started with");
-  }
+    impl_->rng = internal::RngFromText(j.at("rng").get<std::string>());
+  });
 }
 
 }  // namespace prism::tune

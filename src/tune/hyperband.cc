@@ -30,6 +30,7 @@
 #include "prism/errors.h"
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
+#include "tune/scheduler_state.h"
 
 namespace prism::tune {
 
@@ -399,12 +400,7 @@ std::string HyperBandScheduler::SaveState() const {
 }
 
 void HyperBandScheduler::RestoreState(const std::string& state) {
-  if (state.empty()) return;
-  try {
-    nlohmann::json j = nlohmann::json::parse(state);
-    if (j.at("scheduler") != kWho) {
-      throw Error(std::string("the state was saved by ") + j.at("scheduler").get<std::string>());
-    }
+  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
     if (j.at("s_max_1").get<int>() != impl_->s_max_1) {
       throw Error("the state has " + std::to_string(j.at("s_max_1").get<int>()) +
                   " brackets per band, this scheduler " + std::to_string(impl_->s_max_1));
@@ -453,13 +449,7 @@ void HyperBandScheduler::RestoreState(const std::string& state) {
     impl_->current = current;
     impl_->band_idx = band_idx;
     impl_->num_stopped = j.at("num_stopped");
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
-                "); was the experiment journal written by another version?");
-  } catch (const Error& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state: " + e.what() +
-                "; restore with the scheduler options the experiment was started with");
-  }
+  });
 }
 
 }  // namespace prism::tune

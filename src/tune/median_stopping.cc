@@ -23,6 +23,7 @@
 #include "prism/errors.h"
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
+#include "tune/scheduler_state.h"
 
 namespace prism::tune {
 
@@ -202,12 +203,7 @@ std::string MedianStoppingRule::SaveState() const {
 }
 
 void MedianStoppingRule::RestoreState(const std::string& state) {
-  if (state.empty()) return;
-  try {
-    nlohmann::json j = nlohmann::json::parse(state);
-    if (j.at("scheduler") != kWho) {
-      throw Error(std::string("the state was saved by ") + j.at("scheduler").get<std::string>());
-    }
+  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
     std::map<std::string, std::vector<Sample>> results;
     for (const auto& [id, list] : j.at("results").items()) {
       for (const nlohmann::json& s : list) results[id].push_back({FromJson(s.at(0)), FromJson(s.at(1))});
@@ -218,12 +214,7 @@ void MedianStoppingRule::RestoreState(const std::string& state) {
     impl_->stopped = j.at("stopped").get<std::set<std::string>>();
     impl_->results = std::move(results);
     impl_->last_pause = std::move(last_pause);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
-                "); was the experiment journal written by another version?");
-  } catch (const Error& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state: " + e.what());
-  }
+  });
 }
 
 }  // namespace prism::tune

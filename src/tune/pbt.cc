@@ -35,6 +35,7 @@
 #include "prism/errors.h"
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
+#include "tune/scheduler_state.h"
 
 namespace prism::tune {
 
@@ -396,19 +397,12 @@ std::string PopulationBasedTraining::SaveState() const {
   j["policy_log"] = log;
   j["num_checkpoints"] = impl_->num_checkpoints;
   j["num_perturbations"] = impl_->num_perturbations;
-  std::ostringstream rng;
-  rng << impl_->rng;
-  j["rng"] = rng.str();
+  j["rng"] = internal::RngText(impl_->rng);
   return j.dump();
 }
 
 void PopulationBasedTraining::RestoreState(const std::string& state) {
-  if (state.empty()) return;
-  try {
-    nlohmann::json j = nlohmann::json::parse(state);
-    if (j.at("scheduler") != kWho) {
-      throw Error(std::string("the state was saved by ") + j.at("scheduler").get<std::string>());
-    }
+  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
     std::vector<std::string> order;
     std::map<std::string, TrialState> states;
     for (const nlohmann::json& js : j.at("trials")) {
@@ -431,10 +425,7 @@ void PopulationBasedTraining::RestoreState(const std::string& state) {
       r.new_config = ConfigFromJson(jr.at("new_config"));
       log.push_back(std::move(r));
     }
-    std::mt19937_64 rng;
-    std::istringstream rng_text(j.at("rng").get<std::string>());
-    rng_text >> rng;
-    if (rng_text.fail()) throw Error("the random generator's state does not parse");
+    std::mt19937_64 rng = internal::RngFromText(j.at("rng").get<std::string>());
     impl_->order = std::move(order);
     impl_->states = std::move(states);
     impl_->finished = j.at("finished").get<std::set<std::string>>();
@@ -442,12 +433,7 @@ void PopulationBasedTraining::RestoreState(const std::string& state) {
     impl_->num_checkpoints = j.at("num_checkpoints");
     impl_->num_perturbations = j.at("num_perturbations");
     impl_->rng = rng;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state (" + e.what() +
-                "); was the experiment journal written by another version?");
-  } catch (const Error& e) {
-    throw Error(std::string("prism::tune: ") + kWho + " cannot restore its state: " + e.what());
-  }
+  });
 }
 
 }  // namespace prism::tune
