@@ -258,12 +258,10 @@ Block Block::FromRows(const std::vector<Row>& rows) {
   std::map<std::string, size_t> kind;
   for (const auto& [name, value] : rows.front()) kind[name] = value.index();
   for (size_t r = 0; r < rows.size(); ++r) {
-    if (rows[r].size() != kind.size()) {
-      for (const auto& [name, _] : kind) {
-        if (!rows[r].count(name)) {
-          throw Error("prism::data: row " + std::to_string(r) + " has no column " + Quoted(name) +
-                      " (row 0 has it): every row needs the same columns");
-        }
+    for (const auto& [name, _] : kind) {
+      if (!rows[r].count(name)) {
+        throw Error("prism::data: row " + std::to_string(r) + " has no column " + Quoted(name) +
+                    " (row 0 has it): every row needs the same columns");
       }
     }
     for (const auto& [name, value] : rows[r]) {
@@ -398,7 +396,12 @@ Block Block::AddColumn(const std::string& name, Column column) const {
   return b;
 }
 
-Block Block::Concat(const std::vector<Block>& blocks) {
+Block Block::Concat(const std::vector<Block>& given) {
+  // Blocks without columns (Block()) hold nothing: skipped, so a result can start empty.
+  std::vector<Block> blocks;
+  for (const auto& b : given) {
+    if (b.num_columns() > 0) blocks.push_back(b);
+  }
   if (blocks.empty()) return Block();
   if (blocks.size() == 1) return blocks.front();
   const Schema schema = blocks.front().schema();

@@ -177,8 +177,8 @@ class Block {
   /// has, or a column mixes strings or bools with other types (naming the row and column).
   static Block FromRows(const std::vector<Row>& rows);
   /// Blocks of one schema, one after another (copies the values; one block is returned
-  /// as is). Throws prism::Error naming the first column that differs in name, dtype or
-  /// row shape. No blocks: an empty block.
+  /// as is). Blocks without columns (Block()) are skipped. Throws prism::Error naming the
+  /// first column that differs in name, dtype or row shape. No blocks: an empty block.
   static Block Concat(const std::vector<Block>& blocks);
 
   int64_t num_rows() const { return num_rows_; }

@@ -178,6 +178,7 @@ TEST(DataBlock, ConcatCopiesInOrderAndNamesTheDifferingColumn) {
   EXPECT_EQ(all.GetColumn("name").StringAt(6), "row-7");
   EXPECT_EQ(all.GetColumn("image").Values<float>()[3 * 4], 16.0f);
   EXPECT_EQ(Block::Concat({}).num_rows(), 0);
+  EXPECT_EQ(Block::Concat({Block(), a, Block()}).GetColumn("label").data(), a.GetColumn("label").data());
   EXPECT_EQ(Block::Concat({a}).GetColumn("label").data(), a.GetColumn("label").data());
 
   Block other = a.AddColumn("label", Column::FromVector(std::vector<int32_t>{0, 1, 2}));
