@@ -36,9 +36,12 @@ constexpr uint64_t kMaxDims = 32;
 int64_t Product(const std::vector<int64_t>& dims, const char* what) {
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d < 0) throw Error(std::string("prism::data: ") + what + " has a negative dimension " + ShapeToString(dims));
+    if (d < 0)
+      throw Error(std::string("prism::data: ") + what + " has a negative dimension " +
+                  ShapeToString(dims));
     if (__builtin_mul_overflow(n, d, &n)) {
-      throw Error(std::string("prism::data: ") + what + " " + ShapeToString(dims) + " has too many elements");
+      throw Error(std::string("prism::data: ") + what + " " + ShapeToString(dims) +
+                  " has too many elements");
     }
   }
   return n;
@@ -59,32 +62,48 @@ std::string FieldText(const Field& f) {
 }
 
 /// An uninitialised byte array of n bytes (16-byte aligned), shared.
-std::shared_ptr<internal::Buffer> NewBytes(size_t n) { return std::make_shared<internal::Buffer>(n); }
+std::shared_ptr<internal::Buffer> NewBytes(size_t n) {
+  return std::make_shared<internal::Buffer>(n);
+}
 
 }  // namespace
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-    case DType::kBool: return "bool";
-    case DType::kString: return "string";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kBool:
+      return "bool";
+    case DType::kString:
+      return "string";
   }
   return "unknown";
 }
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kUInt8: return 1;
-    case DType::kBool: return 1;
-    case DType::kString: return 0;
+    case DType::kFloat32:
+      return 4;
+    case DType::kFloat64:
+      return 8;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kUInt8:
+      return 1;
+    case DType::kBool:
+      return 1;
+    case DType::kString:
+      return 0;
   }
   return 0;
 }
@@ -108,7 +127,8 @@ int64_t RowsOf(size_t elements, const std::vector<int64_t>& row_shape, const cha
   if (elements % static_cast<size_t>(per_row) != 0) {
     throw Error("prism::data: " + std::to_string(elements) + " " + dtype +
                 " values are not a whole number of rows of shape " + ShapeToString(row_shape) +
-                " (" + std::to_string(per_row) + " each): pass the row shape that matches the values");
+                " (" + std::to_string(per_row) +
+                " each): pass the row shape that matches the values");
   }
   return static_cast<int64_t>(elements / static_cast<size_t>(per_row));
 }
@@ -238,7 +258,8 @@ Block Block::FromColumns(std::vector<std::pair<std::string, Column>> columns) {
   std::set<std::string> seen;
   for (const auto& [name, column] : columns) {
     if (!seen.insert(name).second) {
-      throw Error("prism::data: two columns are named " + Quoted(name) + ": give each its own name");
+      throw Error("prism::data: two columns are named " + Quoted(name) +
+                  ": give each its own name");
     }
     if (column.rows() != columns.front().second.rows()) {
       throw Error("prism::data: column " + Quoted(name) + " has " + std::to_string(column.rows()) +
@@ -297,7 +318,8 @@ Block Block::FromRows(const std::vector<Row>& rows) {
         v.reserve(rows.size());
         for (const auto& row : rows) {
           const Value& x = row.at(name);
-          v.push_back(x.index() == 0 ? static_cast<double>(std::get<int64_t>(x)) : std::get<double>(x));
+          v.push_back(x.index() == 0 ? static_cast<double>(std::get<int64_t>(x))
+                                     : std::get<double>(x));
         }
         columns.emplace_back(name, Column::FromVector(std::move(v)));
         break;
@@ -326,7 +348,8 @@ std::vector<std::string> Block::column_names() const {
 }
 
 bool Block::HasColumn(const std::string& name) const {
-  return std::any_of(columns_.begin(), columns_.end(), [&](const auto& c) { return c.first == name; });
+  return std::any_of(columns_.begin(), columns_.end(),
+                     [&](const auto& c) { return c.first == name; });
 }
 
 const Column& Block::GetColumn(const std::string& name) const {
@@ -381,8 +404,8 @@ Block Block::AddColumn(const std::string& name, Column column) const {
   const bool replaces = HasColumn(name);
   if (!columns_.empty() && !(replaces && columns_.size() == 1) && column.rows() != num_rows_) {
     throw Error("prism::data: cannot add column " + Quoted(name) + " of " +
-                std::to_string(column.rows()) + " rows to a block of " +
-                std::to_string(num_rows_) + " rows");
+                std::to_string(column.rows()) + " rows to a block of " + std::to_string(num_rows_) +
+                " rows");
   }
   Block b = *this;
   b.num_rows_ = column.rows();
@@ -410,7 +433,8 @@ Block Block::Concat(const std::vector<Block>& given) {
     const Schema other = blocks[i].schema();
     if (other != schema) {
       std::string why;
-      for (size_t f = 0; f < std::max(schema.fields.size(), other.fields.size()) && why.empty(); ++f) {
+      for (size_t f = 0; f < std::max(schema.fields.size(), other.fields.size()) && why.empty();
+           ++f) {
         if (f >= schema.fields.size()) {
           why = "block " + std::to_string(i) + " has an extra column " + FieldText(other.fields[f]);
         } else if (f >= other.fields.size()) {
@@ -447,7 +471,8 @@ Block Block::Concat(const std::vector<Block>& given) {
         at += n;
       }
       offsets[rows] = at;
-      columns.emplace_back(field.name, Column::WrapStrings(rows, offsets, bytes, std::move(buffer)));
+      columns.emplace_back(field.name,
+                           Column::WrapStrings(rows, offsets, bytes, std::move(buffer)));
     } else {
       size_t total = 0;
       for (const auto& b : blocks) total += b.columns_[f].second.size_bytes();
@@ -459,7 +484,8 @@ Block Block::Concat(const std::vector<Block>& given) {
         at += c.size_bytes();
       }
       const void* data = buffer->data();
-      columns.emplace_back(field.name, Column::Wrap(field.dtype, rows, field.row_shape, data, std::move(buffer)));
+      columns.emplace_back(
+          field.name, Column::Wrap(field.dtype, rows, field.row_shape, data, std::move(buffer)));
     }
   }
   return FromColumns(std::move(columns));
@@ -469,8 +495,10 @@ std::vector<Row> Block::ToRows() const {
   for (const auto& [name, c] : columns_) {
     if (!c.row_shape().empty()) {
       throw Error("prism::data: ToRows: column " + Quoted(name) + " has rows of shape " +
-                  ShapeToString(c.row_shape()) + " and a Row holds scalars: read it with "
-                  "GetColumn(" + Quoted(name) + ").Values<" + DTypeName(c.dtype()) + ">()");
+                  ShapeToString(c.row_shape()) +
+                  " and a Row holds scalars: read it with "
+                  "GetColumn(" +
+                  Quoted(name) + ").Values<" + DTypeName(c.dtype()) + ">()");
     }
   }
   std::vector<Row> rows(static_cast<size_t>(num_rows_));
@@ -478,13 +506,27 @@ std::vector<Row> Block::ToRows() const {
     for (int64_t r = 0; r < num_rows_; ++r) {
       Value v;
       switch (c.dtype()) {
-        case DType::kFloat32: v = static_cast<double>(c.Values<float>()[r]); break;
-        case DType::kFloat64: v = c.Values<double>()[r]; break;
-        case DType::kInt32: v = static_cast<int64_t>(c.Values<int32_t>()[r]); break;
-        case DType::kInt64: v = c.Values<int64_t>()[r]; break;
-        case DType::kUInt8: v = static_cast<int64_t>(c.Values<uint8_t>()[r]); break;
-        case DType::kBool: v = c.Values<bool>()[r]; break;
-        case DType::kString: v = std::string(c.StringAt(r)); break;
+        case DType::kFloat32:
+          v = static_cast<double>(c.Values<float>()[r]);
+          break;
+        case DType::kFloat64:
+          v = c.Values<double>()[r];
+          break;
+        case DType::kInt32:
+          v = static_cast<int64_t>(c.Values<int32_t>()[r]);
+          break;
+        case DType::kInt64:
+          v = c.Values<int64_t>()[r];
+          break;
+        case DType::kUInt8:
+          v = static_cast<int64_t>(c.Values<uint8_t>()[r]);
+          break;
+        case DType::kBool:
+          v = c.Values<bool>()[r];
+          break;
+        case DType::kString:
+          v = std::string(c.StringAt(r));
+          break;
       }
       rows[r].emplace(name, std::move(v));
     }
@@ -537,7 +579,8 @@ void Serializer<Column>::Write(Writer& w, const Column& c) {
   const int64_t* src = c.string_offsets();
   const int64_t base = rows > 0 ? src[0] : 0;
   const int64_t chars = rows > 0 ? src[rows] - base : 0;
-  w.buffer().Reserve(w.buffer().size() + 2 * sizeof(uint64_t) + (rows + 1) * sizeof(int64_t) + chars);
+  w.buffer().Reserve(w.buffer().size() + 2 * sizeof(uint64_t) + (rows + 1) * sizeof(int64_t) +
+                     chars);
   w.Pod<uint64_t>((rows + 1) * sizeof(int64_t));
   auto* offsets = w.buffer().Extend((rows + 1) * sizeof(int64_t));
   for (int64_t r = 0; r <= rows; ++r) {
@@ -549,7 +592,8 @@ void Serializer<Column>::Write(Writer& w, const Column& c) {
 
 Column Serializer<Column>::Read(Reader& r) {
   const auto code = r.Pod<uint8_t>();
-  if (code > static_cast<uint8_t>(DType::kString)) Corrupt("unknown dtype code " + std::to_string(code));
+  if (code > static_cast<uint8_t>(DType::kString))
+    Corrupt("unknown dtype code " + std::to_string(code));
   const auto dtype = static_cast<DType>(code);
   const auto ndim = r.Pod<uint64_t>();
   if (ndim > data::kMaxDims) Corrupt(std::to_string(ndim) + " dimensions");
@@ -586,7 +630,8 @@ Column Serializer<Column>::Read(Reader& r) {
   ByteView offsets = r.Bytes();
   ByteView chars = r.Bytes();
   if (offsets.size != static_cast<uint64_t>(rows + 1) * sizeof(int64_t)) {
-    Corrupt(std::to_string(offsets.size) + " offset bytes for " + std::to_string(rows) + " strings");
+    Corrupt(std::to_string(offsets.size) + " offset bytes for " + std::to_string(rows) +
+            " strings");
   }
   const int64_t* o = nullptr;
   std::shared_ptr<const void> keep;
@@ -626,8 +671,9 @@ void Serializer<data::Block>::Write(Writer& w, const data::Block& block) {
 
 data::Block Serializer<data::Block>::Read(Reader& r) {
   if (r.Pod<uint32_t>() != data::kBlockMagic) {
-    throw SerializationError("prism::data: these bytes are not a Block (the ObjectRef's type "
-                             "does not match the stored value's)");
+    throw SerializationError(
+        "prism::data: these bytes are not a Block (the ObjectRef's type "
+        "does not match the stored value's)");
   }
   const auto count = r.Pod<uint64_t>();
   const auto rows = r.Pod<int64_t>();
@@ -639,7 +685,8 @@ data::Block Serializer<data::Block>::Read(Reader& r) {
     Column c = Serializer<Column>::Read(r);
     if (c.rows() != rows) {
       throw SerializationError("prism::data: corrupt block: column \"" + name + "\" has " +
-                               std::to_string(c.rows()) + " rows, the block " + std::to_string(rows));
+                               std::to_string(c.rows()) + " rows, the block " +
+                               std::to_string(rows));
     }
     columns.emplace_back(std::move(name), std::move(c));
   }

@@ -74,8 +74,8 @@ std::vector<Hdf5File> ListHdf5(const std::string& path_or_glob,
 /// column per dataset named as the dataset. The values are read straight into the
 /// columns' buffers (one H5Dread per dataset; no further copy, except strings). Throws as
 /// InspectHdf5, and for a range outside [0, rows].
-Block ReadHdf5Rows(const std::string& path, const std::vector<std::string>& datasets,
-                   int64_t begin, int64_t end);
+Block ReadHdf5Rows(const std::string& path, const std::vector<std::string>& datasets, int64_t begin,
+                   int64_t end);
 
 // ---- Parts and their commit -------------------------------------------------------------
 

@@ -12,16 +12,24 @@ namespace prism::data {
 
 torch::ScalarType ToScalarType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return torch::kFloat32;
-    case DType::kFloat64: return torch::kFloat64;
-    case DType::kInt32: return torch::kInt32;
-    case DType::kInt64: return torch::kInt64;
-    case DType::kUInt8: return torch::kUInt8;
-    case DType::kBool: return torch::kBool;
-    case DType::kString: break;
+    case DType::kFloat32:
+      return torch::kFloat32;
+    case DType::kFloat64:
+      return torch::kFloat64;
+    case DType::kInt32:
+      return torch::kInt32;
+    case DType::kInt64:
+      return torch::kInt64;
+    case DType::kUInt8:
+      return torch::kUInt8;
+    case DType::kBool:
+      return torch::kBool;
+    case DType::kString:
+      break;
   }
-  throw Error("prism::data: a string column has no torch dtype: drop it (DropColumns) or "
-              "encode it as numbers before converting to tensors");
+  throw Error(
+      "prism::data: a string column has no torch dtype: drop it (DropColumns) or "
+      "encode it as numbers before converting to tensors");
 }
 
 torch::Tensor ToTensor(const Column& column) {
@@ -37,24 +45,37 @@ torch::Tensor ToTensor(const Column& column) {
     return t;
   }
   auto* keep = new std::shared_ptr<const void>(column.owner());  // released by the storage
-  return torch::from_blob(const_cast<void*>(column.data()), sizes,
-                          [keep](void*) { delete keep; }, options);
+  return torch::from_blob(
+      const_cast<void*>(column.data()), sizes, [keep](void*) { delete keep; }, options);
 }
 
 Column FromTensor(const torch::Tensor& tensor) {
   if (!tensor.defined()) throw Error("prism::data: FromTensor of an undefined tensor");
   if (tensor.dim() == 0) {
-    throw Error("prism::data: FromTensor of a 0-dimensional tensor: a column needs a row "
-                "dimension (unsqueeze(0) it for one row)");
+    throw Error(
+        "prism::data: FromTensor of a 0-dimensional tensor: a column needs a row "
+        "dimension (unsqueeze(0) it for one row)");
   }
   DType dtype;
   switch (tensor.scalar_type()) {
-    case torch::kFloat32: dtype = DType::kFloat32; break;
-    case torch::kFloat64: dtype = DType::kFloat64; break;
-    case torch::kInt32: dtype = DType::kInt32; break;
-    case torch::kInt64: dtype = DType::kInt64; break;
-    case torch::kUInt8: dtype = DType::kUInt8; break;
-    case torch::kBool: dtype = DType::kBool; break;
+    case torch::kFloat32:
+      dtype = DType::kFloat32;
+      break;
+    case torch::kFloat64:
+      dtype = DType::kFloat64;
+      break;
+    case torch::kInt32:
+      dtype = DType::kInt32;
+      break;
+    case torch::kInt64:
+      dtype = DType::kInt64;
+      break;
+    case torch::kUInt8:
+      dtype = DType::kUInt8;
+      break;
+    case torch::kBool:
+      dtype = DType::kBool;
+      break;
     default:
       throw Error(std::string("prism::data: a column cannot hold ") +
                   c10::toString(tensor.scalar_type()) +
@@ -73,8 +94,10 @@ std::map<std::string, torch::Tensor> ToTensors(const Block& block) {
   for (size_t i = 0; i < block.num_columns(); ++i) {
     const auto& [name, column] = block.column_at(i);
     if (column.dtype() == DType::kString) {
-      throw Error("prism::data: ToTensors: column \"" + name + "\" holds strings, which have no "
-                  "tensor: drop it first (block.DropColumns({\"" + name + "\"}))");
+      throw Error("prism::data: ToTensors: column \"" + name +
+                  "\" holds strings, which have no "
+                  "tensor: drop it first (block.DropColumns({\"" +
+                  name + "\"}))");
     }
     out.emplace(name, ToTensor(column));
   }

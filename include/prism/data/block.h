@@ -57,13 +57,22 @@ size_t DTypeSize(DType dtype);
 /// The DType of a C++ element type: float, double, int32_t, int64_t, uint8_t, bool.
 template <typename T>
 constexpr DType DTypeOf() {
-  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
-  else if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::kUInt8;
-  else if constexpr (std::is_same_v<T, bool>) return DType::kBool;
-  else static_assert(sizeof(T) == 0, "prism::data: no DType for this element type (float, double, int32_t, int64_t, uint8_t or bool)");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::kFloat32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::kFloat64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::kInt32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::kInt64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::kUInt8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::kBool;
+  else
+    static_assert(sizeof(T) == 0,
+                  "prism::data: no DType for this element type (float, double, int32_t, int64_t, "
+                  "uint8_t or bool)");
 }
 
 /// "[28, 28]".
@@ -135,8 +144,8 @@ class Column {
   int64_t rows_ = 0;
   std::vector<int64_t> row_shape_;
   int64_t row_elements_ = 1;
-  const void* data_ = nullptr;          // values; strings: the byte array base
-  const int64_t* offsets_ = nullptr;    // strings: rows_ + 1 offsets into data_
+  const void* data_ = nullptr;        // values; strings: the byte array base
+  const int64_t* offsets_ = nullptr;  // strings: rows_ + 1 offsets into data_
   std::shared_ptr<const void> owner_;
 };
 

@@ -33,8 +33,8 @@ Block ReadBinaryFiles(const std::vector<std::string>& paths, bool include_paths)
   offsets[paths.size()] = at;
   std::vector<std::pair<std::string, Column>> columns;
   if (include_paths) columns.emplace_back("path", Column::FromStrings(paths));
-  columns.emplace_back("bytes", Column::WrapStrings(static_cast<int64_t>(paths.size()), offsets, bytes,
-                                                    std::move(buffer)));
+  columns.emplace_back("bytes", Column::WrapStrings(static_cast<int64_t>(paths.size()), offsets,
+                                                    bytes, std::move(buffer)));
   return Block::FromColumns(std::move(columns));
 }
 

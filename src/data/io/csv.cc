@@ -9,6 +9,7 @@
 // are parsed with std::from_chars (locale-independent).
 
 #include <fcntl.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +17,6 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <strings.h>
 
 #include "data/io/file_util.h"
 
@@ -55,8 +55,9 @@ void SplitFields(std::string_view line, char delimiter, std::vector<std::string>
       ++i;
       while (true) {
         if (i >= line.size()) {
-          Bad(path, offset, "has a quote left open: a quoted field cannot span lines when a file is "
-                            "read in ranges; close the quote or remove line breaks from fields");
+          Bad(path, offset,
+              "has a quote left open: a quoted field cannot span lines when a file is "
+              "read in ranges; close the quote or remove line breaks from fields");
         }
         if (line[i] == '"') {
           if (i + 1 < line.size() && line[i + 1] == '"') {
@@ -106,22 +107,27 @@ bool ParseDouble(const std::string& s, double& v) {
 }
 
 bool ParseBool(const std::string& s, bool& v) {
-  if (strcasecmp(s.c_str(), "true") == 0) v = true;
-  else if (strcasecmp(s.c_str(), "false") == 0) v = false;
-  else return false;
+  if (strcasecmp(s.c_str(), "true") == 0)
+    v = true;
+  else if (strcasecmp(s.c_str(), "false") == 0)
+    v = false;
+  else
+    return false;
   return true;
 }
 
 struct Rows {
   std::vector<std::vector<std::string>> columns;  // fields by column
-  std::vector<uint64_t> offsets;                   // each row's byte offset
+  std::vector<uint64_t> offsets;                  // each row's byte offset
 };
 
-Column BuildColumn(const std::string& path, const std::string& name, const std::vector<std::string>& fields,
-                   const std::vector<uint64_t>& offsets, const DType* given) {
+Column BuildColumn(const std::string& path, const std::string& name,
+                   const std::vector<std::string>& fields, const std::vector<uint64_t>& offsets,
+                   const DType* given) {
   auto fail = [&](size_t r, const char* type) {
-    Bad(path, offsets[r], "has \"" + fields[r] + "\" in column \"" + name + "\", which is not " + type +
-                              " (the type " + (given ? "given in CsvOptions::column_types" : "inferred") + ")");
+    Bad(path, offsets[r],
+        "has \"" + fields[r] + "\" in column \"" + name + "\", which is not " + type +
+            " (the type " + (given ? "given in CsvOptions::column_types" : "inferred") + ")");
   };
   DType dtype;
   if (given != nullptr) {
@@ -130,12 +136,17 @@ Column BuildColumn(const std::string& path, const std::string& name, const std::
     int64_t i;
     double d;
     bool b;
-    if (!fields.empty() && std::all_of(fields.begin(), fields.end(), [&](const auto& f) { return ParseInt(f, i); })) {
+    if (!fields.empty() &&
+        std::all_of(fields.begin(), fields.end(), [&](const auto& f) { return ParseInt(f, i); })) {
       dtype = DType::kInt64;
-    } else if (!fields.empty() && std::any_of(fields.begin(), fields.end(), [](const auto& f) { return !f.empty(); }) &&
-               std::all_of(fields.begin(), fields.end(), [&](const auto& f) { return ParseDouble(f, d); })) {
+    } else if (!fields.empty() &&
+               std::any_of(fields.begin(), fields.end(),
+                           [](const auto& f) { return !f.empty(); }) &&
+               std::all_of(fields.begin(), fields.end(),
+                           [&](const auto& f) { return ParseDouble(f, d); })) {
       dtype = DType::kFloat64;
-    } else if (!fields.empty() && std::all_of(fields.begin(), fields.end(), [&](const auto& f) { return ParseBool(f, b); })) {
+    } else if (!fields.empty() && std::all_of(fields.begin(), fields.end(),
+                                              [&](const auto& f) { return ParseBool(f, b); })) {
       dtype = DType::kBool;
     } else {
       dtype = DType::kString;
@@ -165,15 +176,18 @@ Column BuildColumn(const std::string& path, const std::string& name, const std::
       }
       return Column::FromVector(std::move(v));
     }
-    case DType::kString: return Column::FromStrings(fields);
+    case DType::kString:
+      return Column::FromStrings(fields);
     default:
-      throw Error(std::string("prism::data: ") + path + ": column \"" + name + "\" cannot be read as " +
-                  DTypeName(dtype) + " from CSV (int64, float64, bool or string)");
+      throw Error(std::string("prism::data: ") + path + ": column \"" + name +
+                  "\" cannot be read as " + DTypeName(dtype) +
+                  " from CSV (int64, float64, bool or string)");
   }
 }
 
 std::string QuoteIfNeeded(std::string_view s, char delimiter) {
-  if (s.find_first_of(std::string{delimiter, '"', '\n', '\r'}) == std::string_view::npos) return std::string(s);
+  if (s.find_first_of(std::string{delimiter, '"', '\n', '\r'}) == std::string_view::npos)
+    return std::string(s);
   std::string out = "\"";
   for (char c : s) {
     if (c == '"') out += '"';
@@ -209,7 +223,8 @@ std::vector<std::string> ReadCsvHeader(const std::string& path, char delimiter) 
   return names;
 }
 
-Block ReadCsvRange(const std::string& path, uint64_t begin, uint64_t end, const CsvOptions& options) {
+Block ReadCsvRange(const std::string& path, uint64_t begin, uint64_t end,
+                   const CsvOptions& options) {
   const std::vector<std::string> names = ReadCsvHeader(path, options.delimiter);
   detail::Fd fd = detail::OpenForRead(path, "the CSV file");
   const uint64_t size = FileSize(path);
@@ -245,8 +260,9 @@ Block ReadCsvRange(const std::string& path, uint64_t begin, uint64_t end, const 
     if (line.empty()) continue;
     SplitFields(line, options.delimiter, fields, path, offset);
     if (fields.size() != names.size()) {
-      Bad(path, offset, "has " + std::to_string(fields.size()) + " fields but the header has " +
-                            std::to_string(names.size()) + " columns");
+      Bad(path, offset,
+          "has " + std::to_string(fields.size()) + " fields but the header has " +
+              std::to_string(names.size()) + " columns");
     }
     for (size_t c = 0; c < names.size(); ++c) rows.columns[c].push_back(std::move(fields[c]));
     rows.offsets.push_back(offset);
@@ -254,31 +270,36 @@ Block ReadCsvRange(const std::string& path, uint64_t begin, uint64_t end, const 
   std::vector<std::pair<std::string, Column>> columns;
   for (size_t c = 0; c < names.size(); ++c) {
     auto it = options.column_types.find(names[c]);
-    columns.emplace_back(names[c], BuildColumn(path, names[c], rows.columns[c], rows.offsets,
-                                               it == options.column_types.end() ? nullptr : &it->second));
+    columns.emplace_back(names[c],
+                         BuildColumn(path, names[c], rows.columns[c], rows.offsets,
+                                     it == options.column_types.end() ? nullptr : &it->second));
   }
   return Block::FromColumns(std::move(columns));
 }
 
-Part WriteCsvPart(const std::string& dir, int64_t index, const std::vector<Block>& blocks, char delimiter) {
+Part WriteCsvPart(const std::string& dir, int64_t index, const std::vector<Block>& blocks,
+                  char delimiter) {
   detail::CheckOneSchema(blocks, "WriteCsvPart");
   if (!blocks.empty()) {
     for (const auto& f : blocks.front().schema().fields) {
       if (!f.row_shape.empty()) {
         throw Error("prism::data: WriteCsvPart: column \"" + f.name + "\" has rows of shape " +
-                    ShapeToString(f.row_shape) + " and a CSV field holds one value: write it with "
+                    ShapeToString(f.row_shape) +
+                    " and a CSV field holds one value: write it with "
                     "WriteHdf5Part or WriteNumpyPart");
       }
     }
   }
   detail::PartFile part(dir, index, ".csv");
   int fd = ::open(part.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("prism::data: cannot create " + part.temp_path() + ": " + detail::ErrnoText(errno));
+  if (fd < 0)
+    throw Error("prism::data: cannot create " + part.temp_path() + ": " + detail::ErrnoText(errno));
   detail::Fd closer(fd);
   std::string out;
   if (!blocks.empty()) {
     const auto names = blocks.front().column_names();
-    for (size_t c = 0; c < names.size(); ++c) out += (c ? std::string(1, delimiter) : "") + QuoteIfNeeded(names[c], delimiter);
+    for (size_t c = 0; c < names.size(); ++c)
+      out += (c ? std::string(1, delimiter) : "") + QuoteIfNeeded(names[c], delimiter);
     out += '\n';
   }
   for (const auto& b : blocks) {
@@ -287,13 +308,27 @@ Part WriteCsvPart(const std::string& dir, int64_t index, const std::vector<Block
         if (c) out += delimiter;
         const Column& col = b.column_at(c).second;
         switch (col.dtype()) {
-          case DType::kFloat32: AppendNumber(out, col.Values<float>()[r]); break;
-          case DType::kFloat64: AppendNumber(out, col.Values<double>()[r]); break;
-          case DType::kInt32: AppendNumber(out, col.Values<int32_t>()[r]); break;
-          case DType::kInt64: AppendNumber(out, col.Values<int64_t>()[r]); break;
-          case DType::kUInt8: AppendNumber(out, static_cast<int>(col.Values<uint8_t>()[r])); break;
-          case DType::kBool: out += col.Values<bool>()[r] ? "true" : "false"; break;
-          case DType::kString: out += QuoteIfNeeded(col.StringAt(r), delimiter); break;
+          case DType::kFloat32:
+            AppendNumber(out, col.Values<float>()[r]);
+            break;
+          case DType::kFloat64:
+            AppendNumber(out, col.Values<double>()[r]);
+            break;
+          case DType::kInt32:
+            AppendNumber(out, col.Values<int32_t>()[r]);
+            break;
+          case DType::kInt64:
+            AppendNumber(out, col.Values<int64_t>()[r]);
+            break;
+          case DType::kUInt8:
+            AppendNumber(out, static_cast<int>(col.Values<uint8_t>()[r]));
+            break;
+          case DType::kBool:
+            out += col.Values<bool>()[r] ? "true" : "false";
+            break;
+          case DType::kString:
+            out += QuoteIfNeeded(col.StringAt(r), delimiter);
+            break;
         }
       }
       out += '\n';

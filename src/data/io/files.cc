@@ -43,7 +43,8 @@ Fd OpenForRead(const std::string& path, const char* what) {
   if (fd < 0) {
     const int err = errno;
     throw Error(std::string("prism::data: cannot open ") + what + " " + path + ": " +
-                ErrnoText(err) + (err == ENOENT ? " (check the path and the working directory)" : ""));
+                ErrnoText(err) +
+                (err == ENOENT ? " (check the path and the working directory)" : ""));
   }
   return Fd(fd);
 }
@@ -59,8 +60,8 @@ void PreadAll(int fd, char* out, size_t n, uint64_t offset, const std::string& p
     }
     if (got == 0) {
       throw Error("prism::data: " + path + " ends at byte " + std::to_string(offset + done) +
-                  ", before the " + std::to_string(n) + " bytes wanted at " + std::to_string(offset) +
-                  ": the file is truncated or changed while being read");
+                  ", before the " + std::to_string(n) + " bytes wanted at " +
+                  std::to_string(offset) + ": the file is truncated or changed while being read");
     }
     done += static_cast<size_t>(got);
   }
@@ -106,10 +107,12 @@ std::string PartName(int64_t index, const std::string& ext) {
 }  // namespace
 
 PartFile::PartFile(const std::string& dir, int64_t index, const std::string& ext) : dir_(dir) {
-  if (index < 0) throw Error("prism::data: a part index cannot be negative (" + std::to_string(index) + ")");
+  if (index < 0)
+    throw Error("prism::data: a part index cannot be negative (" + std::to_string(index) + ")");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw Error("prism::data: cannot create the output directory " + dir + ": " + ec.message());
+  if (ec)
+    throw Error("prism::data: cannot create the output directory " + dir + ": " + ec.message());
   final_name_ = PartName(index, ext);
   temp_ = (fs::path(dir) / ("." + PartName(index, "") + "-" + RandomHex() + ext)).string();
 }
@@ -122,7 +125,8 @@ Part PartFile::Commit(int64_t rows) {
   Fsync(temp_);
   const std::string final_path = (fs::path(dir_) / final_name_).string();
   if (::rename(temp_.c_str(), final_path.c_str()) != 0) {
-    throw Error("prism::data: cannot rename " + temp_ + " to " + final_path + ": " + ErrnoText(errno));
+    throw Error("prism::data: cannot rename " + temp_ + " to " + final_path + ": " +
+                ErrnoText(errno));
   }
   committed_ = true;
   std::error_code ec;
@@ -194,7 +198,8 @@ std::vector<std::string> ExpandPaths(const std::string& path,
     }
     ::globfree(&g);
     if (rc != 0 && rc != GLOB_NOMATCH) {
-      throw Error("prism::data: cannot expand the pattern " + path + " (a directory could not be read)");
+      throw Error("prism::data: cannot expand the pattern " + path +
+                  " (a directory could not be read)");
     }
     if (out.empty()) {
       std::error_code ec;
@@ -209,8 +214,8 @@ std::vector<std::string> ExpandPaths(const std::string& path,
                   fs::current_path(ec).string() + ")");
     }
     if (fs::is_directory(status)) {
-      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec)) {
+      for (auto it = fs::recursive_directory_iterator(path, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         if (Hidden(it->path())) {
           if (it->is_directory()) it.disable_recursion_pending();
           continue;
@@ -220,7 +225,8 @@ std::vector<std::string> ExpandPaths(const std::string& path,
         }
       }
       if (ec) throw Error("prism::data: cannot list " + path + ": " + ec.message());
-      if (out.empty()) throw Error("prism::data: the directory " + path + " holds no file" + filter);
+      if (out.empty())
+        throw Error("prism::data: the directory " + path + " holds no file" + filter);
     } else {
       out.push_back(path);
     }
@@ -283,7 +289,8 @@ void CommitParts(const std::string& dir, const std::vector<Part>& parts) {
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    throw Error("prism::data: cannot rename " + tmp + " to " + path + ": " + detail::ErrnoText(err));
+    throw Error("prism::data: cannot rename " + tmp + " to " + path + ": " +
+                detail::ErrnoText(err));
   }
   detail::Fsync(dir);
 }

@@ -74,7 +74,8 @@ std::string Hdf5Cause() {
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_UPWARD,
       [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
-        if (n == 0 && err != nullptr && err->desc != nullptr) *static_cast<std::string*>(data) = err->desc;
+        if (n == 0 && err != nullptr && err->desc != nullptr)
+          *static_cast<std::string*>(data) = err->desc;
         return 0;
       },
       &cause);
@@ -97,7 +98,8 @@ std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
 
 /// The sec2 driver; file locking where the file system supports it, skipped where not.
 Hid FileAccess(const std::string& file) {
-  Hid fapl(Check(H5Pcreate(H5P_FILE_ACCESS), file, "cannot create file access properties"), H5Pclose);
+  Hid fapl(Check(H5Pcreate(H5P_FILE_ACCESS), file, "cannot create file access properties"),
+           H5Pclose);
   Check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), file, "cannot set close degree");
   Check(H5Pset_file_locking(fapl.get(), true, true), file, "cannot set file locking");
   return fapl;
@@ -127,14 +129,16 @@ herr_t VisitLink(hid_t group, const char* name, const Info* info, void* out) {
   if (info->type != H5L_TYPE_HARD) return 0;
   hid_t object = H5Oopen(group, name, H5P_DEFAULT);
   if (object < 0) return 0;
-  if (H5Iget_type(object) == H5I_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(name);
+  if (H5Iget_type(object) == H5I_DATASET)
+    static_cast<std::vector<std::string>*>(out)->push_back(name);
   H5Oclose(object);
   return 0;
 }
 
 std::vector<std::string> AllDatasets(hid_t file, const std::string& path) {
   std::vector<std::string> names;
-  Check(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, &VisitLink, &names), path, "cannot list the datasets");
+  Check(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, &VisitLink, &names), path,
+        "cannot list the datasets");
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -151,29 +155,41 @@ std::string TypeText(hid_t type) {
   const size_t size = H5Tget_size(type);
   switch (H5Tget_class(type)) {
     case H5T_INTEGER:
-      return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(8 * size);
-    case H5T_FLOAT: return "float" + std::to_string(8 * size);
-    case H5T_ENUM: return "an enum (other than h5py's bool)";
-    case H5T_COMPOUND: return "a compound type";
-    case H5T_ARRAY: return "an array type";
-    case H5T_REFERENCE: return "references";
-    case H5T_OPAQUE: return "an opaque type";
-    case H5T_BITFIELD: return "a bitfield";
-    case H5T_VLEN: return "variable-length sequences";
-    default: return "an unsupported type class";
+      return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") +
+             std::to_string(8 * size);
+    case H5T_FLOAT:
+      return "float" + std::to_string(8 * size);
+    case H5T_ENUM:
+      return "an enum (other than h5py's bool)";
+    case H5T_COMPOUND:
+      return "a compound type";
+    case H5T_ARRAY:
+      return "an array type";
+    case H5T_REFERENCE:
+      return "references";
+    case H5T_OPAQUE:
+      return "an opaque type";
+    case H5T_BITFIELD:
+      return "a bitfield";
+    case H5T_VLEN:
+      return "variable-length sequences";
+    default:
+      return "an unsupported type class";
   }
 }
 
 /// h5py's bool: an enum of two 1-byte members FALSE = 0, TRUE = 1.
 bool IsH5pyBool(hid_t type) {
-  if (H5Tget_class(type) != H5T_ENUM || H5Tget_size(type) != 1 || H5Tget_nmembers(type) != 2) return false;
+  if (H5Tget_class(type) != H5T_ENUM || H5Tget_size(type) != 1 || H5Tget_nmembers(type) != 2)
+    return false;
   bool ok = true;
   for (unsigned i = 0; i < 2; ++i) {
     char* name = H5Tget_member_name(type, i);
     if (name == nullptr) return false;
     int8_t value = -1;
     H5Tget_member_value(type, i, &value);
-    ok = ok && ((std::strcmp(name, "FALSE") == 0 && value == 0) || (std::strcmp(name, "TRUE") == 0 && value == 1));
+    ok = ok && ((std::strcmp(name, "FALSE") == 0 && value == 0) ||
+                (std::strcmp(name, "TRUE") == 0 && value == 1));
     H5free_memory(name);
   }
   return ok;
@@ -197,8 +213,10 @@ DType DTypeOfHdf5(hid_t type, const std::string& path, const std::string& datase
     case H5T_ENUM:
       if (IsH5pyBool(type)) return DType::kBool;
       break;
-    case H5T_STRING: return DType::kString;
-    default: break;
+    case H5T_STRING:
+      return DType::kString;
+    default:
+      break;
   }
   throw Error("prism::data: " + path + ": dataset " + Quoted(dataset) + " holds " + TypeText(type) +
               ", which no column type holds (columns read floats up to 64 bits, integers up to "
@@ -207,16 +225,23 @@ DType DTypeOfHdf5(hid_t type, const std::string& path, const std::string& datase
 }
 
 Hdf5Dataset Describe(hid_t file, const std::string& path, const std::string& name) {
-  Hid dset(Check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path, "cannot open dataset " + Quoted(name)), H5Dclose);
-  Hid type(Check(H5Dget_type(dset.get()), path, "cannot read the type of " + Quoted(name)), H5Tclose);
-  Hid space(Check(H5Dget_space(dset.get()), path, "cannot read the shape of " + Quoted(name)), H5Sclose);
-  const int ndims = Check(H5Sget_simple_extent_ndims(space.get()), path, "cannot read the shape of " + Quoted(name));
+  Hid dset(
+      Check(H5Dopen2(file, name.c_str(), H5P_DEFAULT), path, "cannot open dataset " + Quoted(name)),
+      H5Dclose);
+  Hid type(Check(H5Dget_type(dset.get()), path, "cannot read the type of " + Quoted(name)),
+           H5Tclose);
+  Hid space(Check(H5Dget_space(dset.get()), path, "cannot read the shape of " + Quoted(name)),
+            H5Sclose);
+  const int ndims = Check(H5Sget_simple_extent_ndims(space.get()), path,
+                          "cannot read the shape of " + Quoted(name));
   if (ndims == 0) {
-    throw Error("prism::data: " + path + ": dataset " + Quoted(name) +
-                " is a scalar and has no rows: read only datasets whose first dimension is the rows");
+    throw Error(
+        "prism::data: " + path + ": dataset " + Quoted(name) +
+        " is a scalar and has no rows: read only datasets whose first dimension is the rows");
   }
   std::vector<hsize_t> dims(static_cast<size_t>(ndims));
-  Check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), path, "cannot read the shape of " + Quoted(name));
+  Check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), path,
+        "cannot read the shape of " + Quoted(name));
   Hdf5Dataset d;
   d.name = name;
   d.dtype = DTypeOfHdf5(type.get(), path, name);
@@ -224,7 +249,8 @@ Hdf5Dataset Describe(hid_t file, const std::string& path, const std::string& nam
   for (int i = 1; i < ndims; ++i) d.row_shape.push_back(static_cast<int64_t>(dims[i]));
   if (d.dtype == DType::kString && !d.row_shape.empty()) {
     throw Error("prism::data: " + path + ": dataset " + Quoted(name) + " holds strings in " +
-                std::to_string(ndims) + " dimensions; a string column has one string per row: "
+                std::to_string(ndims) +
+                " dimensions; a string column has one string per row: "
                 "reshape it to one dimension");
   }
   return d;
@@ -235,7 +261,8 @@ std::string Normalize(const std::string& name) {
   return start == std::string::npos ? "" : name.substr(start);
 }
 
-Hdf5File InspectLocked(hid_t file, const std::string& path, const std::vector<std::string>& wanted) {
+Hdf5File InspectLocked(hid_t file, const std::string& path,
+                       const std::vector<std::string>& wanted) {
   std::vector<std::string> all = AllDatasets(file, path);
   std::vector<std::string> names;
   if (wanted.empty()) {
@@ -245,8 +272,8 @@ Hdf5File InspectLocked(hid_t file, const std::string& path, const std::vector<st
     for (const auto& w : wanted) {
       std::string name = Normalize(w);
       if (!std::binary_search(all.begin(), all.end(), name)) {
-        throw Error("prism::data: " + path + " has no dataset " + Quoted(w) + "; its datasets are " +
-                    NameList(all));
+        throw Error("prism::data: " + path + " has no dataset " + Quoted(w) +
+                    "; its datasets are " + NameList(all));
       }
       names.push_back(name);
     }
@@ -256,8 +283,9 @@ Hdf5File InspectLocked(hid_t file, const std::string& path, const std::vector<st
   for (const auto& name : names) {
     Hdf5Dataset d = Describe(file, path, name);
     if (!out.datasets.empty() && d.rows != out.rows) {
-      throw Error("prism::data: " + path + ": dataset " + Quoted(d.name) + " has " + std::to_string(d.rows) +
-                  " rows but " + Quoted(out.datasets.front().name) + " has " + std::to_string(out.rows) +
+      throw Error("prism::data: " + path + ": dataset " + Quoted(d.name) + " has " +
+                  std::to_string(d.rows) + " rows but " + Quoted(out.datasets.front().name) +
+                  " has " + std::to_string(out.rows) +
                   ": the datasets read together need the same first dimension; name the ones "
                   "that belong together");
     }
@@ -271,12 +299,18 @@ Hdf5File InspectLocked(hid_t file, const std::string& path, const std::vector<st
 
 hid_t NativeType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return H5T_NATIVE_FLOAT;
-    case DType::kFloat64: return H5T_NATIVE_DOUBLE;
-    case DType::kInt32: return H5T_NATIVE_INT32;
-    case DType::kInt64: return H5T_NATIVE_INT64;
-    case DType::kUInt8: return H5T_NATIVE_UINT8;
-    default: return -1;
+    case DType::kFloat32:
+      return H5T_NATIVE_FLOAT;
+    case DType::kFloat64:
+      return H5T_NATIVE_DOUBLE;
+    case DType::kInt32:
+      return H5T_NATIVE_INT32;
+    case DType::kInt64:
+      return H5T_NATIVE_INT64;
+    case DType::kUInt8:
+      return H5T_NATIVE_UINT8;
+    default:
+      return -1;
   }
 }
 
@@ -295,9 +329,10 @@ Hid Utf8StringType(const std::string& path) {
   return type;
 }
 
-Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int64_t begin, int64_t end) {
-  const std::string what = "cannot read rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                           ") of dataset " + Quoted(d.name);
+Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int64_t begin,
+                  int64_t end) {
+  const std::string what = "cannot read rows [" + std::to_string(begin) + ", " +
+                           std::to_string(end) + ") of dataset " + Quoted(d.name);
   const int64_t rows = end - begin;
   if (rows == 0) {
     if (d.dtype == DType::kString) return Column::FromStrings({});
@@ -308,15 +343,18 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
   std::vector<hsize_t> start(d.row_shape.size() + 1, 0), count{static_cast<hsize_t>(rows)};
   start[0] = static_cast<hsize_t>(begin);
   for (int64_t dim : d.row_shape) count.push_back(static_cast<hsize_t>(dim));
-  Check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+  Check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                            nullptr),
         path, what);
-  Hid mem_space(Check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), path, what),
-                H5Sclose);
+  Hid mem_space(
+      Check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), path, what),
+      H5Sclose);
 
   if (d.dtype != DType::kString) {
     int64_t elements = rows;
     for (int64_t dim : d.row_shape) elements *= dim;
-    auto buffer = std::make_shared<internal::Buffer>(static_cast<size_t>(elements) * DTypeSize(d.dtype));
+    auto buffer =
+        std::make_shared<internal::Buffer>(static_cast<size_t>(elements) * DTypeSize(d.dtype));
     Hid bool_type;
     hid_t mem_type = NativeType(d.dtype);
     if (d.dtype == DType::kBool) {
@@ -324,7 +362,8 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
       mem_type = bool_type.get();
     }
     if (elements > 0) {
-      Check(H5Dread(dset.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, buffer->data()),
+      Check(H5Dread(dset.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                    buffer->data()),
             path, what);
     }
     const void* data = buffer->data();
@@ -342,7 +381,8 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
     Check(H5Tset_size(mem_type.get(), H5T_VARIABLE), path, what);
     Check(H5Tset_cset(mem_type.get(), H5Tget_cset(file_type.get())), path, what);
     pointers.assign(static_cast<size_t>(rows), nullptr);
-    Check(H5Dread(dset.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, pointers.data()),
+    Check(H5Dread(dset.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT,
+                  pointers.data()),
           path, what);
     for (size_t i = 0; i < pointers.size(); ++i) {
       values[i] = pointers[i] == nullptr ? std::string_view() : std::string_view(pointers[i]);
@@ -351,7 +391,8 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
     const size_t size = H5Tget_size(file_type.get());
     mem_type = Hid(Check(H5Tcopy(file_type.get()), path, what), H5Tclose);
     fixed.resize(static_cast<size_t>(rows) * size);
-    Check(H5Dread(dset.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, fixed.data()),
+    Check(H5Dread(dset.get(), mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT,
+                  fixed.data()),
           path, what);
     const bool space_padded = H5Tget_strpad(file_type.get()) == H5T_STR_SPACEPAD;
     for (size_t i = 0; i < values.size(); ++i) {
@@ -388,7 +429,9 @@ void WriteColumn(hid_t file, const std::string& path, const std::string& name,
   const Column& first = blocks.front().column_at(index).second;
   std::vector<hsize_t> dims{static_cast<hsize_t>(total)};
   for (int64_t d : first.row_shape()) dims.push_back(static_cast<hsize_t>(d));
-  Hid space(Check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), path, what), H5Sclose);
+  Hid space(
+      Check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), path, what),
+      H5Sclose);
   Hid type;
   hid_t file_type = NativeType(first.dtype());
   if (first.dtype() == DType::kBool) {
@@ -400,7 +443,8 @@ void WriteColumn(hid_t file, const std::string& path, const std::string& name,
   }
   Hid lcpl(Check(H5Pcreate(H5P_LINK_CREATE), path, what), H5Pclose);
   Check(H5Pset_create_intermediate_group(lcpl.get(), 1), path, what);
-  Hid dset(Check(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+  Hid dset(Check(H5Dcreate2(file, name.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT,
+                            H5P_DEFAULT),
                  path, what),
            H5Dclose);
   int64_t row = 0;
@@ -411,10 +455,12 @@ void WriteColumn(hid_t file, const std::string& path, const std::string& name,
     start[0] = static_cast<hsize_t>(row);
     count[0] = static_cast<hsize_t>(c.rows());
     Hid file_space(Check(H5Dget_space(dset.get()), path, what), H5Sclose);
-    Check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+    Check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                              nullptr),
           path, what);
-    Hid mem_space(Check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), path, what),
-                  H5Sclose);
+    Hid mem_space(
+        Check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), path, what),
+        H5Sclose);
     if (c.dtype() == DType::kString) {
       std::vector<std::string> owned(static_cast<size_t>(c.rows()));
       std::vector<const char*> pointers(owned.size());
@@ -422,10 +468,13 @@ void WriteColumn(hid_t file, const std::string& path, const std::string& name,
         owned[r] = std::string(c.StringAt(r));
         pointers[r] = owned[r].c_str();
       }
-      Check(H5Dwrite(dset.get(), file_type, mem_space.get(), file_space.get(), H5P_DEFAULT, pointers.data()),
+      Check(H5Dwrite(dset.get(), file_type, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                     pointers.data()),
             path, what);
     } else if (c.size_bytes() > 0) {
-      Check(H5Dwrite(dset.get(), file_type, mem_space.get(), file_space.get(), H5P_DEFAULT, c.data()), path, what);
+      Check(
+          H5Dwrite(dset.get(), file_type, mem_space.get(), file_space.get(), H5P_DEFAULT, c.data()),
+          path, what);
     }
     row += c.rows();
   }
@@ -439,7 +488,8 @@ Hdf5File InspectHdf5(const std::string& path, const std::vector<std::string>& da
   return InspectLocked(file.get(), path, datasets);
 }
 
-std::vector<Hdf5File> ListHdf5(const std::string& path_or_glob, const std::vector<std::string>& datasets) {
+std::vector<Hdf5File> ListHdf5(const std::string& path_or_glob,
+                               const std::vector<std::string>& datasets) {
   std::vector<Hdf5File> out;
   for (const auto& path : ExpandPaths(path_or_glob, {".h5", ".hdf5", ".he5"})) {
     out.push_back(InspectHdf5(path, datasets));
@@ -453,11 +503,13 @@ Block ReadHdf5Rows(const std::string& path, const std::vector<std::string>& data
   Hid file = OpenFile(path);
   Hdf5File info = InspectLocked(file.get(), path, datasets);
   if (begin < 0 || end < begin || end > info.rows) {
-    throw Error("prism::data: " + path + ": rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                ") are not inside its " + std::to_string(info.rows) + " rows");
+    throw Error("prism::data: " + path + ": rows [" + std::to_string(begin) + ", " +
+                std::to_string(end) + ") are not inside its " + std::to_string(info.rows) +
+                " rows");
   }
   std::vector<std::pair<std::string, Column>> columns;
-  for (const auto& d : info.datasets) columns.emplace_back(d.name, ReadColumn(file.get(), path, d, begin, end));
+  for (const auto& d : info.datasets)
+    columns.emplace_back(d.name, ReadColumn(file.get(), path, d, begin, end));
   return Block::FromColumns(std::move(columns));
 }
 
@@ -470,7 +522,8 @@ Part WriteHdf5Part(const std::string& dir, int64_t index, const std::vector<Bloc
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     const std::string& path = part.temp_path();
     Hid fapl = FileAccess(path);
-    Hid file(Check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path, "cannot create the file"),
+    Hid file(Check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path,
+                   "cannot create the file"),
              H5Fclose);
     if (!blocks.empty()) {
       for (size_t i = 0; i < blocks.front().num_columns(); ++i) {

@@ -60,19 +60,28 @@ DType DTypeOfDescr(const std::string& descr, const std::string& path) {
   if (descr == "|b1") return DType::kBool;
   std::string advice = "convert it with numpy, e.g. np.save(path, a.astype('<f4')) or 'int64'";
   if (!descr.empty() && descr[0] == '>') advice = "it is big-endian: " + advice;
-  Bad(path, "the array's dtype '" + descr + "' has no column type (float32/64 '<f4' '<f8', "
-            "int32/64 '<i4' '<i8', uint8 '|u1', bool '|b1'): " + advice);
+  Bad(path, "the array's dtype '" + descr +
+                "' has no column type (float32/64 '<f4' '<f8', "
+                "int32/64 '<i4' '<i8', uint8 '|u1', bool '|b1'): " +
+                advice);
 }
 
 const char* DescrOf(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "<f4";
-    case DType::kFloat64: return "<f8";
-    case DType::kInt32: return "<i4";
-    case DType::kInt64: return "<i8";
-    case DType::kUInt8: return "|u1";
-    case DType::kBool: return "|b1";
-    case DType::kString: break;
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kFloat64:
+      return "<f8";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kUInt8:
+      return "|u1";
+    case DType::kBool:
+      return "|b1";
+    case DType::kString:
+      break;
   }
   return nullptr;
 }
@@ -85,16 +94,19 @@ NpyHeader ReadNpyHeader(const std::string& path) {
   char prefix[12];
   if (size < 10) Bad(path, "not a .npy file (" + std::to_string(size) + " bytes)");
   detail::PreadAll(fd.get(), prefix, std::min<uint64_t>(size, sizeof prefix), 0, path);
-  if (std::memcmp(prefix, kMagic, kMagicSize) != 0) Bad(path, "not a .npy file (no \\x93NUMPY magic)");
+  if (std::memcmp(prefix, kMagic, kMagicSize) != 0)
+    Bad(path, "not a .npy file (no \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(prefix[6]);
   uint64_t header_len = 0;
   uint64_t header_at = 0;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(prefix[8]) | (static_cast<unsigned char>(prefix[9]) << 8);
+    header_len =
+        static_cast<unsigned char>(prefix[8]) | (static_cast<unsigned char>(prefix[9]) << 8);
     header_at = 10;
   } else if (major == 2 || major == 3) {
     if (size < 12) Bad(path, "truncated .npy header");
-    for (int i = 3; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(prefix[8 + i]);
+    for (int i = 3; i >= 0; --i)
+      header_len = (header_len << 8) | static_cast<unsigned char>(prefix[8 + i]);
     header_at = 12;
   } else {
     Bad(path, ".npy format version " + std::to_string(major) + " is not supported (1, 2 or 3)");
@@ -107,13 +119,15 @@ NpyHeader ReadNpyHeader(const std::string& path) {
   out.data_offset = header_at + header_len;
   std::string descr = DictValue(header, "descr", path);
   if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"')) {
-    Bad(path, "the array's dtype " + descr + " is structured, which has no column type: save one array per field");
+    Bad(path, "the array's dtype " + descr +
+                  " is structured, which has no column type: save one array per field");
   }
   descr = descr.substr(1, descr.size() - 2);
   out.dtype = DTypeOfDescr(descr, path);
   const std::string fortran = DictValue(header, "fortran_order", path);
   std::string shape = DictValue(header, "shape", path);
-  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') Bad(path, "corrupt shape " + shape);
+  if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')')
+    Bad(path, "corrupt shape " + shape);
   for (size_t i = 1; i + 1 < shape.size();) {
     while (i + 1 < shape.size() && (shape[i] == ' ' || shape[i] == ',')) ++i;
     if (i + 1 >= shape.size()) break;
@@ -128,14 +142,17 @@ NpyHeader ReadNpyHeader(const std::string& path) {
     out.shape.push_back(dim);
     i += used;
   }
-  if (out.shape.empty()) Bad(path, "the array is 0-dimensional and has no rows: save it with a first dimension");
+  if (out.shape.empty())
+    Bad(path, "the array is 0-dimensional and has no rows: save it with a first dimension");
   if (fortran == "True" && out.shape.size() > 1) {
-    Bad(path, "the array is in Fortran order, so its rows are not contiguous: save it with "
-              "np.save(path, np.ascontiguousarray(a))");
+    Bad(path,
+        "the array is in Fortran order, so its rows are not contiguous: save it with "
+        "np.save(path, np.ascontiguousarray(a))");
   }
   uint64_t elements = 1;
   for (int64_t d : out.shape) {
-    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements)) Bad(path, "shape too large");
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements))
+      Bad(path, "shape too large");
   }
   const uint64_t need = out.data_offset + elements * DTypeSize(out.dtype);
   if (size < need) {
@@ -149,8 +166,8 @@ Block ReadNpyRows(const std::string& path, int64_t begin, int64_t end, const std
   const NpyHeader header = ReadNpyHeader(path);
   const int64_t rows = header.shape[0];
   if (begin < 0 || end < begin || end > rows) {
-    Bad(path, "rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") are not inside its " +
-                  std::to_string(rows) + " rows");
+    Bad(path, "rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                  ") are not inside its " + std::to_string(rows) + " rows");
   }
   std::vector<int64_t> row_shape(header.shape.begin() + 1, header.shape.end());
   uint64_t row_bytes = DTypeSize(header.dtype);
@@ -164,23 +181,26 @@ Block ReadNpyRows(const std::string& path, int64_t begin, int64_t end, const std
   if (header.dtype == DType::kBool) {
     for (uint64_t i = 0; i < n; ++i) {
       if (static_cast<unsigned char>(buffer->data()[i]) > 1) {
-        Bad(path, "bool element " + std::to_string(i) + " of the rows read is neither 0 nor 1: the file is corrupt");
+        Bad(path, "bool element " + std::to_string(i) +
+                      " of the rows read is neither 0 nor 1: the file is corrupt");
       }
     }
   }
   const void* data = buffer->data();
-  return Block::FromColumns(
-      {{column, Column::Wrap(header.dtype, end - begin, std::move(row_shape), data, std::move(buffer))}});
+  return Block::FromColumns({{column, Column::Wrap(header.dtype, end - begin, std::move(row_shape),
+                                                   data, std::move(buffer))}});
 }
 
 Part WriteNumpyPart(const std::string& dir, int64_t index, const std::vector<Block>& blocks,
                     const std::string& column) {
   detail::CheckOneSchema(blocks, "WriteNumpyPart");
-  if (blocks.empty()) throw Error("prism::data: WriteNumpyPart of no blocks: the array needs a dtype and shape");
+  if (blocks.empty())
+    throw Error("prism::data: WriteNumpyPart of no blocks: the array needs a dtype and shape");
   const Column& first = blocks.front().GetColumn(column);
   const char* descr = DescrOf(first.dtype());
   if (descr == nullptr) {
-    throw Error("prism::data: WriteNumpyPart: column \"" + column + "\" holds strings, which .npy "
+    throw Error("prism::data: WriteNumpyPart: column \"" + column +
+                "\" holds strings, which .npy "
                 "cannot hold without Python objects: write it with WriteCsvPart or WriteHdf5Part");
   }
   const int64_t rows = detail::TotalRows(blocks);
@@ -189,7 +209,8 @@ Part WriteNumpyPart(const std::string& dir, int64_t index, const std::vector<Blo
     shape += (i ? ", " : " ") + std::to_string(first.row_shape()[i]);
   }
   shape += ")";
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string dict =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Version 1 when the header's length fits 16 bits; pad the whole preamble to 64 bytes.
   const bool v1 = dict.size() + 11 + 64 < 65536;
   const size_t preamble = kMagicSize + 2 + (v1 ? 2 : 4);
@@ -206,12 +227,15 @@ Part WriteNumpyPart(const std::string& dir, int64_t index, const std::vector<Blo
   detail::PartFile part(dir, index, ".npy");
   {
     int fd = ::open(part.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error("prism::data: cannot create " + part.temp_path() + ": " + detail::ErrnoText(errno));
+    if (fd < 0)
+      throw Error("prism::data: cannot create " + part.temp_path() + ": " +
+                  detail::ErrnoText(errno));
     detail::Fd closer(fd);
     detail::WriteAll(fd, head, part.temp_path());
     for (const auto& b : blocks) {
       const Column& c = b.GetColumn(column);
-      detail::WriteAll(fd, std::string_view(static_cast<const char*>(c.data()), c.size_bytes()), part.temp_path());
+      detail::WriteAll(fd, std::string_view(static_cast<const char*>(c.data()), c.size_bytes()),
+                       part.temp_path());
     }
   }
   return part.Commit(rows);

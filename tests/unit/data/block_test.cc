@@ -103,12 +103,15 @@ TEST(DataColumn, WrongTypesShapesAndRangesAreClearErrors) {
   EXPECT_THAT(ErrorOf([&] { i64.StringAt(0); }), HasSubstr("holds int64 values, not string"));
   EXPECT_THAT(ErrorOf([&] { Column::FromStrings({"x"}).Values<uint8_t>(); }),
               HasSubstr("holds string values, not uint8"));
-  EXPECT_THAT(ErrorOf([&] { Column::FromStrings({"x"}).StringAt(1); }), HasSubstr("row 1 out of range"));
+  EXPECT_THAT(ErrorOf([&] { Column::FromStrings({"x"}).StringAt(1); }),
+              HasSubstr("row 1 out of range"));
   EXPECT_THAT(ErrorOf([&] { Column::FromVector(std::vector<float>(10), {3}); }),
               HasSubstr("10 float32 values are not a whole number of rows of shape [3]"));
-  EXPECT_THAT(ErrorOf([&] { i64.Slice(1, 3); }), HasSubstr("slice [1, 3) is not inside the column's 2 rows"));
+  EXPECT_THAT(ErrorOf([&] { i64.Slice(1, 3); }),
+              HasSubstr("slice [1, 3) is not inside the column's 2 rows"));
   EXPECT_THAT(ErrorOf([&] { i64.Slice(-1, 1); }), HasSubstr("is not inside"));
-  EXPECT_THAT(ErrorOf([&] { Column::Wrap(DType::kString, 1, {}, "x", nullptr); }), HasSubstr("WrapStrings"));
+  EXPECT_THAT(ErrorOf([&] { Column::Wrap(DType::kString, 1, {}, "x", nullptr); }),
+              HasSubstr("WrapStrings"));
 }
 
 TEST(DataBlock, ColumnsSchemaAndErrorsNamingColumns) {
@@ -120,8 +123,9 @@ TEST(DataBlock, ColumnsSchemaAndErrorsNamingColumns) {
   EXPECT_EQ(b.schema(), MakeBlock(9).schema());
   EXPECT_EQ(b.GetColumn("label").Values<int64_t>()[3], 3);
   EXPECT_EQ(b.size_bytes(), 4u * 16 + 4 * 8 + (4 * 5 + 5 * 8));
-  EXPECT_THAT(ErrorOf([&] { b.GetColumn("labels"); }),
-              HasSubstr("no column \"labels\"; the block's columns are \"image\", \"label\", \"name\""));
+  EXPECT_THAT(
+      ErrorOf([&] { b.GetColumn("labels"); }),
+      HasSubstr("no column \"labels\"; the block's columns are \"image\", \"label\", \"name\""));
   EXPECT_THAT(ErrorOf([&] {
                 Block::FromColumns({{"a", Column::FromVector(std::vector<int32_t>{1, 2})},
                                     {"b", Column::FromVector(std::vector<int32_t>{1})}});
@@ -142,13 +146,18 @@ TEST(DataBlock, SliceSelectDropAndAddShareColumns) {
   EXPECT_EQ(s.GetColumn("label").Values<int64_t>()[0], 3);
   EXPECT_EQ(s.GetColumn("name").StringAt(3), "row-6");
   EXPECT_EQ(s.GetColumn("image").Values<float>()[0], 12.0f);
-  EXPECT_EQ(s.GetColumn("image").data(), static_cast<const float*>(b.GetColumn("image").data()) + 12);
-  EXPECT_THAT(ErrorOf([&] { b.Slice(5, 11); }), HasSubstr("slice [5, 11) is not inside the block's 10 rows"));
+  EXPECT_EQ(s.GetColumn("image").data(),
+            static_cast<const float*>(b.GetColumn("image").data()) + 12);
+  EXPECT_THAT(ErrorOf([&] { b.Slice(5, 11); }),
+              HasSubstr("slice [5, 11) is not inside the block's 10 rows"));
 
   Block sel = b.SelectColumns({"name", "label"});
   EXPECT_EQ(sel.column_names(), (std::vector<std::string>{"name", "label"}));
   EXPECT_EQ(sel.GetColumn("label").data(), b.GetColumn("label").data());
-  EXPECT_THAT(ErrorOf([&] { b.SelectColumns({"label", "nope"}); }), HasSubstr("no column \"nope\""));
+  EXPECT_THAT(ErrorOf([&] {
+                b.SelectColumns({"label", "nope"});
+              }),
+              HasSubstr("no column \"nope\""));
 
   Block dropped = b.DropColumns({"image"});
   EXPECT_EQ(dropped.column_names(), (std::vector<std::string>{"label", "name"}));
@@ -178,22 +187,30 @@ TEST(DataBlock, ConcatCopiesInOrderAndNamesTheDifferingColumn) {
   EXPECT_EQ(all.GetColumn("name").StringAt(6), "row-7");
   EXPECT_EQ(all.GetColumn("image").Values<float>()[3 * 4], 16.0f);
   EXPECT_EQ(Block::Concat({}).num_rows(), 0);
-  EXPECT_EQ(Block::Concat({Block(), a, Block()}).GetColumn("label").data(), a.GetColumn("label").data());
+  EXPECT_EQ(Block::Concat({Block(), a, Block()}).GetColumn("label").data(),
+            a.GetColumn("label").data());
   EXPECT_EQ(Block::Concat({a}).GetColumn("label").data(), a.GetColumn("label").data());
 
   Block other = a.AddColumn("label", Column::FromVector(std::vector<int32_t>{0, 1, 2}));
-  EXPECT_THAT(ErrorOf([&] { Block::Concat({a, other}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                Block::Concat({a, other});
+              }),
               HasSubstr("column 1 is label: int64 in block 0 but label: int32 in block 1"));
-  EXPECT_THAT(ErrorOf([&] { Block::Concat({a, a.DropColumns({"name"})}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                Block::Concat({a, a.DropColumns({"name"})});
+              }),
               HasSubstr("block 1 lacks column name: string"));
   Block reshaped = a.AddColumn("image", Column::FromVector(std::vector<float>(12), {4}));
-  EXPECT_THAT(ErrorOf([&] { Block::Concat({a, reshaped}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                Block::Concat({a, reshaped});
+              }),
               HasSubstr("image: float32[2, 2] in block 0 but image: float32[4] in block 1"));
 }
 
 TEST(DataBlock, RowsInAndOut) {
-  std::vector<Row> rows = {{{"id", int64_t{1}}, {"score", 0.5}, {"ok", true}, {"tag", std::string("a")}},
-                           {{"id", int64_t{2}}, {"score", int64_t{3}}, {"ok", false}, {"tag", std::string("b")}}};
+  std::vector<Row> rows = {
+      {{"id", int64_t{1}}, {"score", 0.5}, {"ok", true}, {"tag", std::string("a")}},
+      {{"id", int64_t{2}}, {"score", int64_t{3}}, {"ok", false}, {"tag", std::string("b")}}};
   Block b = Block::FromRows(rows);
   EXPECT_EQ(b.schema().ToString(), "id: int64, ok: bool, score: float64, tag: string");
   EXPECT_EQ(b.GetColumn("score").Values<double>()[1], 3.0);
@@ -211,9 +228,13 @@ TEST(DataBlock, RowsInAndOut) {
 
   EXPECT_THAT(ErrorOf([&] { MakeBlock(2).ToRows(); }),
               HasSubstr("column \"image\" has rows of shape [2, 2] and a Row holds scalars"));
-  EXPECT_THAT(ErrorOf([&] { Block::FromRows({{{"a", int64_t{1}}}, {{"b", int64_t{1}}}}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                Block::FromRows({{{"a", int64_t{1}}}, {{"b", int64_t{1}}}});
+              }),
               HasSubstr("row 1 has no column \"a\""));
-  EXPECT_THAT(ErrorOf([&] { Block::FromRows({{{"a", int64_t{1}}}, {{"a", std::string("x")}}}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                Block::FromRows({{{"a", int64_t{1}}}, {{"a", std::string("x")}}});
+              }),
               HasSubstr("column \"a\" holds int64 values and, at row 1, a string"));
   EXPECT_EQ(Block::FromRows({}).num_rows(), 0);
 }
@@ -251,7 +272,8 @@ TEST(DataBlockBytes, AReadFromAPayloadAliasesItAndACopyOtherwise) {
 
 TEST(DataBlockBytes, CorruptOrForeignBytesAreSerializationErrors) {
   prism::internal::Buffer good = prism::internal::Serialize(MakeBlock(8));
-  EXPECT_THROW(prism::internal::Deserialize<Block>(good.data(), good.size() - 5), prism::SerializationError);
+  EXPECT_THROW(prism::internal::Deserialize<Block>(good.data(), good.size() - 5),
+               prism::SerializationError);
   prism::internal::Buffer vec = prism::internal::Serialize(std::vector<float>(16, 1.0f));
   EXPECT_THAT(ErrorOf([&] { prism::internal::Deserialize<Block>(vec.data(), vec.size()); }),
               HasSubstr("not a Block"));

@@ -60,12 +60,16 @@ class H5File {
   ~H5File() { H5Fclose(file_); }
   void Write(const std::string& name, hid_t type, std::vector<hsize_t> dims, const void* data,
              hid_t mem_type = -1) {
-    hid_t space = dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    hid_t space = dims.empty()
+                      ? H5Screate(H5S_SCALAR)
+                      : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t dset = H5Dcreate2(file_, name.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
     EXPECT_GE(dset, 0) << name;
-    EXPECT_GE(H5Dwrite(dset, mem_type < 0 ? type : mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0) << name;
+    EXPECT_GE(H5Dwrite(dset, mem_type < 0 ? type : mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+              0)
+        << name;
     H5Dclose(dset);
     H5Pclose(lcpl);
     H5Sclose(space);
@@ -128,7 +132,8 @@ TEST_F(DataIo, Hdf5ListsDatasetsWithTheirTypesAndRows) {
   EXPECT_EQ(info.rows, 100);
   std::vector<std::string> names;
   for (const auto& d : info.datasets) names.push_back(d.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"fixed", "flag", "group/z", "label", "names", "x", "y"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"fixed", "flag", "group/z", "label", "names", "x", "y"}));
   std::map<std::string, io::Hdf5Dataset> by_name;
   for (const auto& d : info.datasets) by_name[d.name] = d;
   EXPECT_EQ(by_name["x"].dtype, DType::kFloat32);
@@ -173,11 +178,12 @@ TEST_F(DataIo, Hdf5ReadsRowRangesOfEveryType) {
 TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
   std::vector<float> x(10 * 4);
   std::iota(x.begin(), x.end(), 0.0f);
-  Block a = Block::FromColumns({{"x", Column::FromVector(x, {2, 2})},
-                                {"id", Column::FromVector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})},
-                                {"ok", Column::FromVector(std::vector<bool>(10, true))},
-                                {"tag", Column::FromStrings({"a", "b", "", "d", "e", "f", "g", "h", "i", "j"})},
-                                {"nested/w", Column::FromVector(std::vector<double>(10, 2.5))}});
+  Block a = Block::FromColumns(
+      {{"x", Column::FromVector(x, {2, 2})},
+       {"id", Column::FromVector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})},
+       {"ok", Column::FromVector(std::vector<bool>(10, true))},
+       {"tag", Column::FromStrings({"a", "b", "", "d", "e", "f", "g", "h", "i", "j"})},
+       {"nested/w", Column::FromVector(std::vector<double>(10, 2.5))}});
   const std::string out = Path("out");
   io::Part p0 = io::WriteHdf5Part(out, 0, {a.Slice(0, 4), a.Slice(4, 10)});
   io::Part p1 = io::WriteHdf5Part(out, 1, {a.Slice(2, 3)});
@@ -185,7 +191,8 @@ TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
   EXPECT_EQ(p0.rows, 10);
   EXPECT_GT(p0.bytes, 0u);
   EXPECT_TRUE(fs::exists(Path("out/part-00001.h5")));
-  Block back = io::ReadHdf5Rows(Path("out/part-00000.h5"), {"x", "id", "ok", "tag", "nested/w"}, 3, 8);
+  Block back =
+      io::ReadHdf5Rows(Path("out/part-00000.h5"), {"x", "id", "ok", "tag", "nested/w"}, 3, 8);
   EXPECT_EQ(back.schema(), a.schema());
   EXPECT_EQ(back.GetColumn("x").Values<float>()[0], 12.0f);
   EXPECT_EQ(back.GetColumn("id").Values<int64_t>()[4], 7);
@@ -198,7 +205,8 @@ TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
 
   // Commit: temporaries of dead writers go, the manifest lists the parts.
   WriteText("out/.part-00007-deadbeef.h5", "half a file");
-  EXPECT_THAT(ErrorOf([&] { io::ReadManifest(out); }), HasSubstr("has no _SUCCESS: the write that made it did not finish"));
+  EXPECT_THAT(ErrorOf([&] { io::ReadManifest(out); }),
+              HasSubstr("has no _SUCCESS: the write that made it did not finish"));
   io::CommitParts(out, {p0, p1, empty});
   EXPECT_FALSE(fs::exists(Path("out/.part-00007-deadbeef.h5")));
   auto parts = io::ReadManifest(out);
@@ -210,10 +218,14 @@ TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
   }
   // Output directories read as their parts (the manifest and hidden files skipped).
   EXPECT_EQ(io::ListHdf5(out).size(), 3u);
-  EXPECT_THAT(ErrorOf([&] { io::CommitParts(out, {p0, {"part-00009.h5", 1, 1}}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                io::CommitParts(out, {p0, {"part-00009.h5", 1, 1}});
+              }),
               HasSubstr("its part part-00009.h5 is missing"));
   // Blocks of different schemas in one part.
-  EXPECT_THAT(ErrorOf([&] { io::WriteHdf5Part(out, 3, {a, a.DropColumns({"tag"})}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                io::WriteHdf5Part(out, 3, {a, a.DropColumns({"tag"})});
+              }),
               HasSubstr("block 1 has schema"));
   EXPECT_FALSE(fs::exists(Path("out/part-00003.h5")));
 }
@@ -223,9 +235,13 @@ TEST_F(DataIo, Hdf5BadInputNamesTheFileAndDataset) {
   EXPECT_THAT(ErrorOf([&] { io::InspectHdf5(Path("missing.h5")); }),
               HasSubstr("missing.h5 does not exist"));
   WriteText("text.h5", "not hdf5 at all");
-  EXPECT_THAT(ErrorOf([&] { io::InspectHdf5(Path("text.h5")); }), HasSubstr("text.h5 is not an HDF5 file"));
-  EXPECT_THAT(ErrorOf([&] { io::ReadHdf5Rows(Path("mixed.h5"), {"x", "images"}, 0, 1); }),
-              HasSubstr("has no dataset \"images\"; its datasets are \"fixed\", \"flag\", \"group/z\""));
+  EXPECT_THAT(ErrorOf([&] { io::InspectHdf5(Path("text.h5")); }),
+              HasSubstr("text.h5 is not an HDF5 file"));
+  EXPECT_THAT(
+      ErrorOf([&] {
+        io::ReadHdf5Rows(Path("mixed.h5"), {"x", "images"}, 0, 1);
+      }),
+      HasSubstr("has no dataset \"images\"; its datasets are \"fixed\", \"flag\", \"group/z\""));
   EXPECT_THAT(ErrorOf([&] { io::ReadHdf5Rows(Path("mixed.h5"), {"x"}, 5, 21); }),
               HasSubstr("rows [5, 21) are not inside its 20 rows"));
   {
@@ -244,9 +260,13 @@ TEST_F(DataIo, Hdf5BadInputNamesTheFileAndDataset) {
     f.Write("c", compound, {10}, c.data());
     H5Tclose(compound);
   }
-  EXPECT_THAT(ErrorOf([&] { io::InspectHdf5(Path("odd.h5"), {"a", "b"}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                io::InspectHdf5(Path("odd.h5"), {"a", "b"});
+              }),
               HasSubstr("dataset \"b\" has 9 rows but \"a\" has 10"));
-  EXPECT_THAT(ErrorOf([&] { io::InspectHdf5(Path("odd.h5"), {"a", "u"}); }),
+  EXPECT_THAT(ErrorOf([&] {
+                io::InspectHdf5(Path("odd.h5"), {"a", "u"});
+              }),
               HasSubstr("dataset \"u\" holds uint64, which no column type holds"));
   EXPECT_THAT(ErrorOf([&] { io::InspectHdf5(Path("odd.h5"), {"c"}); }),
               HasSubstr("dataset \"c\" holds a compound type"));
@@ -282,7 +302,8 @@ std::string NpyBytes(const std::string& dict, const void* data, size_t n, int ve
 TEST_F(DataIo, NumpyReadsRowRangesOfHandWrittenFiles) {
   std::vector<float> f(4 * 3);
   std::iota(f.begin(), f.end(), 0.0f);
-  WriteText("f.npy", NpyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", f.data(), 48));
+  WriteText("f.npy",
+            NpyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", f.data(), 48));
   io::NpyHeader h = io::ReadNpyHeader(Path("f.npy"));
   EXPECT_EQ(h.dtype, DType::kFloat32);
   EXPECT_EQ(h.shape, (std::vector<int64_t>{4, 3}));
@@ -294,20 +315,24 @@ TEST_F(DataIo, NumpyReadsRowRangesOfHandWrittenFiles) {
   EXPECT_EQ(b.GetColumn("data").Values<float>()[5], 8.0f);
 
   std::vector<int64_t> v{5, 6, 7};
-  WriteText("v2.npy", NpyBytes("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", v.data(), 24, 2));
+  WriteText("v2.npy",
+            NpyBytes("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", v.data(), 24, 2));
   EXPECT_EQ(io::ReadNpyRows(Path("v2.npy"), 2, 3, "id").GetColumn("id").Values<int64_t>()[0], 7);
   uint8_t flags[] = {1, 0, 1};
-  WriteText("b.npy", NpyBytes("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", flags, 3));
+  WriteText("b.npy",
+            NpyBytes("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", flags, 3));
   EXPECT_TRUE(io::ReadNpyRows(Path("b.npy"), 0, 3).GetColumn("data").Values<bool>()[2]);
   // A 1-d Fortran-order array is the same bytes.
-  WriteText("fo.npy", NpyBytes("{'descr': '<i8', 'fortran_order': True, 'shape': (3,), }", v.data(), 24));
+  WriteText("fo.npy",
+            NpyBytes("{'descr': '<i8', 'fortran_order': True, 'shape': (3,), }", v.data(), 24));
   EXPECT_EQ(io::ReadNpyRows(Path("fo.npy"), 0, 3).num_rows(), 3);
 }
 
 TEST_F(DataIo, NumpyPartsRoundTrip) {
   std::vector<int32_t> v(2 * 5 * 2);
   std::iota(v.begin(), v.end(), 0);
-  Block b = Block::FromColumns({{"m", Column::FromVector(v, {5, 2})}, {"s", Column::FromStrings({"a", "b"})}});
+  Block b = Block::FromColumns(
+      {{"m", Column::FromVector(v, {5, 2})}, {"s", Column::FromStrings({"a", "b"})}});
   io::Part p = io::WriteNumpyPart(Path("np"), 4, {b, b.Slice(1, 2)}, "m");
   EXPECT_EQ(p.file, "part-00004.npy");
   EXPECT_EQ(p.rows, 3);
@@ -319,7 +344,8 @@ TEST_F(DataIo, NumpyPartsRoundTrip) {
   EXPECT_EQ(back.GetColumn("data").Values<int32_t>()[0], 10);
   EXPECT_THAT(ErrorOf([&] { io::WriteNumpyPart(Path("np"), 5, {b}, "s"); }),
               HasSubstr("column \"s\" holds strings"));
-  EXPECT_THAT(ErrorOf([&] { io::WriteNumpyPart(Path("np"), 5, {b}, "t"); }), HasSubstr("no column \"t\""));
+  EXPECT_THAT(ErrorOf([&] { io::WriteNumpyPart(Path("np"), 5, {b}, "t"); }),
+              HasSubstr("no column \"t\""));
 }
 
 TEST_F(DataIo, NumpyBadInputSaysWhatToDo) {
@@ -339,7 +365,7 @@ TEST_F(DataIo, NumpyBadInputSaysWhatToDo) {
   EXPECT_THAT(error("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4),
               HasSubstr("0-dimensional"));
   EXPECT_THAT(error("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }"),
-              HasSubstr("needs " ));
+              HasSubstr("needs "));
   EXPECT_THAT(error("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }"),
               HasSubstr("structured"));
   WriteText("plain.npy", "just some text, long enough");
@@ -360,7 +386,8 @@ const char* kCsv =
 
 TEST_F(DataIo, CsvInfersTypesAndReadsEveryRowOnceAtAnySplit) {
   WriteText("t.csv", kCsv);
-  EXPECT_EQ(io::ReadCsvHeader(Path("t.csv")), (std::vector<std::string>{"id", "score", "name", "flag"}));
+  EXPECT_EQ(io::ReadCsvHeader(Path("t.csv")),
+            (std::vector<std::string>{"id", "score", "name", "flag"}));
   const uint64_t size = io::FileSize(Path("t.csv"));
   Block all = io::ReadCsvRange(Path("t.csv"), 0, size);
   EXPECT_EQ(all.schema().ToString(), "id: int64, score: float64, name: string, flag: bool");
@@ -372,8 +399,10 @@ TEST_F(DataIo, CsvInfersTypesAndReadsEveryRowOnceAtAnySplit) {
   EXPECT_TRUE(all.GetColumn("flag").Values<bool>()[2]);
   EXPECT_EQ(all.GetColumn("id").Values<int64_t>()[3], 4);
   // Two ranges split at any byte, and three, read each row once.
-  io::CsvOptions typed{.column_types = {{"id", DType::kInt64}, {"score", DType::kFloat64},
-                                        {"name", DType::kString}, {"flag", DType::kBool}}};
+  io::CsvOptions typed{.column_types = {{"id", DType::kInt64},
+                                        {"score", DType::kFloat64},
+                                        {"name", DType::kString},
+                                        {"flag", DType::kBool}}};
   for (uint64_t k = 0; k <= size; ++k) {
     Block both = Block::Concat({io::ReadCsvRange(Path("t.csv"), 0, k, typed),
                                 io::ReadCsvRange(Path("t.csv"), k, size, typed)});
@@ -399,7 +428,8 @@ TEST_F(DataIo, CsvPartsRoundTrip) {
   EXPECT_EQ(p.rows, 4);
   const std::string path = Path("csv/part-00000.csv");
   Block back = io::ReadCsvRange(path, 0, io::FileSize(path));
-  EXPECT_EQ(back.schema().ToString(), "f: float64, d: float64, i: int64, u: int64, b: bool, s: string");
+  EXPECT_EQ(back.schema().ToString(),
+            "f: float64, d: float64, i: int64, u: int64, b: bool, s: string");
   EXPECT_EQ(back.GetColumn("f").Values<double>()[1], -0.25);
   EXPECT_EQ(back.GetColumn("d").Values<double>()[0], 0.1);
   EXPECT_EQ(back.GetColumn("d").Values<double>()[1], 1e300);
@@ -422,11 +452,14 @@ TEST_F(DataIo, CsvBadInputNamesTheRow) {
               HasSubstr("has a quote left open"));
   WriteText("typed.csv", "a\n1\nx\n");
   io::CsvOptions options{.column_types = {{"a", DType::kInt64}}};
-  EXPECT_THAT(ErrorOf([&] { io::ReadCsvRange(Path("typed.csv"), 0, 100, options); }),
-              HasSubstr("the row at byte 4 has \"x\" in column \"a\", which is not an int64 (the type given"));
+  EXPECT_THAT(
+      ErrorOf([&] { io::ReadCsvRange(Path("typed.csv"), 0, 100, options); }),
+      HasSubstr(
+          "the row at byte 4 has \"x\" in column \"a\", which is not an int64 (the type given"));
   EXPECT_EQ(io::ReadCsvRange(Path("typed.csv"), 0, 100).GetColumn("a").dtype(), DType::kString);
   WriteText("empty.csv", "");
-  EXPECT_THAT(ErrorOf([&] { io::ReadCsvRange(Path("empty.csv"), 0, 100); }), HasSubstr("needs a header row"));
+  EXPECT_THAT(ErrorOf([&] { io::ReadCsvRange(Path("empty.csv"), 0, 100); }),
+              HasSubstr("needs a header row"));
   EXPECT_THAT(ErrorOf([&] { io::ReadCsvRange(Path("nope.csv"), 0, 100); }),
               HasSubstr("cannot open the CSV file"));
 }
@@ -449,13 +482,18 @@ TEST_F(DataIo, BinaryFilesAreRowsOfBytes) {
   EXPECT_EQ(b.GetColumn("bytes").StringAt(1), "");
   EXPECT_EQ(b.GetColumn("bytes").StringAt(2), "hello");
   EXPECT_EQ(b.GetColumn("path").StringAt(2), Path("in/sub/c.bin"));
-  EXPECT_EQ(io::ReadBinaryFiles({Path("in/sub/c.bin")}, false).column_names(), (std::vector<std::string>{"bytes"}));
-  EXPECT_THAT(ErrorOf([&] { io::ReadBinaryFiles({Path("in/a.bin"), Path("in/gone.bin")}); }),
+  EXPECT_EQ(io::ReadBinaryFiles({Path("in/sub/c.bin")}, false).column_names(),
+            (std::vector<std::string>{"bytes"}));
+  EXPECT_THAT(ErrorOf([&] {
+                io::ReadBinaryFiles({Path("in/a.bin"), Path("in/gone.bin")});
+              }),
               HasSubstr("gone.bin: No such file or directory"));
   EXPECT_EQ(io::ExpandPaths(Path("in/*.bin")).size(), 2u);
   EXPECT_THAT(ErrorOf([&] { io::ExpandPaths(Path("in/*.png")); }), HasSubstr("no file matches"));
-  EXPECT_THAT(ErrorOf([&] { io::ExpandPaths(Path("out")); }), HasSubstr("does not exist: check the path"));
-  EXPECT_THAT(ErrorOf([&] { io::ExpandPaths(Path("in"), {".png"}); }), HasSubstr("holds no file ending in .png"));
+  EXPECT_THAT(ErrorOf([&] { io::ExpandPaths(Path("out")); }),
+              HasSubstr("does not exist: check the path"));
+  EXPECT_THAT(ErrorOf([&] { io::ExpandPaths(Path("in"), {".png"}); }),
+              HasSubstr("holds no file ending in .png"));
 }
 
 }  // namespace

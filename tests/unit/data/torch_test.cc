@@ -38,10 +38,14 @@ TEST(DataTorch, ColumnsBecomeTensorsWithoutACopy) {
   torch::Tensor tail = prism::data::ToTensor(images.Slice(4, 6));
   EXPECT_EQ(tail.data_ptr(), static_cast<const float*>(images.data()) + 16);
   // Every fixed-width dtype maps to its torch dtype; empty columns give empty tensors.
-  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<double>{1})).scalar_type(), torch::kFloat64);
-  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<int32_t>{1})).scalar_type(), torch::kInt32);
-  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<int64_t>{1})).scalar_type(), torch::kInt64);
-  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<uint8_t>{1})).scalar_type(), torch::kUInt8);
+  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<double>{1})).scalar_type(),
+            torch::kFloat64);
+  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<int32_t>{1})).scalar_type(),
+            torch::kInt32);
+  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<int64_t>{1})).scalar_type(),
+            torch::kInt64);
+  EXPECT_EQ(prism::data::ToTensor(Column::FromVector(std::vector<uint8_t>{1})).scalar_type(),
+            torch::kUInt8);
   torch::Tensor flags = prism::data::ToTensor(Column::FromVector(std::vector<bool>{true, false}));
   EXPECT_EQ(flags.scalar_type(), torch::kBool);
   EXPECT_TRUE(flags[0].item<bool>());
