@@ -15,8 +15,8 @@
 // Serialized block: u32 magic "PBLK", u64 columns, i64 rows, then per column its name
 // (u64 length, bytes) and the column as above.
 // The 64-byte offset is relative to the start of the buffer being written, which is the
-// object's payload when a Block is Put, returned or passed to a task; a Block nested inside
-// another value still aligns, inside a Boost-serialized struct it is copied out on read.
+// object's payload when a Block is Put, returned or passed to a task; a Block nested in a
+// std::vector or tuple is written into that same buffer and still aligns.
 
 #include "prism/data/block.h"
 
@@ -157,6 +157,10 @@ Column Column::Wrap(DType dtype, int64_t rows, std::vector<int64_t> row_shape, c
   Column c = OwnBytes(dtype, rows, std::move(row_shape), std::move(owner), data);
   if (data == nullptr && rows * c.row_elements_ > 0) {
     throw Error("prism::data: Column::Wrap of " + std::to_string(rows) + " rows at a null pointer");
+  }
+  if (reinterpret_cast<uintptr_t>(data) % DTypeSize(dtype) != 0) {
+    throw Error(std::string("prism::data: Column::Wrap: the ") + DTypeName(dtype) +
+                " values are not aligned for their type: copy them to an aligned buffer first");
   }
   return c;
 }

@@ -22,8 +22,12 @@
 // As an object: Put, Get, task arguments and results. The bytes are written with each
 // column's values at a 64-byte offset of the object's buffer; a read from a payload (Get,
 // a task argument, a copy fetched from another rank) makes columns that alias it and hold
-// it (the store never spills an object while a column of it lives). Bytes without an owner
-// (a Block nested in a Boost-serialized struct) or misaligned for the dtype are copied.
+// it (the store never spills an object while a column of it lives). A Block inside a
+// standard container or tuple (std::vector<Block>, a task's tuple of returns) reads the
+// same way. Bytes without an owner (internal::Deserialize without one) or misaligned for
+// the dtype (an object whose bytes were moved off a 64-byte boundary) are copied. A Block
+// has no Boost serialize: a struct holding one cannot use Boost.Serialization; pass the
+// Block as its own argument or return value instead.
 //
 // Thread-safety: every const member is safe to call from any thread; a Block or Column is
 // a value (copying one copies shared pointers, never bytes).
@@ -93,7 +97,7 @@ class Column {
   static Column FromStrings(const std::vector<std::string>& values);
   /// A fixed-width column over `rows` rows at `data`, kept alive by `owner` (no copy): the
   /// zero-copy door for readers and tensors. Throws prism::Error for a string dtype, a
-  /// negative dimension or a null pointer with rows > 0.
+  /// negative dimension, a null pointer with rows > 0, or `data` misaligned for the dtype.
   static Column Wrap(DType dtype, int64_t rows, std::vector<int64_t> row_shape, const void* data,
                      std::shared_ptr<const void> owner);
   /// A string column over `rows + 1` offsets into `bytes` (offsets need not start at 0),

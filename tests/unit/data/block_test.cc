@@ -110,6 +110,10 @@ TEST(DataColumn, WrongTypesShapesAndRangesAreClearErrors) {
   EXPECT_THAT(ErrorOf([&] { i64.Slice(1, 3); }),
               HasSubstr("slice [1, 3) is not inside the column's 2 rows"));
   EXPECT_THAT(ErrorOf([&] { i64.Slice(-1, 1); }), HasSubstr("is not inside"));
+  alignas(8) char raw[24] = {};
+  EXPECT_THAT(ErrorOf([&] { Column::Wrap(DType::kInt64, 2, {}, raw + 4, nullptr); }),
+              HasSubstr("int64 values are not aligned"));
+  EXPECT_EQ(Column::Wrap(DType::kInt32, 2, {}, raw + 4, nullptr).Values<int32_t>()[1], 0);
   EXPECT_THAT(ErrorOf([&] { Column::Wrap(DType::kString, 1, {}, "x", nullptr); }),
               HasSubstr("WrapStrings"));
 }
@@ -303,7 +307,13 @@ int64_t DbSumLabels(Block b) {
   return std::accumulate(v.begin(), v.end(), int64_t{0});
 }
 Block DbHead(Block b, int64_t n) { return b.Slice(0, n); }
-PRISM_REMOTE(DbMake, DbAliases, DbSumLabels, DbHead);
+std::vector<Block> DbSplit(Block b, int64_t parts) {
+  std::vector<Block> out;
+  const int64_t step = b.num_rows() / parts;
+  for (int64_t i = 0; i < parts; ++i) out.push_back(b.Slice(i * step, (i + 1) * step));
+  return out;
+}
+PRISM_REMOTE(DbMake, DbAliases, DbSumLabels, DbHead, DbSplit);
 
 template <typename F>
 auto OnRank(int rank, F f) {
@@ -345,6 +355,17 @@ TEST(DataBlockObject, TasksTakeAndReturnBlocksAcrossRanksReadInPlace) {
   auto head = OnRank(2, DbHead).Remote(made, int64_t{5});
   EXPECT_EQ(prism::Get(head)->num_rows(), 5);
   EXPECT_EQ(prism::Get(head)->GetColumn("name").StringAt(4), "row-4");
+  // Several blocks in one object (a vector): each reads the one stored buffer in place.
+  auto split = OnRank(1, DbSplit).Remote(made, int64_t{4});
+  auto parts = prism::Get(split);
+  auto again = prism::Get(split);
+  ASSERT_EQ(parts->size(), 4u);
+  EXPECT_EQ(parts->at(3).GetColumn("label").Values<int64_t>()[0], 150000);
+  EXPECT_EQ(parts->at(3).GetColumn("name").StringAt(1), "row-150001");
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(parts->at(i).GetColumn("image").data(), again->at(i).GetColumn("image").data());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(parts->at(i).GetColumn("image").data()) % 64, 0u);
+  }
   // A block passed by value travels as one.
   EXPECT_EQ(*OnRank(2, DbSumLabels).Remote(MakeBlock(10)).Get(), 45);
 }
