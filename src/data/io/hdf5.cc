@@ -26,16 +26,12 @@
 
 #include "data/io/file_util.h"
 #include "prism/internal/buffer.h"
+#include "prism/internal/hdf5_lock.h"
 
 namespace prism::data::io {
 namespace {
 
-// Libraries built for parallel HDF5 are never thread-safe (H5_HAVE_THREADSAFE is off in
-// libhdf5-openmpi-dev): one HDF5 call at a time in this process.
-std::mutex& Hdf5Mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+using internal::Hdf5Mutex;  // one HDF5 call at a time in the process, checkpoints included
 
 /// Owns an HDF5 identifier and closes it with the matching H5?close.
 class Hid {
