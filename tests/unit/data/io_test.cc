@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 namespace {
 
@@ -228,6 +229,30 @@ TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
               }),
               HasSubstr("block 1 has schema"));
   EXPECT_FALSE(fs::exists(Path("out/part-00003.h5")));
+}
+
+TEST_F(DataIo, Hdf5ReadsAndWritesFromManyThreadsAtOnce) {
+  // Tasks on one rank read and write at the same time; the HDF5 library is not thread-safe,
+  // so this crashes or corrupts reads without the process-wide lock.
+  MakeMixedFile(Path("mixed.h5"), 400);
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        const int64_t begin = (t * 25 + i) % 300;
+        Block b = io::ReadHdf5Rows(Path("mixed.h5"), {"x", "names"}, begin, begin + 100);
+        if (b.GetColumn("x").Values<float>()[0] != begin * 6.0f ||
+            b.GetColumn("names").StringAt(99) != "name-" + std::to_string(begin + 99)) {
+          ++bad[t];
+        }
+        if (i % 5 == 0) io::WriteHdf5Part(Path("out"), t * 100 + i, {b});
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(bad, std::vector<int>(4, 0));
+  EXPECT_EQ(io::ListHdf5(Path("out")).size(), 20u);
 }
 
 TEST_F(DataIo, Hdf5BadInputNamesTheFileAndDataset) {
