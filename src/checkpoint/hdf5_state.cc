@@ -31,6 +31,7 @@
 
 #include "checkpoint/checksums.h"
 #include "checkpoint/file_util.h"
+#include "prism/internal/hdf5_lock.h"
 #include "prism/train/checkpoint.h"
 
 namespace prism::train {
@@ -46,11 +47,9 @@ constexpr const char* kOptimizerGroup = "optimizer";
 constexpr const char* kOptimizerDataset = "torch_archive";
 
 // Libraries built for parallel HDF5 are never thread-safe (H5_HAVE_THREADSAFE is off in
-// libhdf5-openmpi-dev): one HDF5 call at a time in this process.
-std::mutex& Hdf5Mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+// libhdf5-openmpi-dev): one HDF5 call at a time in this process, shared with prism::data's
+// readers and writers.
+std::mutex& Hdf5Mutex() { return prism::internal::Hdf5Mutex(); }
 
 /// Owns an HDF5 identifier and closes it with the matching H5?close on every path.
 class Hid {
