@@ -98,7 +98,7 @@ std::string KindOf(const Searcher& s) {
   if (dynamic_cast<const BasicVariantGenerator*>(&s)) return "BasicVariantGenerator";
   if (dynamic_cast<const TPESearch*>(&s)) return "TPESearch";
   if (dynamic_cast<const ConcurrencyLimiter*>(&s)) return "ConcurrencyLimiter";
-  return "a searcher of your own";
+  return "CustomSearcher";
 }
 
 std::string KindOf(const TrialScheduler& s) {
@@ -107,7 +107,7 @@ std::string KindOf(const TrialScheduler& s) {
   if (dynamic_cast<const HyperBandScheduler*>(&s)) return "HyperBandScheduler";
   if (dynamic_cast<const MedianStoppingRule*>(&s)) return "MedianStoppingRule";
   if (dynamic_cast<const PopulationBasedTraining*>(&s)) return "PopulationBasedTraining";
-  return "a scheduler of your own";
+  return "CustomScheduler";
 }
 
 /// Per-trial bookkeeping on top of what schedulers see.
@@ -910,7 +910,7 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
     if (searcher_kind == "BasicVariantGenerator") {
       impl.config.search_alg = std::make_shared<BasicVariantGenerator>();
     } else {
-      throw Error("prism::tune::Tuner::Restore: the experiment used a " + searcher_kind +
+      throw Error("prism::tune::Tuner::Restore: the experiment used searcher " + searcher_kind +
                   "; pass one configured the same way in tune_config.search_alg (its state comes "
                   "from the journal)");
     }
@@ -919,7 +919,7 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
     if (scheduler_kind == "FIFOScheduler") {
       impl.config.scheduler = std::make_shared<FIFOScheduler>();
     } else {
-      throw Error("prism::tune::Tuner::Restore: the experiment used a " + scheduler_kind +
+      throw Error("prism::tune::Tuner::Restore: the experiment used scheduler " + scheduler_kind +
                   "; pass one configured the same way in tune_config.scheduler (its state comes "
                   "from the journal)");
     }

@@ -328,6 +328,10 @@ TEST(Tuner, BadInputGetsAClearError) {
   EXPECT_NE(ErrorOf([] { tune::Tuner::Restore(Storage() + "/nothing", Linear, {}); }).find("no experiment"),
             std::string::npos);
   EXPECT_FALSE(tune::Tuner::CanRestore(Storage() + "/nothing"));
+  // An experiment that ran ASHA (the test above) restored without a scheduler: say which.
+  const std::string no_scheduler = ErrorOf([] { tune::Tuner::Restore(Storage() + "/asha", Curve, {}); });
+  EXPECT_NE(no_scheduler.find("AsyncHyperBandScheduler"), std::string::npos) << no_scheduler;
+  EXPECT_NE(no_scheduler.find("tune_config.scheduler"), std::string::npos) << no_scheduler;
 }
 
 TEST(Tuner, PreemptionStopsTrialsAtACheckpointAndRestoreFinishesThemWithoutRepeats) {
