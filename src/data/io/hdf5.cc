@@ -24,6 +24,7 @@
 #include <set>
 #include <utility>
 
+#include "checkpoint/hdf5_handle.h"
 #include "data/io/file_util.h"
 #include "prism/internal/buffer.h"
 #include "prism/internal/hdf5_lock.h"
@@ -33,51 +34,8 @@ namespace {
 
 using internal::Hdf5Mutex;  // one HDF5 call at a time in the process, checkpoints included
 
-/// Owns an HDF5 identifier and closes it with the matching H5?close.
-class Hid {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Hid() = default;
-  Hid(hid_t id, Closer close) : id_(id), close_(close) {}
-  Hid(Hid&& other) noexcept : id_(std::exchange(other.id_, -1)), close_(other.close_) {}
-  Hid& operator=(Hid&& other) noexcept {
-    if (this != &other) {
-      Close();
-      id_ = std::exchange(other.id_, -1);
-      close_ = other.close_;
-    }
-    return *this;
-  }
-  Hid(const Hid&) = delete;
-  Hid& operator=(const Hid&) = delete;
-  ~Hid() { Close(); }
-  hid_t get() const { return id_; }
-  herr_t Close() {
-    herr_t rc = 0;
-    if (id_ >= 0 && close_ != nullptr) rc = close_(id_);
-    id_ = -1;
-    return rc;
-  }
-
- private:
-  hid_t id_ = -1;
-  Closer close_ = nullptr;
-};
-
-/// The most specific message on HDF5's error stack (then clears it).
-std::string Hdf5Cause() {
-  std::string cause;
-  H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_UPWARD,
-      [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
-        if (n == 0 && err != nullptr && err->desc != nullptr)
-          *static_cast<std::string*>(data) = err->desc;
-        return 0;
-      },
-      &cause);
-  H5Eclear2(H5E_DEFAULT);
-  return cause;
-}
+using prism::internal::Hdf5Cause;
+using prism::internal::Hid;
 
 [[noreturn]] void Fail(const std::string& file, const std::string& what) {
   const std::string cause = Hdf5Cause();

@@ -1,0 +1,62 @@
+#pragma once
+// What every HDF5 user in Prism shares: an owning handle for HDF5 identifiers, and the most
+// specific message on HDF5's error stack (checkpoints' state dicts, prism::data's I/O).
+
+#include <hdf5.h>
+
+#include <string>
+#include <utility>
+
+namespace prism::internal {
+
+/// Owns an HDF5 identifier and closes it with the matching H5?close.
+class Hid {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Hid() = default;
+  Hid(hid_t id, Closer close) : id_(id), close_(close) {}
+  Hid(Hid&& other) noexcept : id_(std::exchange(other.id_, -1)), close_(other.close_) {}
+  Hid& operator=(Hid&& other) noexcept {
+    if (this != &other) {
+      Close();
+      id_ = std::exchange(other.id_, -1);
+      close_ = other.close_;
+    }
+    return *this;
+  }
+  Hid(const Hid&) = delete;
+  Hid& operator=(const Hid&) = delete;
+  ~Hid() { Close(); }
+
+  hid_t get() const { return id_; }
+  /// Closes now; returns what the close returned (H5Fclose flushes, so it can fail).
+  herr_t Close() {
+    herr_t rc = 0;
+    if (id_ >= 0 && close_ != nullptr) rc = close_(id_);
+    id_ = -1;
+    return rc;
+  }
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+/// The most specific message on HDF5's error stack (then clears it), e.g. "unable to
+/// lock file, errno = 11, error message = 'Resource temporarily unavailable'".
+inline std::string Hdf5Cause() {
+  std::string cause;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
+        if (n == 0 && err != nullptr && err->desc != nullptr) {
+          *static_cast<std::string*>(data) = err->desc;
+        }
+        return 0;
+      },
+      &cause);
+  H5Eclear2(H5E_DEFAULT);
+  return cause;
+}
+
+}  // namespace prism::internal
