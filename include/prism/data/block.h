@@ -270,4 +270,23 @@ struct Serializer<data::Block> {
   static data::Block Read(Reader& r);
 };
 
+// A Row (and its Values) is a Prism value too, so that Map, Filter and FlatMap functions
+// can be registered with PRISM_REMOTE and called by name: a count, then per column its
+// name, the alternative's index and the value.
+template <>
+struct IsSerializable<data::Value> : std::true_type {};
+template <>
+struct Serializer<data::Value> {
+  static void Write(Writer& w, const data::Value& value);
+  static data::Value Read(Reader& r);
+};
+
+template <>
+struct IsSerializable<data::Row> : std::true_type {};
+template <>
+struct Serializer<data::Row> {
+  static void Write(Writer& w, const data::Row& row);
+  static data::Row Read(Reader& r);
+};
+
 }  // namespace prism::internal
