@@ -44,7 +44,11 @@ Row ThrowAt42(Row r) {
   return r;
 }
 Row NotRegistered(Row r) { return r; }
-PRISM_REMOTE(AddOne, IsEven, Double, Twice, Square, ThrowAt42);
+Row SlowRow(Row r) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  return r;
+}
+PRISM_REMOTE(AddOne, IsEven, Double, Twice, Square, ThrowAt42, SlowRow);
 
 std::vector<int64_t> IdsOf(const Block& b, const std::string& column = "id") {
   auto v = b.GetColumn(column).Values<int64_t>();
@@ -223,6 +227,22 @@ TEST(Dataset, AnExceptionInAUdfNamesTheOperatorBlockAndMessage) {
   EXPECT_THAT(ErrorOf([&] { ds.Count(); }), HasSubstr("boom at 42"));
 }
 
+TEST(Dataset, AStuckTaskEndsTheIterationWithATimeout) {
+  ExecutionOptions options;
+  options.task_timeout_s = 0.3;
+  Dataset ds = Range(10, 1).Map(SlowRow).WithExecutionOptions(options);  // one task of 1.5 s
+  std::string message;
+  try {
+    ds.Count();
+  } catch (const prism::TimeoutError& e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("task_timeout_s"));
+  EXPECT_THAT(message, HasSubstr("Map("));
+  EXPECT_THAT(ErrorOf([] { Range(1).WithExecutionOptions(ExecutionOptions{0, 0, 0}); }),
+              HasSubstr("task_timeout_s must be positive"));
+}
+
 TEST(Dataset, BadInputSaysWhatIsWrong) {
   EXPECT_THAT(ErrorOf([] { ReadHdf5("/nonexistent/prism/x.h5"); }), HasSubstr("/nonexistent/prism/x.h5"));
   EXPECT_THAT(ErrorOf([] { ReadCsv("/nonexistent/prism/x.csv"); }), HasSubstr("/nonexistent/prism/x.csv"));
@@ -252,6 +272,7 @@ TEST(Dataset, FilesWrittenAndReadBack) {
   EXPECT_EQ(AllIds(h5), Iota(0, 100));
   EXPECT_EQ(AllIds(h5, "sq"), squares);
   EXPECT_EQ(ReadHdf5(dir / "h5", {"sq"}).Schema().names(), (std::vector<std::string>{"sq"}));
+  EXPECT_THAT(ErrorOf([&] { ReadHdf5(dir / "h5", {"nope"}); }), HasSubstr("nope"));
 
   ds.WriteCsv(dir / "csv");
   ReadOptions small;
