@@ -8,6 +8,13 @@
 // are pure logic in plan.{h,cc} (unit-tested); the streaming executor (executor.{h,cc})
 // runs on the consumer's thread with a byte budget per operator.
 //
+// Tests (all pass, Nov 25 01:06 UTC): tests/unit/data/plan_test.cc (fusion, splitting,
+// stages), tests/mpi/data/dataset_test.cc under mpirun -n 1 and -n 3 (ctest -R mpi_data_n)
+// and on an in-process cluster (prism_data_dataset_tests); ctest -L data: 48/48.
+// Rough ingest figure (ad hoc, a loaded 2-core machine, not a perf/ benchmark): ReadNumpy of
+// 40,000 rows of 10 KiB -> IterBatches(4096) over 3 ranks, 1.6 GiB/s by the third round
+// (0.9 GiB/s with a MapBatches(Identity), which copies through platform::Invoke).
+//
 // Next, in order:
 //   * UDF calls copy: platform::Invoke serializes its arguments and reads the result
 //     without an owner, so a MapBatches batch is copied in and out; give Invoke a payload
@@ -20,7 +27,9 @@
 //     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
 //     inference instead.
-//   * perf/: the ingest and memory benchmarks of issue 17.
+//   * perf/: the ingest and memory benchmarks of issue 17 (ingest: batches of 4096 rows
+//     over 4 MiB blocks are concatenated, a copy per batch on the driver; let read blocks
+//     follow the consumer's batch size, or hand out slices when a block holds a batch).
 //
 // The Dataset API: sources, transforms (each a new Dataset sharing the source), and
 // consumptions that each run one StreamingExecutor.

@@ -27,7 +27,8 @@
 // same way. Bytes without an owner (internal::Deserialize without one) or misaligned for
 // the dtype (an object whose bytes were moved off a 64-byte boundary) are copied. A Block
 // has no Boost serialize: a struct holding one cannot use Boost.Serialization; pass the
-// Block as its own argument or return value instead.
+// Block as its own argument or return value instead. A Row (and a std::vector<Row>) is a
+// Prism value too, so that row functions can be registered with PRISM_REMOTE.
 //
 // Thread-safety: every const member is safe to call from any thread; a Block or Column is
 // a value (copying one copies shared pointers, never bytes).
