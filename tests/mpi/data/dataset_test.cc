@@ -213,6 +213,27 @@ TEST(Dataset, ASlowConsumerHoldsTheProducersBack) {
   EXPECT_LE(op.peak_tasks_in_flight, 4) << it.Stats().ToString();
 }
 
+TEST(Dataset, ALimitStopsTheRestOfThePipeline) {
+  // 40 blocks of one slow row: once Take has its 2 rows, no further task is launched.
+  Dataset ds = Range(40, 40).Map(SlowRow);
+  EXPECT_EQ(AllIds(ds.Limit(2)), Iota(0, 2));
+  const DatasetStats stats = ds.Limit(2).Map(AddOne).Materialize().Stats();
+  ASSERT_EQ(stats.operators.size(), 3u) << stats.ToString();
+  EXPECT_LT(stats.operators[0].tasks, 40) << stats.ToString();
+  EXPECT_EQ(stats.operators[1].rows, 2) << stats.ToString();   // the limit
+  EXPECT_EQ(stats.operators[2].tasks, 2) << stats.ToString();  // the stage after it
+}
+
+TEST(Dataset, DroppingAnIteratorStopsItsExecution) {
+  Dataset ds = Range(100000, 100).Map(AddOne);
+  {
+    BatchIterator it = ds.IterBatches(10);
+    ASSERT_TRUE(it.Next().has_value());
+  }  // dropped after one batch: its running tasks are cancelled
+  EXPECT_LT(ds.Stats().operators.at(0).tasks, 100);
+  EXPECT_EQ(ds.Count(), 100000);  // a new execution runs from the start
+}
+
 TEST(Dataset, AnExceptionInAUdfNamesTheOperatorBlockAndMessage) {
   Dataset ds = Range(100, 10).Map(ThrowAt42);
   const std::string name = prism::platform::RegisteredName(&ThrowAt42);
