@@ -8,12 +8,14 @@
 // are pure logic in plan.{h,cc} (unit-tested); the streaming executor (executor.{h,cc})
 // runs on the consumer's thread with a byte budget per operator.
 //
-// Tests (all pass, Nov 25 01:06 UTC): tests/unit/data/plan_test.cc (fusion, splitting,
+// Tests (all pass, Nov 25 01:10 UTC): tests/unit/data/plan_test.cc (fusion, splitting,
 // stages), tests/mpi/data/dataset_test.cc under mpirun -n 1 and -n 3 (ctest -R mpi_data_n)
-// and on an in-process cluster (prism_data_dataset_tests); ctest -L data: 48/48.
-// Rough ingest figure (ad hoc, a loaded 2-core machine, not a perf/ benchmark): ReadNumpy of
-// 40,000 rows of 10 KiB -> IterBatches(4096) over 3 ranks, 1.6 GiB/s by the third round
-// (0.9 GiB/s with a MapBatches(Identity), which copies through platform::Invoke).
+// and on an in-process cluster (prism_data_dataset_tests); ctest -L data 50/50, ctest -L
+// unit 429/429 (before the last two dataset cases).
+// perf/data_benchmark.cc (mpirun -n 3 build/perf/prism_data_benchmark --prism-num-cpus=2):
+// first round 0.5 GiB/s (blocks fetched from ranks 1-2), later rounds 4.6-6.6 GiB/s from
+// rank 0's copies, on the shared 2-core VM. Ad hoc, without Materialize: ReadNumpy ->
+// IterBatches(4096) 1.6 GiB/s, with MapBatches(Identity) 0.9 (copies through Invoke).
 //
 // Next, in order:
 //   * UDF calls copy: platform::Invoke serializes its arguments and reads the result
