@@ -704,3 +704,54 @@ data::Block Serializer<data::Block>::Read(Reader& r) {
 }
 
 }  // namespace prism::internal
+
+namespace prism::internal {
+
+void Serializer<data::Value>::Write(Writer& w, const data::Value& value) {
+  w.Pod<uint8_t>(static_cast<uint8_t>(value.index()));
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    w.Pod(*i);
+  } else if (const auto* d = std::get_if<double>(&value)) {
+    w.Pod(*d);
+  } else if (const auto* b = std::get_if<bool>(&value)) {
+    w.Pod<uint8_t>(*b ? 1 : 0);
+  } else {
+    w.Str(std::get<std::string>(value));
+  }
+}
+
+data::Value Serializer<data::Value>::Read(Reader& r) {
+  switch (r.Pod<uint8_t>()) {
+    case 0:
+      return r.Pod<int64_t>();
+    case 1:
+      return r.Pod<double>();
+    case 2:
+      return r.Pod<uint8_t>() != 0;
+    case 3:
+      return r.Str();
+    default:
+      throw SerializationError("prism::data: corrupt row value: unknown type index");
+  }
+}
+
+void Serializer<data::Row>::Write(Writer& w, const data::Row& row) {
+  w.Pod<uint64_t>(row.size());
+  for (const auto& [name, value] : row) {
+    w.Str(name);
+    Serializer<data::Value>::Write(w, value);
+  }
+}
+
+data::Row Serializer<data::Row>::Read(Reader& r) {
+  const auto count = r.Pod<uint64_t>();
+  if (count > r.remaining()) throw SerializationError("prism::data: corrupt row: column count");
+  data::Row row;
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string name = r.Str();
+    row.emplace(std::move(name), Serializer<data::Value>::Read(r));
+  }
+  return row;
+}
+
+}  // namespace prism::internal

@@ -27,7 +27,8 @@
 // same way. Bytes without an owner (internal::Deserialize without one) or misaligned for
 // the dtype (an object whose bytes were moved off a 64-byte boundary) are copied. A Block
 // has no Boost serialize: a struct holding one cannot use Boost.Serialization; pass the
-// Block as its own argument or return value instead.
+// Block as its own argument or return value instead. A Row (and a std::vector<Row>) is a
+// Prism value too, so that row functions can be registered with PRISM_REMOTE.
 //
 // Thread-safety: every const member is safe to call from any thread; a Block or Column is
 // a value (copying one copies shared pointers, never bytes).
@@ -268,6 +269,25 @@ template <>
 struct Serializer<data::Block> {
   static void Write(Writer& w, const data::Block& block);
   static data::Block Read(Reader& r);
+};
+
+// A Row (and its Values) is a Prism value too, so that Map, Filter and FlatMap functions
+// can be registered with PRISM_REMOTE and called by name: a count, then per column its
+// name, the alternative's index and the value.
+template <>
+struct IsSerializable<data::Value> : std::true_type {};
+template <>
+struct Serializer<data::Value> {
+  static void Write(Writer& w, const data::Value& value);
+  static data::Value Read(Reader& r);
+};
+
+template <>
+struct IsSerializable<data::Row> : std::true_type {};
+template <>
+struct Serializer<data::Row> {
+  static void Write(Writer& w, const data::Row& row);
+  static data::Row Read(Reader& r);
 };
 
 }  // namespace prism::internal

@@ -1,0 +1,283 @@
+#pragma once
+// prism::data::Dataset: a lazy, streaming dataset of Blocks (Ray Data's Dataset).
+//
+//   using namespace prism::data;
+//   Row AddOne(Row r) { r["id"] = std::get<int64_t>(r["id"]) + 1; return r; }
+//   bool IsEven(Row r) { return std::get<int64_t>(r["id"]) % 2 == 0; }
+//   Block Scale(Block b) { ... }
+//   PRISM_REMOTE(AddOne, IsEven, Scale);
+//
+//   Dataset ds = ReadHdf5("/data/train-*.h5").Map(AddOne).Filter(IsEven).MapBatches(Scale, 1024);
+//   for (const Block& batch : ds.IterBatches(256)) { ... }   // exactly 256 rows a batch
+//   ds.WriteHdf5("/out/train");                              // parts + _SUCCESS
+//
+// A Dataset is a plan: a source and the operators applied to it. Nothing runs until it is
+// consumed (IterBatches, Take, Count, Schema, Materialize, Write*); each consumption runs
+// the plan again (Materialize keeps the blocks, to run it once). Copying a Dataset is cheap
+// and shares the plan; every transform returns a new Dataset and leaves this one as is.
+//
+// Execution streams: the operators that map one block to one block (Map, MapBatches,
+// Filter, FlatMap, AddColumn, SelectColumns, DropColumns, Write) fuse into one task per
+// block, read included; the driver keeps a bounded number of bytes of blocks in flight per
+// operator (ExecutionOptions) and holds producers back while the consumer is behind.
+// Output keeps the source's order.
+//
+// UDFs are free functions registered with PRISM_REMOTE, passed by pointer and called by
+// their registered name on the rank that runs the block (every rank runs the same binary).
+// Row functions (Map, Filter, FlatMap) see a block's rows as Row maps, so they work on
+// scalar columns only (a column whose rows are arrays is an error there: use MapBatches).
+//
+// Errors: an exception in a UDF (or a missing column, a bad file) fails the consumption
+// with a prism::Error "prism::data: <operator> failed on block <index>: <type>: <message>".
+// Bad arguments (an unregistered function, batch_size 0, a missing file) throw
+// prism::Error at the call that takes them.
+//
+// Thread-safety: a Dataset is an immutable value, safe to share between threads; a
+// BatchIterator is used by one thread. Call from the driver (rank 0).
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "prism/data/block.h"
+#include "prism/platform/invoke.h"
+
+namespace prism::data {
+
+/// How a consumption runs (Ray's DataContext execution options, per Dataset here).
+struct ExecutionOptions {
+  /// Bytes of blocks the pipeline may hold in the object store at once (running tasks'
+  /// inputs and expected outputs, and outputs not yet taken downstream), split evenly
+  /// among its task operators; an operator with nothing running and nothing buffered may
+  /// always run one task, so a pipeline never stalls. 0: 1 GiB. (Prism's public API does
+  /// not expose the store's capacity yet: set this to a share of
+  /// --prism-object-store-memory.)
+  uint64_t object_store_budget_bytes = 0;
+  /// Most tasks one operator runs at once. 0: twice the cluster's CPUs.
+  int max_tasks_in_flight_per_op = 0;
+  /// The longest the driver waits for any running task to finish, or for a block to be
+  /// fetched, before throwing prism::TimeoutError naming the operator.
+  double task_timeout_s = 600;
+};
+
+/// One physical operator of an execution: a fused stage of tasks, or a limit.
+struct OperatorStats {
+  std::string name;              // "ReadHdf5->Map(AddOne)->Filter(IsEven)", "Limit(10)"
+  int64_t tasks = 0;             // tasks launched
+  int64_t blocks = 0;            // blocks produced
+  int64_t rows = 0;              // rows produced
+  uint64_t bytes = 0;            // bytes of the blocks produced
+  uint64_t peak_bytes = 0;       // most bytes held at once (running + buffered)
+  int64_t peak_tasks_in_flight = 0;
+  uint64_t budget_bytes = 0;     // the share of the budget it had
+  double seconds = 0;            // from its first launch to its last block
+};
+
+/// What an execution did, per operator in plan order (Ray's ds.stats()).
+struct DatasetStats {
+  std::vector<OperatorStats> operators;
+  /// One line per operator: name, tasks, blocks, rows, bytes, peak bytes, time.
+  std::string ToString() const;
+};
+
+/// How a file source is cut into read tasks.
+struct ReadOptions {
+  /// Each read task reads about this many bytes (rows of HDF5 and .npy, bytes of CSV,
+  /// files of binary files; at least one row or file).
+  uint64_t target_block_bytes = 4 << 20;
+  /// If > 0, about this many read tasks instead (Ray's override_num_blocks).
+  int64_t override_num_blocks = 0;
+};
+
+namespace internal {
+struct DatasetState;
+struct IteratorState;
+}  // namespace internal
+
+/// Batches of exactly batch_size rows (the last one smaller unless drop_last), in order,
+/// re-batched across block boundaries (Ray's iter_batches). Move-only; one thread at a
+/// time. Dropping it stops the execution (its running tasks are cancelled).
+class BatchIterator {
+ public:
+  BatchIterator(BatchIterator&&) noexcept;
+  BatchIterator& operator=(BatchIterator&&) noexcept;
+  ~BatchIterator();
+
+  /// The next batch; std::nullopt at the end. Throws prism::Error if a task failed (naming
+  /// the operator and block), prism::TimeoutError past ExecutionOptions::task_timeout_s.
+  std::optional<Block> Next();
+  /// What the execution did so far.
+  DatasetStats Stats() const;
+
+  /// Input iterator for range-for: `for (const Block& batch : ds.IterBatches(64))`.
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Block;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Block*;
+    using reference = const Block&;
+    iterator() = default;
+    explicit iterator(BatchIterator* owner) : owner_(owner) { ++*this; }
+    const Block& operator*() const { return *current_; }
+    const Block* operator->() const { return &*current_; }
+    iterator& operator++() {
+      current_ = owner_->Next();
+      if (!current_) owner_ = nullptr;
+      return *this;
+    }
+    bool operator==(const iterator& other) const { return owner_ == other.owner_; }
+    bool operator!=(const iterator& other) const { return owner_ != other.owner_; }
+
+   private:
+    BatchIterator* owner_ = nullptr;
+    std::optional<Block> current_;
+  };
+  /// Starts the iteration (takes the first batch).
+  iterator begin() { return iterator(this); }
+  iterator end() { return iterator(); }
+
+ private:
+  friend class Dataset;
+  explicit BatchIterator(std::unique_ptr<internal::IteratorState> state);
+  std::unique_ptr<internal::IteratorState> state_;
+};
+
+/// A lazy dataset: a source and the operators on it. A cheap value (shares its plan).
+class Dataset {
+ public:
+  /// A dataset with no rows.
+  Dataset();
+  /// For the sources (internal): a dataset of this plan.
+  explicit Dataset(std::shared_ptr<const internal::DatasetState> state);
+
+  // ---- Transforms (lazy; each returns a new Dataset) -----------------------------------
+
+  /// Applies `fn` (Row -> Row, registered with PRISM_REMOTE) to every row (Ray's map).
+  /// Throws prism::Error if fn is not registered.
+  template <typename F>
+  Dataset Map(F fn) const {
+    static_assert(std::is_invocable_r_v<Row, F, const Row&>,
+                  "prism::data::Dataset::Map takes a function Row -> Row registered with PRISM_REMOTE");
+    return WithUdf(kMapOp, platform::RegisteredName(fn, "prism::data::Dataset::Map"));
+  }
+  /// Applies `fn` (Block -> Block, registered) to batches of `batch_size` rows of each
+  /// block (the last batch of a block smaller); the results are concatenated (Ray's
+  /// map_batches; batches here never span blocks). Throws prism::Error if fn is not
+  /// registered or batch_size <= 0.
+  template <typename F>
+  Dataset MapBatches(F fn, int64_t batch_size = 1024) const {
+    static_assert(std::is_invocable_r_v<Block, F, const Block&>,
+                  "prism::data::Dataset::MapBatches takes a function Block -> Block registered with "
+                  "PRISM_REMOTE");
+    return WithMapBatches(platform::RegisteredName(fn, "prism::data::Dataset::MapBatches"),
+                          batch_size);
+  }
+  /// Keeps the rows for which `fn` (Row -> bool, registered) is true. Columns keep their
+  /// dtypes. Throws prism::Error if fn is not registered.
+  template <typename F>
+  Dataset Filter(F fn) const {
+    static_assert(std::is_invocable_r_v<bool, F, const Row&>,
+                  "prism::data::Dataset::Filter takes a function Row -> bool registered with "
+                  "PRISM_REMOTE");
+    return WithUdf(kFilterOp, platform::RegisteredName(fn, "prism::data::Dataset::Filter"));
+  }
+  /// Replaces every row by the rows `fn` (Row -> std::vector<Row>, registered) returns.
+  template <typename F>
+  Dataset FlatMap(F fn) const {
+    static_assert(std::is_invocable_r_v<std::vector<Row>, F, const Row&>,
+                  "prism::data::Dataset::FlatMap takes a function Row -> std::vector<Row> "
+                  "registered with PRISM_REMOTE");
+    return WithUdf(kFlatMapOp, platform::RegisteredName(fn, "prism::data::Dataset::FlatMap"));
+  }
+  /// Adds (or replaces) the column `name`, computed by `fn` (Block -> Column, registered)
+  /// from each block; it must return one row per row (Ray's add_column).
+  template <typename F>
+  Dataset AddColumn(const std::string& name, F fn) const {
+    static_assert(std::is_invocable_r_v<Column, F, const Block&>,
+                  "prism::data::Dataset::AddColumn takes a function Block -> Column registered "
+                  "with PRISM_REMOTE");
+    return WithAddColumn(name, platform::RegisteredName(fn, "prism::data::Dataset::AddColumn"));
+  }
+  /// Keeps these columns, in this order. A missing column fails the consumption naming it.
+  /// Throws prism::Error for an empty list.
+  Dataset SelectColumns(const std::vector<std::string>& names) const;
+  /// Drops these columns. A missing column fails the consumption naming it.
+  Dataset DropColumns(const std::vector<std::string>& names) const;
+  /// The first n rows (in the source's order); once they are read, the rest of the
+  /// pipeline stops. Throws prism::Error for n < 0.
+  Dataset Limit(int64_t n) const;
+  /// The same plan, run with these options.
+  Dataset WithExecutionOptions(const ExecutionOptions& options) const;
+
+  // ---- Consumption (runs the plan) ---------------------------------------------------
+
+  /// Iterates over batches of exactly batch_size rows (re-batched across blocks; the last
+  /// one smaller unless drop_last), fetching `prefetch_batches` batches' worth of blocks
+  /// ahead to the driver. Throws prism::Error for batch_size <= 0 or prefetch_batches < 0.
+  BatchIterator IterBatches(int64_t batch_size = 256, int prefetch_batches = 1,
+                            bool drop_last = false) const;
+  /// The first n rows as Row maps (scalar columns only). Throws as IterBatches.
+  std::vector<Row> Take(int64_t n = 20) const;
+  /// The number of rows (counts from the blocks' metadata: no block reaches the driver).
+  int64_t Count() const;
+  /// The schema of the first non-empty block (runs the plan until it has one); an empty
+  /// schema if there are no rows.
+  data::Schema Schema() const;
+  /// Runs the plan and keeps its blocks in the object store: the returned Dataset reads
+  /// them (Ray's materialize).
+  Dataset Materialize() const;
+  /// The statistics of this Dataset's latest execution (empty before one).
+  DatasetStats Stats() const;
+  /// The number of blocks of the source (read tasks, or materialized blocks).
+  int64_t NumBlocks() const;
+
+  // ---- Sinks (run the plan; the output is committed only when complete) -------------
+
+  /// Writes each block as `dir/part-NNNNN.h5` (one dataset per column) and commits the
+  /// directory with a `_SUCCESS` manifest. Throws prism::Error as the consumption does.
+  void WriteHdf5(const std::string& dir) const;
+  /// Writes the column `column` of each block as `dir/part-NNNNN.npy`, then `_SUCCESS`.
+  void WriteNumpy(const std::string& dir, const std::string& column = "data") const;
+  /// Writes each block as `dir/part-NNNNN.csv` with a header row, then `_SUCCESS`.
+  void WriteCsv(const std::string& dir) const;
+
+ private:
+  enum UdfOp { kMapOp, kFilterOp, kFlatMapOp };
+  Dataset WithUdf(UdfOp op, const std::string& fn) const;
+  Dataset WithMapBatches(const std::string& fn, int64_t batch_size) const;
+  Dataset WithAddColumn(const std::string& name, const std::string& fn) const;
+  void Write(int format, const std::string& dir, const std::string& column) const;
+
+  std::shared_ptr<const internal::DatasetState> state_;
+};
+
+// ---- Sources ----------------------------------------------------------------------------
+
+/// Rows 0..n-1 in an int64 column "id" (Ray's range), in blocks of about 4 MiB (or
+/// override_num_blocks blocks). Throws prism::Error for n < 0.
+Dataset Range(int64_t n, int64_t override_num_blocks = 0);
+/// These rows (scalar values; Block::FromRows's rules), put into the object store now in
+/// blocks of about 4 MiB (or override_num_blocks blocks). Throws prism::Error as FromRows.
+Dataset FromItems(const std::vector<Row>& items, int64_t override_num_blocks = 0);
+/// The named datasets (all when empty) of an HDF5 file, a directory of them or a glob
+/// ("/data/train-*.h5"), one column per dataset, read in row ranges by tasks spread over
+/// the ranks. Lists the files now: throws prism::Error naming a missing file or dataset.
+Dataset ReadHdf5(const std::string& path_or_glob, const std::vector<std::string>& datasets = {},
+                 const ReadOptions& options = {});
+/// The arrays of .npy files (a file, directory or glob) as a column "data", read in row
+/// ranges. Throws prism::Error naming a missing or bad file.
+Dataset ReadNumpy(const std::string& path_or_glob, const ReadOptions& options = {});
+/// CSV files with a header row, read in byte ranges; column types are inferred from the
+/// first MiB of the first file and used for every block. Throws prism::Error naming a
+/// missing file.
+Dataset ReadCsv(const std::string& path_or_glob, char delimiter = ',', const ReadOptions& options = {});
+/// One row per file: "path" (with include_paths) and "bytes" (Ray's read_binary_files).
+Dataset ReadBinaryFiles(const std::string& path_or_glob, bool include_paths = true,
+                        const ReadOptions& options = {});
+
+}  // namespace prism::data

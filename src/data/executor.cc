@@ -1,0 +1,445 @@
+// The streaming executor: runs a fused plan (plan.h) as Prism tasks, driven from the
+// consumer's thread on the driver (Ray Data's StreamingExecutor, without its own thread).
+//
+// Physical operators, in plan order: the source (read tasks, each with the first fused
+// stage; or blocks already in the store), then for each Limit a limit (driver-only: it
+// counts rows from the blocks' metadata and cuts the block that crosses it) followed by
+// the next fused stage as a transform (one task per input block). Every task returns two
+// objects: the block and its BlockMeta (rows, bytes, schema, a Write's part), so the driver
+// schedules from metadata and never fetches a block it does not consume.
+//
+// Scheduling, each time the consumer asks for a block (Next):
+//   1. limits take what their upstream finished; a limit that has its rows stops every
+//      operator before it (their running tasks are cancelled, their blocks dropped);
+//   2. from the last operator to the first, an operator launches tasks while it has input,
+//      fewer than max_tasks_in_flight_per_op running, and the bytes it holds (running
+//      tasks' inputs and estimated outputs, finished blocks not yet taken downstream) plus
+//      the next task's stay within its share of the budget; an operator holding nothing
+//      may always launch one task, so the pipeline never stalls, and blocks not taken by
+//      a slow consumer hold their producer back;
+//   3. it waits at most 100 ms for any task (prism::Wait), records what finished, and
+//      emits finished blocks in input order (a block waits for those before it).
+// If no task finishes within task_timeout_s the execution fails with a TimeoutError; a
+// failed task fails it with the task's message, which names the operator and block.
+
+#include "data/executor.h"
+
+#include <algorithm>
+#include <exception>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+#include "prism/platform/invoke.h"
+#include "prism/remote.h"
+#include "prism/scheduling_strategy.h"
+#include "prism/task_caller.h"
+
+namespace prism::data::internal {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kDefaultBudget = 1ull << 30;
+constexpr int kWaitSliceMs = 100;
+
+std::tuple<Block, BlockMeta> Finished(const Block& block, const std::string& part_file,
+                                      int64_t part_rows, uint64_t part_bytes) {
+  BlockMeta meta = BlockMeta::Of(block);
+  meta.part_file = part_file;
+  meta.part_rows = part_rows;
+  meta.part_bytes = part_bytes;
+  return {block, std::move(meta)};
+}
+
+}  // namespace
+
+/// A read task and the stage fused after it (one task per read block).
+std::tuple<Block, BlockMeta> PrismDataReadStage(ReadTask read, std::vector<Op> ops, int64_t index) {
+  Block block;
+  try {
+    block = ExecuteRead(read);
+  } catch (...) {
+    throw Error("prism::data: " + read.Name() + " failed on block " + std::to_string(index) + ": " +
+                platform::DescribeException(std::current_exception()));
+  }
+  std::string part_file;
+  int64_t part_rows = 0;
+  uint64_t part_bytes = 0;
+  block = ApplyStage(std::move(block), ops, index, -1, &part_file, &part_rows, &part_bytes);
+  return Finished(block, part_file, part_rows, part_bytes);
+}
+
+/// A fused stage on a block of the stream.
+std::tuple<Block, BlockMeta> PrismDataTransformStage(Block input, int64_t keep_rows,
+                                                     std::vector<Op> ops, int64_t index) {
+  std::string part_file;
+  int64_t part_rows = 0;
+  uint64_t part_bytes = 0;
+  Block block = ApplyStage(std::move(input), ops, index, keep_rows, &part_file, &part_rows, &part_bytes);
+  return Finished(block, part_file, part_rows, part_bytes);
+}
+
+}  // namespace prism::data::internal
+
+// A stage task's (block, metadata) as one value, for the registry's whole-result invoker:
+// the generic std::tuple goes through Boost, which has no Block. Callers always split it
+// (SetNumReturns(2)), so this encoding only has to exist; it is only used in this file.
+namespace prism::internal {
+template <>
+struct Serializer<std::tuple<data::Block, data::internal::BlockMeta>> {
+  static void Write(Writer& w, const std::tuple<data::Block, data::internal::BlockMeta>& value) {
+    Serializer<data::Block>::Write(w, std::get<0>(value));
+    Serializer<data::internal::BlockMeta>::Write(w, std::get<1>(value));
+  }
+  static std::tuple<data::Block, data::internal::BlockMeta> Read(Reader& r) {
+    data::Block block = Serializer<data::Block>::Read(r);
+    return {std::move(block), Serializer<data::internal::BlockMeta>::Read(r)};
+  }
+};
+}  // namespace prism::internal
+
+PRISM_REMOTE(prism::data::internal::PrismDataReadStage,
+             prism::data::internal::PrismDataTransformStage);
+
+namespace prism::data::internal {
+
+BlockMeta BlockMeta::Of(const Block& block) {
+  BlockMeta meta;
+  meta.rows = block.num_rows();
+  meta.bytes = block.size_bytes();
+  for (const Field& f : block.schema().fields) {
+    meta.names.push_back(f.name);
+    meta.dtypes.push_back(static_cast<int32_t>(f.dtype));
+    meta.shapes.push_back(f.row_shape);
+  }
+  return meta;
+}
+
+data::Schema BlockMeta::ToSchema() const {
+  data::Schema schema;
+  for (size_t i = 0; i < names.size(); ++i) {
+    schema.fields.push_back({names[i], static_cast<DType>(dtypes.at(i)), shapes.at(i)});
+  }
+  return schema;
+}
+
+StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
+                                     const std::vector<Op>& ops, ExecutionOptions options,
+                                     std::shared_ptr<DatasetState::StatsBox> stats)
+    : options_(options), stats_box_(std::move(stats)) {
+  FusedPlan plan = Fuse(ops);
+  if (!source->blocks.empty() || source->reads.empty()) {
+    PhysicalOp input;
+    input.kind = PhysicalOp::kTransform;  // never launches: no upstream
+    input.stats.name = source->name;
+    for (const BlockHandle& h : source->blocks) {
+      input.outputs.push_back(h);
+      input.stats.blocks += 1;
+      input.stats.rows += h.rows();
+      input.stats.bytes += h.meta.bytes;
+    }
+    ops_.push_back(std::move(input));
+    if (!plan.stages[0].ops.empty()) {
+      PhysicalOp first;
+      first.kind = PhysicalOp::kTransform;
+      first.ops = plan.stages[0].ops;
+      first.stats.name = plan.stages[0].Name();
+      ops_.push_back(std::move(first));
+    }
+  } else {
+    PhysicalOp read;
+    read.kind = PhysicalOp::kRead;
+    read.ops = plan.stages[0].ops;
+    read.stats.name = source->name + (read.ops.empty() ? "" : "->" + plan.stages[0].Name());
+    for (size_t i = 0; i < source->reads.size(); ++i) {
+      read.reads.emplace_back(static_cast<int64_t>(i), source->reads[i]);
+    }
+    ops_.push_back(std::move(read));
+  }
+  for (size_t l = 0; l < plan.limits.size(); ++l) {
+    PhysicalOp limit;
+    limit.kind = PhysicalOp::kLimit;
+    limit.limit = plan.limits[l];
+    limit.stats.name = "Limit(" + std::to_string(limit.limit) + ")";
+    ops_.push_back(std::move(limit));
+    if (!plan.stages[l + 1].ops.empty()) {
+      PhysicalOp stage;
+      stage.kind = PhysicalOp::kTransform;
+      stage.ops = plan.stages[l + 1].ops;
+      stage.stats.name = plan.stages[l + 1].Name();
+      ops_.push_back(std::move(stage));
+    }
+  }
+
+  size_t task_ops = 0;
+  auto runs_tasks = [](const PhysicalOp& op) {
+    return op.kind == PhysicalOp::kRead || (op.kind == PhysicalOp::kTransform && !op.ops.empty());
+  };
+  for (const PhysicalOp& op : ops_) task_ops += runs_tasks(op) ? 1 : 0;
+  const uint64_t budget = options_.object_store_budget_bytes > 0 ? options_.object_store_budget_bytes
+                                                                 : kDefaultBudget;
+  budget_per_op_ = std::max<uint64_t>(1, budget / std::max<size_t>(1, task_ops));
+  for (PhysicalOp& op : ops_) op.stats.budget_bytes = runs_tasks(op) ? budget_per_op_ : 0;
+  if (options_.max_tasks_in_flight_per_op > 0) {
+    max_in_flight_ = options_.max_tasks_in_flight_per_op;
+  } else {
+    const auto resources = ClusterResources();
+    auto cpu = resources.find("CPU");
+    max_in_flight_ = std::max(1, static_cast<int>(2 * (cpu == resources.end() ? 1.0 : cpu->second)));
+  }
+  Publish();
+}
+
+StreamingExecutor::~StreamingExecutor() {
+  for (PhysicalOp& op : ops_) {
+    for (Running& run : op.running) {
+      try {
+        Cancel(run.meta);
+      } catch (...) {  // Shutdown already ran, or the task is gone: nothing to stop
+      }
+    }
+  }
+}
+
+bool StreamingExecutor::HasInput(size_t i) const {
+  const PhysicalOp& op = ops_[i];
+  if (op.stopped) return false;
+  if (op.kind == PhysicalOp::kRead) return !op.reads.empty();
+  return i > 0 && !ops_[i - 1].outputs.empty();
+}
+
+bool StreamingExecutor::Exhausted(size_t i) const {
+  const PhysicalOp& op = ops_[i];
+  if (!op.outputs.empty()) return false;
+  if (op.stopped) return true;
+  if (op.kind == PhysicalOp::kLimit) return op.limit_rows >= op.limit || Exhausted(i - 1);
+  if (!op.running.empty() || !op.done.empty()) return false;
+  if (op.kind == PhysicalOp::kRead) return op.reads.empty();
+  return i == 0 || Exhausted(i - 1);
+}
+
+uint64_t StreamingExecutor::HeldBytes(const PhysicalOp& op) const {
+  uint64_t held = 0;
+  for (const Running& run : op.running) held += run.held_bytes;
+  for (const auto& [index, h] : op.done) held += h.meta.bytes;
+  for (const BlockHandle& h : op.outputs) held += h.meta.bytes;
+  return held;
+}
+
+uint64_t StreamingExecutor::Estimate(size_t i) const {
+  const PhysicalOp& op = ops_[i];
+  if (op.kind == PhysicalOp::kRead) {
+    const uint64_t output =
+        op.stats.blocks > 0 ? op.output_bytes_total / static_cast<uint64_t>(op.stats.blocks)
+                            : op.reads.front().second.estimated_bytes;
+    return output;
+  }
+  const uint64_t input = ops_[i - 1].outputs.front().meta.bytes;
+  const uint64_t output =
+      op.stats.blocks > 0 ? op.output_bytes_total / static_cast<uint64_t>(op.stats.blocks) : input;
+  return input + output;
+}
+
+bool StreamingExecutor::CanLaunch(size_t i) const {
+  const PhysicalOp& op = ops_[i];
+  if (op.kind == PhysicalOp::kLimit || !HasInput(i)) return false;
+  if (static_cast<int>(op.running.size()) >= max_in_flight_) return false;
+  if (op.running.empty() && op.done.empty() && op.outputs.empty()) return true;
+  return HeldBytes(op) + Estimate(i) <= budget_per_op_;
+}
+
+void StreamingExecutor::Launch(size_t i) {
+  PhysicalOp& op = ops_[i];
+  Running run;
+  run.held_bytes = Estimate(i);
+  if (op.kind == PhysicalOp::kRead) {
+    auto [index, read] = std::move(op.reads.front());
+    op.reads.pop_front();
+    run.index = index;
+    std::tie(run.block, run.meta) = Task(PrismDataReadStage)
+                                        .SetSchedulingStrategy(SpreadSchedulingStrategy{})
+                                        .SetNumReturns(2)
+                                        .Remote(read, op.ops, index);
+  } else {
+    BlockHandle input = std::move(ops_[i - 1].outputs.front());
+    ops_[i - 1].outputs.pop_front();
+    run.index = input.index;
+    std::tie(run.block, run.meta) = Task(PrismDataTransformStage)
+                                        .SetNumReturns(2)
+                                        .Remote(input.block, input.keep_rows, op.ops, input.index);
+  }
+  if (!op.started) op.started = Clock::now();
+  op.order.push_back(run.index);
+  op.running.push_back(std::move(run));
+  op.stats.tasks += 1;
+  op.stats.peak_tasks_in_flight =
+      std::max<int64_t>(op.stats.peak_tasks_in_flight, static_cast<int64_t>(op.running.size()));
+  op.stats.peak_bytes = std::max(op.stats.peak_bytes, HeldBytes(op));
+}
+
+void StreamingExecutor::Schedule() {
+  for (size_t i = ops_.size(); i-- > 0;) {
+    while (CanLaunch(i)) Launch(i);
+  }
+}
+
+void StreamingExecutor::Stop(size_t upto) {
+  for (size_t j = 0; j < upto; ++j) {
+    PhysicalOp& op = ops_[j];
+    op.stopped = true;
+    op.reads.clear();
+    for (Running& run : op.running) {
+      try {
+        Cancel(run.meta);
+      } catch (...) {  // finished meanwhile: nothing to stop
+      }
+    }
+    op.running.clear();
+    op.done.clear();
+    op.order.clear();
+    op.outputs.clear();
+  }
+}
+
+void StreamingExecutor::MoveLimits() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    PhysicalOp& op = ops_[i];
+    if (op.kind != PhysicalOp::kLimit || op.stopped) continue;
+    while (op.limit_rows < op.limit && !ops_[i - 1].outputs.empty()) {
+      BlockHandle h = std::move(ops_[i - 1].outputs.front());
+      ops_[i - 1].outputs.pop_front();
+      const int64_t rows = std::min(h.rows(), op.limit - op.limit_rows);
+      if (rows < h.rows()) h.keep_rows = rows;
+      op.limit_rows += rows;
+      op.stats.blocks += 1;
+      op.stats.rows += rows;
+      op.stats.bytes += h.meta.bytes;
+      op.outputs.push_back(std::move(h));
+    }
+    if (op.limit_rows >= op.limit && !ops_[i - 1].stopped) Stop(i);
+  }
+}
+
+void StreamingExecutor::Finish(size_t i, size_t r) {
+  PhysicalOp& op = ops_[i];
+  Running run = std::move(op.running[r]);
+  op.running.erase(op.running.begin() + static_cast<std::ptrdiff_t>(r));
+  BlockMeta meta;
+  try {
+    meta = *Get(run.meta, 10000);
+  } catch (const TaskError& e) {
+    const std::string& original = e.OriginalMessage();
+    if (original.rfind("prism::data:", 0) == 0) {
+      Fail(original + " (on rank " + std::to_string(e.Rank()) + ")");
+    }
+    Fail("prism::data: " + op.stats.name + " failed on block " + std::to_string(run.index) + ": " +
+         e.what());
+  } catch (const std::exception& e) {
+    Fail("prism::data: " + op.stats.name + " failed on block " + std::to_string(run.index) + ": " +
+         e.what());
+  }
+  op.stats.blocks += 1;
+  op.stats.rows += meta.rows;
+  op.stats.bytes += meta.bytes;
+  op.output_bytes_total += meta.bytes;
+  op.stats.seconds = std::chrono::duration<double>(Clock::now() - *op.started).count();
+  op.done[run.index] = BlockHandle{run.index, std::move(run.block), std::move(meta), -1};
+  while (!op.order.empty()) {
+    auto it = op.done.find(op.order.front());
+    if (it == op.done.end()) break;
+    op.outputs.push_back(std::move(it->second));
+    op.done.erase(it);
+    op.order.pop_front();
+  }
+  op.stats.peak_bytes = std::max(op.stats.peak_bytes, HeldBytes(op));
+}
+
+bool StreamingExecutor::WaitForTasks(int timeout_ms) {
+  std::vector<ObjectRef<BlockMeta>> refs;
+  for (const PhysicalOp& op : ops_) {
+    for (const Running& run : op.running) refs.push_back(run.meta);
+  }
+  if (refs.empty()) return false;
+  WaitResult<BlockMeta> first = Wait(refs, 1, timeout_ms);
+  if (first.ready.empty()) return false;
+  WaitResult<BlockMeta> all = Wait(refs, static_cast<int>(refs.size()), 0);
+  for (const ObjectRef<BlockMeta>& ready : all.ready) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      auto& running = ops_[i].running;
+      auto it = std::find_if(running.begin(), running.end(),
+                             [&](const Running& run) { return run.meta == ready; });
+      if (it != running.end()) {
+        Finish(i, static_cast<size_t>(it - running.begin()));
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+void StreamingExecutor::Fail(const std::string& message) {
+  failed_ = message;
+  Stop(ops_.size());
+  Publish();
+  throw Error(message);
+}
+
+std::optional<BlockHandle> StreamingExecutor::Next() {
+  if (failed_) throw Error(*failed_);
+  auto last_progress = Clock::now();
+  const auto timeout = std::chrono::duration<double>(options_.task_timeout_s);
+  for (;;) {
+    MoveLimits();
+    PhysicalOp& last = ops_.back();
+    if (!last.outputs.empty()) {
+      BlockHandle h = std::move(last.outputs.front());
+      last.outputs.pop_front();
+      Schedule();  // refill what the consumer just freed while it works on this block
+      Publish();
+      return h;
+    }
+    if (Exhausted(ops_.size() - 1)) {
+      Publish();
+      return std::nullopt;
+    }
+    Schedule();
+    bool any_running = false;
+    for (const PhysicalOp& op : ops_) any_running = any_running || !op.running.empty();
+    if (!any_running) {
+      // Not reached by the rules above (an operator holding nothing may always launch);
+      // kept so that a mistake in them shows as an error, not a hang.
+      Fail("prism::data: the executor has nothing to run but the pipeline is not finished (a bug: "
+           "please report it with the plan: " + Stats().ToString() + ")");
+    }
+    if (WaitForTasks(kWaitSliceMs)) {
+      last_progress = Clock::now();
+    } else if (Clock::now() - last_progress > timeout) {
+      std::string names;
+      for (const PhysicalOp& op : ops_) {
+        if (!op.running.empty()) names += (names.empty() ? "" : ", ") + op.stats.name;
+      }
+      failed_ = "prism::data: no task of " + names + " finished in " +
+                std::to_string(options_.task_timeout_s) +
+                " s (ExecutionOptions::task_timeout_s): a UDF may be stuck";
+      Stop(ops_.size());
+      Publish();
+      throw TimeoutError(*failed_);
+    }
+  }
+}
+
+DatasetStats StreamingExecutor::Stats() const {
+  DatasetStats out;
+  for (const PhysicalOp& op : ops_) out.operators.push_back(op.stats);
+  return out;
+}
+
+void StreamingExecutor::Publish() {
+  if (!stats_box_) return;
+  std::lock_guard<std::mutex> lock(stats_box_->mutex);
+  stats_box_->stats = Stats();
+}
+
+}  // namespace prism::data::internal

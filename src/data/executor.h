@@ -1,0 +1,134 @@
+#pragma once
+// The streaming executor (internal): runs a fused plan as tasks, driven from the driver.
+// executor.cc explains the scheduling rule.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/plan.h"
+#include "prism/api.h"
+#include "prism/data/dataset.h"
+
+namespace prism::data::internal {
+
+/// What the driver learns about a block without fetching it (a task's second return).
+struct BlockMeta {
+  int64_t rows = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> names;
+  std::vector<int32_t> dtypes;
+  std::vector<std::vector<int64_t>> shapes;
+  std::string part_file;  // a Write's part ("" when the block had no rows)
+  int64_t part_rows = 0;
+  uint64_t part_bytes = 0;
+
+  static BlockMeta Of(const Block& block);
+  data::Schema ToSchema() const;
+
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & rows & bytes & names & dtypes & shapes & part_file & part_rows & part_bytes;
+  }
+};
+
+/// A block of the stream: its position, its object and what is known of it.
+struct BlockHandle {
+  int64_t index = 0;
+  ObjectRef<Block> block;
+  BlockMeta meta;
+  int64_t keep_rows = -1;  // a limit cut it: only its first keep_rows rows count
+  int64_t rows() const { return keep_rows >= 0 ? std::min(keep_rows, meta.rows) : meta.rows; }
+};
+
+/// Where a plan starts: read tasks, or blocks already in the store (FromItems,
+/// Materialize).
+struct Source {
+  std::vector<ReadTask> reads;
+  std::vector<BlockHandle> blocks;
+  std::string name;  // "ReadHdf5", "FromItems"
+};
+
+/// A Dataset's plan: its source and operators, shared by the copies of the Dataset.
+struct DatasetState {
+  std::shared_ptr<const Source> source;
+  std::vector<Op> ops;
+  ExecutionOptions options;
+  /// The latest execution's statistics, shared with every copy of this Dataset.
+  struct StatsBox {
+    std::mutex mutex;
+    DatasetStats stats;
+  };
+  std::shared_ptr<StatsBox> stats = std::make_shared<StatsBox>();
+};
+
+/// Runs one execution of a plan. Not thread-safe: one consumer thread.
+class StreamingExecutor {
+ public:
+  StreamingExecutor(std::shared_ptr<const Source> source, const std::vector<Op>& ops,
+                    ExecutionOptions options, std::shared_ptr<DatasetState::StatsBox> stats);
+  /// Cancels the tasks still running.
+  ~StreamingExecutor();
+  StreamingExecutor(const StreamingExecutor&) = delete;
+  StreamingExecutor& operator=(const StreamingExecutor&) = delete;
+
+  /// The next block of the output, in order; std::nullopt at the end. Throws prism::Error
+  /// naming the operator and block when a task failed (and again on every later call),
+  /// prism::TimeoutError when no task finished within options.task_timeout_s.
+  std::optional<BlockHandle> Next();
+  DatasetStats Stats() const;
+
+ private:
+  struct Running {
+    int64_t index = 0;
+    ObjectRef<Block> block;
+    ObjectRef<BlockMeta> meta;
+    uint64_t held_bytes = 0;  // the input's bytes and the output's estimate
+  };
+  struct PhysicalOp {
+    enum Kind { kRead, kTransform, kLimit } kind = kRead;
+    std::vector<Op> ops;                // kRead, kTransform
+    int64_t limit = 0;                  // kLimit
+    int64_t limit_rows = 0;             // kLimit: rows passed so far
+    std::deque<std::pair<int64_t, ReadTask>> reads;  // kRead: not launched yet
+    std::vector<Running> running;
+    std::deque<int64_t> order;             // launched indexes, oldest first
+    std::map<int64_t, BlockHandle> done;   // finished, waiting for those before them
+    std::deque<BlockHandle> outputs;       // in order, not yet taken downstream
+    uint64_t output_bytes_total = 0;       // for the output estimate
+    bool stopped = false;                  // a limit downstream has all its rows
+    OperatorStats stats;
+    std::optional<std::chrono::steady_clock::time_point> started;
+  };
+
+  bool Exhausted(size_t i) const;
+  bool HasInput(size_t i) const;
+  uint64_t HeldBytes(const PhysicalOp& op) const;
+  uint64_t Estimate(size_t i) const;
+  bool CanLaunch(size_t i) const;
+  void Launch(size_t i);
+  void Schedule();
+  void MoveLimits();
+  void Stop(size_t upto);
+  /// Waits (bounded) for running tasks; records the finished ones. False if none finished.
+  bool WaitForTasks(int timeout_ms);
+  void Finish(size_t i, size_t r);
+  void Publish();
+  [[noreturn]] void Fail(const std::string& message);
+
+  std::vector<PhysicalOp> ops_;
+  ExecutionOptions options_;
+  uint64_t budget_per_op_ = 0;
+  int max_in_flight_ = 1;
+  std::shared_ptr<DatasetState::StatsBox> stats_box_;
+  std::optional<std::string> failed_;
+};
+
+}  // namespace prism::data::internal

@@ -1,0 +1,130 @@
+#pragma once
+// A Dataset's plan (internal, pure logic: no runtime calls, no locks): its source as read
+// tasks, its operators, how consecutive operators fuse into stages, and what one fused
+// stage does to one block (ApplyStage, run inside the executor's tasks).
+//
+// Fusion (Ray Data's operator fusion, one rule): every operator that maps one block to one
+// block without looking at other blocks (Map, MapBatches, Filter, FlatMap, AddColumn,
+// SelectColumns, DropColumns, and the Write that ends a plan) joins the stage before it;
+// the read is the first stage's start. Limit is the only operator here that needs the
+// stream (it counts rows over blocks), so it ends a stage and runs on the driver. A plan
+// Read -> Map -> Filter -> MapBatches is one stage: one task per read block.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "prism/data/block.h"
+
+namespace prism::data::internal {
+
+/// One logical operator. A value sent to the tasks that run it (Boost-serialized).
+struct Op {
+  enum Kind : int32_t {
+    kMap,
+    kMapBatches,
+    kFilter,
+    kFlatMap,
+    kAddColumn,
+    kSelectColumns,
+    kDropColumns,
+    kLimit,
+    kWrite,
+  };
+  enum Format : int32_t { kHdf5, kNumpy, kCsv };
+
+  int32_t kind = kMap;
+  std::string fn;                    // the UDF's registered name (Map ... AddColumn)
+  int64_t batch_size = 0;            // MapBatches
+  std::string column;                // AddColumn: the new column; Write(NumPy): the column
+  std::vector<std::string> columns;  // SelectColumns, DropColumns
+  int64_t limit = 0;                 // Limit
+  int32_t format = kHdf5;            // Write
+  std::string dir;                   // Write
+
+  /// "Map(AddOne)", "MapBatches(Normalize)", "Limit(10)", "WriteCsv(/out)".
+  std::string Name() const;
+
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & kind & fn & batch_size & column & columns & limit & format & dir;
+  }
+};
+
+/// One read task of a file source: a row range (HDF5, .npy), a byte range (CSV) or a group
+/// of files (binary); or a range of integers (Range). A value sent to the read task.
+struct ReadTask {
+  enum Kind : int32_t { kRange, kHdf5, kNumpy, kCsv, kBinary };
+
+  int32_t kind = kRange;
+  std::vector<std::string> paths;  // one file (HDF5, .npy, CSV) or the group (binary)
+  std::vector<std::string> names;  // HDF5: the datasets (empty: all)
+  int64_t begin = 0, end = 0;      // rows (Range, HDF5, .npy) or bytes (CSV)
+  std::string column;              // Range: "id"; .npy: "data"
+  char delimiter = ',';
+  std::map<std::string, int32_t> column_types;  // CSV: DType by column name
+  bool include_paths = true;                    // binary
+  uint64_t estimated_bytes = 0;                 // of the block it reads
+
+  /// "ReadHdf5", "ReadNumpy", "ReadCsv", "ReadBinaryFiles", "Range".
+  std::string Name() const;
+
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & kind & paths & names & begin & end & column & delimiter & column_types & include_paths &
+        estimated_bytes;
+  }
+};
+
+/// Reads what a read task names, as one block. Throws prism::Error (from data/io.h) naming
+/// the file for a missing or bad file.
+Block ExecuteRead(const ReadTask& read);
+
+/// Fused operators that run together in one task per block.
+struct Stage {
+  std::vector<Op> ops;
+  /// "Map(AddOne)->Filter(IsEven)"; "" for no operators.
+  std::string Name() const;
+};
+
+/// A plan after fusion: stages separated by limits. stages.size() == limits.size() + 1;
+/// stages[0] starts at the source (its ops may be empty), stage i + 1 follows limits[i].
+struct FusedPlan {
+  std::vector<Stage> stages;
+  std::vector<int64_t> limits;
+};
+
+/// Fuses `ops` (Limit ends a stage; consecutive limits merge to the smallest). Pure.
+FusedPlan Fuse(const std::vector<Op>& ops);
+
+/// What a stage does to one block, with `index` the block's position in the stream (for
+/// error messages and part numbers). `keep_rows` >= 0 first keeps only the first
+/// keep_rows rows (a limit upstream cut the block). A Write writes the block as part
+/// `index` and returns an empty block; `part` then says what it wrote.
+///
+/// Throws prism::Error "prism::data: <operator> failed on block <index>: <message>" for
+/// any exception in an operator (a UDF's, a missing column, ...).
+Block ApplyStage(Block block, const std::vector<Op>& ops, int64_t index, int64_t keep_rows,
+                 std::string* part_file, int64_t* part_rows, uint64_t* part_bytes);
+
+/// The rows at `indices` (ascending) of `block`, in order, keeping every column's dtype.
+Block TakeRows(const Block& block, const std::vector<int64_t>& indices);
+
+/// How a file source is cut into read tasks.
+struct ReadPlanOptions {
+  /// Rows (or bytes) per read task are chosen so that each block is about this size.
+  uint64_t target_block_bytes = 4 << 20;
+  /// If > 0, cut the source into about this many read tasks instead (Ray's
+  /// override_num_blocks).
+  int64_t override_num_blocks = 0;
+};
+
+/// Row ranges [begin, end) covering `rows` rows whose size is about `row_bytes` each:
+/// blocks of about options.target_block_bytes (at least 1 row), or
+/// options.override_num_blocks blocks. No rows: no ranges. Pure.
+std::vector<std::pair<int64_t, int64_t>> SplitRows(int64_t rows, uint64_t row_bytes,
+                                                   const ReadPlanOptions& options);
+
+}  // namespace prism::data::internal
