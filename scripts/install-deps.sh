@@ -14,7 +14,7 @@ packages=(
   libpmix-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  python3-distributed python3-mpi4py python3-torch python3-numpy
+  python3-distributed python3-mpi4py python3-torch python3-numpy python3-pandas
   valgrind python3-matplotlib python3-optuna
 )
 # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
