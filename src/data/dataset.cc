@@ -46,12 +46,14 @@
 #include <sstream>
 #include <utility>
 
+#include "data/batcher.h"
 #include "data/executor.h"
 #include "data/io.h"
 #include "data/plan.h"
 
 namespace prism::data {
 
+using internal::Batcher;
 using internal::BlockHandle;
 using internal::DatasetState;
 using internal::Op;
@@ -64,13 +66,7 @@ namespace internal {
 
 struct IteratorState {
   std::unique_ptr<StreamingExecutor> executor;
-  int64_t batch_size = 0;
-  int prefetch_batches = 0;
-  bool drop_last = false;
-  int fetch_timeout_ms = 0;
-  std::deque<Block> pending;
-  int64_t pending_rows = 0;
-  bool exhausted = false;
+  std::unique_ptr<Batcher> batcher;  // data/batcher.h: slices, prefetch, reused buffers
 };
 
 namespace {
@@ -156,41 +152,7 @@ BatchIterator::~BatchIterator() = default;
 
 std::optional<Block> BatchIterator::Next() {
   internal::IteratorState& s = *state_;
-  const int64_t want = s.batch_size * (1 + static_cast<int64_t>(s.prefetch_batches));
-  while (!s.exhausted && s.pending_rows < want) {
-    std::optional<BlockHandle> h = s.executor->Next();
-    if (!h) {
-      s.exhausted = true;
-      break;
-    }
-    if (h->rows() == 0) continue;
-    Block block = Fetch(*h, s.fetch_timeout_ms);
-    s.pending_rows += block.num_rows();
-    s.pending.push_back(std::move(block));
-  }
-  if (s.pending_rows == 0) return std::nullopt;
-  if (s.pending_rows < s.batch_size && s.drop_last) {
-    s.pending.clear();
-    s.pending_rows = 0;
-    return std::nullopt;
-  }
-  int64_t need = std::min(s.batch_size, s.pending_rows);
-  std::vector<Block> pieces;
-  while (need > 0) {
-    Block& front = s.pending.front();
-    if (front.num_rows() <= need) {
-      need -= front.num_rows();
-      s.pending_rows -= front.num_rows();
-      pieces.push_back(std::move(front));
-      s.pending.pop_front();
-    } else {
-      pieces.push_back(front.Slice(0, need));
-      front = front.Slice(need, front.num_rows());
-      s.pending_rows -= need;
-      need = 0;
-    }
-  }
-  return pieces.size() == 1 ? pieces[0] : Block::Concat(pieces);
+  return s.batcher->Next([&s] { return s.executor->Next(); });
 }
 
 DatasetStats BatchIterator::Stats() const { return state_->executor->Stats(); }
@@ -302,10 +264,8 @@ BatchIterator Dataset::IterBatches(int64_t batch_size, int prefetch_batches, boo
   }
   auto s = std::make_unique<internal::IteratorState>();
   s->executor = Execute(*state_, state_->ops);
-  s->batch_size = batch_size;
-  s->prefetch_batches = prefetch_batches;
-  s->drop_last = drop_last;
-  s->fetch_timeout_ms = TimeoutMs(state_->options);
+  s->batcher = std::make_unique<internal::Batcher>(batch_size, prefetch_batches, drop_last,
+                                                   TimeoutMs(state_->options));
   return BatchIterator(std::move(s));
 }
 
