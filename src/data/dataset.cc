@@ -18,20 +18,21 @@
 // IterBatches(4096) 1.6 GiB/s, with MapBatches(Identity) 0.9 (copies through Invoke).
 //
 // Next, in order:
-//   * UDF calls copy: platform::Invoke serializes its arguments and reads the result
-//     without an owner, so a MapBatches batch is copied in and out; give Invoke a payload
-//     owner (Blocks then alias) or a typed by-name lookup of the function pointer.
-//   * The budget's default is a fixed 1 GiB: the public API cannot read the object store's
-//     capacity or usage (ask the core for it, e.g. in ClusterResources or state::).
+//   * (data-perf, done) UDF calls no longer copy: platform::Invoke calls a function of the
+//     caller's exact signature directly. The budget's default is DefaultObjectStoreBudget()
+//     (half of ClusterResources()["object_store_memory"]); state::ListObjectStores gives
+//     each rank's store use and spilling. IterBatches re-batches in src/data/batcher.cc
+//     (slices, pulls ahead, reused buffers). perf/README.md "Data" has the figures.
 //   * MapBatches with a callable class in an ActorPool (concurrency min..max), retries of
 //     UDF exceptions (SetRetryExceptions), progress bars.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
 //     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
 //     inference instead.
-//   * perf/: the ingest and memory benchmarks of issue 17 (ingest: batches of 4096 rows
-//     over 4 MiB blocks are concatenated, a copy per batch on the driver; let read blocks
-//     follow the consumer's batch size, or hand out slices when a block holds a batch).
+//   * Ingest: read blocks could follow the consumer's batch size (a batch inside one block
+//     is a zero-copy slice; with 4 MiB blocks a 40 MiB batch is one memcpy). The budget is
+//     cluster-wide while each rank has its own store: at a 64 MiB cap, blocks gathered on
+//     one rank can spill (perf/data_memory_benchmark.cc).
 //
 // The Dataset API: sources, transforms (each a new Dataset sharing the source), and
 // consumptions that each run one StreamingExecutor.
