@@ -52,6 +52,8 @@ NORMALISATION_RULES = [
     (r"^train_", "matmul", "training samples/s: matrix-multiply GFLOP/s"),
     (r"^tune_search_optuna/", "reference", "a peer's figure (Optuna, same run): shown, never judged"),
     (r"^tune_bookkeeping_", None, "Tune bookkeeping overhead over sleeping trials: raw (the ideal is the sleep)"),
+    (r"^data_ingest|^data_map_batches", "memcpy", "Data ingest GiB/s: memcpy GB/s (a spanning batch is one copy)"),
+    (r"^data_udf_call$|^data_memory_", None, "Data UDF call time, memory and spilled bytes: raw, their own targets"),
     (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
 ]
@@ -65,6 +67,8 @@ PART_GROUPS = {
     "checkpoint": "checkpoint",
     "callgrind": "callgrind",
     "tune": "tune",
+    "data_ingest": "data",
+    "data_memory": "data",
 }
 
 
@@ -242,7 +246,7 @@ def fmt(v):
 
 
 GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "tune",
-               "callgrind"]
+               "data", "callgrind"]
 
 
 def check_suite(d, path):

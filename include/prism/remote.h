@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -53,6 +54,10 @@ struct RemoteFunction {
   PartsInvoker invoke_parts;  // functions and methods returning a tuple or pair
   size_t num_parts = 0;       // its size
   GeneratorInvoker generate;  // streaming generators (first parameter StreamWriter<T>&)
+  /// Free functions: the pointer itself and its type, for a caller on this rank that knows
+  /// the signature and calls it directly (platform::Invoke: no serialization).
+  void (*pointer)() = nullptr;
+  const std::type_info* pointer_type = nullptr;
 };
 
 template <typename T>
@@ -182,6 +187,8 @@ RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
       CheckArity(name, sizeof...(Args), args.size());
       InvokeFree(f, args, out, std::index_sequence_for<Args...>{});
     };
+    fn.pointer = reinterpret_cast<void (*)()>(f);
+    fn.pointer_type = &typeid(R (*)(Args...));
     if constexpr (TupleLike<R>::value) {
       fn.num_parts = std::tuple_size_v<R>;
       fn.invoke_parts = [f, name](void*, const std::vector<ByteView>& args, std::vector<Buffer>& parts,

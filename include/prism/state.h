@@ -179,6 +179,30 @@ struct ErrorState {
   void serialize(Ar& ar, unsigned) { ar & time_ns & type & message & id & rank; }
 };
 
+/// One rank's object store (Ray's `ray memory --stats-only` and its object store and
+/// spill metrics, per rank: in Prism each rank has its own store). Bytes are of
+/// serialized values; capacity is the rank's object_store_memory
+/// (--prism-object-store-memory), which ClusterResources()["object_store_memory"] sums.
+struct ObjectStoreState {
+  int rank = 0;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;       // in memory now (values made here and copies fetched)
+  uint64_t peak_used_bytes = 0;  // the most in memory at once since the rank started
+  uint64_t num_objects = 0;      // in memory or spilled
+  uint64_t spilled_bytes = 0;    // on disk now
+  uint64_t num_spilled = 0;
+  uint64_t spilled_bytes_total = 0;  // ever written to disk to make room (Ray's spilled_bytes_total)
+  uint64_t num_spilled_total = 0;
+  uint64_t restored_bytes_total = 0;  // ever read back from disk
+  uint64_t num_restored_total = 0;
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & rank & capacity_bytes & used_bytes & peak_used_bytes & num_objects & spilled_bytes &
+        num_spilled & spilled_bytes_total & num_spilled_total & restored_bytes_total &
+        num_restored_total;
+  }
+};
+
 std::vector<NodeState> ListNodes();
 /// Every actor of the job, dead ones included.
 std::vector<ActorState> ListActors();
@@ -190,6 +214,14 @@ std::vector<JobState> ListJobs();
 std::vector<WorkerState> ListWorkers();
 /// The most recent `limit` errors, oldest first.
 std::vector<ErrorState> ListErrors(size_t limit = 100);
+/// The object store of the rank the caller runs on, read now (no message). Throws
+/// RuntimeError before Init. Thread-safe.
+ObjectStoreState GetLocalObjectStore();
+/// Every rank's object store, by rank: the caller's own read in place, each other rank's
+/// by a task pinned to it that asks for no CPU (so it runs even while the rank's CPUs are
+/// busy). Throws TimeoutError if a rank does not answer within `timeout_ms`. Callable from
+/// the driver and from tasks.
+std::vector<ObjectStoreState> ListObjectStores(int64_t timeout_ms = 60000);
 
 }  // namespace prism::state
 

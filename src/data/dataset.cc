@@ -18,20 +18,21 @@
 // IterBatches(4096) 1.6 GiB/s, with MapBatches(Identity) 0.9 (copies through Invoke).
 //
 // Next, in order:
-//   * UDF calls copy: platform::Invoke serializes its arguments and reads the result
-//     without an owner, so a MapBatches batch is copied in and out; give Invoke a payload
-//     owner (Blocks then alias) or a typed by-name lookup of the function pointer.
-//   * The budget's default is a fixed 1 GiB: the public API cannot read the object store's
-//     capacity or usage (ask the core for it, e.g. in ClusterResources or state::).
+//   * (data-perf, done) UDF calls no longer copy: platform::Invoke calls a function of the
+//     caller's exact signature directly. The budget's default is DefaultObjectStoreBudget()
+//     (half of ClusterResources()["object_store_memory"]); state::ListObjectStores gives
+//     each rank's store use and spilling. IterBatches re-batches in src/data/batcher.cc
+//     (slices, pulls ahead, reused buffers). perf/README.md "Data" has the figures.
 //   * MapBatches with a callable class in an ActorPool (concurrency min..max), retries of
 //     UDF exceptions (SetRetryExceptions), progress bars.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
 //     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
 //     inference instead.
-//   * perf/: the ingest and memory benchmarks of issue 17 (ingest: batches of 4096 rows
-//     over 4 MiB blocks are concatenated, a copy per batch on the driver; let read blocks
-//     follow the consumer's batch size, or hand out slices when a block holds a batch).
+//   * Ingest: read blocks could follow the consumer's batch size (a batch inside one block
+//     is a zero-copy slice; with 4 MiB blocks a 40 MiB batch is one memcpy). The budget is
+//     cluster-wide while each rank has its own store: at a 64 MiB cap, blocks gathered on
+//     one rank can spill (perf/data_memory_benchmark.cc).
 //
 // The Dataset API: sources, transforms (each a new Dataset sharing the source), and
 // consumptions that each run one StreamingExecutor.
@@ -46,12 +47,14 @@
 #include <sstream>
 #include <utility>
 
+#include "data/batcher.h"
 #include "data/executor.h"
 #include "data/io.h"
 #include "data/plan.h"
 
 namespace prism::data {
 
+using internal::Batcher;
 using internal::BlockHandle;
 using internal::DatasetState;
 using internal::Op;
@@ -64,13 +67,7 @@ namespace internal {
 
 struct IteratorState {
   std::unique_ptr<StreamingExecutor> executor;
-  int64_t batch_size = 0;
-  int prefetch_batches = 0;
-  bool drop_last = false;
-  int fetch_timeout_ms = 0;
-  std::deque<Block> pending;
-  int64_t pending_rows = 0;
-  bool exhausted = false;
+  std::unique_ptr<Batcher> batcher;  // data/batcher.h: slices, prefetch, reused buffers
 };
 
 namespace {
@@ -156,41 +153,7 @@ BatchIterator::~BatchIterator() = default;
 
 std::optional<Block> BatchIterator::Next() {
   internal::IteratorState& s = *state_;
-  const int64_t want = s.batch_size * (1 + static_cast<int64_t>(s.prefetch_batches));
-  while (!s.exhausted && s.pending_rows < want) {
-    std::optional<BlockHandle> h = s.executor->Next();
-    if (!h) {
-      s.exhausted = true;
-      break;
-    }
-    if (h->rows() == 0) continue;
-    Block block = Fetch(*h, s.fetch_timeout_ms);
-    s.pending_rows += block.num_rows();
-    s.pending.push_back(std::move(block));
-  }
-  if (s.pending_rows == 0) return std::nullopt;
-  if (s.pending_rows < s.batch_size && s.drop_last) {
-    s.pending.clear();
-    s.pending_rows = 0;
-    return std::nullopt;
-  }
-  int64_t need = std::min(s.batch_size, s.pending_rows);
-  std::vector<Block> pieces;
-  while (need > 0) {
-    Block& front = s.pending.front();
-    if (front.num_rows() <= need) {
-      need -= front.num_rows();
-      s.pending_rows -= front.num_rows();
-      pieces.push_back(std::move(front));
-      s.pending.pop_front();
-    } else {
-      pieces.push_back(front.Slice(0, need));
-      front = front.Slice(need, front.num_rows());
-      s.pending_rows -= need;
-      need = 0;
-    }
-  }
-  return pieces.size() == 1 ? pieces[0] : Block::Concat(pieces);
+  return s.batcher->Next([&s] { return s.executor->Next(); });
 }
 
 DatasetStats BatchIterator::Stats() const { return state_->executor->Stats(); }
@@ -302,10 +265,8 @@ BatchIterator Dataset::IterBatches(int64_t batch_size, int prefetch_batches, boo
   }
   auto s = std::make_unique<internal::IteratorState>();
   s->executor = Execute(*state_, state_->ops);
-  s->batch_size = batch_size;
-  s->prefetch_batches = prefetch_batches;
-  s->drop_last = drop_last;
-  s->fetch_timeout_ms = TimeoutMs(state_->options);
+  s->batcher = std::make_unique<internal::Batcher>(batch_size, prefetch_batches, drop_last,
+                                                   TimeoutMs(state_->options));
   return BatchIterator(std::move(s));
 }
 

@@ -41,7 +41,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kDefaultBudget = 1ull << 30;
+constexpr uint64_t kBudgetWithoutStoreCapacity = 1ull << 30;
 constexpr int kWaitSliceMs = 100;
 
 std::tuple<Block, BlockMeta> Finished(const Block& block, const std::string& part_file,
@@ -54,6 +54,21 @@ std::tuple<Block, BlockMeta> Finished(const Block& block, const std::string& par
 }
 
 }  // namespace
+
+}  // namespace prism::data::internal
+
+namespace prism::data {
+
+uint64_t DefaultObjectStoreBudget() {
+  const auto resources = ClusterResources();
+  auto store = resources.find("object_store_memory");
+  if (store == resources.end() || store->second <= 0) return internal::kBudgetWithoutStoreCapacity;
+  return std::max<uint64_t>(1, static_cast<uint64_t>(store->second * kDefaultObjectStoreFraction));
+}
+
+}  // namespace prism::data
+
+namespace prism::data::internal {
 
 /// A read task and the stage fused after it (one task per read block).
 std::tuple<Block, BlockMeta> PrismDataReadStage(ReadTask read, std::vector<Op> ops, int64_t index) {
@@ -179,7 +194,7 @@ StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
   };
   for (const PhysicalOp& op : ops_) task_ops += runs_tasks(op) ? 1 : 0;
   const uint64_t budget = options_.object_store_budget_bytes > 0 ? options_.object_store_budget_bytes
-                                                                 : kDefaultBudget;
+                                                                 : DefaultObjectStoreBudget();
   budget_per_op_ = std::max<uint64_t>(1, budget / std::max<size_t>(1, task_ops));
   for (PhysicalOp& op : ops_) op.stats.budget_bytes = runs_tasks(op) ? budget_per_op_ : 0;
   if (options_.max_tasks_in_flight_per_op > 0) {

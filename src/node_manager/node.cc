@@ -44,6 +44,23 @@ std::vector<std::map<std::string, double>> Node::Capacities() const {
   return out;
 }
 
+state::ObjectStoreState Node::LocalObjectStore() {
+  const MemoryStore::Usage u = store_.GetUsage();
+  state::ObjectStoreState out;
+  out.rank = options_.rank;
+  out.capacity_bytes = u.capacity;
+  out.used_bytes = u.bytes;
+  out.peak_used_bytes = u.peak_bytes;
+  out.num_objects = u.num_objects;
+  out.spilled_bytes = u.spilled_bytes;
+  out.num_spilled = u.num_spilled;
+  out.spilled_bytes_total = u.spilled_bytes_total;
+  out.num_spilled_total = u.num_spilled_total;
+  out.restored_bytes_total = u.restored_bytes_total;
+  out.num_restored_total = u.num_restored_total;
+  return out;
+}
+
 Node::~Node() = default;
 
 bool Node::Stop() {

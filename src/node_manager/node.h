@@ -83,6 +83,7 @@ class Node : public CoreApi {
   const std::vector<std::string>& NodeIds() const override { return options_.node_ids; }
   const std::string& JobId() const override { return options_.job_id; }
   std::vector<std::map<std::string, double>> Capacities() const override;
+  state::ObjectStoreState LocalObjectStore() override;
 
   /// One control-plane call to the head (see common/head_calls.h): sends `args`, waits for
   /// the answer and returns its result. Rethrows the head's error (ResourceError or

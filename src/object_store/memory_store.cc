@@ -241,6 +241,8 @@ void MemoryStore::MakeRoom(uint64_t need) {
         bytes_ -= e.size;
         spilled_bytes_ += e.size;
         ++num_spilled_;
+        spilled_bytes_total_ += e.size;
+        ++num_spilled_total_;
       }
     }
     victims.clear();  // drop our references: the memory is free now
@@ -262,6 +264,7 @@ void MemoryStore::Put(ObjectId id, Payload value) {
       if (bytes_ + size <= capacity_ || made_room) {
         Entry& e = objects_[id];
         bytes_ += size;
+        peak_bytes_ = std::max(peak_bytes_, bytes_);
         e.value = std::move(value);
         e.size = size;
         Touch(e, id);
@@ -297,6 +300,8 @@ Payload MemoryStore::Restore(ObjectId id) {
   }
   Payload value = ReadSpillFile(PathOf(id), writer_, id, size);
   std::lock_guard<AdaptiveMutex> lock(mu_);
+  restored_bytes_total_ += size;
+  ++num_restored_total_;
   auto it = objects_.find(id);
   if (it == objects_.end()) return value;
   Entry& e = it->second;
@@ -305,6 +310,7 @@ Payload MemoryStore::Restore(ObjectId id) {
     e.value = value;
     e.spilled = false;
     bytes_ += size;
+    peak_bytes_ = std::max(peak_bytes_, bytes_);
     spilled_bytes_ -= size;
     --num_spilled_;
     Touch(e, id);
@@ -461,6 +467,22 @@ uint64_t MemoryStore::SpilledBytes() {
 size_t MemoryStore::NumSpilled() {
   std::lock_guard<AdaptiveMutex> lock(mu_);
   return num_spilled_;
+}
+
+MemoryStore::Usage MemoryStore::GetUsage() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  Usage u;
+  u.capacity = capacity_;
+  u.bytes = bytes_;
+  u.peak_bytes = peak_bytes_;
+  u.num_objects = objects_.size();
+  u.spilled_bytes = spilled_bytes_;
+  u.num_spilled = num_spilled_;
+  u.spilled_bytes_total = spilled_bytes_total_;
+  u.num_spilled_total = num_spilled_total_;
+  u.restored_bytes_total = restored_bytes_total_;
+  u.num_restored_total = num_restored_total_;
+  return u;
 }
 
 }  // namespace prism::internal

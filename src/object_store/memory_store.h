@@ -87,6 +87,20 @@ class MemoryStore {
   uint64_t SpilledBytes();
   size_t NumSpilled();
   uint64_t capacity() const { return capacity_; }
+  /// What the store holds now and has done since it started (state::ObjectStoreState).
+  struct Usage {
+    uint64_t capacity = 0;
+    uint64_t bytes = 0;         // in memory now
+    uint64_t peak_bytes = 0;    // most ever in memory at once
+    uint64_t num_objects = 0;   // in memory, spilled, or errors
+    uint64_t spilled_bytes = 0;  // on disk now
+    uint64_t num_spilled = 0;
+    uint64_t spilled_bytes_total = 0;  // ever written to disk
+    uint64_t num_spilled_total = 0;
+    uint64_t restored_bytes_total = 0;  // ever read back from disk
+    uint64_t num_restored_total = 0;
+  };
+  Usage GetUsage();
   /// Deletes the spill directory and every spilled object with it (at shutdown).
   void RemoveSpillFiles();
 
@@ -129,6 +143,11 @@ class MemoryStore {
   uint64_t bytes_ = 0;       // in memory
   uint64_t spilled_bytes_ = 0;
   size_t num_spilled_ = 0;
+  uint64_t peak_bytes_ = 0;
+  uint64_t spilled_bytes_total_ = 0;
+  uint64_t num_spilled_total_ = 0;
+  uint64_t restored_bytes_total_ = 0;
+  uint64_t num_restored_total_ = 0;
   bool spill_dir_made_ = false;
 };
 

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -65,6 +66,8 @@ InProcessCluster::InProcessCluster(InProcessOptions options) : impl_(std::make_u
     std::map<std::string, double> amounts = options.resources;
     amounts["CPU"] = options.num_cpus;
     if (!options.gpu_ids.empty()) amounts["GPU"] = static_cast<double>(options.gpu_ids.size());
+    amounts["object_store_memory"] =
+        std::min<double>(static_cast<double>(options.object_store_memory), internal::kMaxResourceAmount);
     amounts["rank:" + std::to_string(r)] = 1;
     capacities.emplace_back(amounts);
     node_ids.push_back(options.ranks_per_node > 0 ? "node-" + std::to_string(r / options.ranks_per_node)

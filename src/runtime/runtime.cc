@@ -190,6 +190,11 @@ ResourceSet OwnResources(const Settings& s, const HostFacts& host, const LaunchI
   // "memory" in bytes, as Ray counts it: 70% of this rank's share of the host.
   r.Set("memory", static_cast<int64_t>(host.memory_bytes * 0.7 / std::max(1, launch.local_size)) *
                       kResourceUnit);
+  // "object_store_memory" in bytes, as Ray reports it: this rank's store capacity. No task
+  // asks for it (it is never held), so the public API can read the capacity from it.
+  r.Set("object_store_memory",
+        static_cast<int64_t>(std::min<double>(static_cast<double>(s.object_store_memory), kMaxResourceAmount)) *
+            kResourceUnit);
   for (const auto& [name, amount] : s.custom_resources) r.Set(name, ToUnits(amount));
   r.Set("rank:" + std::to_string(rank), kResourceUnit);
   return r;

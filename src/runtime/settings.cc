@@ -126,9 +126,9 @@ void CheckResourceName(const std::string& what, const std::string& name) {
   if (name.find_first_of(":,") != std::string::npos) {
     Fail(what + ": resource name \"" + name + "\" must not contain ':' or ','");
   }
-  if (name == "CPU" || name == "GPU" || name == "memory") {
+  if (name == "CPU" || name == "GPU" || name == "memory" || name == "object_store_memory") {
     Fail(what + ": \"" + name + "\" is built in, not a custom resource; set it with " +
-         (name == "memory" ? "object_store_memory"
+         (name == "memory" || name == "object_store_memory" ? "object_store_memory"
           : name == "CPU"  ? "num_cpus"
                            : "num_gpus") +
          " instead");

@@ -51,6 +51,31 @@ TEST(Spill, PutsBeyondTheCapSpillAndComeBackIntact) {
   EXPECT_TRUE(PollUntil([] { return FilesOn(0) == 0; })) << FilesOn(0) << " spill files left";
 }
 
+TEST(Spill, CapacityAndSpillingAreOnThePublicSurface) {
+  // The test runs with --prism-object-store-memory=64M: Ray's cluster_resources() key.
+  EXPECT_DOUBLE_EQ(prism::ClusterResources().at("object_store_memory"), 64.0 * (1 << 20) * World());
+  EXPECT_DOUBLE_EQ(prism::AvailableResources().at("object_store_memory"), 64.0 * (1 << 20) * World());
+  const auto before = prism::state::ListObjectStores();
+  ASSERT_EQ(before.size(), static_cast<size_t>(World()));
+  const int last = World() - 1;
+  std::vector<prism::ObjectRef<std::vector<double>>> refs;
+  for (uint64_t i = 0; i < 10; ++i) refs.push_back(On(last, SpMake).Remote(kDoubles, 400 + i));
+  // 80 MiB made on one 64 MiB rank: at least 16 MiB of it was written to disk there.
+  EXPECT_TRUE(PollUntil([&] {
+    return prism::state::ListObjectStores()[last].spilled_bytes_total >=
+           before[last].spilled_bytes_total + (16u << 20);
+  }));
+  const auto after = prism::state::ListObjectStores();
+  for (int r = 0; r < World(); ++r) {
+    EXPECT_EQ(after[r].rank, r);
+    EXPECT_EQ(after[r].capacity_bytes, 64u << 20) << r;
+    EXPECT_LE(after[r].used_bytes, after[r].capacity_bytes) << r;
+  }
+  EXPECT_GE(after[last].num_spilled_total, before[last].num_spilled_total + 2);
+  EXPECT_GE(after[last].peak_used_bytes, 48u << 20);
+  refs.clear();
+}
+
 TEST(Spill, TaskResultsSpillOnTheRankThatMadeThem) {
   const int last = World() - 1;
   std::vector<prism::ObjectRef<std::vector<double>>> refs;

@@ -88,6 +88,27 @@ TEST(InProcessCluster, TasksRunOnTheRankTheyWerePlacedOn) {
   EXPECT_EQ(prism::ClusterResources().at("CPU"), 6);
 }
 
+TEST(InProcessCluster, ObjectStoreCapacityAndUsageArePublic) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3, .object_store_memory = 64 << 20});
+  EXPECT_EQ(prism::ClusterResources().at("object_store_memory"), 3.0 * (64 << 20));
+  EXPECT_EQ(prism::AvailableResources().at("object_store_memory"), 3.0 * (64 << 20));
+  const auto before = prism::state::ListObjectStores();
+  ASSERT_EQ(before.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(before[r].rank, r);
+    EXPECT_EQ(before[r].capacity_bytes, 64u << 20);
+    EXPECT_EQ(before[r].spilled_bytes_total, 0u);
+  }
+  // 2 MiB made on rank 1 and pulled to the driver: both stores hold it.
+  auto made = prism::Task(IpMake).SetResource("rank:1", 0.01).Remote(1 << 18, 0.5);
+  ASSERT_EQ(made.Get(10000)->size(), size_t{1} << 18);
+  const auto after = prism::state::ListObjectStores();
+  EXPECT_GE(after[1].used_bytes, before[1].used_bytes + (2 << 20));
+  EXPECT_GE(after[0].used_bytes, before[0].used_bytes + (2 << 20));
+  EXPECT_GE(after[0].peak_used_bytes, after[0].used_bytes);
+  EXPECT_EQ(prism::state::GetLocalObjectStore().rank, 0);
+}
+
 TEST(InProcessCluster, LargeObjectsMoveBetweenRanks) {
   prism::platform::InProcessCluster cluster({.num_ranks = 3, .num_cpus = 1});
   const int n = 1 << 18;  // 2 MiB: far above the inline limit, so it is pulled

@@ -72,6 +72,40 @@ TEST(ObjectStore, SpillsLeastRecentlyUsedAndRestoresExactBytes) {
   EXPECT_LE(store.Bytes(), 10 * kMiB);
 }
 
+TEST(ObjectStore, UsageCountsWhatIsHeldAndWhatWasSpilledAndRestored) {
+  SpillDir dir;
+  MemoryStore store(10 * kMiB, dir.path());
+  MemoryStore::Usage u = store.GetUsage();
+  EXPECT_EQ(u.capacity, 10 * kMiB);
+  EXPECT_EQ(u.bytes, 0u);
+  EXPECT_EQ(u.spilled_bytes_total, 0u);
+  for (uint8_t i = 0; i < 4; ++i) store.Put(ObjectId(i + 1), Bytes(2 * kMiB, i));
+  u = store.GetUsage();
+  EXPECT_EQ(u.bytes, 8 * kMiB);
+  EXPECT_EQ(u.peak_bytes, 8 * kMiB);
+  EXPECT_EQ(u.num_objects, 4u);
+  EXPECT_EQ(u.spilled_bytes_total, 0u);  // fits: nothing spilled
+  for (uint8_t i = 4; i < 8; ++i) store.Put(ObjectId(i + 1), Bytes(2 * kMiB, i));
+  u = store.GetUsage();
+  EXPECT_EQ(u.num_spilled, 3u);
+  EXPECT_EQ(u.spilled_bytes, 6 * kMiB);
+  EXPECT_EQ(u.spilled_bytes_total, 6 * kMiB);
+  EXPECT_EQ(u.num_spilled_total, 3u);
+  EXPECT_LE(u.peak_bytes, 10 * kMiB);
+  EXPECT_EQ(u.restored_bytes_total, 0u);
+  // Reading a spilled object back counts as restored; freeing spilled objects lowers what
+  // is on disk now but never the totals.
+  ASSERT_TRUE(store.Find(ObjectId(1)).has_value());
+  u = store.GetUsage();
+  EXPECT_EQ(u.restored_bytes_total, 2 * kMiB);
+  EXPECT_EQ(u.num_restored_total, 1u);
+  store.Erase({ObjectId(1), ObjectId(2), ObjectId(3), ObjectId(4)});
+  u = store.GetUsage();
+  EXPECT_GE(u.spilled_bytes_total, 6 * kMiB);
+  EXPECT_EQ(u.num_objects, 4u);
+  EXPECT_EQ(u.bytes + u.spilled_bytes, 8 * kMiB);
+}
+
 TEST(ObjectStore, FreeingASpilledObjectDeletesItsFileAndTheDirGoesWithTheStore) {
   SpillDir dir;
   {

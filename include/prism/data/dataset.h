@@ -53,9 +53,8 @@ struct ExecutionOptions {
   /// Bytes of blocks the pipeline may hold in the object store at once (running tasks'
   /// inputs and expected outputs, and outputs not yet taken downstream), split evenly
   /// among its task operators; an operator with nothing running and nothing buffered may
-  /// always run one task, so a pipeline never stalls. 0: 1 GiB. (Prism's public API does
-  /// not expose the store's capacity yet: set this to a share of
-  /// --prism-object-store-memory.)
+  /// always run one task, so a pipeline never stalls. 0: DefaultObjectStoreBudget(), half
+  /// of the cluster's object store.
   uint64_t object_store_budget_bytes = 0;
   /// Most tasks one operator runs at once. 0: twice the cluster's CPUs.
   int max_tasks_in_flight_per_op = 0;
@@ -63,6 +62,15 @@ struct ExecutionOptions {
   /// fetched, before throwing prism::TimeoutError naming the operator.
   double task_timeout_s = 600;
 };
+
+/// The budget of an execution whose ExecutionOptions::object_store_budget_bytes is 0:
+/// kDefaultObjectStoreFraction (0.5, Ray's DataContext default) of the cluster's object
+/// store, ClusterResources()["object_store_memory"] (every rank's
+/// --prism-object-store-memory, summed). The other half is left for what the pipeline
+/// does not count: the copies the consumer fetches, and the user's own objects. Throws
+/// RuntimeError before prism::Init. Thread-safe.
+inline constexpr double kDefaultObjectStoreFraction = 0.5;
+uint64_t DefaultObjectStoreBudget();
 
 /// One physical operator of an execution: a fused stage of tasks, or a limit.
 struct OperatorStats {

@@ -12,6 +12,7 @@
 #include "prism/internal/buffer.h"
 #include "prism/internal/channel_inbox.h"
 #include "prism/internal/ids.h"
+#include "prism/state.h"
 
 namespace prism::internal {
 
@@ -149,6 +150,8 @@ class CoreApi {
   virtual const std::string& JobId() const = 0;
   /// Every rank's total resources, by rank.
   virtual std::vector<std::map<std::string, double>> Capacities() const = 0;
+  /// This rank's object store: capacity, bytes in memory and spilled (state.h).
+  virtual state::ObjectStoreState LocalObjectStore() = 0;
 };
 
 /// While alive on a thread, ObjectRef releases on that thread are held back until the

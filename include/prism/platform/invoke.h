@@ -1,15 +1,17 @@
 #pragma once
 // Invoke-by-name and serialization for libraries: a library gets a user's function as a
 // pointer on the driver, sends its registered name to the ranks that run it, and calls it
-// there by name with serialized arguments (how prism::train runs a training loop on each
-// worker). Values travel as bytes in Prism's own format (prism/serialization.h): trivially
-// copyable types, strings, vectors of them, and Boost-serializable types.
+// there by name (how prism::train runs a training loop on each worker): directly when the
+// caller names the function's exact signature, else with serialized arguments. Values
+// travel as bytes in Prism's own format (prism/serialization.h): trivially copyable types,
+// strings, vectors of them, and Boost-serializable types.
 
 #include <exception>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "prism/errors.h"
@@ -44,10 +46,27 @@ std::string RegisteredName(F f, const char* what = "a library") {
   }
 }
 
+/// The free function registered as `name`, as a pointer of type F (e.g. Block (*)(Block)),
+/// if it was registered with exactly that type; nullptr if it was not, or no function is
+/// registered under that name. Calling it costs what any call does: no serialization.
+/// Thread-safe.
+template <typename F>
+F FindFunction(const std::string& name) {
+  static_assert(std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>,
+                "prism::platform::FindFunction<F>: F is a function pointer type, e.g. int (*)(int)");
+  const internal::RemoteFunction* fn = internal::FunctionRegistry::Instance().FindByName(name);
+  if (fn == nullptr || fn->pointer == nullptr || *fn->pointer_type != typeid(F)) return nullptr;
+  return reinterpret_cast<F>(fn->pointer);
+}
+
 /// Calls the free function registered as `name` on this rank, now, on this thread, and
-/// returns its result as R (R = void: none). Throws Error if no such function is
-/// registered here, SerializationError if the result's bytes are not an R, and whatever
-/// the function throws.
+/// returns its result as R (R = void: none). A function registered as R(Args...) or
+/// R(const Args&...) is called directly: its arguments are copied as C++ values (a
+/// prism::data::Block copies shared pointers, never its columns' bytes) and its result is
+/// moved out, with no serialization. Any other signature (one whose parameters convert)
+/// goes through Prism's serialization, as a task's would. Throws Error if no such
+/// function is registered here, SerializationError if the result's bytes are not an R,
+/// and whatever the function throws.
 template <typename R, typename... Args>
 R Invoke(const std::string& name, const Args&... args) {
   const internal::RemoteFunction* fn = internal::FunctionRegistry::Instance().FindByName(name);
@@ -58,6 +77,14 @@ R Invoke(const std::string& name, const Args&... args) {
   if (fn->num_args != sizeof...(Args)) {
     throw Error("prism: \"" + name + "\" takes " + std::to_string(fn->num_args) + " argument(s), " +
                 std::to_string(sizeof...(Args)) + " given");
+  }
+  if (fn->pointer != nullptr) {
+    using ByValue = R (*)(Args...);
+    using ByReference = R (*)(const Args&...);
+    if (*fn->pointer_type == typeid(ByValue)) return reinterpret_cast<ByValue>(fn->pointer)(args...);
+    if (*fn->pointer_type == typeid(ByReference)) {
+      return reinterpret_cast<ByReference>(fn->pointer)(args...);
+    }
   }
   std::vector<internal::Buffer> bytes;
   bytes.reserve(sizeof...(Args));

@@ -213,6 +213,26 @@ TEST(Dataset, ASlowConsumerHoldsTheProducersBack) {
   EXPECT_LE(op.peak_tasks_in_flight, 4) << it.Stats().ToString();
 }
 
+TEST(Dataset, TheDefaultBudgetIsHalfTheClusterObjectStore) {
+  // Ray's DataContext rule: half of cluster_resources()["object_store_memory"], split among
+  // the task operators (here one: the fused Range->Map).
+  const double store = prism::ClusterResources().at("object_store_memory");
+  EXPECT_EQ(DefaultObjectStoreBudget(), static_cast<uint64_t>(store * 0.5));
+  BatchIterator it = Range(1000, 4).Map(AddOne).IterBatches(100);
+  ASSERT_TRUE(it.Next().has_value());
+  EXPECT_EQ(it.Stats().operators.at(0).budget_bytes, DefaultObjectStoreBudget());
+  // Two task operators (a limit splits the stages) share it.
+  BatchIterator two = Range(1000, 4).Map(AddOne).Limit(500).Map(AddOne).IterBatches(100);
+  ASSERT_TRUE(two.Next().has_value());
+  EXPECT_EQ(two.Stats().operators.front().budget_bytes, DefaultObjectStoreBudget() / 2);
+  // An explicit budget wins.
+  ExecutionOptions options;
+  options.object_store_budget_bytes = 12345;
+  BatchIterator set = Range(1000, 4).Map(AddOne).WithExecutionOptions(options).IterBatches(100);
+  ASSERT_TRUE(set.Next().has_value());
+  EXPECT_EQ(set.Stats().operators.at(0).budget_bytes, 12345u);
+}
+
 TEST(Dataset, ALimitStopsTheRestOfThePipeline) {
   // 40 blocks of one slow row: once Take has its 2 rows, no further task is launched.
   Dataset ds = Range(40, 40).Map(SlowRow);

@@ -11,6 +11,7 @@
 
 #include "prism/api.h"
 #include "prism/platform/in_process.h"
+#include "prism/platform/invoke.h"
 
 namespace {
 
@@ -314,6 +315,34 @@ std::vector<Block> DbSplit(Block b, int64_t parts) {
   return out;
 }
 PRISM_REMOTE(DbMake, DbAliases, DbSumLabels, DbHead, DbSplit);
+
+Block DbIdentity(Block b) { return b; }
+Block DbIdentityRef(const Block& b) { return b; }
+PRISM_REMOTE(DbIdentity, DbIdentityRef);
+
+TEST(DataBlockInvoke, ABlockPassesThroughInvokeWithoutACopyEitherWay) {
+  // platform::Invoke calls a function registered as Block(Block) or Block(const Block&)
+  // directly: the UDF sees the caller's columns and its result keeps them (a MapBatches
+  // batch read in place from the store stays in place).
+  const Block in = MakeBlock(1000);
+  for (const char* name : {"DbIdentity", "DbIdentityRef"}) {
+    const Block out = prism::platform::Invoke<Block>(name, in);
+    for (const auto& column : in.column_names()) {
+      EXPECT_EQ(out.GetColumn(column).data(), in.GetColumn(column).data()) << name << " " << column;
+    }
+  }
+  // A signature the caller does not name exactly still works, through serialization.
+  EXPECT_EQ(prism::platform::Invoke<int64_t>("DbSumLabels", in),
+            std::accumulate(in.GetColumn("label").Values<int64_t>().begin(),
+                            in.GetColumn("label").Values<int64_t>().end(), int64_t{0}));
+  const Block head = prism::platform::Invoke<Block>("DbHead", in, int64_t{10});
+  EXPECT_EQ(head.num_rows(), 10);
+  // The typed lookup: the pointer for the exact type, nullptr for any other or no name.
+  EXPECT_EQ(prism::platform::FindFunction<Block (*)(Block)>("DbIdentity"), &DbIdentity);
+  EXPECT_EQ(prism::platform::FindFunction<Block (*)(const Block&)>("DbIdentity"), nullptr);
+  EXPECT_EQ(prism::platform::FindFunction<Block (*)(const Block&)>("DbIdentityRef"), &DbIdentityRef);
+  EXPECT_EQ(prism::platform::FindFunction<Block (*)(Block)>("NoSuchFunction"), nullptr);
+}
 
 template <typename F>
 auto OnRank(int rank, F f) {
