@@ -23,8 +23,10 @@
 //     owner (Blocks then alias) or a typed by-name lookup of the function pointer.
 //   * The budget's default is a fixed 1 GiB: the public API cannot read the object store's
 //     capacity or usage (ask the core for it, e.g. in ClusterResources or state::).
-//   * MapBatches with a callable class in an ActorPool (concurrency min..max), retries of
-//     UDF exceptions (SetRetryExceptions), progress bars.
+//   * (data-pool branch, done) MapBatches(ActorClass<C>(args...), MapBatchesOptions) in an
+//     autoscaling actor pool (actor_pool_op.{h,cc}), max_retries/retry_exceptions on the
+//     map operators, progress lines (progress.{h,cc}); tests/mpi/data/actor_pool_test.cc.
+//     Not tested: a pool's retry after a lost rank (ActorError path), no failure test yet.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
 //     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
