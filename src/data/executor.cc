@@ -4,9 +4,12 @@
 // Physical operators, in plan order: the source (read tasks, each with the first fused
 // stage; or blocks already in the store), then for each Limit a limit (driver-only: it
 // counts rows from the blocks' metadata and cuts the block that crosses it) followed by
-// the next fused stage as a transform (one task per input block). Every task returns two
-// objects: the block and its BlockMeta (rows, bytes, schema, a Write's part), so the driver
-// schedules from metadata and never fetches a block it does not consume.
+// the next fused stage as a transform (one task per input block). A class MapBatches ends
+// the stage before it and is an actor pool of its own, with the function operators after
+// it in its calls (actor_pool_op.cc: sizing, retries, when the actors are killed). Every
+// task (and pool call) returns two objects: the block and its BlockMeta (rows, bytes,
+// schema, a Write's part), so the driver schedules from metadata and never fetches a block
+// it does not consume. A block whose UDF threw a RetryableError (plan.h) runs again.
 //
 // Scheduling, each time the consumer asks for a block (Next):
 //   1. limits take what their upstream finished; a limit that has its rows stops every
@@ -27,8 +30,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iostream>
 #include <exception>
+#include <iostream>
 #include <sstream>
 #include <tuple>
 #include <utility>
