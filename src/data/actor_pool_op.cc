@@ -124,6 +124,8 @@ std::tuple<Block, BlockMeta> MapActor::Call(Block input, int64_t keep_rows, std:
         out.push_back(udf_->Call(b == 0 && end == input.num_rows() ? input : input.Slice(b, end)));
       }
       block = out.size() == 1 ? out[0] : Block::Concat(out);
+    } catch (const prism::internal::ExitActorSignal&) {
+      throw;  // ExitActor(): the actor ends; the executor sends the block to another
     } catch (...) {
       ThrowOpFailure(op, index, attempt, std::current_exception());
     }

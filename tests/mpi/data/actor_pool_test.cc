@@ -105,6 +105,16 @@ class FailFirstClass {
   }
 };
 
+// Its actor dies (ExitActor: as if its rank were lost) on the first call on each block.
+class DiesOnFirstCall {
+ public:
+  DiesOnFirstCall() = default;
+  Block operator()(const Block& batch) {
+    if (!prism::kv::Put(FirstCallKey(batch), "1", false)) prism::ExitActor();
+    return batch;
+  }
+};
+
 PRISM_REMOTE(AddHundred, Negate, FailFirstCall);
 
 std::vector<int64_t> AllIds(const Dataset& ds) {
@@ -278,6 +288,21 @@ TEST(Retries, AnActorPoolRetriesACallThatThrew) {
 
   Dataset no_retry = RetryCase(40, 8).MapBatches(ActorClass<FailFirstClass>(), {.concurrency = 1});
   EXPECT_THAT(ErrorOf([&] { AllIds(no_retry); }), HasSubstr("MapBatches(FailFirstClass) failed on block"));
+}
+
+TEST(Retries, ABlockWhoseActorDiedGoesToANewActor) {
+  // max_retries (default 3) covers a dead actor without retry_exceptions, like a lost rank.
+  Dataset ds = RetryCase(20, 4).MapBatches(ActorClass<DiesOnFirstCall>(), {.concurrency = 1});
+  EXPECT_EQ(AllIds(ds), Iota(0, 20));
+  const OperatorStats& pool = PoolStats(ds.Stats());
+  EXPECT_EQ(pool.retries, 4) << ds.Stats().ToString();
+  EXPECT_EQ(pool.actors_started, 5);  // the first, and one replacing each dead actor
+  EXPECT_EQ(pool.peak_actors, 1);
+
+  Dataset no_retry = RetryCase(20, 4).MapBatches(ActorClass<DiesOnFirstCall>(),
+                                                 {.concurrency = 1, .max_retries = 0});
+  EXPECT_THAT(ErrorOf([&] { AllIds(no_retry); }), HasSubstr("MapBatches(DiesOnFirstCall) failed on block"));
+  EXPECT_TRUE(EventuallyNoLiveMapActors());
   prism::kv::Delete("retry-test/", /*by_prefix=*/true);
 }
 
