@@ -26,7 +26,8 @@
 //   * (data-pool branch, done) MapBatches(ActorClass<C>(args...), MapBatchesOptions) in an
 //     autoscaling actor pool (actor_pool_op.{h,cc}), max_retries/retry_exceptions on the
 //     map operators, progress lines (progress.{h,cc}); tests/mpi/data/actor_pool_test.cc.
-//     Not tested: a pool's retry after a lost rank (ActorError path), no failure test yet.
+//     A dead actor's block goes to a new actor (tested with ExitActor); a lost rank ends an
+//     MPI job today, so the task stages' SetMaxRetries path is not exercised by a test.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
 //     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
