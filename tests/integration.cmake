@@ -8,10 +8,18 @@ add_test(NAME app_core_demo_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:co
 set_tests_properties(app_core_demo_1rank app_core_demo_3ranks PROPERTIES
   TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "fib\\(12\\) = 144.*done")
 if(TARGET batch_predict)
-  add_test(NAME app_batch_predict_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict>)
+  # The default mode: ReadHdf5 -> MapBatches(model class in a pool of 1..3 actors) ->
+  # WriteHdf5, every prediction checked against a local run.
+  add_test(NAME app_batch_predict_3ranks
+           COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --max-actors=3
+                   --out=${PROJECT_BINARY_DIR}/app_batch_predict_out)
+  set_tests_properties(app_batch_predict_3ranks PROPERTIES
+    TIMEOUT 120 LABELS "apps;data" PASS_REGULAR_EXPRESSION "OK: all 12288 predictions match")
+  add_test(NAME app_batch_predict_tasks_3ranks
+           COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --mode=tasks)
   add_test(NAME app_batch_predict_actors_3ranks
            COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --mode=actors)
-  set_tests_properties(app_batch_predict_3ranks app_batch_predict_actors_3ranks PROPERTIES
+  set_tests_properties(app_batch_predict_tasks_3ranks app_batch_predict_actors_3ranks PROPERTIES
     TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "OK: all 12 shards match")
 endif()
 

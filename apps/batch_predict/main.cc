@@ -1,6 +1,15 @@
-// Batch prediction with tasks, after Ray's "batch prediction with tasks" example: load a model
-// once, Put it in the object store, run one prediction task per data shard with the model's
-// ObjectRef as argument, and gather the results as they arrive.
+// Batch prediction, after Ray's batch inference examples. The default mode runs it on Prism
+// Data (Ray Data's map_batches with a callable class):
+//
+//   ReadHdf5(<out>/inputs) -> MapBatches(ActorClass<ModelPredictor>(<out>/model.bin),
+//                                        {.batch_size, .concurrency = {min, max}})
+//                          -> WriteHdf5(<out>/predictions)
+//
+// each pool actor loading the model once; the driver then checks every prediction against
+// a local single-process run. --mode=tasks and --mode=actors run Ray Core's patterns instead:
+// load a model once, Put it in the object store, run one prediction task per data shard with
+// the model's ObjectRef as argument (or an ActorPool of predictors), and gather the results
+// as they arrive.
 //
 //   mpirun -n 3 ./batch_predict --shards=12 --shard-size=1024
 //
@@ -11,6 +20,8 @@
 // generated deterministically inside the task from the shard index, so no data is shipped.
 // The driver checks that the distributed results equal a local single-process run.
 #include <prism/api.h>
+#include <prism/data.h>
+#include <prism/platform/invoke.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +29,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -300,6 +313,80 @@ class Predictor {
 };
 PRISM_REMOTE(Predictor::Create, &Predictor::Predict);
 
+// ---- The Data pipeline (--mode=data) -----------------------------------------------------
+
+namespace {
+
+namespace data = prism::data;
+
+/// Writes the model where every rank can read it (a shared file system under Slurm).
+void SaveModel(const Model& model, const std::string& path) {
+  const std::string bytes = prism::platform::ToBytes(model);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write the model to " + path);
+}
+
+Model LoadModel(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open the model file " + path + " (is it on a file system every rank sees?)");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return prism::platform::FromBytes<Model>(bytes);
+}
+
+/// The rows of `n` samples: "id" (int64), "x" (float32 [784]) and "label" (int32).
+data::Block SampleRows(int64_t first_id, const std::vector<float>& x, const std::vector<int>& y) {
+  const int64_t n = static_cast<int64_t>(y.size());
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = first_id + i;
+  return data::Block::FromColumns(
+      {{"id", data::Column::FromVector(std::move(ids))},
+       {"x", data::Column::FromVector(std::vector<float>(x), {kInputs})},
+       {"label", data::Column::FromVector(std::vector<int32_t>(y.begin(), y.end()))}});
+}
+
+}  // namespace
+
+/// A block of Range ids that is one whole shard (all blocks have shard_size rows) -> that
+/// shard's samples, the same SampleStream as --mode=tasks generates.
+data::Block GenerateShard(data::Block ids) {
+  const auto id = ids.GetColumn("id").Values<int64_t>();
+  const int64_t n = static_cast<int64_t>(id.size());
+  std::vector<float> x;
+  std::vector<int> y;
+  SampleStream(static_cast<uint64_t>(id[0] / n)).Next(static_cast<int>(n), x, y);
+  return SampleRows(id[0], x, y);
+}
+PRISM_REMOTE(GenerateShard);
+
+/// The model as a callable class: each pool actor loads it once, then predicts batches.
+class ModelPredictor {
+ public:
+  explicit ModelPredictor(std::string model_path) : model_(LoadModel(model_path)) {}
+  /// id, label -> id, label, pred (int32), logits (float32 [10]).
+  data::Block operator()(const data::Block& batch) const { return PredictBlock(model_, batch); }
+
+  static data::Block PredictBlock(const Model& model, const data::Block& batch) {
+    const auto x = batch.GetColumn("x").Values<float>();
+    const int n = static_cast<int>(batch.num_rows());
+    std::vector<float> h(static_cast<size_t>(n) * model.hidden);
+    std::vector<float> logits(static_cast<size_t>(n) * model.classes);
+    std::vector<int32_t> pred(n);
+    HiddenLayer(model, x.data(), n, h.data());
+    for (int s = 0; s < n; ++s) {
+      float* l = &logits[static_cast<size_t>(s) * model.classes];
+      OutputLayer(model, &h[static_cast<size_t>(s) * model.hidden], l);
+      pred[s] = ArgMax(l, model.classes);
+    }
+    return batch.SelectColumns({"id", "label"})
+        .AddColumn("pred", data::Column::FromVector(std::move(pred)))
+        .AddColumn("logits", data::Column::FromVector(std::move(logits), {model.classes}));
+  }
+
+ private:
+  Model model_;
+};
+
 // ---- Driver ------------------------------------------------------------------------------
 
 namespace {
@@ -307,17 +394,35 @@ namespace {
 struct Options {
   int shards = 12;
   int shard_size = 1024;
-  bool actors = false;  // --mode=actors
+  std::string mode = "data";  // data, tasks or actors
+  int batch_size = 256;       // data: rows per model call
+  int min_actors = 1;         // data: the actor pool's size
+  int max_actors = 0;         //   (0: the cluster's CPUs)
+  std::string out = "batch_predict_out";
+  bool check = true;
   bool help = false;
 };
 
 constexpr const char* kUsage =
-    "usage: batch_predict [--mode=tasks|actors] [--shards=N] [--shard-size=M] [--prism-...]\n"
-    "  --mode=tasks     one task per shard, the model Put once (default)\n"
+    "usage: batch_predict [--mode=data|tasks|actors] [--shards=N] [--shard-size=M]\n"
+    "                     [--batch-size=B] [--min-actors=A] [--max-actors=A] [--out=DIR]\n"
+    "                     [--check|--no-check] [--prism-...]\n"
+    "  --mode=data      Prism Data (default): ReadHdf5(DIR/inputs) -> MapBatches(model class\n"
+    "                   in an actor pool) -> WriteHdf5(DIR/predictions)\n"
+    "  --mode=tasks     one task per shard, the model Put once\n"
     "  --mode=actors    one Predictor actor per rank loads the model once; an ActorPool\n"
     "                   feeds it the shards\n"
-    "  --shards=N       number of prediction tasks (1..100000, default 12)\n"
+    "  --shards=N       number of data shards (1..100000, default 12)\n"
     "  --shard-size=M   samples per shard (1..1000000, default 1024)\n"
+    "  --batch-size=B   data: samples per model call (1..1000000, default 256)\n"
+    "  --min-actors=A   data: the actor pool starts with A actors (1..4096, default 1)\n"
+    "  --max-actors=A   data: and grows to A while blocks wait (0..4096; 0, the default:\n"
+    "                   the cluster's CPUs)\n"
+    "  --out=DIR        data: where the model, inputs and predictions go, on a file system\n"
+    "                   every rank sees (default ./batch_predict_out; its inputs/ and\n"
+    "                   predictions/ are replaced)\n"
+    "  --check          compare every prediction with a local single-process run (default)\n"
+    "  --no-check       skip that comparison\n"
     "  --prism-*        Prism runtime flags, see prism/config.h\n";
 
 /// Parses a whole decimal int in [lo, hi]; false on anything else.
@@ -342,7 +447,10 @@ std::string ParseFlags(int argc, char** argv, Options& opt) {
     int lo, hi;
   };
   const Flag flags[] = {{"--shards", &opt.shards, 1, 100000},
-                        {"--shard-size", &opt.shard_size, 1, 1000000}};
+                        {"--shard-size", &opt.shard_size, 1, 1000000},
+                        {"--batch-size", &opt.batch_size, 1, 1000000},
+                        {"--min-actors", &opt.min_actors, 1, 4096},
+                        {"--max-actors", &opt.max_actors, 0, 4096}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--prism-", 0) == 0) {
@@ -356,8 +464,19 @@ std::string ParseFlags(int argc, char** argv, Options& opt) {
     }
     if (arg.rfind("--mode=", 0) == 0) {
       std::string mode = arg.substr(7);
-      if (mode != "tasks" && mode != "actors") return "--mode: '" + mode + "' is not tasks or actors";
-      opt.actors = mode == "actors";
+      if (mode != "data" && mode != "tasks" && mode != "actors") {
+        return "--mode: '" + mode + "' is not data, tasks or actors";
+      }
+      opt.mode = mode;
+      continue;
+    }
+    if (arg == "--check" || arg == "--no-check") {
+      opt.check = arg == "--check";
+      continue;
+    }
+    if (arg.rfind("--out=", 0) == 0 || arg == "--out") {
+      opt.out = arg == "--out" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(6);
+      if (opt.out.empty()) return "--out needs a directory";
       continue;
     }
     const Flag* match = nullptr;
@@ -398,7 +517,97 @@ std::string Rate(double samples, double seconds) {
   return s.str();
 }
 
+/// --mode=data: the pipeline on Prism Data, then the check of every prediction.
+int RunData(const Options& opt) {
+  using Clock = std::chrono::steady_clock;
+  namespace fs = std::filesystem;
+  auto ctx = prism::GetRuntimeContext();
+  auto cluster = prism::ClusterResources();
+  const int64_t total = static_cast<int64_t>(opt.shards) * opt.shard_size;
+  std::cout << "batch_predict (Prism Data): " << opt.shards << " shards x " << opt.shard_size
+            << " samples on " << ctx.GetWorldSize() << " rank(s), " << cluster["CPU"] << " CPU(s)\n"
+            << std::fixed << std::setprecision(3);
+  const fs::path out = fs::absolute(opt.out);
+  fs::create_directories(out);
+  fs::remove_all(out / "inputs");
+  fs::remove_all(out / "predictions");
+
+  // 1. The model, fitted once and saved where every actor can load it.
+  auto t0 = Clock::now();
+  const Model model = BuildModel(/*train_samples=*/2000, /*epochs=*/4);
+  SaveModel(model, (out / "model.bin").string());
+  std::cout << "model: MLP " << model.inputs << " -> " << model.hidden << " -> " << model.classes
+            << ", fitted and saved to " << (out / "model.bin").string() << " in " << Since(t0) << " s\n";
+
+  // 2. The inputs as HDF5, generated in parallel (one block per shard).
+  auto t_in = Clock::now();
+  data::Range(total, opt.shards).MapBatches(GenerateShard, opt.shard_size).WriteHdf5((out / "inputs").string());
+  std::cout << "inputs: " << total << " samples written to " << (out / "inputs").string() << " in "
+            << Since(t_in) << " s\n";
+
+  // 3. ReadHdf5 -> MapBatches(model class, actor pool) -> WriteHdf5.
+  auto t_run = Clock::now();
+  data::Dataset predictions =
+      data::ReadHdf5((out / "inputs").string())
+          .MapBatches(data::ActorClass<ModelPredictor>((out / "model.bin").string()),
+                      {.batch_size = opt.batch_size, .concurrency = {opt.min_actors, opt.max_actors}});
+  predictions.WriteHdf5((out / "predictions").string());
+  const double run_s = Since(t_run);
+  std::cout << "predicted " << total << " samples in " << run_s << " s: " << Rate(static_cast<double>(total), run_s)
+            << "\n" << predictions.Stats().ToString();
+
+  // 4. Read the predictions back: accuracy, and (--check) each one against a local run.
+  auto t_check = Clock::now();
+  int64_t rows = 0, correct = 0, mismatches = 0;
+  std::array<int64_t, kClasses> predicted{};
+  std::vector<float> x;
+  std::vector<int> y;
+  for (const data::Block& batch : data::ReadHdf5((out / "predictions").string()).IterBatches(opt.shard_size)) {
+    const auto id = batch.GetColumn("id").Values<int64_t>();
+    const auto label = batch.GetColumn("label").Values<int32_t>();
+    const auto pred = batch.GetColumn("pred").Values<int32_t>();
+    const auto logits = batch.GetColumn("logits").Values<float>();
+    data::Block expected;
+    if (opt.check) {
+      // Batches of shard_size rows, in order: batch k is shard k, generated here as the
+      // data mode's GenerateShard does, predicted in this process.
+      SampleStream(static_cast<uint64_t>(rows / opt.shard_size)).Next(static_cast<int>(batch.num_rows()), x, y);
+      expected = ModelPredictor::PredictBlock(model, SampleRows(rows, x, y));
+    }
+    for (int64_t i = 0; i < batch.num_rows(); ++i, ++rows) {
+      ++predicted[pred[i]];
+      correct += pred[i] == label[i] ? 1 : 0;
+      if (!opt.check) continue;
+      const bool same = id[i] == rows && label[i] == expected.GetColumn("label").Values<int32_t>()[i] &&
+                        pred[i] == expected.GetColumn("pred").Values<int32_t>()[i] &&
+                        std::memcmp(&logits[i * kClasses], &expected.GetColumn("logits").Values<float>()[i * kClasses],
+                                    kClasses * sizeof(float)) == 0;
+      if (!same && ++mismatches <= 5) {
+        std::cout << "  sample " << rows << " differs: id " << id[i] << ", predicted " << pred[i]
+                  << " (local " << expected.GetColumn("pred").Values<int32_t>()[i] << ")\n";
+      }
+    }
+  }
+  std::cout << "accuracy " << std::setprecision(2) << 100.0 * correct / std::max<int64_t>(1, rows)
+            << "%, class counts:" << std::setprecision(3);
+  for (auto c : predicted) std::cout << " " << c;
+  std::cout << "\n";
+  if (rows != total) {
+    std::cout << "MISMATCH: " << rows << " predictions read back, " << total << " expected\n";
+    return 1;
+  }
+  if (!opt.check) return 0;
+  std::cout << "local single-process check: " << Since(t_check) << " s\n";
+  if (mismatches > 0) {
+    std::cout << "MISMATCH: " << mismatches << " of " << total << " predictions differ from the local computation\n";
+    return 1;
+  }
+  std::cout << "OK: all " << total << " predictions match the local computation\n";
+  return 0;
+}
+
 int RunDriver(const Options& opt) {
+  if (opt.mode == "data") return RunData(opt);
   using Clock = std::chrono::steady_clock;
   auto ctx = prism::GetRuntimeContext();
   auto cluster = prism::ClusterResources();
@@ -429,7 +638,7 @@ int RunDriver(const Options& opt) {
     results.at(r.shard) = std::move(r);
   };
   auto t_run = Clock::now();
-  if (opt.actors) {
+  if (opt.mode == "actors") {
     // 2'. One Predictor per rank, each loading the model once; an ActorPool feeds shards.
     std::vector<prism::ActorHandle<Predictor>> predictors;
     for (int r = 0; r < ctx.GetWorldSize(); ++r) {
@@ -492,6 +701,7 @@ int RunDriver(const Options& opt) {
   std::cout << "\n";
 
   // 5. Verify against a local, single-process run of the same function.
+  if (!opt.check) return 0;
   auto t_local = Clock::now();
   int mismatches = 0;
   for (int s = 0; s < opt.shards; ++s) {

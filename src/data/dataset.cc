@@ -23,8 +23,11 @@
 //     (half of ClusterResources()["object_store_memory"]); state::ListObjectStores gives
 //     each rank's store use and spilling. IterBatches re-batches in src/data/batcher.cc
 //     (slices, pulls ahead, reused buffers). perf/README.md "Data" has the figures.
-//   * MapBatches with a callable class in an ActorPool (concurrency min..max), retries of
-//     UDF exceptions (SetRetryExceptions), progress bars.
+//   * (data-pool, done) MapBatches(ActorClass<C>(args...), MapBatchesOptions) in an
+//     autoscaling actor pool (actor_pool_op.{h,cc}), max_retries/retry_exceptions on the
+//     map operators, progress lines (progress.{h,cc}); tests/mpi/data/actor_pool_test.cc.
+//     A dead actor's block goes to a new actor (tested with ExitActor); a lost rank ends an
+//     MPI job today, so the task stages' SetMaxRetries path is not exercised by a test.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
 //     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
@@ -138,7 +141,12 @@ std::string DatasetStats::ToString() const {
     out << op.name << ": " << op.tasks << " tasks, " << op.blocks << " blocks, " << op.rows
         << " rows, " << op.bytes << " bytes, peak " << op.peak_bytes << " bytes (budget "
         << op.budget_bytes << ") and " << op.peak_tasks_in_flight << " tasks in flight, "
-        << std::fixed << std::setprecision(3) << op.seconds << " s\n";
+        << std::fixed << std::setprecision(3) << op.seconds << " s";
+    if (op.actors_started > 0) {
+      out << ", " << op.actors_started << " actors started (peak " << op.peak_actors << ")";
+    }
+    if (op.retries > 0) out << ", " << op.retries << " retries";
+    out << "\n";
   }
   return out.str();
 }
@@ -199,6 +207,62 @@ Dataset Dataset::WithMapBatches(const std::string& fn, int64_t batch_size) const
   op.kind = Op::kMapBatches;
   op.fn = fn;
   op.batch_size = batch_size;
+  return With(*state_, std::move(op));
+}
+
+Dataset Dataset::WithRetries(int max_retries, const RetryExceptions& retry) const {
+  Op op = state_->ops.back();
+  if (max_retries < 0) {
+    throw Error("prism::data::Dataset::" + op.Name() + ": max_retries is " + std::to_string(max_retries) +
+                "; use 0 (no retries) or more");
+  }
+  op.max_retries = max_retries;
+  op.retry_all = retry.all();
+  op.retry_types = retry.types();
+  auto state = std::make_shared<DatasetState>();
+  state->source = state_->source;
+  state->ops = state_->ops;
+  state->ops.back() = std::move(op);
+  state->options = state_->options;
+  return Dataset(std::move(state));
+}
+
+Dataset Dataset::WithActorClass(const std::string& name, const std::string& key,
+                                const std::vector<std::string>& args,
+                                const MapBatchesOptions& options) const {
+  const std::string what = "prism::data::Dataset::MapBatches(" + name + ")";
+  if (options.batch_size <= 0) {
+    throw Error(what + ": batch_size is " + std::to_string(options.batch_size) +
+                "; it must be a positive number of rows");
+  }
+  if (options.concurrency.min < 1) {
+    throw Error(what + ": concurrency.min is " + std::to_string(options.concurrency.min) +
+                "; a pool needs at least 1 actor");
+  }
+  if (options.concurrency.max != 0 && options.concurrency.max < options.concurrency.min) {
+    throw Error(what + ": concurrency is {" + std::to_string(options.concurrency.min) + ", " +
+                std::to_string(options.concurrency.max) +
+                "}: max must be >= min (or 0: as many actors as the cluster has CPUs)");
+  }
+  if (options.num_cpus < 0 || options.num_gpus < 0) {
+    throw Error(what + ": num_cpus and num_gpus must be >= 0");
+  }
+  if (options.max_retries < 0) {
+    throw Error(what + ": max_retries is " + std::to_string(options.max_retries) + "; use 0 or more");
+  }
+  Op op;
+  op.kind = Op::kMapBatchesClass;
+  op.fn = name;
+  op.batch_size = options.batch_size;
+  op.class_key = key;
+  op.class_args = args;
+  op.min_actors = options.concurrency.min;
+  op.max_actors = options.concurrency.max;
+  op.num_cpus = options.num_cpus;
+  op.num_gpus = options.num_gpus;
+  op.max_retries = options.max_retries;
+  op.retry_all = options.retry_exceptions.all();
+  op.retry_types = options.retry_exceptions.types();
   return With(*state_, std::move(op));
 }
 

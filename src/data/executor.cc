@@ -4,9 +4,12 @@
 // Physical operators, in plan order: the source (read tasks, each with the first fused
 // stage; or blocks already in the store), then for each Limit a limit (driver-only: it
 // counts rows from the blocks' metadata and cuts the block that crosses it) followed by
-// the next fused stage as a transform (one task per input block). Every task returns two
-// objects: the block and its BlockMeta (rows, bytes, schema, a Write's part), so the driver
-// schedules from metadata and never fetches a block it does not consume.
+// the next fused stage as a transform (one task per input block). A class MapBatches ends
+// the stage before it and is an actor pool of its own, with the function operators after
+// it in its calls (actor_pool_op.cc: sizing, retries, when the actors are killed). Every
+// task (and pool call) returns two objects: the block and its BlockMeta (rows, bytes,
+// schema, a Write's part), so the driver schedules from metadata and never fetches a block
+// it does not consume. A block whose UDF threw a RetryableError (plan.h) runs again.
 //
 // Scheduling, each time the consumer asks for a block (Next):
 //   1. limits take what their upstream finished; a limit that has its rows stops every
@@ -24,12 +27,17 @@
 
 #include "data/executor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <exception>
+#include <iostream>
 #include <sstream>
 #include <tuple>
 #include <utility>
 
+#include "data/actor_pool_op.h"
+#include "data/progress.h"
 #include "prism/platform/invoke.h"
 #include "prism/remote.h"
 #include "prism/scheduling_strategy.h"
@@ -71,7 +79,8 @@ uint64_t DefaultObjectStoreBudget() {
 namespace prism::data::internal {
 
 /// A read task and the stage fused after it (one task per read block).
-std::tuple<Block, BlockMeta> PrismDataReadStage(ReadTask read, std::vector<Op> ops, int64_t index) {
+std::tuple<Block, BlockMeta> PrismDataReadStage(ReadTask read, std::vector<Op> ops, int64_t index,
+                                                int32_t attempt) {
   Block block;
   try {
     block = ExecuteRead(read);
@@ -82,38 +91,23 @@ std::tuple<Block, BlockMeta> PrismDataReadStage(ReadTask read, std::vector<Op> o
   std::string part_file;
   int64_t part_rows = 0;
   uint64_t part_bytes = 0;
-  block = ApplyStage(std::move(block), ops, index, -1, &part_file, &part_rows, &part_bytes);
+  block = ApplyStage(std::move(block), ops, index, -1, &part_file, &part_rows, &part_bytes, attempt);
   return Finished(block, part_file, part_rows, part_bytes);
 }
 
 /// A fused stage on a block of the stream.
 std::tuple<Block, BlockMeta> PrismDataTransformStage(Block input, int64_t keep_rows,
-                                                     std::vector<Op> ops, int64_t index) {
+                                                     std::vector<Op> ops, int64_t index,
+                                                     int32_t attempt) {
   std::string part_file;
   int64_t part_rows = 0;
   uint64_t part_bytes = 0;
-  Block block = ApplyStage(std::move(input), ops, index, keep_rows, &part_file, &part_rows, &part_bytes);
+  Block block = ApplyStage(std::move(input), ops, index, keep_rows, &part_file, &part_rows,
+                           &part_bytes, attempt);
   return Finished(block, part_file, part_rows, part_bytes);
 }
 
 }  // namespace prism::data::internal
-
-// A stage task's (block, metadata) as one value, for the registry's whole-result invoker:
-// the generic std::tuple goes through Boost, which has no Block. Callers always split it
-// (SetNumReturns(2)), so this encoding only has to exist; it is only used in this file.
-namespace prism::internal {
-template <>
-struct Serializer<std::tuple<data::Block, data::internal::BlockMeta>> {
-  static void Write(Writer& w, const std::tuple<data::Block, data::internal::BlockMeta>& value) {
-    Serializer<data::Block>::Write(w, std::get<0>(value));
-    Serializer<data::internal::BlockMeta>::Write(w, std::get<1>(value));
-  }
-  static std::tuple<data::Block, data::internal::BlockMeta> Read(Reader& r) {
-    data::Block block = Serializer<data::Block>::Read(r);
-    return {std::move(block), Serializer<data::internal::BlockMeta>::Read(r)};
-  }
-};
-}  // namespace prism::internal
 
 PRISM_REMOTE(prism::data::internal::PrismDataReadStage,
              prism::data::internal::PrismDataTransformStage);
@@ -145,6 +139,8 @@ StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
                                      std::shared_ptr<DatasetState::StatsBox> stats)
     : options_(options), stats_box_(std::move(stats)) {
   FusedPlan plan = Fuse(ops);
+  // A class MapBatches ends the stage before it and starts its own (actor_pool_op.h).
+  std::vector<std::vector<Op>> first = SplitAtActorOps(plan.stages[0].ops);
   if (!source->blocks.empty() || source->reads.empty()) {
     PhysicalOp input;
     input.kind = PhysicalOp::kTransform;  // never launches: no upstream
@@ -156,22 +152,19 @@ StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
       input.stats.bytes += h.meta.bytes;
     }
     ops_.push_back(std::move(input));
-    if (!plan.stages[0].ops.empty()) {
-      PhysicalOp first;
-      first.kind = PhysicalOp::kTransform;
-      first.ops = plan.stages[0].ops;
-      first.stats.name = plan.stages[0].Name();
-      ops_.push_back(std::move(first));
-    }
+    AddStages(plan.stages[0].ops);
   } else {
     PhysicalOp read;
     read.kind = PhysicalOp::kRead;
-    read.ops = plan.stages[0].ops;
-    read.stats.name = source->name + (read.ops.empty() ? "" : "->" + plan.stages[0].Name());
+    read.ops = first[0];
+    read.stats.name = source->name + (read.ops.empty() ? "" : "->" + Stage{read.ops}.Name());
     for (size_t i = 0; i < source->reads.size(); ++i) {
       read.reads.emplace_back(static_cast<int64_t>(i), source->reads[i]);
     }
     ops_.push_back(std::move(read));
+    std::vector<Op> rest;
+    for (size_t g = 1; g < first.size(); ++g) rest.insert(rest.end(), first[g].begin(), first[g].end());
+    AddStages(rest);
   }
   for (size_t l = 0; l < plan.limits.size(); ++l) {
     PhysicalOp limit;
@@ -179,35 +172,51 @@ StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
     limit.limit = plan.limits[l];
     limit.stats.name = "Limit(" + std::to_string(limit.limit) + ")";
     ops_.push_back(std::move(limit));
-    if (!plan.stages[l + 1].ops.empty()) {
-      PhysicalOp stage;
-      stage.kind = PhysicalOp::kTransform;
-      stage.ops = plan.stages[l + 1].ops;
-      stage.stats.name = plan.stages[l + 1].Name();
-      ops_.push_back(std::move(stage));
-    }
+    AddStages(plan.stages[l + 1].ops);
   }
 
   size_t task_ops = 0;
   auto runs_tasks = [](const PhysicalOp& op) {
-    return op.kind == PhysicalOp::kRead || (op.kind == PhysicalOp::kTransform && !op.ops.empty());
+    return op.kind == PhysicalOp::kRead || op.kind == PhysicalOp::kActorPool ||
+           (op.kind == PhysicalOp::kTransform && !op.ops.empty());
   };
   for (const PhysicalOp& op : ops_) task_ops += runs_tasks(op) ? 1 : 0;
   const uint64_t budget = options_.object_store_budget_bytes > 0 ? options_.object_store_budget_bytes
                                                                  : DefaultObjectStoreBudget();
   budget_per_op_ = std::max<uint64_t>(1, budget / std::max<size_t>(1, task_ops));
   for (PhysicalOp& op : ops_) op.stats.budget_bytes = runs_tasks(op) ? budget_per_op_ : 0;
+  const auto resources = ClusterResources();
+  auto cpu = resources.find("CPU");
+  const double cpus = cpu == resources.end() ? 1.0 : cpu->second;
   if (options_.max_tasks_in_flight_per_op > 0) {
     max_in_flight_ = options_.max_tasks_in_flight_per_op;
   } else {
-    const auto resources = ClusterResources();
-    auto cpu = resources.find("CPU");
-    max_in_flight_ = std::max(1, static_cast<int>(2 * (cpu == resources.end() ? 1.0 : cpu->second)));
+    max_in_flight_ = std::max(1, static_cast<int>(2 * cpus));
+  }
+  for (PhysicalOp& op : ops_) {
+    if (op.kind != PhysicalOp::kActorPool) continue;
+    op.pool = std::make_shared<ActorPoolOp>(op.ops, ResolveMaxActors(op.ops[0].min_actors,
+                                                                     op.ops[0].max_actors, cpus));
+  }
+  // Every operator before the first limit produces one block per source block.
+  const int64_t source_blocks = static_cast<int64_t>(
+      source->blocks.empty() ? source->reads.size() : source->blocks.size());
+  bool after_limit = false;
+  for (const PhysicalOp& op : ops_) {
+    after_limit = after_limit || op.kind == PhysicalOp::kLimit;
+    totals_.push_back(after_limit ? -1 : source_blocks);
+  }
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  if (options_.progress_bars.value_or(tty)) {
+    // A log file gets a snapshot a second at most; a terminal is redrawn 5 times a second.
+    progress_ = std::make_unique<ProgressBars>(std::cerr, tty, std::chrono::milliseconds(tty ? 200 : 1000));
   }
   Publish();
 }
 
 StreamingExecutor::~StreamingExecutor() {
+  ClosePools(true);
+  if (progress_) progress_->Update(Stats(), totals_, Clock::now(), /*force=*/true);
   for (PhysicalOp& op : ops_) {
     for (Running& run : op.running) {
       try {
@@ -221,6 +230,7 @@ StreamingExecutor::~StreamingExecutor() {
 bool StreamingExecutor::HasInput(size_t i) const {
   const PhysicalOp& op = ops_[i];
   if (op.stopped) return false;
+  if (!op.retry.empty()) return true;
   if (op.kind == PhysicalOp::kRead) return !op.reads.empty();
   return i > 0 && !ops_[i - 1].outputs.empty();
 }
@@ -230,7 +240,7 @@ bool StreamingExecutor::Exhausted(size_t i) const {
   if (!op.outputs.empty()) return false;
   if (op.stopped) return true;
   if (op.kind == PhysicalOp::kLimit) return op.limit_rows >= op.limit || Exhausted(i - 1);
-  if (!op.running.empty() || !op.done.empty()) return false;
+  if (!op.running.empty() || !op.done.empty() || !op.retry.empty()) return false;
   if (op.kind == PhysicalOp::kRead) return op.reads.empty();
   return i == 0 || Exhausted(i - 1);
 }
@@ -238,6 +248,7 @@ bool StreamingExecutor::Exhausted(size_t i) const {
 uint64_t StreamingExecutor::HeldBytes(const PhysicalOp& op) const {
   uint64_t held = 0;
   for (const Running& run : op.running) held += run.held_bytes;
+  for (const Running& run : op.retry) held += run.held_bytes;
   for (const auto& [index, h] : op.done) held += h.meta.bytes;
   for (const BlockHandle& h : op.outputs) held += h.meta.bytes;
   return held;
@@ -245,6 +256,7 @@ uint64_t StreamingExecutor::HeldBytes(const PhysicalOp& op) const {
 
 uint64_t StreamingExecutor::Estimate(size_t i) const {
   const PhysicalOp& op = ops_[i];
+  if (!op.retry.empty()) return 0;  // its bytes are held already (HeldBytes)
   if (op.kind == PhysicalOp::kRead) {
     const uint64_t output =
         op.stats.blocks > 0 ? op.output_bytes_total / static_cast<uint64_t>(op.stats.blocks)
@@ -260,7 +272,10 @@ uint64_t StreamingExecutor::Estimate(size_t i) const {
 bool StreamingExecutor::CanLaunch(size_t i) const {
   const PhysicalOp& op = ops_[i];
   if (op.kind == PhysicalOp::kLimit || !HasInput(i)) return false;
-  if (static_cast<int>(op.running.size()) >= max_in_flight_) return false;
+  // An actor pool's size bounds its calls instead (ScheduleActorPool).
+  if (op.kind != PhysicalOp::kActorPool && static_cast<int>(op.running.size()) >= max_in_flight_) {
+    return false;
+  }
   if (op.running.empty() && op.done.empty() && op.outputs.empty()) return true;
   return HeldBytes(op) + Estimate(i) <= budget_per_op_;
 }
@@ -268,25 +283,25 @@ bool StreamingExecutor::CanLaunch(size_t i) const {
 void StreamingExecutor::Launch(size_t i) {
   PhysicalOp& op = ops_[i];
   Running run;
-  run.held_bytes = Estimate(i);
-  if (op.kind == PhysicalOp::kRead) {
-    auto [index, read] = std::move(op.reads.front());
-    op.reads.pop_front();
-    run.index = index;
-    std::tie(run.block, run.meta) = Task(PrismDataReadStage)
-                                        .SetSchedulingStrategy(SpreadSchedulingStrategy{})
-                                        .SetNumReturns(2)
-                                        .Remote(read, op.ops, index);
+  if (!op.retry.empty()) {  // a block to run again: its index is in `order` already
+    run = std::move(op.retry.front());
+    op.retry.pop_front();
   } else {
-    BlockHandle input = std::move(ops_[i - 1].outputs.front());
-    ops_[i - 1].outputs.pop_front();
-    run.index = input.index;
-    std::tie(run.block, run.meta) = Task(PrismDataTransformStage)
-                                        .SetNumReturns(2)
-                                        .Remote(input.block, input.keep_rows, op.ops, input.index);
+    run.held_bytes = Estimate(i);
+    if (op.kind == PhysicalOp::kRead) {
+      auto [index, read] = std::move(op.reads.front());
+      op.reads.pop_front();
+      run.index = index;
+      run.read = std::move(read);
+    } else {
+      run.input = std::move(ops_[i - 1].outputs.front());
+      ops_[i - 1].outputs.pop_front();
+      run.index = run.input.index;
+    }
+    op.order.push_back(run.index);
   }
+  Submit(i, run);
   if (!op.started) op.started = Clock::now();
-  op.order.push_back(run.index);
   op.running.push_back(std::move(run));
   op.stats.tasks += 1;
   op.stats.peak_tasks_in_flight =
@@ -294,10 +309,38 @@ void StreamingExecutor::Launch(size_t i) {
   op.stats.peak_bytes = std::max(op.stats.peak_bytes, HeldBytes(op));
 }
 
+void StreamingExecutor::Submit(size_t i, Running& run) {
+  PhysicalOp& op = ops_[i];
+  // System failures (a lost rank) are the core's retries; a stage takes its operators'
+  // largest max_retries (reads: Ray's default, 3).
+  int max_retries = op.kind == PhysicalOp::kRead ? 3 : 0;
+  for (const Op& o : op.ops) max_retries = std::max<int>(max_retries, o.max_retries);
+  if (op.kind == PhysicalOp::kRead) {
+    std::tie(run.block, run.meta) = Task(PrismDataReadStage)
+                                        .SetSchedulingStrategy(SpreadSchedulingStrategy{})
+                                        .SetMaxRetries(max_retries)
+                                        .SetNumReturns(2)
+                                        .Remote(*run.read, op.ops, run.index, run.attempt);
+  } else if (op.kind == PhysicalOp::kActorPool) {
+    std::tie(run.block, run.meta, run.actor) = op.pool->Submit(run.input, run.attempt);
+  } else {
+    std::tie(run.block, run.meta) = Task(PrismDataTransformStage)
+                                        .SetMaxRetries(max_retries)
+                                        .SetNumReturns(2)
+                                        .Remote(run.input.block, run.input.keep_rows, op.ops,
+                                                run.index, run.attempt);
+  }
+}
+
 void StreamingExecutor::Schedule() {
   for (size_t i = ops_.size(); i-- > 0;) {
-    while (CanLaunch(i)) Launch(i);
+    if (ops_[i].kind == PhysicalOp::kActorPool) {
+      ScheduleActorPool(i);
+    } else {
+      while (CanLaunch(i)) Launch(i);
+    }
   }
+  ClosePools(false);
 }
 
 void StreamingExecutor::Stop(size_t upto) {
@@ -305,6 +348,8 @@ void StreamingExecutor::Stop(size_t upto) {
     PhysicalOp& op = ops_[j];
     op.stopped = true;
     op.reads.clear();
+    op.retry.clear();
+    if (op.pool) op.pool->Close();
     for (Running& run : op.running) {
       try {
         Cancel(run.meta);
@@ -341,10 +386,18 @@ void StreamingExecutor::Finish(size_t i, size_t r) {
   PhysicalOp& op = ops_[i];
   Running run = std::move(op.running[r]);
   op.running.erase(op.running.begin() + static_cast<std::ptrdiff_t>(r));
+  if (op.pool && run.actor >= 0) op.pool->Release(run.actor);
   BlockMeta meta;
   try {
     meta = *Get(run.meta, 10000);
+  } catch (const ActorError& e) {
+    // The actor died under the call (its rank was lost): another actor takes the block.
+    if (op.pool) op.pool->Remove(run.actor);
+    if (Retry(i, run)) return;
+    Fail("prism::data: " + op.stats.name + " failed on block " + std::to_string(run.index) + ": " +
+         e.what());
   } catch (const TaskError& e) {
+    if (e.OriginalType() == kRetryableErrorType && Retry(i, run)) return;
     const std::string& original = e.OriginalMessage();
     if (original.rfind("prism::data:", 0) == 0) {
       Fail(original + " (on rank " + std::to_string(e.Rank()) + ")");
@@ -416,7 +469,9 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
       return h;
     }
     if (Exhausted(ops_.size() - 1)) {
+      ClosePools(true);
       Publish();
+      if (progress_) progress_->Update(Stats(), totals_, Clock::now(), /*force=*/true);
       return std::nullopt;
     }
     Schedule();
@@ -452,9 +507,61 @@ DatasetStats StreamingExecutor::Stats() const {
 }
 
 void StreamingExecutor::Publish() {
+  if (progress_) progress_->Update(Stats(), totals_, Clock::now());
   if (!stats_box_) return;
   std::lock_guard<std::mutex> lock(stats_box_->mutex);
   stats_box_->stats = Stats();
+}
+
+// ---- Actor pools and retries -------------------------------------------------------------
+
+void StreamingExecutor::AddStages(const std::vector<Op>& ops) {
+  for (std::vector<Op>& group : SplitAtActorOps(ops)) {
+    if (group.empty()) continue;
+    PhysicalOp stage;
+    stage.kind = group[0].kind == Op::kMapBatchesClass ? PhysicalOp::kActorPool : PhysicalOp::kTransform;
+    stage.stats.name = Stage{group}.Name();
+    stage.ops = std::move(group);
+    ops_.push_back(std::move(stage));
+  }
+}
+
+void StreamingExecutor::ScheduleActorPool(size_t i) {
+  PhysicalOp& op = ops_[i];
+  if (op.stopped) return;
+  op.pool->Scale(false, false);  // up to min, from the start (Ray starts min actors eagerly)
+  while (CanLaunch(i)) {
+    if (!op.pool->HasIdle() && op.pool->Scale(true, true) == 0) break;
+    Launch(i);
+  }
+  op.stats.actors_started = op.pool->started();
+  op.stats.peak_actors = op.pool->peak();
+}
+
+bool StreamingExecutor::Retry(size_t i, Running& run) {
+  PhysicalOp& op = ops_[i];
+  int max_retries = 0;
+  for (const Op& o : op.ops) max_retries = std::max<int>(max_retries, o.max_retries);
+  if (op.kind == PhysicalOp::kRead) max_retries = std::max(max_retries, 3);
+  if (run.attempt >= max_retries || op.stopped) return false;
+  run.attempt += 1;
+  run.actor = -1;
+  run.block = ObjectRef<Block>();
+  run.meta = ObjectRef<BlockMeta>();
+  op.stats.retries += 1;
+  op.retry.push_back(std::move(run));
+  return true;
+}
+
+void StreamingExecutor::ClosePools(bool all) {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    PhysicalOp& op = ops_[i];
+    if (!op.pool) continue;
+    // Kill the actors once no block can reach them any more.
+    if (all || op.stopped || (op.running.empty() && op.retry.empty() && Exhausted(i - 1))) {
+      op.pool->Close();
+    }
+  }
 }
 
 }  // namespace prism::data::internal

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/plan.h"
@@ -69,6 +70,9 @@ struct DatasetState {
   std::shared_ptr<StatsBox> stats = std::make_shared<StatsBox>();
 };
 
+class ActorPoolOp;   // data/actor_pool_op.h
+class ProgressBars;  // data/progress.h
+
 /// Runs one execution of a plan. Not thread-safe: one consumer thread.
 class StreamingExecutor {
  public:
@@ -91,9 +95,14 @@ class StreamingExecutor {
     ObjectRef<Block> block;
     ObjectRef<BlockMeta> meta;
     uint64_t held_bytes = 0;  // the input's bytes and the output's estimate
+    // What to run again on a retry: the read, or the input block.
+    std::optional<ReadTask> read;
+    BlockHandle input;
+    int32_t attempt = 0;   // 0: the block's first run
+    int64_t actor = -1;    // kActorPool: the actor that runs it
   };
   struct PhysicalOp {
-    enum Kind { kRead, kTransform, kLimit } kind = kRead;
+    enum Kind { kRead, kTransform, kLimit, kActorPool } kind = kRead;
     std::vector<Op> ops;                // kRead, kTransform
     int64_t limit = 0;                  // kLimit
     int64_t limit_rows = 0;             // kLimit: rows passed so far
@@ -104,6 +113,8 @@ class StreamingExecutor {
     std::deque<BlockHandle> outputs;       // in order, not yet taken downstream
     uint64_t output_bytes_total = 0;       // for the output estimate
     bool stopped = false;                  // a limit downstream has all its rows
+    std::deque<Running> retry;             // blocks to run again, before new input
+    std::shared_ptr<ActorPoolOp> pool;     // kActorPool: its actors (ops[0] is the class)
     OperatorStats stats;
     std::optional<std::chrono::steady_clock::time_point> started;
   };
@@ -122,6 +133,12 @@ class StreamingExecutor {
   void Finish(size_t i, size_t r);
   void Publish();
   [[noreturn]] void Fail(const std::string& message);
+  // Actor pools and retries (actor_pool_op.cc has the pool's rules).
+  void AddStages(const std::vector<Op>& ops);
+  void ScheduleActorPool(size_t i);
+  void Submit(size_t i, Running& run);
+  bool Retry(size_t i, Running& run);
+  void ClosePools(bool all);
 
   std::vector<PhysicalOp> ops_;
   ExecutionOptions options_;
@@ -129,6 +146,26 @@ class StreamingExecutor {
   int max_in_flight_ = 1;
   std::shared_ptr<DatasetState::StatsBox> stats_box_;
   std::optional<std::string> failed_;
+  std::vector<int64_t> totals_;  // blocks each operator will produce; -1: unknown
+  std::unique_ptr<ProgressBars> progress_;
 };
 
 }  // namespace prism::data::internal
+
+// A stage task's (block, metadata) as one value, for the registry's whole-result invoker:
+// the generic std::tuple goes through Boost, which has no Block. Callers always split it
+// (SetNumReturns(2)), so this encoding only has to exist; it is here for the
+// stage tasks and the actor pool's calls (actor_pool_op.cc).
+namespace prism::internal {
+template <>
+struct Serializer<std::tuple<data::Block, data::internal::BlockMeta>> {
+  static void Write(Writer& w, const std::tuple<data::Block, data::internal::BlockMeta>& value) {
+    Serializer<data::Block>::Write(w, std::get<0>(value));
+    Serializer<data::internal::BlockMeta>::Write(w, std::get<1>(value));
+  }
+  static std::tuple<data::Block, data::internal::BlockMeta> Read(Reader& r) {
+    data::Block block = Serializer<data::Block>::Read(r);
+    return {std::move(block), Serializer<data::internal::BlockMeta>::Read(r)};
+  }
+};
+}  // namespace prism::internal

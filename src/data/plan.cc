@@ -103,6 +103,8 @@ Block ApplyOne(const Block& block, const Op& op, int64_t index, std::string* par
     }
     case Op::kLimit:
       throw Error("a Limit inside a fused stage (a bug in prism::data's fusion)");
+    case Op::kMapBatchesClass:
+      throw Error("a class MapBatches inside a task stage (a bug in prism::data's executor)");
   }
   throw Error("unknown operator kind " + std::to_string(op.kind));
 }
@@ -114,6 +116,7 @@ std::string Op::Name() const {
     case kMap:
       return "Map(" + fn + ")";
     case kMapBatches:
+    case kMapBatchesClass:
       return "MapBatches(" + fn + ")";
     case kFilter:
       return "Filter(" + fn + ")";
@@ -203,15 +206,29 @@ FusedPlan Fuse(const std::vector<Op>& ops) {
   return plan;
 }
 
+void ThrowOpFailure(const Op& op, int64_t index, int32_t attempt, std::exception_ptr current) {
+  const std::string described = platform::DescribeException(current);
+  const std::string message =
+      "prism::data: " + op.Name() + " failed on block " + std::to_string(index) + ": " + described;
+  // DescribeException gives "<type>: <message>"; a type name holds no ": ".
+  const std::string type = described.substr(0, described.find(": "));
+  const bool retried = op.retry_all || std::find(op.retry_types.begin(), op.retry_types.end(),
+                                                 type) != op.retry_types.end();
+  if (retried && attempt < op.max_retries) {
+    throw RetryableError(message + " (attempt " + std::to_string(attempt + 1) + " of " +
+                         std::to_string(op.max_retries + 1) + ")");
+  }
+  throw Error(retried ? message + " (after " + std::to_string(attempt + 1) + " attempts)" : message);
+}
+
 Block ApplyStage(Block block, const std::vector<Op>& ops, int64_t index, int64_t keep_rows,
-                 std::string* part_file, int64_t* part_rows, uint64_t* part_bytes) {
+                 std::string* part_file, int64_t* part_rows, uint64_t* part_bytes, int32_t attempt) {
   if (keep_rows >= 0 && keep_rows < block.num_rows()) block = block.Slice(0, keep_rows);
   for (const Op& op : ops) {
     try {
       block = ApplyOne(block, op, index, part_file, part_rows, part_bytes);
     } catch (...) {
-      throw Error("prism::data: " + op.Name() + " failed on block " + std::to_string(index) +
-                  ": " + platform::DescribeException(std::current_exception()));
+      ThrowOpFailure(op, index, attempt, std::current_exception());
     }
   }
   return block;

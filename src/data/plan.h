@@ -11,6 +11,7 @@
 // Read -> Map -> Filter -> MapBatches is one stage: one task per read block.
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <string>
 #include <utility>
@@ -32,6 +33,7 @@ struct Op {
     kDropColumns,
     kLimit,
     kWrite,
+    kMapBatchesClass,  // a callable class in an actor pool (actor_pool_op.h): ends a stage
   };
   enum Format : int32_t { kHdf5, kNumpy, kCsv };
 
@@ -43,6 +45,16 @@ struct Op {
   int64_t limit = 0;                 // Limit
   int32_t format = kHdf5;            // Write
   std::string dir;                   // Write
+  // Retries of a UDF (MapOptions; Ray's max_retries and retry_exceptions).
+  int32_t max_retries = 3;
+  bool retry_all = false;                 // retry every exception
+  std::vector<std::string> retry_types;   // else these demangled types
+  // MapBatchesClass: the class (fn: its readable name), its constructor's argument bytes,
+  // and its pool (MapBatchesOptions).
+  std::string class_key;
+  std::vector<std::string> class_args;
+  int32_t min_actors = 1, max_actors = 0;
+  double num_cpus = 0, num_gpus = 0;
 
   /// "Map(AddOne)", "MapBatches(Normalize)", "Limit(10)", "WriteCsv(/out)".
   std::string Name() const;
@@ -50,6 +62,8 @@ struct Op {
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
     ar & kind & fn & batch_size & column & columns & limit & format & dir;
+    ar & max_retries & retry_all & retry_types & class_key & class_args & min_actors & max_actors &
+        num_cpus & num_gpus;
   }
 };
 
@@ -105,9 +119,27 @@ FusedPlan Fuse(const std::vector<Op>& ops);
 /// `index` and returns an empty block; `part` then says what it wrote.
 ///
 /// Throws prism::Error "prism::data: <operator> failed on block <index>: <message>" for
-/// any exception in an operator (a UDF's, a missing column, ...).
+/// any exception in an operator (a UDF's, a missing column, ...); a RetryableError (same
+/// message) when the operator's retry_exceptions names the exception's type and `attempt`
+/// (0 for the block's first run) is below its max_retries: the executor runs it again.
 Block ApplyStage(Block block, const std::vector<Op>& ops, int64_t index, int64_t keep_rows,
-                 std::string* part_file, int64_t* part_rows, uint64_t* part_bytes);
+                 std::string* part_file, int64_t* part_rows, uint64_t* part_bytes,
+                 int32_t attempt = 0);
+
+/// A UDF's exception that its operator's options say to retry (thrown by ApplyStage and the
+/// actor pool's calls; the executor recognizes it by kRetryableErrorType).
+class RetryableError : public Error {
+ public:
+  using Error::Error;
+};
+/// RetryableError's demangled name, as TaskError::OriginalType() gives it.
+inline constexpr const char* kRetryableErrorType = "prism::data::internal::RetryableError";
+
+/// The error ApplyStage throws for `op` failing on block `index` with `current` (the
+/// exception being handled): a RetryableError if op's options retry it at `attempt`, else
+/// an Error. Used by the actor pool's calls too.
+[[noreturn]] void ThrowOpFailure(const Op& op, int64_t index, int32_t attempt,
+                                 std::exception_ptr current);
 
 /// The rows at `indices` (ascending) of `block`, in order, keeping every column's dtype.
 Block TakeRows(const Block& block, const std::vector<int64_t>& indices);

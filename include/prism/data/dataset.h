@@ -43,7 +43,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "prism/data/actor_class.h"
 #include "prism/data/block.h"
+#include "prism/data/map_options.h"
 #include "prism/platform/invoke.h"
 
 namespace prism::data {
@@ -61,6 +63,10 @@ struct ExecutionOptions {
   /// The longest the driver waits for any running task to finish, or for a block to be
   /// fetched, before throwing prism::TimeoutError naming the operator.
   double task_timeout_s = 600;
+  /// A progress line per operator on the driver's stderr ("Map(AddOne): 12/40 blocks, 1.2M
+  /// rows"), redrawn at most 5 times a second (Ray's progress bars). Unset: on when stderr
+  /// is a terminal, off otherwise (so never in a test's or a batch job's log by default).
+  std::optional<bool> progress_bars;
 };
 
 /// The budget of an execution whose ExecutionOptions::object_store_budget_bytes is 0:
@@ -83,6 +89,9 @@ struct OperatorStats {
   int64_t peak_tasks_in_flight = 0;
   uint64_t budget_bytes = 0;     // the share of the budget it had
   double seconds = 0;            // from its first launch to its last block
+  int64_t retries = 0;           // blocks run again (a retried exception or a lost actor)
+  int64_t actors_started = 0;    // an actor pool's actors started (class MapBatches)
+  int64_t peak_actors = 0;       // most of its actors alive at once
 };
 
 /// What an execution did, per operator in plan order (Ray's ds.stats()).
@@ -211,6 +220,46 @@ class Dataset {
                   "with PRISM_REMOTE");
     return WithAddColumn(name, platform::RegisteredName(fn, "prism::data::Dataset::AddColumn"));
   }
+  // ---- Map operators with options: retries, and a callable class in an actor pool -------
+
+  /// Map with retries (MapOptions: Ray's max_retries, retry_exceptions). Throws
+  /// prism::Error if fn is not registered or options.max_retries < 0.
+  template <typename F>
+  Dataset Map(F fn, const MapOptions& options) const {
+    return Map(fn).WithRetries(options.max_retries, options.retry_exceptions);
+  }
+  /// Filter with retries (MapOptions).
+  template <typename F>
+  Dataset Filter(F fn, const MapOptions& options) const {
+    return Filter(fn).WithRetries(options.max_retries, options.retry_exceptions);
+  }
+  /// FlatMap with retries (MapOptions).
+  template <typename F>
+  Dataset FlatMap(F fn, const MapOptions& options) const {
+    return FlatMap(fn).WithRetries(options.max_retries, options.retry_exceptions);
+  }
+  /// MapBatches of a function with options (batch_size and retries; the pool options are
+  /// for a class). Throws as MapBatches(fn, batch_size), or for max_retries < 0.
+  template <typename F>
+    requires(!IsActorClass<F>::value)
+  Dataset MapBatches(F fn, const MapBatchesOptions& options) const {
+    return MapBatches(fn, options.batch_size).WithRetries(options.max_retries, options.retry_exceptions);
+  }
+  /// Applies a callable class to batches of options.batch_size rows, in a pool of actors
+  /// (Ray's map_batches(Class, concurrency=(min, max), fn_constructor_args=...)): each
+  /// actor constructs the class once, then takes one block at a time; the pool starts at
+  /// options.concurrency.min actors and grows to .max while blocks wait and every actor is
+  /// busy. Output keeps the source's order; the actors are killed when the execution ends
+  /// (or its iterator is dropped). An exception in the constructor or a call fails the
+  /// consumption naming the operator ("MapBatches(Model)") and block. The operators after
+  /// it that map a block to a block run in the same actor call.
+  /// Throws prism::Error for batch_size <= 0, min < 1, max < min (max 0: the cluster's
+  /// CPUs), negative resources or max_retries < 0.
+  template <typename C>
+  Dataset MapBatches(const ActorClass<C>& cls, const MapBatchesOptions& options = {}) const {
+    return WithActorClass(cls.Name(), cls.Key(), cls.Args(), options);
+  }
+
   /// Keeps these columns, in this order. A missing column fails the consumption naming it.
   /// Throws prism::Error for an empty list.
   Dataset SelectColumns(const std::vector<std::string>& names) const;
@@ -260,6 +309,9 @@ class Dataset {
   Dataset WithMapBatches(const std::string& fn, int64_t batch_size) const;
   Dataset WithAddColumn(const std::string& name, const std::string& fn) const;
   void Write(int format, const std::string& dir, const std::string& column) const;
+  Dataset WithRetries(int max_retries, const RetryExceptions& retry) const;
+  Dataset WithActorClass(const std::string& name, const std::string& key,
+                         const std::vector<std::string>& args, const MapBatchesOptions& options) const;
 
   std::shared_ptr<const internal::DatasetState> state_;
 };
