@@ -2,7 +2,7 @@
 // without ObjectStoreFullError, spills nothing, and keeps each rank's resident memory
 // within the cap plus a stated overhead.
 //
-//   mpirun -n 3 build/perf/prism_data_memory_benchmark --prism-num-cpus=2 \
+//   mpirun -n 3 build/perf/prism_data_memory_benchmark --prism-num-cpus=2
 //          --prism-object-store-memory=256M [--quick] [--factor=10] [--json=PATH]
 //
 // --quick: 4x the cap instead of 10x (the perf_data_memory_smoke test, with a 256 MiB cap).
