@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -234,13 +235,15 @@ class SplitCoordinator {
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     if (!changed_.wait_until(lock, deadline, [&] { return epoch_ >= mine; })) {
-      --started_[static_cast<size_t>(split)];
       std::string missing;
       for (int j = 0; j < n_; ++j) {
         if (started_[static_cast<size_t>(j)] < mine) missing += (missing.empty() ? "" : ", ") + std::to_string(j);
       }
+      --started_[static_cast<size_t>(split)];  // it may try again
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.1f", static_cast<double>(timeout_ms) / 1000.0);
       return {0, "prism::data: StreamingSplit: split " + std::to_string(split) + " waited " +
-                     std::to_string(timeout_ms / 1000.0) + " s for epoch " + std::to_string(mine) +
+                     waited + " s for epoch " + std::to_string(mine) +
                      " to start, but split(s) " + missing +
                      " did not start it (every split's iterator must call IterBatches once per "
                      "epoch: an epoch runs for all consumers together)"};
