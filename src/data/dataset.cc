@@ -530,6 +530,25 @@ Dataset FromItems(const std::vector<Row>& items, int64_t override_num_blocks) {
   return internal::FromSource(std::move(source));
 }
 
+Dataset FromBlocks(const std::vector<Block>& blocks) {
+  Source source;
+  source.name = "FromBlocks";
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].num_columns() == 0) continue;
+    if (!source.blocks.empty() && !(blocks[i].schema() == source.blocks[0].meta.ToSchema())) {
+      throw Error("prism::data::FromBlocks: block " + std::to_string(i) + " has schema {" +
+                  blocks[i].schema().ToString() + "} but the first has {" +
+                  source.blocks[0].meta.ToSchema().ToString() + "}; give blocks of one schema");
+    }
+    BlockHandle h;
+    h.index = static_cast<int64_t>(source.blocks.size());
+    h.meta = internal::BlockMeta::Of(blocks[i]);
+    h.block = Put(blocks[i]);
+    source.blocks.push_back(std::move(h));
+  }
+  return internal::FromSource(std::move(source));
+}
+
 Dataset ReadHdf5(const std::string& path_or_glob, const std::vector<std::string>& datasets,
                  const ReadOptions& options) {
   internal::CheckReadOptions(options, "ReadHdf5");

@@ -349,6 +349,10 @@ Dataset Range(int64_t n, int64_t override_num_blocks = 0);
 /// These rows (scalar values; Block::FromRows's rules), put into the object store now in
 /// blocks of about 4 MiB (or override_num_blocks blocks). Throws prism::Error as FromRows.
 Dataset FromItems(const std::vector<Row>& items, int64_t override_num_blocks = 0);
+/// These blocks, put into the object store now, one block each (Ray's from_arrow /
+/// from_numpy for columns already in memory, e.g. arrays that rows cannot hold). Throws
+/// prism::Error naming the first block whose schema differs from the first's.
+Dataset FromBlocks(const std::vector<Block>& blocks);
 /// The named datasets (all when empty) of an HDF5 file, a directory of them or a glob
 /// ("/data/train-*.h5"), one column per dataset, read in row ranges by tasks spread over
 /// the ranks. Lists the files now: throws prism::Error naming a missing file or dataset.

@@ -166,6 +166,31 @@ TEST(Zip, ColumnsSideBySideReCutToThisSidesBlocks) {
   EXPECT_EQ(std::get<double>(rows[1].at("x")), 3.0);
 }
 
+TEST(Zip, ArrayColumnsFromBlocks) {
+  // Rows that are arrays (FromBlocks), zipped with ids in blocks of another size.
+  std::vector<Block> blocks;
+  for (int b = 0; b < 2; ++b) {
+    std::vector<float> v;
+    for (int r = 0; r < 5; ++r) v.insert(v.end(), {float(b * 5 + r), -float(b * 5 + r)});
+    blocks.push_back(Block::FromColumns({{"xy", Column::FromVector(std::move(v), {2})}}));
+  }
+  Dataset ds = Range(10, 3).Zip(FromBlocks(blocks));
+  int64_t rows = 0;
+  for (const Block& batch : ds.IterBatches(4)) {
+    auto ids = Ids(batch);
+    auto xy = batch.GetColumn("xy").Values<float>();
+    EXPECT_EQ(batch.GetColumn("xy").row_shape(), (std::vector<int64_t>{2}));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(xy[2 * i], float(ids[i]));
+      EXPECT_EQ(xy[2 * i + 1], -float(ids[i]));
+    }
+    rows += batch.num_rows();
+  }
+  EXPECT_EQ(rows, 10);
+  Block other = Block::FromColumns({{"xy", Column::FromVector(std::vector<int64_t>{1, 2})}});
+  EXPECT_THAT(ErrorOf([&] { FromBlocks({blocks[0], other}); }), HasSubstr("block 1 has schema {xy: int64}"));
+}
+
 TEST(Zip, DifferentRowCountsNameBoth) {
   std::string at_call = ErrorOf([] { Range(10).Zip(Range(11)); });
   EXPECT_THAT(at_call, HasSubstr("Zip: this dataset has 10 rows and the other 11"));
