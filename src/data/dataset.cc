@@ -26,7 +26,14 @@
 //   * MapBatches with a callable class in an ActorPool (concurrency min..max), retries of
 //     UDF exceptions (SetRetryExceptions), progress bars.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
-//     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
+//     (Alltoallv).
+//   * Done on the data-train branch: Union, Zip, FromBlocks (union_zip.cc), Split,
+//     StreamingSplit and DataIterator (split.cc), the local shuffle buffer,
+//     IterTorchBatches, train::GetDatasetShard (tests/mpi/data/split_test.cc,
+//     tests/unit/data/split_test.cc, tests/mpi/train/dataset_shard_test.cc). Open: a
+//     StreamingSplit's coordinator holds every block of an epoch that a consumer which
+//     stopped never takes (equal splits hold blocks back for it) until the next epoch;
+//     Zip runs both sides to the end before its first block.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
 //     inference instead.
 //   * perf/: the ingest and memory benchmarks of issue 17 (ingest: batches of 4096 rows
