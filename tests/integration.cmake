@@ -35,10 +35,18 @@ if(TARGET train_fashion_mnist)
     COMMAND ${CMAKE_COMMAND} -E env PRISM_STORAGE_PATH=${_fmnist_store}
             $<TARGET_FILE:train_fashion_mnist> --workers=1 --epochs=1 --train-samples=2000
             --name=ci_1rank_$<CONFIG>)
-  set_tests_properties(app_train_fashion_mnist_3ranks app_train_fashion_mnist_1rank PROPERTIES
+  # The same through prism::data: the IDX files converted once to HDF5, streamed to the
+  # workers as equal shards (ReadHdf5 -> TorchTrainer(datasets) -> GetDatasetShard).
+  add_test(NAME app_train_fashion_mnist_hdf5_3ranks
+    COMMAND ${CMAKE_COMMAND} -E env PRISM_STORAGE_PATH=${_fmnist_store}
+            ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:train_fashion_mnist> --workers=2 --epochs=1
+            --train-samples=3000 --test-samples=2000 --data=hdf5 --name=ci_hdf5_3ranks_$<CONFIG>)
+  set_tests_properties(app_train_fashion_mnist_3ranks app_train_fashion_mnist_1rank
+                       app_train_fashion_mnist_hdf5_3ranks PROPERTIES
     TIMEOUT 300 LABELS apps
     FIXTURES_REQUIRED fmnist_clean
     PASS_REGULAR_EXPRESSION "OK: the restored model matches the reported accuracy")
+  set_tests_properties(app_train_fashion_mnist_hdf5_3ranks PROPERTIES LABELS "apps;data")
   # A storage path one worker's rank cannot see (its own mount namespace): a clear error
   # naming the rank, before training starts.
   add_test(NAME failure_storage_not_shared

@@ -11,6 +11,12 @@
 // resumes from that checkpoint. On SIGUSR1 or SIGTERM (a Slurm time-limit warning or
 // preemption) it stops after the next epoch's checkpoint and exits with status 75
 // (prism::kExitPreempted), on which jobs/train_fashion_mnist.sbatch requeues itself.
+//
+// With --data=hdf5 the training images come through prism::data instead of each worker
+// loading the whole set: the driver converts the IDX files once into an HDF5 directory
+// (image uint8 [N,28,28], label int64; reused while its _SUCCESS manifest is there), and
+// the trainer streams ReadHdf5 of it to the workers, each reading its equal shard with
+// GetDatasetShard("train").IterTorchBatches(...) every epoch.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,11 +37,14 @@
 
 #include "models.h"
 #include "prism/api.h"
+#include "prism/data.h"
+#include "prism/data/torch.h"
 #include "prism/train.h"
 
 namespace {
 
 namespace train = prism::train;
+namespace data = prism::data;
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) {
@@ -171,10 +180,17 @@ void TrainLoop(train::Config config) {
     return;
   }
 
-  train::TensorDataset train_set = FirstSamples(train::LoadFashionMnist("train", data_dir),
-                                                config.Get<int64_t>("train_samples", 0));
-  train::DataLoader loader =
-      train::PrepareDataLoader(std::move(train_set), batch_size, /*shuffle=*/true, seed);
+  // --data=memory: every worker loads the training set and takes its shard of it.
+  // --data=hdf5: the trainer's "train" dataset streams each worker an equal shard.
+  const bool streamed = config.Get("data", "memory") == "hdf5";
+  std::optional<train::DataLoader> loader;
+  if (!streamed) {
+    train::TensorDataset train_set = FirstSamples(train::LoadFashionMnist("train", data_dir),
+                                                  config.Get<int64_t>("train_samples", 0));
+    loader = train::PrepareDataLoader(std::move(train_set), batch_size, /*shuffle=*/true, seed);
+  }
+  const int64_t shard_rows = streamed ? config.Get<int64_t>("train_rows", 0) / ctx.GetWorldSize()
+                                      : loader->ShardSize();
   // Each worker scores every world-size-th test image: no padding, so the counts add up
   // to exactly the test set.
   const train::TensorDataset test = FirstSamples(train::LoadFashionMnist("test", data_dir),
@@ -185,23 +201,40 @@ void TrainLoop(train::Config config) {
       test.targets.slice(0, ctx.GetWorldRank(), test.size(), ctx.GetWorldSize());
 
   for (int epoch = start_epoch + 1; epoch <= epochs; ++epoch) {
-    loader.SetEpoch(epoch);
-    std::vector<train::Batch> batches = loader.Batches();
     std::optional<EpochProgress> progress;
-    if (chief) progress.emplace(epoch, epochs, static_cast<int64_t>(batches.size()), progress_mode);
+    if (chief) {
+      progress.emplace(epoch, epochs, streamed ? (shard_rows + batch_size - 1) / batch_size : loader->NumBatches(),
+                       progress_mode);
+    }
     double loss_sum = 0;
     int64_t steps = 0;
-    for (const train::Batch& batch : batches) {
+    auto step = [&](const torch::Tensor& inputs, const torch::Tensor& targets) {
       optimizer.zero_grad();
-      torch::Tensor loss =
-          torch::nn::functional::cross_entropy(model->forward(batch.inputs), batch.targets);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(inputs), targets);
       loss.backward();  // gradients are averaged across workers here
       optimizer.step();
       loss_sum += loss.item<double>();
       ++steps;
       if (progress) progress->Step(steps, loss_sum / steps);
+    };
+    if (streamed) {
+      // One epoch of this worker's shard (the same number of rows on every worker, so the
+      // all-reduces line up), mixed in a local shuffle buffer.
+      const uint64_t shuffle_seed = seed * 1000003 + static_cast<uint64_t>(epoch) * 1009 +
+                                    static_cast<uint64_t>(ctx.GetWorldRank());
+      for (data::TorchBatch& batch : train::GetDatasetShard("train").IterTorchBatches(
+               batch_size, /*prefetch_batches=*/2, /*drop_last=*/false,
+               /*local_shuffle_buffer_size=*/4 * batch_size, shuffle_seed)) {
+        // uint8 pixels -> the loader's scaling ([0,1], then mean 0.2860 and std 0.3530).
+        torch::Tensor inputs =
+            batch.at("image").to(torch::kFloat32).div(255).sub(0.2860).div(0.3530).unsqueeze(1);
+        step(inputs.to(ctx.GetDevice()), batch.at("label").to(ctx.GetDevice()));
+      }
+    } else {
+      loader->SetEpoch(epoch);
+      for (const train::Batch& batch : loader->Batches()) step(batch.inputs, batch.targets);
     }
-    if (progress) progress->Finish(loss_sum / std::max<int64_t>(steps, 1), loader.ShardSize());
+    if (progress) progress->Finish(loss_sum / std::max<int64_t>(steps, 1), shard_rows);
 
     // Batch norm statistics are not averaged by DDP and drift apart; use world rank 0's
     // (the ones its checkpoint keeps) so the accuracy reported is the checkpoint's.
@@ -252,6 +285,8 @@ struct Options {
   std::string progress = "auto";
   int train_samples = 0;  // 0: all 60000
   int test_samples = 0;   // 0: all 10000
+  std::string data = "memory";  // or "hdf5": through prism::data
+  std::string hdf5_dir;         // default: <storage>/fashion_mnist_hdf5
   bool help = false;
 };
 
@@ -270,6 +305,11 @@ constexpr const char* kUsage =
     "  --storage-path=DIR  where runs live (default $PRISM_STORAGE_PATH, else ./prism_results)\n"
     "  --name=RUN          the run's name; an existing run resumes (default fashion_mnist_MODEL,\n"
     "                      plus _JOBID under Slurm, so a requeued job resumes its own run)\n"
+    "  --data=SOURCE       memory (default: each worker loads the IDX files) or hdf5 (the\n"
+    "                      driver converts them once to an HDF5 directory and the workers\n"
+    "                      stream equal shards of it through prism::data)\n"
+    "  --hdf5-dir=DIR      where --data=hdf5 keeps the converted set (default\n"
+    "                      STORAGE_PATH/fashion_mnist_hdf5; reused once complete)\n"
     "  --progress=MODE     bar (redrawn in place), lines (one per quarter epoch), or auto:\n"
     "                      a bar when stderr is a terminal (default; under mpirun it is not)\n"
     "  --prism-*           Prism runtime flags (see README)\n"
@@ -321,7 +361,7 @@ std::string ParseFlags(int argc, char** argv, Options& opt) {
     if (name != "--workers" && name != "--epochs" && name != "--model" && name != "--batch-size" &&
         name != "--lr" && name != "--seed" && name != "--data-dir" && name != "--storage-path" &&
         name != "--name" && name != "--progress" && name != "--train-samples" &&
-        name != "--test-samples") {
+        name != "--test-samples" && name != "--data" && name != "--hdf5-dir") {
       return "unknown argument '" + arg + "'";
     }
     if (!has_value) return name + " needs a value";
@@ -345,6 +385,11 @@ std::string ParseFlags(int argc, char** argv, Options& opt) {
     } else if (name == "--progress") {
       if (value != "auto" && value != "bar" && value != "lines") return bad("auto, bar or lines");
       opt.progress = value;
+    } else if (name == "--data") {
+      if (value != "memory" && value != "hdf5") return bad("memory or hdf5");
+      opt.data = value;
+    } else if (name == "--hdf5-dir") {
+      opt.hdf5_dir = value;
     } else if (name == "--data-dir") {
       opt.data_dir = value;
     } else if (name == "--storage-path") {
@@ -365,6 +410,33 @@ std::string Fixed(double v, int digits) {
 double MetricOr(const train::Metrics& m, const std::string& key, double fallback) {
   auto it = m.find(key);
   return it == m.end() ? fallback : it->second;
+}
+
+/// The training set as an HDF5 directory `dir` for --data=hdf5: converted from the IDX
+/// files once (image uint8 [N,28,28], label int64, in parts of 10000 rows); a directory
+/// with its _SUCCESS manifest is complete and reused, one without it is redone.
+void ConvertToHdf5(const std::string& data_dir, const std::string& dir) {
+  if (std::filesystem::exists(dir + "/_SUCCESS")) {
+    std::cout << "training set: " << dir << " (converted before)\n";
+    return;
+  }
+  std::filesystem::remove_all(dir);
+  const auto start = Clock::now();
+  train::TensorDataset set = train::LoadFashionMnist("train", data_dir);
+  // Back to the IDX file's bytes: the loader scaled them to [0,1] and normalised them.
+  torch::Tensor pixels = set.inputs.squeeze(1).mul(0.3530).add(0.2860).mul(255).round().clamp(0, 255)
+                             .to(torch::kUInt8).contiguous();
+  torch::Tensor labels = set.targets.to(torch::kInt64).contiguous();
+  std::vector<data::Block> blocks;
+  for (int64_t begin = 0; begin < set.size(); begin += 10000) {
+    const int64_t end = std::min<int64_t>(set.size(), begin + 10000);
+    blocks.push_back(data::Block::FromColumns(
+        {{"image", data::FromTensor(pixels.slice(0, begin, end).contiguous())},
+         {"label", data::FromTensor(labels.slice(0, begin, end).contiguous())}}));
+  }
+  data::FromBlocks(blocks).WriteHdf5(dir);
+  std::cout << "training set: converted " << set.size() << " images to " << dir << " in "
+            << Fixed(Since(start), 1) << " s\n";
 }
 
 int RunDriver(const Options& opt) {
@@ -414,6 +486,15 @@ int RunDriver(const Options& opt) {
   options.run_config.checkpoint_config.num_to_keep = 2;
   options.run_config.checkpoint_config.checkpoint_score_attribute = "test_accuracy";
   options.run_config.checkpoint_config.checkpoint_score_order = "max";
+  if (opt.data == "hdf5") {
+    const std::string dir = opt.hdf5_dir.empty() ? storage + "/fashion_mnist_hdf5" : opt.hdf5_dir;
+    ConvertToHdf5(opt.data_dir, dir);
+    data::Dataset train_set = data::ReadHdf5(dir);
+    if (opt.train_samples > 0) train_set = train_set.Limit(opt.train_samples);
+    const int64_t rows = train_set.Count();
+    options.train_loop_config.Set("data", "hdf5").Set("train_rows", rows);
+    options.datasets = {{"train", train_set}};
+  }
   train::TorchTrainer trainer(TrainLoop, options);
 
   const auto start = Clock::now();

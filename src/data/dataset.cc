@@ -29,7 +29,14 @@
 //     A dead actor's block goes to a new actor (tested with ExitActor); a lost rank ends an
 //     MPI job today, so the task stages' SetMaxRetries path is not exercised by a test.
 //   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
-//     (Alltoallv), Union, Zip, Split/StreamingSplit, train::GetDatasetShard.
+//     (Alltoallv).
+//   * Done on the data-train branch: Union, Zip, FromBlocks (union_zip.cc), Split,
+//     StreamingSplit and DataIterator (split.cc), the local shuffle buffer,
+//     IterTorchBatches, train::GetDatasetShard (tests/mpi/data/split_test.cc,
+//     tests/unit/data/split_test.cc, tests/mpi/train/dataset_shard_test.cc). Open: a
+//     StreamingSplit's coordinator holds every block of an epoch that a consumer which
+//     stopped never takes (equal splits hold blocks back for it) until the next epoch;
+//     Zip runs both sides to the end before its first block.
 //   * CSV types are inferred from the first MiB of the first file; unify per-block
 //     inference instead.
 //   * Ingest: read blocks could follow the consumer's batch size (a batch inside one block
@@ -44,7 +51,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <deque>
+#include <random>
 #include <filesystem>
 #include <iomanip>
 #include <sstream>
@@ -53,7 +62,9 @@
 #include "data/batcher.h"
 #include "data/executor.h"
 #include "data/io.h"
+#include "data/iterator_state.h"
 #include "data/plan.h"
+#include "data/union_zip.h"
 
 namespace prism::data {
 
@@ -68,10 +79,10 @@ using internal::StreamingExecutor;
 
 namespace internal {
 
-struct IteratorState {
-  std::unique_ptr<StreamingExecutor> executor;
-  std::unique_ptr<Batcher> batcher;  // data/batcher.h: slices, prefetch, reused buffers
-};
+std::unique_ptr<StreamingExecutor> Execute(const DatasetState& state, const std::vector<Op>& ops) {
+  if (state.source->combine != Source::kNone) return ExecuteCombined(state, ops);
+  return std::make_unique<StreamingExecutor>(state.source, ops, state.options, state.stats);
+}
 
 namespace {
 
@@ -84,10 +95,6 @@ Block Fetch(const BlockHandle& h, int timeout_ms) {
   Block block = *Get(h.block, timeout_ms);
   if (h.keep_rows >= 0 && h.keep_rows < block.num_rows()) block = block.Slice(0, h.keep_rows);
   return block;
-}
-
-std::unique_ptr<StreamingExecutor> Execute(const DatasetState& state, const std::vector<Op>& ops) {
-  return std::make_unique<StreamingExecutor>(state.source, ops, state.options, state.stats);
 }
 
 uint64_t RowBytes(DType dtype, const std::vector<int64_t>& row_shape) {
@@ -159,12 +166,96 @@ BatchIterator::BatchIterator(BatchIterator&&) noexcept = default;
 BatchIterator& BatchIterator::operator=(BatchIterator&&) noexcept = default;
 BatchIterator::~BatchIterator() = default;
 
-std::optional<Block> BatchIterator::Next() {
-  internal::IteratorState& s = *state_;
-  return s.batcher->Next([&s] { return s.executor->Next(); });
+namespace {
+
+// ---- Local shuffle (Ray's local_shuffle_buffer_size) ---------------------------------------
+
+// The next batch of a shuffled iteration: once the buffer holds shuffle_buffer rows plus a
+// batch (or the input ended), the rows not yet handed out and the new blocks are shuffled
+// together, and batches are taken from the front of that order until new blocks come.
+std::optional<Block> NextShuffled(internal::IteratorState& s) {
+  const int64_t left = s.shuffled.num_rows() - s.shuffled_offset;
+  const int64_t want = s.shuffle_buffer + s.batch_size;
+  if (left < want) {
+    while (!s.exhausted && left + s.pending_rows < want) {
+      std::optional<BlockHandle> h = s.next_block ? s.next_block() : s.executor->Next();
+      if (!h) {
+        s.exhausted = true;
+        break;
+      }
+      if (h->rows() == 0) continue;
+      Block block = Fetch(*h, s.fetch_timeout_ms);
+      s.pending_rows += block.num_rows();
+      s.pending.push_back(std::move(block));
+    }
+    if (!s.pending.empty()) {
+      std::vector<Block> parts;
+      if (left > 0) parts.push_back(s.shuffled.Slice(s.shuffled_offset, s.shuffled.num_rows()));
+      for (Block& b : s.pending) parts.push_back(std::move(b));
+      s.pending.clear();
+      s.pending_rows = 0;
+      Block all = parts.size() == 1 ? parts[0] : Block::Concat(parts);
+      std::vector<int64_t> order(static_cast<size_t>(all.num_rows()));
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+      std::shuffle(order.begin(), order.end(), s.rng);
+      s.shuffled = internal::GatherRows(all, order);
+      s.shuffled_offset = 0;
+    }
+  }
+  const int64_t available = s.shuffled.num_rows() - s.shuffled_offset;
+  if (available == 0 || (available < s.batch_size && s.drop_last)) return std::nullopt;
+  const int64_t take = std::min(available, s.batch_size);
+  Block batch = s.shuffled.Slice(s.shuffled_offset, s.shuffled_offset + take);
+  s.shuffled_offset += take;
+  return batch;
 }
 
-DatasetStats BatchIterator::Stats() const { return state_->executor->Stats(); }
+}  // namespace
+
+namespace internal {
+
+Block GatherRows(const Block& block, const std::vector<int64_t>& order) {
+  std::vector<std::pair<std::string, Column>> columns;
+  for (size_t c = 0; c < block.num_columns(); ++c) {
+    const auto& [name, column] = block.column_at(c);
+    if (column.dtype() == DType::kString) {
+      std::vector<std::string> values;
+      values.reserve(order.size());
+      for (int64_t i : order) values.emplace_back(column.StringAt(i));
+      columns.emplace_back(name, Column::FromStrings(values));
+      continue;
+    }
+    const size_t row_bytes = DTypeSize(column.dtype()) * static_cast<size_t>(column.row_elements());
+    // Bytes in a vector of 8-byte words, so every dtype is aligned.
+    auto bytes = std::make_shared<std::vector<uint64_t>>((row_bytes * order.size() + 7) / 8);
+    auto* out = reinterpret_cast<char*>(bytes->data());
+    const auto* in = static_cast<const char*>(column.data());
+    for (size_t r = 0; r < order.size(); ++r) {
+      std::memcpy(out + r * row_bytes, in + static_cast<size_t>(order[r]) * row_bytes, row_bytes);
+    }
+    columns.emplace_back(name, Column::Wrap(column.dtype(), static_cast<int64_t>(order.size()),
+                                            column.row_shape(), out, bytes));
+  }
+  return Block::FromColumns(std::move(columns));
+}
+
+}  // namespace internal
+
+std::optional<Block> BatchIterator::Next() {
+  internal::IteratorState& s = *state_;
+  if (s.shuffle_buffer > 0) return NextShuffled(s);
+  // The batcher (data/batcher.h: slices, pulls ahead, reused buffers) is made at the first
+  // batch, once the block source and its fetch timeout are set.
+  if (!s.batcher) {
+    s.batcher = std::make_unique<Batcher>(s.batch_size, s.prefetch_batches, s.drop_last,
+                                          s.fetch_timeout_ms);
+  }
+  return s.batcher->Next([&s] { return s.next_block ? s.next_block() : s.executor->Next(); });
+}
+
+DatasetStats BatchIterator::Stats() const {
+  return state_->executor ? state_->executor->Stats() : DatasetStats{};
+}
 
 // ---- Dataset: transforms -----------------------------------------------------------------
 
@@ -318,19 +409,42 @@ Dataset Dataset::WithExecutionOptions(const ExecutionOptions& options) const {
 
 // ---- Dataset: consumption ----------------------------------------------------------------
 
-BatchIterator Dataset::IterBatches(int64_t batch_size, int prefetch_batches, bool drop_last) const {
+namespace internal {
+
+std::unique_ptr<IteratorState> NewIteratorState(const char* what, int64_t batch_size,
+                                                int prefetch_batches, bool drop_last,
+                                                int64_t local_shuffle_buffer_size,
+                                                std::optional<uint64_t> local_shuffle_seed) {
   if (batch_size <= 0) {
-    throw Error("prism::data::Dataset::IterBatches(batch_size=" + std::to_string(batch_size) +
+    throw Error(std::string("prism::data::") + what + "(batch_size=" + std::to_string(batch_size) +
                 "): batch_size must be a positive number of rows");
   }
   if (prefetch_batches < 0) {
-    throw Error("prism::data::Dataset::IterBatches: prefetch_batches is " +
+    throw Error(std::string("prism::data::") + what + ": prefetch_batches is " +
                 std::to_string(prefetch_batches) + "; use 0 or more");
   }
-  auto s = std::make_unique<internal::IteratorState>();
+  if (local_shuffle_buffer_size < 0) {
+    throw Error(std::string("prism::data::") + what + ": local_shuffle_buffer_size is " +
+                std::to_string(local_shuffle_buffer_size) + "; use 0 (no shuffle) or a number of rows");
+  }
+  auto s = std::make_unique<IteratorState>();
+  s->batch_size = batch_size;
+  s->prefetch_batches = prefetch_batches;
+  s->drop_last = drop_last;
+  s->shuffle_buffer = local_shuffle_buffer_size;
+  s->rng.seed(local_shuffle_seed ? *local_shuffle_seed : std::random_device{}());
+  return s;
+}
+
+}  // namespace internal
+
+BatchIterator Dataset::IterBatches(int64_t batch_size, int prefetch_batches, bool drop_last,
+                                   int64_t local_shuffle_buffer_size,
+                                   std::optional<uint64_t> local_shuffle_seed) const {
+  auto s = internal::NewIteratorState("Dataset::IterBatches", batch_size, prefetch_batches, drop_last,
+                                      local_shuffle_buffer_size, local_shuffle_seed);
   s->executor = Execute(*state_, state_->ops);
-  s->batcher = std::make_unique<internal::Batcher>(batch_size, prefetch_batches, drop_last,
-                                                   TimeoutMs(state_->options));
+  s->fetch_timeout_ms = TimeoutMs(state_->options);
   return BatchIterator(std::move(s));
 }
 
@@ -457,6 +571,25 @@ Dataset FromItems(const std::vector<Row>& items, int64_t override_num_blocks) {
     h.index = static_cast<int64_t>(source.blocks.size());
     h.meta = internal::BlockMeta::Of(block);
     h.block = Put(block);
+    source.blocks.push_back(std::move(h));
+  }
+  return internal::FromSource(std::move(source));
+}
+
+Dataset FromBlocks(const std::vector<Block>& blocks) {
+  Source source;
+  source.name = "FromBlocks";
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].num_columns() == 0) continue;
+    if (!source.blocks.empty() && !(blocks[i].schema() == source.blocks[0].meta.ToSchema())) {
+      throw Error("prism::data::FromBlocks: block " + std::to_string(i) + " has schema {" +
+                  blocks[i].schema().ToString() + "} but the first has {" +
+                  source.blocks[0].meta.ToSchema().ToString() + "}; give blocks of one schema");
+    }
+    BlockHandle h;
+    h.index = static_cast<int64_t>(source.blocks.size());
+    h.meta = internal::BlockMeta::Of(blocks[i]);
+    h.block = Put(blocks[i]);
     source.blocks.push_back(std::move(h));
   }
   return internal::FromSource(std::move(source));

@@ -136,8 +136,14 @@ data::Schema BlockMeta::ToSchema() const {
 
 StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
                                      const std::vector<Op>& ops, ExecutionOptions options,
-                                     std::shared_ptr<DatasetState::StatsBox> stats)
-    : options_(options), stats_box_(std::move(stats)) {
+                                     std::shared_ptr<DatasetState::StatsBox> stats,
+                                     BlockPuller upstream,
+                                     std::function<DatasetStats()> upstream_stats)
+    : upstream_(std::move(upstream)),
+      upstream_stats_(std::move(upstream_stats)),
+      upstream_done_(!upstream_),
+      options_(options),
+      stats_box_(std::move(stats)) {
   FusedPlan plan = Fuse(ops);
   // A class MapBatches ends the stage before it and starts its own (actor_pool_op.h).
   std::vector<std::vector<Op>> first = SplitAtActorOps(plan.stages[0].ops);
@@ -242,7 +248,8 @@ bool StreamingExecutor::Exhausted(size_t i) const {
   if (op.kind == PhysicalOp::kLimit) return op.limit_rows >= op.limit || Exhausted(i - 1);
   if (!op.running.empty() || !op.done.empty() || !op.retry.empty()) return false;
   if (op.kind == PhysicalOp::kRead) return op.reads.empty();
-  return i == 0 || Exhausted(i - 1);
+  if (i == 0) return upstream_done_;
+  return Exhausted(i - 1);
 }
 
 uint64_t StreamingExecutor::HeldBytes(const PhysicalOp& op) const {
@@ -475,8 +482,10 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
       return std::nullopt;
     }
     Schedule();
+    if (Pull(false)) continue;
     bool any_running = false;
     for (const PhysicalOp& op : ops_) any_running = any_running || !op.running.empty();
+    if (!any_running && Pull(true)) continue;
     if (!any_running) {
       // Not reached by the rules above (an operator holding nothing may always launch);
       // kept so that a mistake in them shows as an error, not a hang.
@@ -500,8 +509,29 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
   }
 }
 
+bool StreamingExecutor::Pull(bool force) {
+  PhysicalOp& input = ops_.front();
+  if (upstream_done_ || input.stopped || !input.outputs.empty()) return false;
+  // The next operator takes a block now (a limit, the consumer, or a stage with room).
+  const bool wanted = ops_.size() == 1 || ops_[1].kind == PhysicalOp::kLimit ||
+                      static_cast<int>(ops_[1].running.size()) < max_in_flight_;
+  if (!wanted && !force) return false;
+  std::optional<BlockHandle> h = upstream_();
+  if (!h) {
+    upstream_done_ = true;
+    return true;
+  }
+  h->index = upstream_index_++;
+  input.stats.blocks += 1;
+  input.stats.rows += h->rows();
+  input.stats.bytes += h->meta.bytes;
+  input.outputs.push_back(std::move(*h));
+  return true;
+}
+
 DatasetStats StreamingExecutor::Stats() const {
   DatasetStats out;
+  if (upstream_stats_) out = upstream_stats_();
   for (const PhysicalOp& op : ops_) out.operators.push_back(op.stats);
   return out;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,13 +50,25 @@ struct BlockHandle {
   int64_t rows() const { return keep_rows >= 0 ? std::min(keep_rows, meta.rows) : meta.rows; }
 };
 
+struct DatasetState;
+
 /// Where a plan starts: read tasks, or blocks already in the store (FromItems,
-/// Materialize).
+/// Materialize), or other plans' output (Union, Zip: union_zip.h runs them).
 struct Source {
   std::vector<ReadTask> reads;
   std::vector<BlockHandle> blocks;
-  std::string name;  // "ReadHdf5", "FromItems"
+  std::string name;  // "ReadHdf5", "FromItems", "Union", "Zip"
+  /// Union: these plans' outputs one after another; Zip: inputs[0]'s columns, then
+  /// inputs[1]'s, row by row. Empty for the other sources.
+  enum Combine : int32_t { kNone, kUnion, kZip };
+  int32_t combine = kNone;
+  std::vector<std::shared_ptr<const DatasetState>> inputs;
 };
+
+/// The blocks of another execution, for a plan whose source is not read tasks or stored
+/// blocks (Union, Zip): the next one in order (its index is renumbered), std::nullopt at
+/// the end. May block; throws what that execution throws.
+using BlockPuller = std::function<std::optional<BlockHandle>()>;
 
 /// A Dataset's plan: its source and operators, shared by the copies of the Dataset.
 struct DatasetState {
@@ -76,8 +89,11 @@ class ProgressBars;  // data/progress.h
 /// Runs one execution of a plan. Not thread-safe: one consumer thread.
 class StreamingExecutor {
  public:
+  /// With `upstream`, the source's blocks come from it as the first operator needs them
+  /// (Union, Zip), and `upstream_stats` gives that execution's operators for Stats().
   StreamingExecutor(std::shared_ptr<const Source> source, const std::vector<Op>& ops,
-                    ExecutionOptions options, std::shared_ptr<DatasetState::StatsBox> stats);
+                    ExecutionOptions options, std::shared_ptr<DatasetState::StatsBox> stats,
+                    BlockPuller upstream = {}, std::function<DatasetStats()> upstream_stats = {});
   /// Cancels the tasks still running.
   ~StreamingExecutor();
   StreamingExecutor(const StreamingExecutor&) = delete;
@@ -139,8 +155,15 @@ class StreamingExecutor {
   void Submit(size_t i, Running& run);
   bool Retry(size_t i, Running& run);
   void ClosePools(bool all);
+  /// Takes one block from upstream_ into the first operator's outputs if it needs one;
+  /// false if it did not (no upstream, it is done, or the next operator is full).
+  bool Pull(bool force);
 
   std::vector<PhysicalOp> ops_;
+  BlockPuller upstream_;
+  std::function<DatasetStats()> upstream_stats_;
+  bool upstream_done_ = true;
+  int64_t upstream_index_ = 0;
   ExecutionOptions options_;
   uint64_t budget_per_op_ = 0;
   int max_in_flight_ = 1;

@@ -104,4 +104,26 @@ std::map<std::string, torch::Tensor> ToTensors(const Block& block) {
   return out;
 }
 
+// ---- Batches as tensors -------------------------------------------------------------------
+
+std::optional<TorchBatch> TorchBatchIterator::Next() {
+  std::optional<Block> batch = batches_.Next();
+  if (!batch) return std::nullopt;
+  return ToTensors(*batch);
+}
+
+TorchBatchIterator Dataset::IterTorchBatches(int64_t batch_size, int prefetch_batches, bool drop_last,
+                                             int64_t local_shuffle_buffer_size,
+                                             std::optional<uint64_t> local_shuffle_seed) const {
+  return TorchBatchIterator(
+      IterBatches(batch_size, prefetch_batches, drop_last, local_shuffle_buffer_size, local_shuffle_seed));
+}
+
+TorchBatchIterator DataIterator::IterTorchBatches(int64_t batch_size, int prefetch_batches,
+                                                  bool drop_last, int64_t local_shuffle_buffer_size,
+                                                  std::optional<uint64_t> local_shuffle_seed) const {
+  return TorchBatchIterator(
+      IterBatches(batch_size, prefetch_batches, drop_last, local_shuffle_buffer_size, local_shuffle_seed));
+}
+
 }  // namespace prism::data

@@ -429,6 +429,25 @@ Collective& TrainContext::GetCollective() const {
 
 const TrainContext& GetContext() { return internal::Current("GetContext").context; }
 
+data::DataIterator GetDatasetShard(const std::string& name) {
+  const auto& w = internal::Current("GetDatasetShard");
+  auto it = w.spec.dataset_shards.find(name);
+  if (it == w.spec.dataset_shards.end()) {
+    std::string names;
+    for (const auto& [known, shards] : w.spec.dataset_shards) names += (names.empty() ? "" : ", ") + known;
+    throw Error("prism::train: GetDatasetShard(\"" + name + "\"): the trainer has no dataset of that name (" +
+                (names.empty() ? std::string("it was given none: pass TorchTrainerOptions::datasets")
+                               : "it has " + names) +
+                ")");
+  }
+  const size_t rank = static_cast<size_t>(w.spec.world_rank);
+  if (rank >= it->second.size()) {
+    throw Error("prism::train: GetDatasetShard(\"" + name + "\"): no shard for world rank " +
+                std::to_string(rank) + " (a bug)");
+  }
+  return it->second[rank];
+}
+
 std::optional<Checkpoint> GetCheckpoint() {
   const auto& w = internal::Current("GetCheckpoint");
   if (w.spec.resume_path.empty()) return std::nullopt;

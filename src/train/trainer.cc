@@ -317,6 +317,11 @@ Result TorchTrainer::Fit() {
     spec.resume_path = resume;
     spec.checkpoint_config = run.checkpoint_config;
     spec.use_gpu = scaling.use_gpu;
+    // A new execution of each dataset per attempt: a restarted group starts its epochs over.
+    spec.dataset_shards.clear();
+    for (const auto& [ds_name, dataset] : options_.datasets) {
+      spec.dataset_shards[ds_name] = dataset.StreamingSplit(scaling.num_workers, /*equal=*/true);
+    }
     group->Start(loop_entry, platform::ToBytes(spec));
 
     // Reports and the workers' ends come as events, in order; stop at the first failure.

@@ -4,9 +4,11 @@
 // entry point, which trainer.cc runs as a platform::WorkerGroup loop.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "prism/data/dataset.h"
 #include "prism/train/checkpoint.h"
 #include "prism/train/config.h"
 
@@ -22,11 +24,14 @@ struct WorkerSpec {
   std::string resume_path;  // checkpoint to resume from; empty: none
   CheckpointConfig checkpoint_config;
   bool use_gpu = false;
+  /// TorchTrainerOptions::datasets: by name, one StreamingSplit iterator per world rank.
+  std::map<std::string, std::vector<data::DataIterator>> dataset_shards;
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     ar& run_id& attempt& world_ranks& world_rank& local_rank& local_world_size& node_rank;
     ar& experiment_name& trial_dir& loop_name& config& resume_path& checkpoint_config& use_gpu;
+    ar& dataset_shards;
   }
 };
 

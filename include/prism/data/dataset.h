@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "prism/data/actor_class.h"
+#include "prism/actor.h"
 #include "prism/data/block.h"
 #include "prism/data/map_options.h"
 #include "prism/platform/invoke.h"
@@ -113,7 +114,12 @@ struct ReadOptions {
 namespace internal {
 struct DatasetState;
 struct IteratorState;
+class SplitCoordinator;
 }  // namespace internal
+
+class DataIterator;
+/// Batches as torch tensors (prism/data/torch.h, target prism_data_torch).
+class TorchBatchIterator;
 
 /// Batches of exactly batch_size rows (the last one smaller unless drop_last), in order,
 /// re-batched across block boundaries (Ray's iter_batches). Move-only; one thread at a
@@ -160,6 +166,7 @@ class BatchIterator {
 
  private:
   friend class Dataset;
+  friend class DataIterator;
   explicit BatchIterator(std::unique_ptr<internal::IteratorState> state);
   std::unique_ptr<internal::IteratorState> state_;
 };
@@ -270,14 +277,38 @@ class Dataset {
   Dataset Limit(int64_t n) const;
   /// The same plan, run with these options.
   Dataset WithExecutionOptions(const ExecutionOptions& options) const;
+  /// The rows of this dataset, then those of each of `others`, in order (Ray's union).
+  /// Each input runs when the one before it has ended. Every input must have the same
+  /// column names, dtypes and row shapes: throws prism::Error naming both schemas here
+  /// when they are known without running (a Range, stored blocks), else the consumption
+  /// fails with that error.
+  Dataset Union(const std::vector<Dataset>& others) const;
+  /// This dataset's columns and `other`'s side by side, row by row (Ray's zip); a name
+  /// this side has already gets "_1" on the other side. Both sides run to the end first
+  /// (their blocks stay in the object store), then the other side's rows are re-cut to
+  /// this side's blocks (slices where they fall in one block). Both must have the same
+  /// number of rows: a prism::Error with both counts, here when known without running,
+  /// else from the consumption.
+  Dataset Zip(const Dataset& other) const;
 
   // ---- Consumption (runs the plan) ---------------------------------------------------
 
   /// Iterates over batches of exactly batch_size rows (re-batched across blocks; the last
   /// one smaller unless drop_last), fetching `prefetch_batches` batches' worth of blocks
-  /// ahead to the driver. Throws prism::Error for batch_size <= 0 or prefetch_batches < 0.
+  /// ahead to the driver. With local_shuffle_buffer_size > 0, each batch is a random
+  /// sample of a buffer of at least that many rows (plus a batch) that fills as it drains
+  /// (Ray's local shuffle: rows mix within the buffer, not across the whole dataset; the
+  /// same seed gives the same order for the same blocks). Throws prism::Error for
+  /// batch_size <= 0, prefetch_batches < 0 or local_shuffle_buffer_size < 0.
   BatchIterator IterBatches(int64_t batch_size = 256, int prefetch_batches = 1,
-                            bool drop_last = false) const;
+                            bool drop_last = false, int64_t local_shuffle_buffer_size = 0,
+                            std::optional<uint64_t> local_shuffle_seed = std::nullopt) const;
+  /// IterBatches with each batch as torch tensors by column name (Ray's
+  /// iter_torch_batches). Defined in prism_data_torch: include prism/data/torch.h and link
+  /// prism::data_torch. Throws as IterBatches, and prism::Error for a string column.
+  TorchBatchIterator IterTorchBatches(int64_t batch_size = 256, int prefetch_batches = 1,
+                                      bool drop_last = false, int64_t local_shuffle_buffer_size = 0,
+                                      std::optional<uint64_t> local_shuffle_seed = std::nullopt) const;
   /// The first n rows as Row maps (scalar columns only). Throws as IterBatches.
   std::vector<Row> Take(int64_t n = 20) const;
   /// The number of rows (counts from the blocks' metadata: no block reaches the driver).
@@ -292,6 +323,21 @@ class Dataset {
   DatasetStats Stats() const;
   /// The number of blocks of the source (read tasks, or materialized blocks).
   int64_t NumBlocks() const;
+  /// Runs the plan and splits its blocks into n datasets of consecutive blocks, block
+  /// counts differing by at most one (Ray's split). With equal, each gets exactly
+  /// Count() / n rows instead, consecutive runs of rows (blocks cut where a run ends; at
+  /// most n - 1 rows are dropped). Throws prism::Error for n < 1, and as a consumption.
+  std::vector<Dataset> Split(int n, bool equal = false) const;
+  /// n iterators over one shared streaming execution of this dataset (Ray's
+  /// streaming_split), for n consumers on any threads or ranks: a coordinator actor on
+  /// this rank runs the plan and hands each block to the consumer that asks for one. With
+  /// equal, every consumer gets the same number of rows (blocks are held back and cut so
+  /// that it can; at most n - 1 rows are dropped), and one that stops early does not hold
+  /// the others up. Each IterBatches on an iterator starts that consumer's next epoch:
+  /// the plan runs again once every consumer has started it (each waits for the others,
+  /// up to ExecutionOptions::task_timeout_s, then throws prism::TimeoutError naming those
+  /// missing). Throws prism::Error for n < 1. Lazy: nothing runs until a consumer asks.
+  std::vector<DataIterator> StreamingSplit(int n, bool equal = false) const;
 
   // ---- Sinks (run the plan; the output is committed only when complete) -------------
 
@@ -316,6 +362,45 @@ class Dataset {
   std::shared_ptr<const internal::DatasetState> state_;
 };
 
+/// One consumer's share of a StreamingSplit (Ray's DataIterator): a small value to send
+/// to a task or actor on any rank (it names the coordinator and its split), e.g. a
+/// training worker's shard (prism::train::GetDatasetShard). The coordinator lives while
+/// any copy of its iterators does. Thread-safe to copy; one IterBatches at a time per
+/// split.
+class DataIterator {
+ public:
+  /// An iterator of no split (IterBatches throws).
+  DataIterator() = default;
+  /// Starts this split's next epoch (waiting for the other splits to start it too, up to
+  /// ExecutionOptions::task_timeout_s) and iterates over its batches as
+  /// Dataset::IterBatches does. Throws prism::TimeoutError when the others did not start
+  /// the epoch in time (naming them), prism::Error when the execution failed (every
+  /// split's iterator gets the error), and as Dataset::IterBatches for bad arguments.
+  BatchIterator IterBatches(int64_t batch_size = 256, int prefetch_batches = 1,
+                            bool drop_last = false, int64_t local_shuffle_buffer_size = 0,
+                            std::optional<uint64_t> local_shuffle_seed = std::nullopt) const;
+  /// IterBatches as torch tensors (defined in prism_data_torch; include
+  /// prism/data/torch.h).
+  TorchBatchIterator IterTorchBatches(int64_t batch_size = 256, int prefetch_batches = 1,
+                                      bool drop_last = false, int64_t local_shuffle_buffer_size = 0,
+                                      std::optional<uint64_t> local_shuffle_seed = std::nullopt) const;
+  /// This iterator's split (0 .. NumSplits() - 1).
+  int SplitIndex() const { return split_; }
+  int NumSplits() const { return num_splits_; }
+
+  template <class Ar>
+  void serialize(Ar& ar, unsigned) {
+    ar & coordinator_ & split_ & num_splits_ & timeout_s_;
+  }
+
+ private:
+  friend class Dataset;
+  ActorHandle<internal::SplitCoordinator> coordinator_;
+  int split_ = -1;
+  int num_splits_ = 0;
+  double timeout_s_ = 600;
+};
+
 // ---- Sources ----------------------------------------------------------------------------
 
 /// Rows 0..n-1 in an int64 column "id" (Ray's range), in blocks of about 4 MiB (or
@@ -324,6 +409,10 @@ Dataset Range(int64_t n, int64_t override_num_blocks = 0);
 /// These rows (scalar values; Block::FromRows's rules), put into the object store now in
 /// blocks of about 4 MiB (or override_num_blocks blocks). Throws prism::Error as FromRows.
 Dataset FromItems(const std::vector<Row>& items, int64_t override_num_blocks = 0);
+/// These blocks, put into the object store now, one block each (Ray's from_arrow /
+/// from_numpy for columns already in memory, e.g. arrays that rows cannot hold). Throws
+/// prism::Error naming the first block whose schema differs from the first's.
+Dataset FromBlocks(const std::vector<Block>& blocks);
 /// The named datasets (all when empty) of an HDF5 file, a directory of them or a glob
 /// ("/data/train-*.h5"), one column per dataset, read in row ranges by tasks spread over
 /// the ranks. Lists the files now: throws prism::Error naming a missing file or dataset.

@@ -14,10 +14,13 @@
 
 #include <torch/torch.h>
 
+#include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "prism/data/block.h"
+#include "prism/data/dataset.h"
 
 namespace prism::data {
 
@@ -39,5 +42,56 @@ Column FromTensor(const torch::Tensor& tensor);
 /// ToTensor of every column, by name. Throws prism::Error naming a string column (drop it
 /// with DropColumns first).
 std::map<std::string, torch::Tensor> ToTensors(const Block& block);
+
+/// One batch as CPU tensors by column name (Ray's iter_torch_batches' dict of tensors).
+using TorchBatch = std::map<std::string, torch::Tensor>;
+
+/// The batches of a BatchIterator as tensors (Dataset::IterTorchBatches,
+/// DataIterator::IterTorchBatches): ToTensors of each batch, so a tensor reads the batch's
+/// bytes in place (a batch cut from one block is a view of it; one that spans blocks is
+/// one copy). Move the tensors to a device with .to(device). Move-only; one thread.
+///
+///   for (TorchBatch& batch : ds.IterTorchBatches(128)) Train(batch["image"], batch["label"]);
+class TorchBatchIterator {
+ public:
+  explicit TorchBatchIterator(BatchIterator batches) : batches_(std::move(batches)) {}
+
+  /// The next batch; std::nullopt at the end. Throws what BatchIterator::Next throws, and
+  /// prism::Error for a string column (drop it with DropColumns first).
+  std::optional<TorchBatch> Next();
+  /// What the execution did so far (empty for a DataIterator's: its coordinator runs it).
+  DatasetStats Stats() const { return batches_.Stats(); }
+
+  /// Input iterator for range-for.
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = TorchBatch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = TorchBatch*;
+    using reference = TorchBatch&;
+    iterator() = default;
+    explicit iterator(TorchBatchIterator* owner) : owner_(owner) { ++*this; }
+    TorchBatch& operator*() { return *current_; }
+    TorchBatch* operator->() { return &*current_; }
+    iterator& operator++() {
+      current_ = owner_->Next();
+      if (!current_) owner_ = nullptr;
+      return *this;
+    }
+    bool operator==(const iterator& other) const { return owner_ == other.owner_; }
+    bool operator!=(const iterator& other) const { return owner_ != other.owner_; }
+
+   private:
+    TorchBatchIterator* owner_ = nullptr;
+    std::optional<TorchBatch> current_;
+  };
+  /// Starts the iteration (takes the first batch).
+  iterator begin() { return iterator(this); }
+  iterator end() { return iterator(); }
+
+ private:
+  BatchIterator batches_;
+};
 
 }  // namespace prism::data

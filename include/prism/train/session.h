@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "prism/data/dataset.h"
 #include "prism/train/checkpoint.h"
 #include "prism/train/config.h"
 #include "prism/train/data.h"
@@ -69,6 +70,14 @@ ModuleHolder PrepareModel(ModuleHolder module, size_t bucket_bytes) {
   PrepareModule(module.ptr(), bucket_bytes);
   return module;
 }
+
+/// This worker's shard of the dataset `name` of TorchTrainerOptions::datasets (Ray's
+/// train.get_dataset_shard): an iterator over one equal share of every epoch, e.g.
+///   for (auto& batch : GetDatasetShard("train").IterTorchBatches(128)) { ... }
+/// (each IterBatches/IterTorchBatches call is one epoch: call it once per epoch on every
+/// worker). Throws prism::Error outside a worker or for a name the trainer was not given
+/// (listing the names it was).
+data::DataIterator GetDatasetShard(const std::string& name);
 
 /// This worker's shard of `dataset`, batched (see DataLoader). Call SetEpoch each epoch.
 DataLoader PrepareDataLoader(TensorDataset dataset, int64_t batch_size, bool shuffle = true,

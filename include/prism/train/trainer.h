@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "prism/data/dataset.h"
 #include "prism/errors.h"
 #include "prism/train/checkpoint.h"
 #include "prism/train/config.h"
@@ -80,6 +81,13 @@ struct TorchTrainerOptions {
   /// Start from this checkpoint (else the run's newest intact one if the run has any, else
   /// none). A committed checkpoint given here is verified too: a damaged one throws.
   std::optional<Checkpoint> resume_from_checkpoint;
+  /// Datasets the workers read by name (Ray's TorchTrainer(datasets=...)): for each, Fit
+  /// makes one StreamingSplit(num_workers, equal=true) per attempt, and each worker reads
+  /// its shard with GetDatasetShard(name) (equal row counts, so no worker waits for the
+  /// others at an all-reduce). Every IterBatches on a shard is one epoch, which runs the
+  /// dataset again; all workers must start each epoch. The coordinators run on the
+  /// driver's rank.
+  std::map<std::string, data::Dataset> datasets;
 };
 
 struct ReportedCheckpoint {
