@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/all_to_all.h"
 #include "prism/data/block.h"
 
 namespace prism::data::internal {
@@ -32,6 +33,7 @@ struct Op {
     kDropColumns,
     kLimit,
     kWrite,
+    kAllToAll,  // Repartition, RandomShuffle, Sort, GroupBy: `exchange` says which
   };
   enum Format : int32_t { kHdf5, kNumpy, kCsv };
 
@@ -43,13 +45,14 @@ struct Op {
   int64_t limit = 0;                 // Limit
   int32_t format = kHdf5;            // Write
   std::string dir;                   // Write
+  AllToAllSpec exchange;             // AllToAll
 
   /// "Map(AddOne)", "MapBatches(Normalize)", "Limit(10)", "WriteCsv(/out)".
   std::string Name() const;
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & kind & fn & batch_size & column & columns & limit & format & dir;
+    ar & kind & fn & batch_size & column & columns & limit & format & dir & exchange;
   }
 };
 
@@ -89,14 +92,18 @@ struct Stage {
   std::string Name() const;
 };
 
-/// A plan after fusion: stages separated by limits. stages.size() == limits.size() + 1;
-/// stages[0] starts at the source (its ops may be empty), stage i + 1 follows limits[i].
+/// A plan after fusion: stages separated by limits and all-to-all operators (barriers).
+/// stages.size() == limits.size() + 1; stages[0] starts at the source (its ops may be
+/// empty), stage i + 1 follows barrier i: the limit limits[i], or, where limits[i] is -1,
+/// the all-to-all operator barriers[i] (barriers[i] is the Limit op otherwise).
 struct FusedPlan {
   std::vector<Stage> stages;
   std::vector<int64_t> limits;
+  std::vector<Op> barriers;
 };
 
-/// Fuses `ops` (Limit ends a stage; consecutive limits merge to the smallest). Pure.
+/// Fuses `ops` (Limit and all-to-all operators end a stage; consecutive limits merge to
+/// the smallest). Pure.
 FusedPlan Fuse(const std::vector<Op>& ops);
 
 /// What a stage does to one block, with `index` the block's position in the stream (for

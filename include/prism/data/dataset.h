@@ -96,7 +96,10 @@ struct ReadOptions {
 namespace internal {
 struct DatasetState;
 struct IteratorState;
+struct AllToAllSpec;
 }  // namespace internal
+
+class GroupedData;
 
 /// Batches of exactly batch_size rows (the last one smaller unless drop_last), in order,
 /// re-batched across block boundaries (Ray's iter_batches). Move-only; one thread at a
@@ -214,6 +217,32 @@ class Dataset {
   /// The same plan, run with these options.
   Dataset WithExecutionOptions(const ExecutionOptions& options) const;
 
+  // ---- All-to-all transforms (lazy; each a barrier: it runs once its input is complete) --
+  //
+  // Each reads every block of its input, then exchanges rows between one task per rank
+  // (collective::Group::AllToAllV in an MPI job; one task does it all on an in-process
+  // cluster) and emits new blocks in order. Errors (a missing key column, an aggregate on a
+  // non-numeric column, a MapGroups function's exception) fail the consumption with a
+  // prism::Error naming the operator; an empty dataset gives an empty result.
+
+  /// `num_blocks` blocks of near-equal rows, in the same row order (Ray's repartition);
+  /// with `shuffle`, the rows are also shuffled across blocks (each member's share of the
+  /// blocks is near-equal; the shares vary by about the square root of the rows). Throws
+  /// prism::Error for num_blocks <= 0.
+  Dataset Repartition(int64_t num_blocks, bool shuffle = false) const;
+  /// A uniformly random permutation of all rows (Ray's random_shuffle), in about as many
+  /// blocks as the input. The same seed gives the same order at the same number of ranks;
+  /// no seed: a new order on every execution.
+  Dataset RandomShuffle(std::optional<uint64_t> seed = std::nullopt) const;
+  /// The rows sorted by column `key` (numeric or string; scalars), ascending or descending,
+  /// stable (equal keys keep their input order); the output blocks in order are globally
+  /// sorted (Ray's sort: sampled range boundaries, then a sort per range). NaN sorts last.
+  /// Throws prism::Error for an empty key.
+  Dataset Sort(const std::string& key, bool descending = false) const;
+  /// Groups rows by column `key`, for GroupedData::Aggregate or MapGroups (Ray's groupby).
+  /// Throws prism::Error for an empty key.
+  GroupedData GroupBy(const std::string& key) const;
+
   // ---- Consumption (runs the plan) ---------------------------------------------------
 
   /// Iterates over batches of exactly batch_size rows (re-batched across blocks; the last
@@ -252,6 +281,8 @@ class Dataset {
   Dataset WithMapBatches(const std::string& fn, int64_t batch_size) const;
   Dataset WithAddColumn(const std::string& name, const std::string& fn) const;
   void Write(int format, const std::string& dir, const std::string& column) const;
+  friend class GroupedData;
+  Dataset WithAllToAll(const internal::AllToAllSpec& spec) const;
 
   std::shared_ptr<const internal::DatasetState> state_;
 };
@@ -281,3 +312,5 @@ Dataset ReadBinaryFiles(const std::string& path_or_glob, bool include_paths = tr
                         const ReadOptions& options = {});
 
 }  // namespace prism::data
+
+#include "prism/data/grouped_data.h"
