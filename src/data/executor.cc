@@ -474,8 +474,12 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
   auto last_progress = Clock::now();
   const auto timeout = std::chrono::duration<double>(options_.task_timeout_s);
   for (;;) {
-    MoveLimits();
-    MoveAllToAll();
+    // In turns, as often as there are operators: an exchange that finishes at once feeds a
+    // limit after it, whose output may feed another exchange.
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      MoveLimits();
+      MoveAllToAll();
+    }
     PhysicalOp& last = ops_.back();
     if (!last.outputs.empty()) {
       BlockHandle h = std::move(last.outputs.front());
