@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prism's regression suite: every benchmark (core, actors, transfer, training, checkpoint, tune),
+# Prism's regression suite: every benchmark (core, actors, transfer, training, checkpoint, tune, data),
 # the same run's reference figures (memcpy, MPI ping-pong, a matrix multiply) and callgrind's
 # instruction counts, merged into one JSON file in Google Benchmark's format plus a
 # Markdown table. This script builds nothing (see perf/README.md, "Regression suite").
@@ -10,7 +10,7 @@
 #   --quick         tiny sizes, a smoke run of about a minute (what CI runs)
 #   --out=DIR       where the files go (default perf/results/suite, or perf/results/suite_quick)
 #   --only=a,b      run only these parts: reference, micro, collective, train, checkpoint,
-#                   tune, callgrind (default: all of them)
+#                   tune, data, callgrind (default: all of them)
 #   --no-callgrind  the same as leaving callgrind out of --only
 #
 # Environment:
@@ -33,7 +33,7 @@ usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 ranks=3
 quick=0
 out=""
-only="reference,micro,collective,train,checkpoint,tune,callgrind"
+only="reference,micro,collective,train,checkpoint,tune,data,callgrind"
 for a in "$@"; do
   case "$a" in
     --ranks=*) ranks="${a#--ranks=}" ;;
@@ -51,8 +51,8 @@ if ! [[ "$ranks" =~ ^[0-9]+$ ]] || (( ranks < 1 )); then
 fi
 for part in ${only//,/ }; do
   case "$part" in
-    reference|micro|collective|train|checkpoint|tune|callgrind) ;;
-    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, callgrind)" >&2; exit 2 ;;
+    reference|micro|collective|train|checkpoint|tune|data|callgrind) ;;
+    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, callgrind)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
@@ -70,7 +70,7 @@ bin="$build_dir/perf"
 export BUILD_DIR="$build_dir"  # for run_callgrind.sh
 if [[ ! -d "$bin" ]]; then
   echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
-  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_hotpath_benchmark" >&2
+  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_shuffle_benchmark prism_hotpath_benchmark" >&2
   exit 1
 fi
 
@@ -150,6 +150,11 @@ wants checkpoint && step checkpoint "$out/checkpoint.json" "$bin/prism_checkpoin
 wants tune && step tune "$out/tune.json" "$bin/prism_tune_benchmark" \
   "${L[@]}" "$bin/prism_tune_benchmark" "${quick_flag[@]}" --prism-num-cpus=$(( (16 + ranks - 1) / ranks )) \
   --json="$out/tune.json"
+# Data: RandomShuffle of 2 GiB (32 MiB quick) against raw MPI_Alltoallv of the same bytes;
+# the input, the output and the exchange's buffers must fit the ranks' memory.
+wants data && step data "$out/data_shuffle.json" "$bin/prism_data_shuffle_benchmark" \
+  "${L[@]}" "$bin/prism_data_shuffle_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 \
+  --prism-object-store-memory=8G --json="$out/data_shuffle.json"
 if wants callgrind; then
   if command -v valgrind > /dev/null; then
     step callgrind "$out/callgrind/callgrind.json" "$bin/prism_hotpath_benchmark" \

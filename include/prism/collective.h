@@ -187,7 +187,7 @@ class Group {
   /// move: small exchanges (< 256 KiB in all) and Algorithm::kMpi run MPI_Ialltoallv on the
   /// group's staging buffers, in rounds of at most 1 GiB per member (MPI's counts are int);
   /// larger ones go pairwise over MPI point-to-point straight between the callers' buffers,
-  /// in pieces of at most 1 GiB (no staging copy). Same-host groups use the same paths (no
+  /// in pieces of at most 4 MiB (no staging copy). Same-host groups use the same paths (no
   /// shared-memory segment here). `recv` must not overlap `send`.
   void AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
                  const std::vector<int64_t>& send_displs, void* recv,

@@ -35,7 +35,7 @@
 // at most 1 GiB per member: MPI's counts are int, so a pair's bytes are cut into pieces of
 // MPI_BYTE and every member runs the same number of rounds (the largest pair's, known from
 // the matrix). Larger exchanges post every receive and send at once, pairwise over
-// point-to-point straight between the callers' buffers (pieces of at most 1 GiB), as the
+// point-to-point straight between the callers' buffers (pieces of at most 4 MiB, all tested at once with MPI_Testsome), as the
 // ring does; a 2 GiB shuffle thus never copies through staging nor faults fresh pages.
 //
 // MPI tags on a group's own communicator: 1 the ring's chunks, 2 a Send's header (count and
@@ -97,6 +97,8 @@ constexpr int kTagRing = 1;
 constexpr int kTagSendHeader = 2;
 constexpr int kTagSendData = 3;
 constexpr int kTagAllToAll = 4;
+// AllToAllV's point-to-point pieces.
+constexpr int64_t kAllToAllPieceBytes = int64_t{4} << 20;
 // Below this many bytes, across hosts, MPI's own collectives (latency) rather than the ring.
 constexpr int64_t kRingMinBytes = int64_t{256} << 10;
 // How often a wait calls the `aborted` predicate.
@@ -950,6 +952,8 @@ void Group::AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
       }
       return;
     }
+    // Pieces of at most 4 MiB: completions come often enough to keep the poll spinning.
+    const int64_t p2p_piece = std::min<int64_t>(piece_limit, kAllToAllPieceBytes);
     // Pairwise point-to-point between the callers' buffers: every receive, then every send,
     // each peer in turn from this member's right-hand neighbour on (so the members do not all
     // send to member 0 first).
@@ -957,8 +961,8 @@ void Group::AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
     for (int step = 1; step < n; ++step) {
       const int from = (me - step + n) % n;
       const int64_t bytes = recv_counts[from] * elem;
-      for (int64_t k = 0; k < internal::NumPieces(bytes, piece_limit); ++k) {
-        const Range r = internal::PieceOf(bytes, piece_limit, k);
+      for (int64_t k = 0; k < internal::NumPieces(bytes, p2p_piece); ++k) {
+        const Range r = internal::PieceOf(bytes, p2p_piece, k);
         p.recvs.push_back(MPI_REQUEST_NULL);
         CheckMpi(MPI_Irecv(out + recv_displs[from] * elem + r.begin, static_cast<int>(r.size()),
                            MPI_BYTE, from, kTagAllToAll, g.comm_.comm(), &p.recvs.back()),
@@ -968,16 +972,37 @@ void Group::AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
     for (int step = 1; step < n; ++step) {
       const int to = (me + step) % n;
       const int64_t bytes = send_counts[to] * elem;
-      for (int64_t k = 0; k < internal::NumPieces(bytes, piece_limit); ++k) {
-        const Range r = internal::PieceOf(bytes, piece_limit, k);
+      for (int64_t k = 0; k < internal::NumPieces(bytes, p2p_piece); ++k) {
+        const Range r = internal::PieceOf(bytes, p2p_piece, k);
         p.sends.push_back(MPI_REQUEST_NULL);
         CheckMpi(MPI_Isend(in + send_displs[to] * elem + r.begin, static_cast<int>(r.size()),
                            MPI_BYTE, to, kTagAllToAll, g.comm_.comm(), &p.sends.back()),
                  "MPI_Isend (AllToAllV)");
       }
     }
-    for (MPI_Request& r : p.recvs) g.Wait(r, o);
-    for (MPI_Request& r : p.sends) g.Wait(r, o);
+    // Every request at once (MPI_Testsome): the pieces complete in any order, and each
+    // completion restarts the waiter's spin, so a transfer that is moving is polled without
+    // the sleeps of a long wait (the shared-memory transport advances only when tested).
+    std::vector<int> done(std::max(p.recvs.size(), p.sends.size()) + 1);
+    auto test_some = [&](std::vector<MPI_Request>& reqs) {
+      if (reqs.empty()) return 0;
+      int n_done = 0;
+      CheckMpi(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n_done, done.data(),
+                            MPI_STATUSES_IGNORE),
+               "MPI_Testsome (AllToAllV)");
+      return n_done == MPI_UNDEFINED ? 0 : n_done;
+    };
+    size_t left = p.recvs.size() + p.sends.size();
+    w.Start();
+    while (left > 0) {
+      const int finished = test_some(p.recvs) + test_some(p.sends);
+      if (finished > 0) {
+        left -= static_cast<size_t>(finished);
+        w.Start();
+        continue;
+      }
+      w.Poll();
+    }
   });
 }
 

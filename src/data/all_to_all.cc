@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -721,7 +722,27 @@ std::string DescribeKey(const Column& keys, int64_t r) {
   return std::to_string(AsInt(keys, r));
 }
 
+/// Phase times of one member, printed to stderr when PRISM_DATA_A2A_TIMING is set (for the
+/// shuffle benchmark's account of where the time goes).
+struct PhaseClock {
+  bool on = std::getenv("PRISM_DATA_A2A_TIMING") != nullptr;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  std::string text;
+  void Mark(const char* phase) {
+    if (!on) return;
+    const auto now = std::chrono::steady_clock::now();
+    text += std::string(text.empty() ? "" : ", ") + phase + " " +
+            std::to_string(std::chrono::duration<double>(now - last).count()).substr(0, 6) + " s";
+    last = now;
+  }
+  void Print(int member, int64_t bytes) const {
+    if (on) std::fprintf(stderr, "prism::data exchange member %d (%lld bytes out): %s\n", member,
+                         static_cast<long long>(bytes), text.c_str());
+  }
+};
+
 std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPlan& plan, int member) {
+  PhaseClock clock;
   const int members = static_cast<int>(plan.ranks.size());
   const Schema schema = SchemaOf(plan);
   collective::Group group;
@@ -732,6 +753,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     group = collective::Group::Create(plan.key, plan.ranks, o);
   }
   collective::Group* g = group.valid() ? &group : nullptr;
+  clock.Mark("group");
 
   // This member's blocks, cut to the rows that count.
   std::vector<int64_t> mine, start(plan.blocks.size() + 1, 0);
@@ -757,6 +779,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     }
   }
 
+  clock.Mark("get");
   // Each row's destination, as pieces per destination (and random keys for a shuffle).
   std::vector<std::vector<BucketPiece>> buckets(static_cast<size_t>(members));
   std::vector<std::vector<uint64_t>> keys(static_cast<size_t>(members));
@@ -823,6 +846,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     }
   }
 
+  clock.Mark("partition");
   // Write every bucket into one send buffer and swap them.
   std::vector<int64_t> send_bytes(static_cast<size_t>(members)), send_at(static_cast<size_t>(members));
   int64_t send_total = 0;
@@ -837,10 +861,12 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   }
   buckets.clear();
   keys.clear();
+  clock.Mark("write buckets");
   std::vector<int64_t> recv_bytes, recv_at;
   std::shared_ptr<char> recv = Swap(g, send, send_bytes, send_at, recv_bytes, recv_at);
   send.reset();
   blocks.clear();  // the inputs' objects may go now
+  clock.Mark("AllToAllV");
 
   std::vector<Block> sources;
   std::vector<DecodedBucket> decoded;
@@ -900,15 +926,23 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     }
     order = SortedOrderBy(sources, spec.key, spec.descending, &block_of);
   }
+  clock.Mark("order");
   if (spec.kind == AllToAllSpec::kRandomShuffle || spec.kind == AllToAllSpec::kRepartition ||
       spec.kind == AllToAllSpec::kSort) {
     const std::vector<int64_t> parts = EqualParts(rows, std::max<int64_t>(1, my_outputs));
     size_t at = 0;
+    double gather_s = 0;
     for (int64_t n : parts) {
       if (n == 0 && spec.kind != AllToAllSpec::kRepartition) continue;
-      outputs.push_back(PutOutput(n > 0 ? Gather(sources, order, at, at + static_cast<size_t>(n)) : Block()));
+      const auto t0 = std::chrono::steady_clock::now();
+      Block out = n > 0 ? Gather(sources, order, at, at + static_cast<size_t>(n)) : Block();
+      gather_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      outputs.push_back(PutOutput(out));
       at += static_cast<size_t>(n);
     }
+    clock.Mark("gather + put");
+    if (clock.on) clock.text += " (gather " + std::to_string(gather_s).substr(0, 6) + " s)";
+    clock.Print(member, send_total);
     return outputs;
   }
   const Block sorted = Gather(sources, order, 0, order.size());
