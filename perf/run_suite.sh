@@ -70,7 +70,7 @@ bin="$build_dir/perf"
 export BUILD_DIR="$build_dir"  # for run_callgrind.sh
 if [[ ! -d "$bin" ]]; then
   echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
-  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_hotpath_benchmark" >&2
+  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_hotpath_benchmark" >&2
   exit 1
 fi
 
@@ -151,7 +151,9 @@ wants tune && step tune "$out/tune.json" "$bin/prism_tune_benchmark" \
   "${L[@]}" "$bin/prism_tune_benchmark" "${quick_flag[@]}" --prism-num-cpus=$(( (16 + ranks - 1) / ranks )) \
   --json="$out/tune.json"
 # Data: ingest into the driver (2 CPUs a rank), and a pipeline over 10x a 256 MiB store
-# (4x in quick mode) that must not spill. Two steps, one part.
+# (4x in quick mode) that must not spill; RandomShuffle of 2 GiB (32 MiB quick) against raw
+# MPI_Alltoallv of the same bytes (the input, the output and the exchange's buffers must fit
+# the ranks' memory). Three steps, one part.
 if wants data; then
   step data_ingest "$out/data_ingest.json" "$bin/prism_data_benchmark" \
     "${L[@]}" "$bin/prism_data_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 --json="$out/data_ingest.json"
@@ -159,6 +161,9 @@ if wants data; then
   step data_memory "$out/data_memory.json" "$bin/prism_data_memory_benchmark" \
     "${L[@]}" "$bin/prism_data_memory_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 \
     --prism-object-store-memory=$data_store --json="$out/data_memory.json"
+  step data_shuffle "$out/data_shuffle.json" "$bin/prism_data_shuffle_benchmark" \
+    "${L[@]}" "$bin/prism_data_shuffle_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 \
+    --prism-object-store-memory=8G --json="$out/data_shuffle.json"
 fi
 if wants callgrind; then
   if command -v valgrind > /dev/null; then

@@ -9,6 +9,7 @@
 //   group.AllReduce(grads, prism::collective::ReduceOp::kAverage);   // in place
 //   std::vector<int64_t> all = group.AllGather(std::vector<int64_t>{my_count});
 //   if (group.Rank() == 0) group.Send(block, /*peer=*/2); else if (group.Rank() == 2) group.Recv(block, 0);
+//   std::vector<uint8_t> mine = group.AllToAllV(bytes, counts_per_member);  // a shuffle's exchange
 //
 // A Group is made collectively by its members from a key and the members' world ranks (on a
 // platform::Communicator). Members must call the same operations in the same order with
@@ -175,6 +176,23 @@ class Group {
   void Send(const void* data, int64_t count, DataType type, int peer);
   /// From group rank `peer`'s Send. Throws prism::Error if the sender's count or type differ.
   void Recv(void* data, int64_t count, DataType type, int peer);
+  /// All-to-all with a count per pair (MPI_Alltoallv): this member sends `send_counts[j]`
+  /// elements, starting at element `send_displs[j]` of `send`, to member j, and receives
+  /// `recv_counts[i]` elements from member i into `recv` at element `recv_displs[i]` (each
+  /// vector has Size() entries; counts may be 0 and differ per pair; the part sent to itself
+  /// is copied). Counts are int64: any size per pair. Before any data moves the members swap
+  /// their counts, so a send count that is not its receiver's recv count is a prism::Error on
+  /// every member (the group stays usable); a negative count or displacement, a null buffer
+  /// with a count, or vectors of the wrong size throw before anything is sent. How the bytes
+  /// move: small exchanges (< 256 KiB in all) and Algorithm::kMpi run MPI_Ialltoallv on the
+  /// group's staging buffers, in rounds of at most 1 GiB per member (MPI's counts are int);
+  /// larger ones go pairwise over MPI point-to-point straight between the callers' buffers,
+  /// in pieces of at most 4 MiB (no staging copy). Same-host groups use the same paths (no
+  /// shared-memory segment here). `recv` must not overlap `send`.
+  void AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
+                 const std::vector<int64_t>& send_displs, void* recv,
+                 const std::vector<int64_t>& recv_counts, const std::vector<int64_t>& recv_displs,
+                 DataType type);
 
   // ---- Typed conveniences ---------------------------------------------------------------------
 
@@ -215,12 +233,37 @@ class Group {
   void Recv(std::vector<T>& data, int peer) {
     Recv(data.data(), static_cast<int64_t>(data.size()), DataTypeOf<T>::value, peer);
   }
+  /// `send` holds the parts for members 0, 1, ... one after another, `send_counts[j]`
+  /// elements for member j; returns what every member sent this one, in group rank order
+  /// (the counts are exchanged first, so receivers need not know them). With `recv_counts`,
+  /// it also says how many elements came from each member.
+  template <typename T>
+  std::vector<T> AllToAllV(const std::vector<T>& send, const std::vector<int64_t>& send_counts,
+                           std::vector<int64_t>* recv_counts = nullptr) {
+    std::vector<int64_t> from = ExchangeCounts(send_counts, static_cast<int64_t>(send.size()));
+    std::vector<int64_t> send_displs(from.size()), recv_displs(from.size());
+    int64_t at = 0, total = 0;
+    for (size_t j = 0; j < from.size(); ++j) {
+      send_displs[j] = at;
+      at += send_counts[j];
+      recv_displs[j] = total;
+      total += from[j];
+    }
+    std::vector<T> recv(static_cast<size_t>(total));
+    AllToAllV(send.data(), send_counts, send_displs, recv.data(), from, recv_displs,
+              DataTypeOf<T>::value);
+    if (recv_counts != nullptr) *recv_counts = std::move(from);
+    return recv;
+  }
 
   class Impl;
 
  private:
   explicit Group(std::unique_ptr<Impl> impl);
   int64_t CheckDivisible(int64_t n, const char* op) const;
+  /// AllToAllV's typed form: checks that `send_counts` has Size() entries (>= 0) summing to
+  /// `send_size`, then swaps them: returns how many elements each member will send here.
+  std::vector<int64_t> ExchangeCounts(const std::vector<int64_t>& send_counts, int64_t send_size);
   std::unique_ptr<Impl> impl_;
 };
 

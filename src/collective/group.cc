@@ -28,8 +28,18 @@
 // ring's and Send/Recv's point-to-point receives go straight into the caller's buffer and
 // are cancelled on the way out.
 //
+// AllToAllV swaps every member's counts first (an MPI_Iallgather of each member's send and
+// receive counts, after the usual argument check), so every member sees the whole count
+// matrix and a pair whose counts disagree is an error on all of them. The bytes then move
+// with MPI_Ialltoallv through the staging buffers (small exchanges, or kMpi), in rounds of
+// at most 1 GiB per member: MPI's counts are int, so a pair's bytes are cut into pieces of
+// MPI_BYTE and every member runs the same number of rounds (the largest pair's, known from
+// the matrix). Larger exchanges post every receive and send at once, pairwise over
+// point-to-point straight between the callers' buffers (pieces of at most 4 MiB, all tested at once with MPI_Testsome), as the
+// ring does; a 2 GiB shuffle thus never copies through staging nor faults fresh pages.
+//
 // MPI tags on a group's own communicator: 1 the ring's chunks, 2 a Send's header (count and
-// type), 3 a Send's data. Nothing else runs on it.
+// type), 3 a Send's data, 4 AllToAllV's point-to-point pieces. Nothing else runs on it.
 #include <mpi.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -42,6 +52,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +96,9 @@ using internal::Range;
 constexpr int kTagRing = 1;
 constexpr int kTagSendHeader = 2;
 constexpr int kTagSendData = 3;
+constexpr int kTagAllToAll = 4;
+// AllToAllV's point-to-point pieces.
+constexpr int64_t kAllToAllPieceBytes = int64_t{4} << 20;
 // Below this many bytes, across hosts, MPI's own collectives (latency) rather than the ring.
 constexpr int64_t kRingMinBytes = int64_t{256} << 10;
 // How often a wait calls the `aborted` predicate.
@@ -197,6 +211,7 @@ class Group::Impl {
       comm_.Abandon();
       KeepForever(stage_);
       KeepForever(agree_);
+      KeepForever(counts_);
     }
   }
 
@@ -349,6 +364,7 @@ class Group::Impl {
   std::string shm_note_;  // why there is no segment, for Describe
   std::shared_ptr<std::vector<char>> stage_;
   std::shared_ptr<std::vector<int64_t>> agree_;
+  std::shared_ptr<std::vector<int64_t>> counts_;  // AllToAllV's count matrix
   bool broken_ = false;
   std::string broken_reason_;
 };
@@ -803,6 +819,219 @@ void Group::Recv(void* data, int64_t count, DataType type, int peer) {
           ": Send and Recv must pass the same count and dtype");
     }
   });
+}
+
+// ---- AllToAllV -----------------------------------------------------------------------------
+
+void Group::AllToAllV(const void* send, const std::vector<int64_t>& send_counts,
+                      const std::vector<int64_t>& send_displs, void* recv,
+                      const std::vector<int64_t>& recv_counts,
+                      const std::vector<int64_t>& recv_displs, DataType type) {
+  Impl& g = Need(impl_, "AllToAllV");
+  const std::string name = "AllToAllV";
+  const int n = g.size_;
+  const auto check_vector = [&](const std::vector<int64_t>& v, const char* what) {
+    if (static_cast<int>(v.size()) != n) {
+      throw Error(g.Where(name) + ": " + what + " has " + std::to_string(v.size()) +
+                  " entries; give one per member (" + std::to_string(n) + ")");
+    }
+    for (int j = 0; j < n; ++j) {
+      if (v[j] < 0) {
+        throw Error(g.Where(name) + ": " + what + "[" + std::to_string(j) + "] is " +
+                    std::to_string(v[j]) + "; counts and displacements must be >= 0");
+      }
+    }
+  };
+  check_vector(send_counts, "send_counts");
+  check_vector(send_displs, "send_displs");
+  check_vector(recv_counts, "recv_counts");
+  check_vector(recv_displs, "recv_displs");
+  int64_t send_total = 0, recv_total = 0;
+  for (int j = 0; j < n; ++j) {
+    send_total += send_counts[j];
+    recv_total += recv_counts[j];
+  }
+  g.CheckBuffer(send, send_total, type, name);
+  g.CheckBuffer(recv, recv_total, type, name);
+  const int64_t elem = SizeOf(type);
+  auto o = g.Begin(name, (send_total + recv_total) * elem);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  const int me = g.rank_;
+  if (n == 1) {
+    if (send_counts[0] != recv_counts[0]) {
+      throw Error(g.Where(name) + ": this member sends itself " + std::to_string(send_counts[0]) +
+                  " elements but expects " + std::to_string(recv_counts[0]) +
+                  " (send_counts[0] must equal recv_counts[0])");
+    }
+    std::memmove(out + recv_displs[0] * elem, in + send_displs[0] * elem,
+                 static_cast<size_t>(send_counts[0] * elem));
+    return;
+  }
+  g.Run(o, [&] {
+    Impl::OpWaiter w(g, o);
+    g.Agree(o, 6, n, type, 0, 0);
+    // Every member's send and receive counts, so that all see any pair that disagrees.
+    if (!g.counts_ || static_cast<int>(g.counts_->size()) < 2 * n * (n + 1)) {
+      g.counts_ = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(2 * n * (n + 1)));
+    }
+    int64_t* mine = g.counts_->data();
+    int64_t* all = mine + 2 * n;  // member i's row at all + 2 * n * i: send counts, recv counts
+    std::copy(send_counts.begin(), send_counts.end(), mine);
+    std::copy(recv_counts.begin(), recv_counts.end(), mine + n);
+    MPI_Request req = MPI_REQUEST_NULL;
+    CheckMpi(MPI_Iallgather(mine, 2 * n, MPI_INT64_T, all, 2 * n, MPI_INT64_T, g.comm_.comm(), &req),
+             "MPI_Iallgather (AllToAllV counts)");
+    g.Wait(req, o);
+    auto sends = [&](int i, int j) { return all[2 * n * i + j]; };      // i's count for j
+    auto expects = [&](int j, int i) { return all[2 * n * j + n + i]; };  // j's count from i
+    std::string differ;
+    int64_t largest = 0;
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        largest = std::max(largest, sends(i, j) * elem);
+        if (sends(i, j) != expects(j, i) && differ.size() < 400) {
+          differ += (differ.empty() ? "" : "; ") + std::string("member ") + std::to_string(i) +
+                    " sends " + std::to_string(sends(i, j)) + " to member " + std::to_string(j) +
+                    ", which expects " + std::to_string(expects(j, i));
+        }
+      }
+    }
+    if (!differ.empty()) {
+      throw internal::MismatchError("the members' counts do not match: " + differ +
+                                    "; member j's recv_counts[i] must be member i's send_counts[j]");
+    }
+    std::memcpy(out + recv_displs[me] * elem, in + send_displs[me] * elem,
+                static_cast<size_t>(send_counts[me] * elem));
+    const int64_t piece_limit = internal::g_message_bytes.load();
+    int64_t total_bytes = 0;
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) total_bytes += i == j ? 0 : sends(i, j) * elem;
+    }
+    const bool mpi = g.options_.algorithm == Algorithm::kMpi ||
+                     (g.options_.algorithm == Algorithm::kAuto && total_bytes < kRingMinBytes);
+    if (mpi) {
+      // Rounds of MPI_Ialltoallv on staging: each pair sends at most `piece` bytes a round.
+      const int64_t piece = std::max<int64_t>(1, std::min<int64_t>(piece_limit / n, INT_MAX / n));
+      const int64_t rounds = internal::NumPieces(largest, piece);
+      std::vector<int> scounts(n), sdispls(n), rcounts(n), rdispls(n);
+      for (int64_t k = 0; k < rounds; ++k) {
+        int64_t s_at = 0, r_at = 0;
+        for (int j = 0; j < n; ++j) {
+          const Range sr = internal::PieceOf(j == me ? 0 : send_counts[j] * elem, piece, k);
+          const Range rr = internal::PieceOf(j == me ? 0 : recv_counts[j] * elem, piece, k);
+          // One byte to itself every round (the member's own part was copied above): Open
+          // MPI 4.1's libnbc skips a tag for an Ialltoallv that moves no bytes on a rank,
+          // and that rank's next collective then never matches the others' (reproduced: a
+          // member with only zero counts hangs the Iallreduce after it).
+          scounts[j] = j == me ? 1 : static_cast<int>(std::max<int64_t>(0, sr.size()));
+          rcounts[j] = j == me ? 1 : static_cast<int>(std::max<int64_t>(0, rr.size()));
+          sdispls[j] = static_cast<int>(s_at);
+          rdispls[j] = static_cast<int>(r_at);
+          s_at += scounts[j];
+          r_at += rcounts[j];
+        }
+        char* stage = g.Stage(s_at + r_at);
+        for (int j = 0; j < n; ++j) {
+          if (scounts[j] > 0 && j != me) {
+            std::memcpy(stage + sdispls[j], in + send_displs[j] * elem + k * piece,
+                        static_cast<size_t>(scounts[j]));
+          }
+        }
+        req = MPI_REQUEST_NULL;
+        CheckMpi(MPI_Ialltoallv(stage, scounts.data(), sdispls.data(), MPI_BYTE, stage + s_at,
+                                rcounts.data(), rdispls.data(), MPI_BYTE, g.comm_.comm(), &req),
+                 "MPI_Ialltoallv");
+        g.Wait(req, o);
+        for (int j = 0; j < n; ++j) {
+          if (rcounts[j] > 0 && j != me) {
+            std::memcpy(out + recv_displs[j] * elem + k * piece, stage + s_at + rdispls[j],
+                        static_cast<size_t>(rcounts[j]));
+          }
+        }
+      }
+      return;
+    }
+    // Pieces of at most 4 MiB: completions come often enough to keep the poll spinning.
+    const int64_t p2p_piece = std::min<int64_t>(piece_limit, kAllToAllPieceBytes);
+    // Pairwise point-to-point between the callers' buffers: every receive, then every send,
+    // each peer in turn from this member's right-hand neighbour on (so the members do not all
+    // send to member 0 first).
+    P2pRequests p;
+    for (int step = 1; step < n; ++step) {
+      const int from = (me - step + n) % n;
+      const int64_t bytes = recv_counts[from] * elem;
+      for (int64_t k = 0; k < internal::NumPieces(bytes, p2p_piece); ++k) {
+        const Range r = internal::PieceOf(bytes, p2p_piece, k);
+        p.recvs.push_back(MPI_REQUEST_NULL);
+        CheckMpi(MPI_Irecv(out + recv_displs[from] * elem + r.begin, static_cast<int>(r.size()),
+                           MPI_BYTE, from, kTagAllToAll, g.comm_.comm(), &p.recvs.back()),
+                 "MPI_Irecv (AllToAllV)");
+      }
+    }
+    for (int step = 1; step < n; ++step) {
+      const int to = (me + step) % n;
+      const int64_t bytes = send_counts[to] * elem;
+      for (int64_t k = 0; k < internal::NumPieces(bytes, p2p_piece); ++k) {
+        const Range r = internal::PieceOf(bytes, p2p_piece, k);
+        p.sends.push_back(MPI_REQUEST_NULL);
+        CheckMpi(MPI_Isend(in + send_displs[to] * elem + r.begin, static_cast<int>(r.size()),
+                           MPI_BYTE, to, kTagAllToAll, g.comm_.comm(), &p.sends.back()),
+                 "MPI_Isend (AllToAllV)");
+      }
+    }
+    // Every request at once (MPI_Testsome): the pieces complete in any order, and each
+    // completion restarts the waiter's spin, so a transfer that is moving is polled without
+    // the sleeps of a long wait (the shared-memory transport advances only when tested).
+    std::vector<int> done(std::max(p.recvs.size(), p.sends.size()) + 1);
+    auto test_some = [&](std::vector<MPI_Request>& reqs) {
+      if (reqs.empty()) return 0;
+      int n_done = 0;
+      CheckMpi(MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &n_done, done.data(),
+                            MPI_STATUSES_IGNORE),
+               "MPI_Testsome (AllToAllV)");
+      return n_done == MPI_UNDEFINED ? 0 : n_done;
+    };
+    size_t left = p.recvs.size() + p.sends.size();
+    w.Start();
+    while (left > 0) {
+      const int finished = test_some(p.recvs) + test_some(p.sends);
+      if (finished > 0) {
+        left -= static_cast<size_t>(finished);
+        w.Start();
+        continue;
+      }
+      w.Poll();
+    }
+  });
+}
+
+std::vector<int64_t> Group::ExchangeCounts(const std::vector<int64_t>& send_counts,
+                                           int64_t send_size) {
+  Impl& g = Need(impl_, "AllToAllV");
+  const int n = g.size_;
+  if (static_cast<int>(send_counts.size()) != n) {
+    throw Error(g.Where(std::string("AllToAllV")) + ": send_counts has " +
+                std::to_string(send_counts.size()) + " entries; give one per member (" +
+                std::to_string(n) + ")");
+  }
+  int64_t sum = 0;
+  for (int j = 0; j < n; ++j) {
+    if (send_counts[j] < 0) {
+      throw Error(g.Where(std::string("AllToAllV")) + ": send_counts[" + std::to_string(j) +
+                  "] is " + std::to_string(send_counts[j]) + "; counts must be >= 0");
+    }
+    sum += send_counts[j];
+  }
+  if (sum != send_size) {
+    throw Error(g.Where(std::string("AllToAllV")) + ": send_counts add up to " +
+                std::to_string(sum) + " elements but the input has " + std::to_string(send_size) +
+                "; they must cover it exactly");
+  }
+  std::vector<int64_t> ones(n, 1), displs(n), from(n);
+  std::iota(displs.begin(), displs.end(), 0);
+  AllToAllV(send_counts.data(), ones, displs, from.data(), ones, displs, DataType::kInt64);
+  return from;
 }
 
 }  // namespace prism::collective

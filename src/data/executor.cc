@@ -24,6 +24,11 @@
 //      emits finished blocks in input order (a block waits for those before it).
 // If no task finishes within task_timeout_s the execution fails with a TimeoutError; a
 // failed task fails it with the task's message, which names the operator and block.
+//
+// All-to-all operators (Repartition, RandomShuffle, Sort, GroupBy; all_to_all.h) are
+// barriers: one takes every block its upstream emits, and once the upstream is exhausted it
+// starts one exchange (member tasks on every rank, reserved together), polled in the same
+// 100 ms slices; its output blocks then flow downstream in order.
 
 #include "data/executor.h"
 
@@ -58,6 +63,7 @@ std::tuple<Block, BlockMeta> Finished(const Block& block, const std::string& par
   meta.part_file = part_file;
   meta.part_rows = part_rows;
   meta.part_bytes = part_bytes;
+  meta.rank = GetRuntimeContext().GetRank();  // the block's object lives here
   return {block, std::move(meta)};
 }
 
@@ -174,9 +180,15 @@ StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
   }
   for (size_t l = 0; l < plan.limits.size(); ++l) {
     PhysicalOp limit;
-    limit.kind = PhysicalOp::kLimit;
-    limit.limit = plan.limits[l];
-    limit.stats.name = "Limit(" + std::to_string(limit.limit) + ")";
+    if (plan.limits[l] < 0) {  // an all-to-all operator (all_to_all.h)
+      limit.kind = PhysicalOp::kAllToAll;
+      limit.exchange_spec = plan.barriers[l].exchange;
+      limit.stats.name = limit.exchange_spec.Name();
+    } else {
+      limit.kind = PhysicalOp::kLimit;
+      limit.limit = plan.limits[l];
+      limit.stats.name = "Limit(" + std::to_string(limit.limit) + ")";
+    }
     ops_.push_back(std::move(limit));
     AddStages(plan.stages[l + 1].ops);
   }
@@ -246,6 +258,7 @@ bool StreamingExecutor::Exhausted(size_t i) const {
   if (!op.outputs.empty()) return false;
   if (op.stopped) return true;
   if (op.kind == PhysicalOp::kLimit) return op.limit_rows >= op.limit || Exhausted(i - 1);
+  if (op.kind == PhysicalOp::kAllToAll) return op.exchange_done;
   if (!op.running.empty() || !op.done.empty() || !op.retry.empty()) return false;
   if (op.kind == PhysicalOp::kRead) return op.reads.empty();
   if (i == 0) return upstream_done_;
@@ -278,7 +291,7 @@ uint64_t StreamingExecutor::Estimate(size_t i) const {
 
 bool StreamingExecutor::CanLaunch(size_t i) const {
   const PhysicalOp& op = ops_[i];
-  if (op.kind == PhysicalOp::kLimit || !HasInput(i)) return false;
+  if (op.kind == PhysicalOp::kLimit || op.kind == PhysicalOp::kAllToAll || !HasInput(i)) return false;
   // An actor pool's size bounds its calls instead (ScheduleActorPool).
   if (op.kind != PhysicalOp::kActorPool && static_cast<int>(op.running.size()) >= max_in_flight_) {
     return false;
@@ -367,6 +380,8 @@ void StreamingExecutor::Stop(size_t upto) {
     op.done.clear();
     op.order.clear();
     op.outputs.clear();
+    op.exchange.reset();  // cancels its members and gives their reservation back
+    op.exchange_inputs.clear();
   }
 }
 
@@ -387,6 +402,70 @@ void StreamingExecutor::MoveLimits() {
     }
     if (op.limit_rows >= op.limit && !ops_[i - 1].stopped) Stop(i);
   }
+}
+
+void StreamingExecutor::MoveAllToAll() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    PhysicalOp& op = ops_[i];
+    if (op.kind != PhysicalOp::kAllToAll || op.stopped || op.exchange_done) continue;
+    while (!ops_[i - 1].outputs.empty()) {
+      op.exchange_inputs.push_back(std::move(ops_[i - 1].outputs.front()));
+      ops_[i - 1].outputs.pop_front();
+    }
+    if (op.exchange || !Exhausted(i - 1)) continue;
+    std::vector<ExchangeInput> inputs;
+    for (const BlockHandle& h : op.exchange_inputs) {
+      inputs.push_back({h.block, h.rows(), h.keep_rows, h.meta.bytes, h.meta.rank, h.meta.names,
+                        h.meta.dtypes, h.meta.shapes});
+      op.stats.peak_bytes += h.meta.bytes;
+    }
+    op.started = Clock::now();
+    try {
+      op.exchange = std::make_unique<AllToAllExchange>(op.exchange_spec, std::move(inputs),
+                                                       options_.task_timeout_s);
+    } catch (const std::exception& e) {
+      Fail(e.what());
+    }
+    op.stats.tasks = op.exchange->Tasks();
+    op.stats.peak_tasks_in_flight = op.exchange->Tasks();
+    bool running = false;
+    PollExchanges(0, &running);
+  }
+}
+
+bool StreamingExecutor::PollExchanges(int timeout_ms, bool* running) {
+  for (PhysicalOp& op : ops_) {
+    if (!op.exchange) continue;
+    *running = true;
+    bool finished = false;
+    try {
+      finished = op.exchange->Poll(timeout_ms);
+    } catch (const std::exception& e) {
+      Fail(e.what());
+    }
+    if (!finished) return false;
+    int64_t index = 0;
+    for (ExchangeOutput& out : op.exchange->Outputs()) {
+      BlockHandle h;
+      h.index = index++;
+      h.block = std::move(out.block);
+      h.meta.rows = out.rows;
+      h.meta.bytes = out.bytes;
+      h.meta.names = std::move(out.names);
+      h.meta.dtypes = std::move(out.dtypes);
+      h.meta.shapes = std::move(out.shapes);
+      op.stats.blocks += 1;
+      op.stats.rows += h.meta.rows;
+      op.stats.bytes += h.meta.bytes;
+      op.outputs.push_back(std::move(h));
+    }
+    op.stats.seconds = std::chrono::duration<double>(Clock::now() - *op.started).count();
+    op.exchange.reset();
+    op.exchange_inputs.clear();  // the input blocks may go now
+    op.exchange_done = true;
+    return true;
+  }
+  return false;
 }
 
 void StreamingExecutor::Finish(size_t i, size_t r) {
@@ -432,6 +511,10 @@ void StreamingExecutor::Finish(size_t i, size_t r) {
 }
 
 bool StreamingExecutor::WaitForTasks(int timeout_ms) {
+  // An exchange runs alone: its upstream is finished and nothing downstream has input yet.
+  bool exchange_running = false;
+  if (PollExchanges(timeout_ms, &exchange_running)) return true;
+  if (exchange_running) return false;
   std::vector<ObjectRef<BlockMeta>> refs;
   for (const PhysicalOp& op : ops_) {
     for (const Running& run : op.running) refs.push_back(run.meta);
@@ -466,7 +549,12 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
   auto last_progress = Clock::now();
   const auto timeout = std::chrono::duration<double>(options_.task_timeout_s);
   for (;;) {
-    MoveLimits();
+    // In turns, as often as there are operators: an exchange that finishes at once feeds a
+    // limit after it, whose output may feed another exchange.
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      MoveLimits();
+      MoveAllToAll();
+    }
     PhysicalOp& last = ops_.back();
     if (!last.outputs.empty()) {
       BlockHandle h = std::move(last.outputs.front());
@@ -484,7 +572,7 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
     Schedule();
     if (Pull(false)) continue;
     bool any_running = false;
-    for (const PhysicalOp& op : ops_) any_running = any_running || !op.running.empty();
+    for (const PhysicalOp& op : ops_) any_running = any_running || !op.running.empty() || op.exchange;
     if (!any_running && Pull(true)) continue;
     if (!any_running) {
       // Not reached by the rules above (an operator holding nothing may always launch);
@@ -497,7 +585,7 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
     } else if (Clock::now() - last_progress > timeout) {
       std::string names;
       for (const PhysicalOp& op : ops_) {
-        if (!op.running.empty()) names += (names.empty() ? "" : ", ") + op.stats.name;
+        if (!op.running.empty() || op.exchange) names += (names.empty() ? "" : ", ") + op.stats.name;
       }
       failed_ = "prism::data: no task of " + names + " finished in " +
                 std::to_string(options_.task_timeout_s) +

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "data/all_to_all.h"
 #include "data/plan.h"
 #include "prism/api.h"
 #include "prism/data/dataset.h"
@@ -31,13 +32,14 @@ struct BlockMeta {
   std::string part_file;  // a Write's part ("" when the block had no rows)
   int64_t part_rows = 0;
   uint64_t part_bytes = 0;
+  int32_t rank = -1;  // where the task that made it ran (its object lives there); -1 unknown
 
   static BlockMeta Of(const Block& block);
   data::Schema ToSchema() const;
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & rows & bytes & names & dtypes & shapes & part_file & part_rows & part_bytes;
+    ar & rows & bytes & names & dtypes & shapes & part_file & part_rows & part_bytes & rank;
   }
 };
 
@@ -118,7 +120,7 @@ class StreamingExecutor {
     int64_t actor = -1;    // kActorPool: the actor that runs it
   };
   struct PhysicalOp {
-    enum Kind { kRead, kTransform, kLimit, kActorPool } kind = kRead;
+    enum Kind { kRead, kTransform, kLimit, kActorPool, kAllToAll } kind = kRead;
     std::vector<Op> ops;                // kRead, kTransform
     int64_t limit = 0;                  // kLimit
     int64_t limit_rows = 0;             // kLimit: rows passed so far
@@ -131,6 +133,11 @@ class StreamingExecutor {
     bool stopped = false;                  // a limit downstream has all its rows
     std::deque<Running> retry;             // blocks to run again, before new input
     std::shared_ptr<ActorPoolOp> pool;     // kActorPool: its actors (ops[0] is the class)
+    // kAllToAll: the operator, its input so far, and its exchange once the input is complete.
+    AllToAllSpec exchange_spec;
+    std::vector<BlockHandle> exchange_inputs;
+    std::unique_ptr<AllToAllExchange> exchange;
+    bool exchange_done = false;
     OperatorStats stats;
     std::optional<std::chrono::steady_clock::time_point> started;
   };
@@ -143,6 +150,11 @@ class StreamingExecutor {
   void Launch(size_t i);
   void Schedule();
   void MoveLimits();
+  /// All-to-all operators take their upstream's blocks; one whose input is complete starts
+  /// its exchange (all_to_all.h).
+  void MoveAllToAll();
+  /// Polls a running exchange for up to timeout_ms; true if it finished.
+  bool PollExchanges(int timeout_ms, bool* running);
   void Stop(size_t upto);
   /// Waits (bounded) for running tasks; records the finished ones. False if none finished.
   bool WaitForTasks(int timeout_ms);

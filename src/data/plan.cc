@@ -105,6 +105,8 @@ Block ApplyOne(const Block& block, const Op& op, int64_t index, std::string* par
       throw Error("a Limit inside a fused stage (a bug in prism::data's fusion)");
     case Op::kMapBatchesClass:
       throw Error("a class MapBatches inside a task stage (a bug in prism::data's executor)");
+    case Op::kAllToAll:
+      throw Error("a " + op.Name() + " inside a fused stage (a bug in prism::data's fusion)");
   }
   throw Error("unknown operator kind " + std::to_string(op.kind));
 }
@@ -133,6 +135,8 @@ std::string Op::Name() const {
     case kWrite:
       return std::string(format == kHdf5 ? "WriteHdf5(" : format == kNumpy ? "WriteNumpy(" : "WriteCsv(") +
              dir + ")";
+    case kAllToAll:
+      return exchange.Name();
   }
   return "Unknown";
 }
@@ -193,11 +197,20 @@ FusedPlan Fuse(const std::vector<Op>& ops) {
     if (op.kind == Op::kLimit) {
       if (after_limit) {
         plan.limits.back() = std::min(plan.limits.back(), op.limit);
+        plan.barriers.back().limit = plan.limits.back();
       } else {
         plan.limits.push_back(op.limit);
+        plan.barriers.push_back(op);
         plan.stages.emplace_back();
         after_limit = true;
       }
+      continue;
+    }
+    if (op.kind == Op::kAllToAll) {  // a barrier: it needs every block of its input
+      plan.limits.push_back(-1);
+      plan.barriers.push_back(op);
+      plan.stages.emplace_back();
+      after_limit = false;
       continue;
     }
     after_limit = false;

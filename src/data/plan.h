@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/all_to_all.h"
 #include "prism/data/block.h"
 
 namespace prism::data::internal {
@@ -34,6 +35,7 @@ struct Op {
     kLimit,
     kWrite,
     kMapBatchesClass,  // a callable class in an actor pool (actor_pool_op.h): ends a stage
+    kAllToAll,  // Repartition, RandomShuffle, Sort, GroupBy: `exchange` says which
   };
   enum Format : int32_t { kHdf5, kNumpy, kCsv };
 
@@ -55,6 +57,7 @@ struct Op {
   std::vector<std::string> class_args;
   int32_t min_actors = 1, max_actors = 0;
   double num_cpus = 0, num_gpus = 0;
+  AllToAllSpec exchange;             // AllToAll
 
   /// "Map(AddOne)", "MapBatches(Normalize)", "Limit(10)", "WriteCsv(/out)".
   std::string Name() const;
@@ -63,7 +66,8 @@ struct Op {
   void serialize(Ar& ar, unsigned) {
     ar & kind & fn & batch_size & column & columns & limit & format & dir;
     ar & max_retries & retry_all & retry_types & class_key & class_args & min_actors & max_actors &
-        num_cpus & num_gpus;
+        num_cpus & num_gpus &
+        exchange;
   }
 };
 
@@ -103,14 +107,18 @@ struct Stage {
   std::string Name() const;
 };
 
-/// A plan after fusion: stages separated by limits. stages.size() == limits.size() + 1;
-/// stages[0] starts at the source (its ops may be empty), stage i + 1 follows limits[i].
+/// A plan after fusion: stages separated by limits and all-to-all operators (barriers).
+/// stages.size() == limits.size() + 1; stages[0] starts at the source (its ops may be
+/// empty), stage i + 1 follows barrier i: the limit limits[i], or, where limits[i] is -1,
+/// the all-to-all operator barriers[i] (barriers[i] is the Limit op otherwise).
 struct FusedPlan {
   std::vector<Stage> stages;
   std::vector<int64_t> limits;
+  std::vector<Op> barriers;
 };
 
-/// Fuses `ops` (Limit ends a stage; consecutive limits merge to the smallest). Pure.
+/// Fuses `ops` (Limit and all-to-all operators end a stage; consecutive limits merge to
+/// the smallest). Pure.
 FusedPlan Fuse(const std::vector<Op>& ops);
 
 /// What a stage does to one block, with `index` the block's position in the stream (for

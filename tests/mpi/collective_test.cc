@@ -356,8 +356,109 @@ std::string CgIndivisible(Ranks ranks, int tag) {
   return p.text;
 }
 
+/// The count member i sends member j in `round` of the AllToAllV test: uneven, some zero
+/// (every member sends member (i + 1) % n nothing in round 1), and one large pair.
+int64_t AllToAllCount(int i, int j, int n, int round, int64_t large) {
+  if (round == 1 && j == (i + 1) % n) return 0;
+  if (round == 2 && i == 0 && j == n - 1) return large;
+  return (i * 7 + j * 3 + round) % 5 * 13 + (i == j ? 1 : 0);
+}
+
+template <typename T>
+T AllToAllValue(int from, int to, int64_t index) {
+  return static_cast<T>(from * 1000003 + to * 10007 + index);
+}
+
+/// AllToAllV with `algorithm` over uneven and zero counts, int64 and bytes, small and
+/// large (pieces of 4 KiB: many rounds and pieces), at displacements with gaps; the typed
+/// form; then one member's counts disagreeing with its receiver's: an error on every
+/// member, and the group still works.
+std::string CgAllToAllV(Ranks ranks, int tag, int algorithm) {
+  SmallPieces small;
+  Problems p;
+  GroupOptions o;
+  o.algorithm = static_cast<Algorithm>(algorithm);
+  o.timeout = std::chrono::seconds(60);
+  Group g = Group::Create(Key(tag), ranks, o);
+  const int m = g.Rank(), n = g.Size();
+  const std::string label = std::string(coll::Name(o.algorithm)) + " AllToAllV";
+  auto run = [&]<typename T>(T, int round, int64_t large) {
+    const DataType type = coll::DataTypeOf<T>::value;
+    std::vector<int64_t> sc(n), sd(n), rc(n), rd(n);
+    int64_t s_at = 3, r_at = 5;  // gaps before and between the parts
+    for (int j = 0; j < n; ++j) {
+      sc[j] = AllToAllCount(m, j, n, round, large);
+      sd[j] = s_at;
+      s_at += sc[j] + 2;
+      rc[j] = AllToAllCount(j, m, n, round, large);
+      rd[j] = r_at;
+      r_at += rc[j] + 1;
+    }
+    std::vector<T> send(static_cast<size_t>(s_at)), recv(static_cast<size_t>(r_at), T(0));
+    for (int j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < sc[j]; ++k) send[static_cast<size_t>(sd[j] + k)] = AllToAllValue<T>(m, j, k);
+    }
+    g.AllToAllV(send.data(), sc, sd, recv.data(), rc, rd, type);
+    for (int i = 0; i < n; ++i) {
+      for (int64_t k = 0; k < rc[i]; ++k) {
+        if (recv[static_cast<size_t>(rd[i] + k)] != AllToAllValue<T>(i, m, k)) {
+          p.Expect(false, label + " " + coll::Name(type) + " round " + std::to_string(round) +
+                              ": element " + std::to_string(k) + " from member " + std::to_string(i) +
+                              " is wrong");
+          break;
+        }
+      }
+      if (i + 1 < n && recv[static_cast<size_t>(rd[i] + rc[i])] != T(0)) {
+        p.Expect(false, label + ": wrote into the gap after member " + std::to_string(i) + "'s part");
+      }
+    }
+  };
+  for (int round = 0; round < 3; ++round) {
+    run(int64_t{0}, round, 40000);    // 320 KB for one pair: point-to-point under kAuto
+    run(uint8_t{0}, round, 300000);   // bytes
+  }
+  // The typed form: counts unknown to the receivers.
+  std::vector<int64_t> counts(n);
+  std::vector<double> mine;
+  for (int j = 0; j < n; ++j) {
+    counts[j] = (m + 2 * j) % 4;
+    for (int64_t k = 0; k < counts[j]; ++k) mine.push_back(m * 100 + j * 10 + k);
+  }
+  std::vector<int64_t> got_counts;
+  std::vector<double> got = g.AllToAllV(mine, counts, &got_counts);
+  std::vector<double> want;
+  for (int i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < (i + 2 * m) % 4; ++k) want.push_back(i * 100 + m * 10 + k);
+  }
+  p.Expect(got == want, label + ": the typed form returned the wrong elements");
+  p.Expect(static_cast<int>(got_counts.size()) == n && (n < 1 || got_counts[0] == (2 * m) % 4),
+           label + ": the typed form returned the wrong counts");
+  if (n >= 2) {
+    // Member 0 sends member 1 one element more than member 1 expects.
+    std::vector<int64_t> sc(n, 2), rc(n, 2), d(n);
+    for (int j = 0; j < n; ++j) d[j] = 3 * j;
+    if (m == 0) sc[1] = 3;
+    std::vector<int32_t> send(static_cast<size_t>(3 * n), 7), recv(static_cast<size_t>(3 * n));
+    try {
+      g.AllToAllV(send.data(), sc, d, recv.data(), rc, d, DataType::kInt32);
+      p.Expect(false, label + ": no error for mismatched counts");
+    } catch (const coll::CollectiveTimeout& e) {
+      p.Expect(false, label + ": mismatched counts hung: " + e.what());
+    } catch (const prism::Error& e) {
+      p.Expect(Contains(e.what(), "member 0 sends 3 to member 1, which expects 2"),
+               label + ": unclear mismatch: " + e.what());
+    }
+    std::vector<int64_t> ones(n, 1);
+    std::vector<int64_t> ok = g.AllToAllV(std::vector<int64_t>(static_cast<size_t>(n), m), ones);
+    std::vector<int64_t> ranks_seen(static_cast<size_t>(n));
+    std::iota(ranks_seen.begin(), ranks_seen.end(), 0);
+    p.Expect(ok == ranks_seen, label + ": the group does not work after the mismatch");
+  }
+  return p.text;
+}
+
 PRISM_REMOTE(CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
-             CgDuplicateStreams);
+             CgDuplicateStreams, CgAllToAllV);
 
 // ---- Driver helpers -----------------------------------------------------------------------
 
@@ -439,6 +540,13 @@ TEST(Collective, TimeoutEndsAWaitForAMemberThatNeverJoins) {
   }
 }
 
+TEST(Collective, AllToAllVWithUnevenAndZeroCountsMatchesALocalReference) {
+  auto ranks = AllRanks();
+  ExpectAllOk(OnMembers(ranks, CgAllToAllV, 800, static_cast<int>(Algorithm::kAuto)), ranks, "auto");
+  ExpectAllOk(OnMembers(ranks, CgAllToAllV, 801, kMpi), ranks, "mpi");
+  ExpectAllOk(OnMembers(ranks, CgAllToAllV, 802, kRing), ranks, "point-to-point");
+}
+
 TEST(Collective, DuplicatesRunOnTwoThreadsAtOnceWithoutCrossing) {
   auto ranks = AllRanks();
   ExpectAllOk(OnMembers(ranks, CgDuplicateStreams, 600), ranks, "two streams");
@@ -467,6 +575,17 @@ TEST(Collective, BadArgumentsAreClearErrorsAndLeaveTheGroupUsable) {
   ExpectErrorMentioning([&] { g.AllReduce(static_cast<float*>(nullptr), 4, ReduceOp::kSum); }, {"null"});
   ExpectErrorMentioning([&] { g.AllReduce(v.data(), 3, static_cast<DataType>(9), ReduceOp::kSum); },
                {"not a DataType"});
+  std::vector<int64_t> one = {1}, zero = {0}, two = {1, 1};
+  ExpectErrorMentioning([&] { g.AllToAllV(v.data(), two, two, v.data(), one, zero, DataType::kFloat32); },
+                        {"send_counts has 2 entries", "one per member (1)"});
+  ExpectErrorMentioning([&] { g.AllToAllV(v.data(), one, {-1}, v.data() + 1, one, zero, DataType::kFloat32); },
+                        {"send_displs[0] is -1"});
+  ExpectErrorMentioning([&] { g.AllToAllV(nullptr, one, zero, v.data(), one, zero, DataType::kFloat32); },
+                        {"null"});
+  ExpectErrorMentioning([&] { g.AllToAllV(v, {2}); }, {"add up to 2", "has 3"});
+  std::vector<float> out(3);
+  g.AllToAllV(v.data(), {3}, zero, out.data(), {3}, zero, DataType::kFloat32);  // a copy
+  EXPECT_EQ(out, v);
   g.Barrier();  // still usable
   if (World() >= 2) {
     Ranks ranks = AllRanks();

@@ -115,7 +115,10 @@ namespace internal {
 struct DatasetState;
 struct IteratorState;
 class SplitCoordinator;
+struct AllToAllSpec;
 }  // namespace internal
+
+class GroupedData;
 
 class DataIterator;
 /// Batches as torch tensors (prism/data/torch.h, target prism_data_torch).
@@ -291,6 +294,32 @@ class Dataset {
   /// else from the consumption.
   Dataset Zip(const Dataset& other) const;
 
+  // ---- All-to-all transforms (lazy; each a barrier: it runs once its input is complete) --
+  //
+  // Each reads every block of its input, then exchanges rows between one task per rank
+  // (collective::Group::AllToAllV in an MPI job; one task does it all on an in-process
+  // cluster) and emits new blocks in order. Errors (a missing key column, an aggregate on a
+  // non-numeric column, a MapGroups function's exception) fail the consumption with a
+  // prism::Error naming the operator; an empty dataset gives an empty result.
+
+  /// `num_blocks` blocks of near-equal rows, in the same row order (Ray's repartition);
+  /// with `shuffle`, the rows are also shuffled across blocks (each member's share of the
+  /// blocks is near-equal; the shares vary by about the square root of the rows). Throws
+  /// prism::Error for num_blocks <= 0.
+  Dataset Repartition(int64_t num_blocks, bool shuffle = false) const;
+  /// A uniformly random permutation of all rows (Ray's random_shuffle), in about as many
+  /// blocks as the input. The same seed gives the same order at the same number of ranks;
+  /// no seed: a new order on every execution.
+  Dataset RandomShuffle(std::optional<uint64_t> seed = std::nullopt) const;
+  /// The rows sorted by column `key` (numeric or string; scalars), ascending or descending,
+  /// stable (equal keys keep their input order); the output blocks in order are globally
+  /// sorted (Ray's sort: sampled range boundaries, then a sort per range). NaN sorts last.
+  /// Throws prism::Error for an empty key.
+  Dataset Sort(const std::string& key, bool descending = false) const;
+  /// Groups rows by column `key`, for GroupedData::Aggregate or MapGroups (Ray's groupby).
+  /// Throws prism::Error for an empty key.
+  GroupedData GroupBy(const std::string& key) const;
+
   // ---- Consumption (runs the plan) ---------------------------------------------------
 
   /// Iterates over batches of exactly batch_size rows (re-batched across blocks; the last
@@ -358,6 +387,8 @@ class Dataset {
   Dataset WithRetries(int max_retries, const RetryExceptions& retry) const;
   Dataset WithActorClass(const std::string& name, const std::string& key,
                          const std::vector<std::string>& args, const MapBatchesOptions& options) const;
+  friend class GroupedData;
+  Dataset WithAllToAll(const internal::AllToAllSpec& spec) const;
 
   std::shared_ptr<const internal::DatasetState> state_;
 };
@@ -430,3 +461,5 @@ Dataset ReadBinaryFiles(const std::string& path_or_glob, bool include_paths = tr
                         const ReadOptions& options = {});
 
 }  // namespace prism::data
+
+#include "prism/data/grouped_data.h"
