@@ -49,6 +49,7 @@ perf_bin="$build_dir/perf"
 micro="$perf_bin/prism_microbenchmark"
 train="$perf_bin/prism_train_benchmark"
 coll="$perf_bin/prism_collective_benchmark"
+data="$perf_bin/prism_data_pipeline_benchmark"
 if [[ ! -x "$micro" ]]; then
   echo "run_peers.sh: $micro not found; build it first:" >&2
   echo "  cmake -S . -B $build_dir -DCMAKE_BUILD_TYPE=Release &&" \
@@ -65,11 +66,13 @@ if ((quick)); then
   tasks=200; object_bytes=$((4 << 20)); step_timeout=150
   micro_args=(--quick); train_args=(--quick); coll_args=(--quick --sizes-mib=1)
   dask_args=(--quick); mpi_args=(--quick); ddp_args=(--quick --sizes-mib=1); ar_mib="[1]"
+  data_args=(--quick)
 else
   tasks=10000; object_bytes=$((100 << 20)); step_timeout=600
   micro_args=(); train_args=(--rounds=5 --steps=50); coll_args=(--rounds=5 --sizes-mib=1,16,64 --gloo=off)  # gloo runs below, as its own peer
   dask_args=(); mpi_args=(); ddp_args=(--rounds=5 --steps=50 --sizes-mib=1,16,64)
   ar_mib="[1, 16, 64]"
+  data_args=(--rows=8000000 --partitions=24 --rounds=3)
 fi
 object_mib=$(awk "BEGIN {print $object_bytes / 1048576}")
 
@@ -187,6 +190,16 @@ ddp_step ddp_train --no-allreduce --json="$work/ddp_train.json"
 built_step prism_collective "$coll" "${mpirun_cmd[@]}" -n 2 "$coll" "${coll_args[@]}" \
   --json="$work/prism_collective.json"
 ddp_step ddp_allreduce --no-train --json="$work/ddp_allreduce.json"
+
+# ---- a Data pipeline: map_batches + shuffle + groupby aggregate ------------------------
+built_step prism_data "$data" "${mpirun_cmd[@]}" -n 3 "$data" "${data_args[@]}" --prism-num-cpus=2 \
+  --json="$work/prism_data.json"
+if py="$(find_python dask.dataframe pandas distributed)"; then
+  step dask_data peer "$py" perf/peers/dask_data_bench.py "${data_args[@]}" --workers=3 \
+    --json="$work/dask_data.json"
+else
+  skip dask_data "python3 cannot import dask.dataframe and pandas (Debian: python3-dask python3-pandas)"
+fi
 
 echo
 echo "end: $(uptime | sed 's/^ *//'); $((SECONDS - t_run)) s in all"

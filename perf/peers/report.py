@@ -164,6 +164,8 @@ def main():
     mpi = load(workdir, "mpi4py.json")
     ddp_t = load(workdir, "ddp_train.json")
     ddp_a = load(workdir, "ddp_allreduce.json")
+    pdata = load(workdir, "prism_data.json")
+    ddata = load(workdir, "dask_data.json")
 
     ranks = ctx_in.get("ranks")
     tasks = ctx_in.get("tasks")
@@ -274,6 +276,15 @@ def main():
             "Prism: prism::train MPI Collective::AllReduce; PyTorch: dist.all_reduce over "
             "gloo; bus bw = bytes x 2(n-1)/n / s" + raw_txt, "ddp_allreduce", "same size, ranks")
 
+    data_rows = (ddata or {}).get("context", {}).get("rows")
+    row(f"Data pipeline: {data_rows or '?':,} rows, map_batches + shuffle + groupby agg"
+        if data_rows else "Data pipeline: map_batches + shuffle + groupby agg", "s", False,
+        prism_micro(pdata, "data_pipeline_seconds"), "Dask dataframe",
+        peer_metric(ddata, "dask_data_pipeline_seconds"),
+        "the same rows, steps and check (perf/data_pipeline_benchmark.cc, "
+        "perf/peers/dask_data_bench.py); Prism: 3 ranks; Dask: 3 worker processes, "
+        "map_partitions + task shuffle + groupby agg", "dask_data", "same rows and steps")
+
     # ---- print ---------------------------------------------------------------------------
     loads_before = [s["load_avg_before"] for s in steps if s["load_avg_before"]]
     loads_after = [s["load_avg_after"] for s in steps if s["load_avg_after"]]
@@ -339,7 +350,8 @@ def main():
         "rows": rows,
         "raw": {"prism_microbenchmark": micro, "prism_train_benchmark": train,
                 "prism_collective_benchmark": coll, "dask": dask, "mpi4py": mpi,
-                "ddp_train": ddp_t, "ddp_allreduce": ddp_a},
+                "ddp_train": ddp_t, "ddp_allreduce": ddp_a,
+                "prism_data_pipeline_benchmark": pdata, "dask_data": ddata},
     }
     peerlib.write_json(out_path, doc, indent=1)
     print(f"\nJSON: {os.path.abspath(out_path)}")
