@@ -1,48 +1,28 @@
-// NOTES (data-dataset branch, Nov 2026 session; for whoever picks it up next)
+// NOTES (issue 17, state at the end of the Nov 25 session; for whoever picks it up next)
 //
-// Done: the lazy Dataset (prism/data/dataset.h) with Range, FromItems, ReadHdf5,
-// ReadNumpy, ReadCsv, ReadBinaryFiles; Map, MapBatches, Filter, FlatMap, AddColumn,
-// SelectColumns, DropColumns, Limit; IterBatches (exact batch_size, re-batched across
-// blocks, drop_last, prefetch), Take, Count (metadata only), Schema, Materialize, Stats;
-// WriteHdf5/WriteNumpy/WriteCsv (part per block + CommitParts). Fusion and read splitting
-// are pure logic in plan.{h,cc} (unit-tested); the streaming executor (executor.{h,cc})
-// runs on the consumer's thread with a byte budget per operator.
+// Built: the lazy Dataset with every source, transform, consumption and sink of issue 17;
+// fusion (plan.cc); the streaming executor (executor.cc) with a byte budget per operator
+// (default: half of ClusterResources()["object_store_memory"]); IterBatches' batcher
+// (batcher.cc: slices, pulls ahead, reused buffers); class MapBatches in an autoscaling actor
+// pool, retries, progress lines (actor_pool_op.cc, progress.cc); Repartition, RandomShuffle,
+// Sort, GroupBy over collective::Group::AllToAllV (all_to_all.cc, grouped_data.cc); Union,
+// Zip, Split, StreamingSplit, DataIterator, local shuffle, IterTorchBatches,
+// train::GetDatasetShard (union_zip.cc, split.cc). Tests: ctest -L data. Figures:
+// perf/README.md "Data"; the Dask side by side: perf/run_peers.sh.
 //
-// Tests (all pass, Nov 25 01:10 UTC): tests/unit/data/plan_test.cc (fusion, splitting,
-// stages), tests/mpi/data/dataset_test.cc under mpirun -n 1 and -n 3 (ctest -R mpi_data_n)
-// and on an in-process cluster (prism_data_dataset_tests); ctest -L data 50/50, ctest -L
-// unit 429/429 (before the last two dataset cases).
-// perf/data_benchmark.cc (mpirun -n 3 build/perf/prism_data_benchmark --prism-num-cpus=2):
-// first round 0.5 GiB/s (blocks fetched from ranks 1-2), later rounds 4.6-6.6 GiB/s from
-// rank 0's copies, on the shared 2-core VM. Ad hoc, without Materialize: ReadNumpy ->
-// IterBatches(4096) 1.6 GiB/s, with MapBatches(Identity) 0.9 (copies through Invoke).
-//
-// Next, in order:
-//   * (data-perf, done) UDF calls no longer copy: platform::Invoke calls a function of the
-//     caller's exact signature directly. The budget's default is DefaultObjectStoreBudget()
-//     (half of ClusterResources()["object_store_memory"]); state::ListObjectStores gives
-//     each rank's store use and spilling. IterBatches re-batches in src/data/batcher.cc
-//     (slices, pulls ahead, reused buffers). perf/README.md "Data" has the figures.
-//   * (data-pool, done) MapBatches(ActorClass<C>(args...), MapBatchesOptions) in an
-//     autoscaling actor pool (actor_pool_op.{h,cc}), max_retries/retry_exceptions on the
-//     map operators, progress lines (progress.{h,cc}); tests/mpi/data/actor_pool_test.cc.
-//     A dead actor's block goes to a new actor (tested with ExitActor); a lost rank ends an
-//     MPI job today, so the task stages' SetMaxRetries path is not exercised by a test.
-//   * All-to-all: Repartition, RandomShuffle, Sort, GroupBy over platform::Communicator
-//     (Alltoallv).
-//   * Done on the data-train branch: Union, Zip, FromBlocks (union_zip.cc), Split,
-//     StreamingSplit and DataIterator (split.cc), the local shuffle buffer,
-//     IterTorchBatches, train::GetDatasetShard (tests/mpi/data/split_test.cc,
-//     tests/unit/data/split_test.cc, tests/mpi/train/dataset_shard_test.cc). Open: a
-//     StreamingSplit's coordinator holds every block of an epoch that a consumer which
-//     stopped never takes (equal splits hold blocks back for it) until the next epoch;
-//     Zip runs both sides to the end before its first block.
-//   * CSV types are inferred from the first MiB of the first file; unify per-block
-//     inference instead.
-//   * Ingest: read blocks could follow the consumer's batch size (a batch inside one block
-//     is a zero-copy slice; with 4 MiB blocks a 40 MiB batch is one memcpy). The budget is
-//     cluster-wide while each rank has its own store: at a 64 MiB cap, blocks gathered on
-//     one rank can spill (perf/data_memory_benchmark.cc).
+// Open, in order:
+//   * Shuffle speed: RandomShuffle of 2 GiB at 0.14x of a raw MPI_Alltoallv (target 0.7x).
+//     A member passes over each byte four times (bucket write, exchange, gather, Put); the
+//     core needs a Put that lets the caller write into the store's buffer (then receive and
+//     gather straight into the output objects).
+//   * The budget is one figure for the cluster while each rank has its own store: at a
+//     64 MiB cap blocks gathered on one rank can spill (perf/data_memory_benchmark.cc).
+//   * CSV types are inferred from the first MiB of the first file, and the public ReadCsv
+//     cannot take column types (a later row that does not fit is a clear error, with no fix
+//     for the user): unify per-block inference, or take column_types.
+//   * A StreamingSplit's coordinator holds the blocks an early-stopped consumer never takes
+//     until the next epoch; Zip runs both sides to the end before its first block; a lost
+//     rank ends an MPI job, so the task stages' SetMaxRetries path has no test.
 //
 // The Dataset API: sources, transforms (each a new Dataset sharing the source), and
 // consumptions that each run one StreamingExecutor.
