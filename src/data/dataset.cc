@@ -623,18 +623,39 @@ Dataset ReadNumpy(const std::string& path_or_glob, const ReadOptions& options) {
   return internal::FromSource(std::move(source));
 }
 
-Dataset ReadCsv(const std::string& path_or_glob, char delimiter, const ReadOptions& options) {
+Dataset ReadCsv(const std::string& path_or_glob, char delimiter, const ReadOptions& options,
+                const std::map<std::string, DType>& column_types) {
   internal::CheckReadOptions(options, "ReadCsv");
   std::vector<std::string> files = io::ExpandPaths(path_or_glob, {".csv"});
-  // One schema for every block: the types the first MiB of the first file shows.
+  const std::vector<std::string> header = io::ReadCsvHeader(files[0], delimiter);
+  for (const auto& [name, dtype] : column_types) {
+    if (std::find(header.begin(), header.end(), name) == header.end()) {
+      std::string have;
+      for (const std::string& h : header) have += (have.empty() ? "" : ", ") + h;
+      throw Error("prism::data::ReadCsv: column_types names \"" + name + "\", which is not a column of " +
+                  files[0] + " (its header has: " + have + ")");
+    }
+    if (dtype != DType::kInt64 && dtype != DType::kFloat64 && dtype != DType::kBool &&
+        dtype != DType::kString) {
+      throw Error("prism::data::ReadCsv: column_types gives \"" + name + "\" the type " +
+                  DTypeName(dtype) + "; a CSV column is int64, float64, bool or string");
+    }
+  }
+  // One schema for every block: the types given, and for the other columns those the first
+  // MiB of the first file shows.
   std::map<std::string, int32_t> types;
+  std::vector<std::string> inferred;
   {
     io::CsvOptions csv;
     csv.delimiter = delimiter;
+    csv.column_types = column_types;
     const uint64_t size = io::FileSize(files[0]);
     Block sample = io::ReadCsvRange(files[0], 0, std::min<uint64_t>(size, 1 << 20), csv);
     if (sample.num_rows() > 0) {
-      for (const Field& f : sample.schema().fields) types[f.name] = static_cast<int32_t>(f.dtype);
+      for (const Field& f : sample.schema().fields) {
+        types[f.name] = static_cast<int32_t>(f.dtype);
+        if (column_types.count(f.name) == 0) inferred.push_back(f.name);
+      }
     }
   }
   const ReadPlanOptions split = internal::PerFile(options, files.size());
@@ -651,6 +672,7 @@ Dataset ReadCsv(const std::string& path_or_glob, char delimiter, const ReadOptio
       read.end = end;
       read.delimiter = delimiter;
       read.column_types = types;
+      read.inferred_columns = inferred;
       read.estimated_bytes = static_cast<uint64_t>(end - begin);
       source.reads.push_back(std::move(read));
     }

@@ -146,6 +146,9 @@ struct CsvOptions {
   /// Types for some columns (int64, float64, bool or string), instead of inferring them;
   /// pass what one range inferred to every other range so that all blocks share a schema.
   std::map<std::string, DType> column_types;
+  /// The columns of column_types whose type the caller inferred (from a sample) rather than
+  /// the user gave: a field that does not fit says to give the type instead.
+  std::vector<std::string> inferred;
 };
 
 /// The column names of a CSV file's header row.

@@ -171,6 +171,7 @@ Block ExecuteRead(const ReadTask& read) {
     case ReadTask::kCsv: {
       io::CsvOptions options;
       options.delimiter = read.delimiter;
+      options.inferred = read.inferred_columns;
       for (const auto& [name, dtype] : read.column_types) {
         options.column_types[name] = static_cast<DType>(dtype);
       }

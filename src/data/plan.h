@@ -83,6 +83,7 @@ struct ReadTask {
   std::string column;              // Range: "id"; .npy: "data"
   char delimiter = ',';
   std::map<std::string, int32_t> column_types;  // CSV: DType by column name
+  std::vector<std::string> inferred_columns;    // CSV: those of column_types inferred
   bool include_paths = true;                    // binary
   uint64_t estimated_bytes = 0;                 // of the block it reads
 
@@ -91,7 +92,7 @@ struct ReadTask {
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & kind & paths & names & begin & end & column & delimiter & column_types & include_paths &
+    ar & kind & paths & names & begin & end & column & delimiter & column_types & inferred_columns & include_paths &
         estimated_bytes;
   }
 };

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -452,10 +453,16 @@ Dataset ReadHdf5(const std::string& path_or_glob, const std::vector<std::string>
 /// The arrays of .npy files (a file, directory or glob) as a column "data", read in row
 /// ranges. Throws prism::Error naming a missing or bad file.
 Dataset ReadNumpy(const std::string& path_or_glob, const ReadOptions& options = {});
-/// CSV files with a header row, read in byte ranges; column types are inferred from the
-/// first MiB of the first file and used for every block. Throws prism::Error naming a
-/// missing file.
-Dataset ReadCsv(const std::string& path_or_glob, char delimiter = ',', const ReadOptions& options = {});
+/// CSV files with a header row, read in byte ranges. A column's type is `column_types`'s
+/// (DType::kInt64, kFloat64, kBool or kString) when it names the column, else inferred from
+/// the first MiB of the first file (int64, float64, bool, string: the narrowest that fits
+/// every field there) and used for every block, so all blocks share one schema. A later
+/// field that does not fit its column's type fails the consumption with a prism::Error
+/// naming the file, the row's byte offset, the field and the type, and saying to pass
+/// column_types when the type was inferred. Throws prism::Error naming a missing file, or
+/// for a column_types entry that is not a column of the header or not one of those types.
+Dataset ReadCsv(const std::string& path_or_glob, char delimiter = ',', const ReadOptions& options = {},
+                const std::map<std::string, DType>& column_types = {});
 /// One row per file: "path" (with include_paths) and "bytes" (Ray's read_binary_files).
 Dataset ReadBinaryFiles(const std::string& path_or_glob, bool include_paths = true,
                         const ReadOptions& options = {});

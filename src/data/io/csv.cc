@@ -123,11 +123,15 @@ struct Rows {
 
 Column BuildColumn(const std::string& path, const std::string& name,
                    const std::vector<std::string>& fields, const std::vector<uint64_t>& offsets,
-                   const DType* given) {
+                   const DType* given, bool given_was_inferred) {
   auto fail = [&](size_t r, const char* type) {
     Bad(path, offsets[r],
         "has \"" + fields[r] + "\" in column \"" + name + "\", which is not " + type +
-            " (the type " + (given ? "given in CsvOptions::column_types" : "inferred") + ")");
+            (given == nullptr ? " (the type inferred from this range)"
+             : given_was_inferred
+                 ? " (the type inferred from the first MiB of the first file: pass ReadCsv's "
+                   "column_types, e.g. {{\"" + name + "\", DType::kString}}, to read it as another type)"
+                 : " (the type given in column_types)"));
   };
   DType dtype;
   if (given != nullptr) {
@@ -270,9 +274,12 @@ Block ReadCsvRange(const std::string& path, uint64_t begin, uint64_t end,
   std::vector<std::pair<std::string, Column>> columns;
   for (size_t c = 0; c < names.size(); ++c) {
     auto it = options.column_types.find(names[c]);
+    const bool inferred =
+        std::find(options.inferred.begin(), options.inferred.end(), names[c]) != options.inferred.end();
     columns.emplace_back(names[c],
                          BuildColumn(path, names[c], rows.columns[c], rows.offsets,
-                                     it == options.column_types.end() ? nullptr : &it->second));
+                                     it == options.column_types.end() ? nullptr : &it->second,
+                                     inferred));
   }
   return Block::FromColumns(std::move(columns));
 }

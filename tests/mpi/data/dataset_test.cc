@@ -340,4 +340,28 @@ TEST(Dataset, FilesWrittenAndReadBack) {
   EXPECT_EQ(ReadCsv(dir / "limited").Count(), 30);
 }
 
+// A CSV column whose first MiB holds integers and a later row text: the inferred type fails
+// naming the field and saying to pass column_types; with column_types the file reads.
+TEST(Dataset, CsvColumnTypesOverrideInference) {
+  TempDir dir;
+  fs::create_directories(dir / "late");
+  {
+    std::ofstream out(dir / "late/a.csv");
+    out << "id,v\n";
+    for (int i = 0; i < 150000; ++i) out << i << "," << i % 7 << "\n";  // ~1.4 MiB of ints
+    out << "150000,seven\n";
+  }
+  const std::string late = ErrorOf([&] { ReadCsv(dir / "late").Count(); });
+  EXPECT_THAT(late, HasSubstr("\"seven\" in column \"v\", which is not an int64"));
+  EXPECT_THAT(late, HasSubstr("column_types"));
+  Dataset typed = ReadCsv(dir / "late", ',', {}, {{"v", DType::kString}});
+  EXPECT_EQ(typed.Count(), 150001);
+  EXPECT_EQ(typed.Schema().fields.at(1).dtype, DType::kString);
+  EXPECT_EQ(typed.Schema().fields.at(0).dtype, DType::kInt64);  // still inferred
+  EXPECT_THAT(ErrorOf([&] { ReadCsv(dir / "late", ',', {}, {{"w", DType::kString}}); }),
+              HasSubstr("\"w\", which is not a column"));
+  EXPECT_THAT(ErrorOf([&] { ReadCsv(dir / "late", ',', {}, {{"v", DType::kUInt8}}); }),
+              HasSubstr("int64, float64, bool or string"));
+}
+
 }  // namespace
