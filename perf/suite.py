@@ -53,6 +53,8 @@ NORMALISATION_RULES = [
     (r"^tune_search_optuna/", "reference", "a peer's figure (Optuna, same run): shown, never judged"),
     (r"^tune_bookkeeping_", None, "Tune bookkeeping overhead over sleeping trials: raw (the ideal is the sleep)"),
     (r"^data_ingest|^data_map_batches", "memcpy", "Data ingest GiB/s: memcpy GB/s (a spanning batch is one copy)"),
+    (r"^mpi_alltoallv_raw$", "reference", "raw MPI_Alltoallv of the shuffle's bytes, same run: a reference figure"),
+    (r"^data_random_shuffle$", None, "Data shuffle GiB/s: raw (its target is a ratio to mpi_alltoallv_raw, same run)"),
     (r"^data_udf_call$|^data_memory_", None, "Data UDF call time, memory and spilled bytes: raw, their own targets"),
     (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
@@ -69,6 +71,7 @@ PART_GROUPS = {
     "tune": "tune",
     "data_ingest": "data",
     "data_memory": "data",
+    "data_shuffle": "data",
 }
 
 
