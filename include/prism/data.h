@@ -5,6 +5,7 @@
 //                         ReadNumpy, ReadCsv, ReadBinaryFiles), BatchIterator
 //   prism/data/actor_class.h    ActorClass<C>: a callable class for MapBatches' actor pool
 //   prism/data/map_options.h    MapOptions, MapBatchesOptions, Concurrency, RetryExceptions
+//   prism/data/next_iterator.h  NextIterator: range-for over BatchIterator / TorchBatchIterator
 // (prism/data/torch.h converts blocks to torch tensors; link prism::data_torch.)
 
 #include "prism/data/actor_class.h"

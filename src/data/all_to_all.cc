@@ -637,18 +637,7 @@ Schema SchemaOf(const MemberPlan& plan) {
   return s;
 }
 
-ExchangeOutput PutOutput(const Block& block) {
-  ExchangeOutput out;
-  out.rows = block.num_rows();
-  out.bytes = block.size_bytes();
-  for (const Field& f : block.schema().fields) {
-    out.names.push_back(f.name);
-    out.dtypes.push_back(static_cast<int32_t>(f.dtype));
-    out.shapes.push_back(f.row_shape);
-  }
-  out.block = Put(block);
-  return out;
-}
+ExchangeOutput PutOutput(const Block& block) { return {Put(block), BlockMeta::Of(block)}; }
 
 /// Swaps the members' byte buckets: `send` holds bucket j at send_at[j] (send_bytes[j]
 /// long); returns the received buffer and each member's bucket in it.

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/block_meta.h"
 #include "prism/data/block.h"
 #include "prism/object_ref.h"
 
@@ -100,15 +101,11 @@ struct ExchangeInput {
 /// An output block of an exchange, with what the executor needs to know of it.
 struct ExchangeOutput {
   ObjectRef<Block> block;
-  int64_t rows = 0;
-  uint64_t bytes = 0;
-  std::vector<std::string> names;
-  std::vector<int32_t> dtypes;
-  std::vector<std::vector<int64_t>> shapes;
+  BlockMeta meta;
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & block & rows & bytes & names & dtypes & shapes;
+    ar & block & meta;
   }
 };
 

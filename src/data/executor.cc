@@ -449,11 +449,7 @@ bool StreamingExecutor::PollExchanges(int timeout_ms, bool* running) {
       BlockHandle h;
       h.index = index++;
       h.block = std::move(out.block);
-      h.meta.rows = out.rows;
-      h.meta.bytes = out.bytes;
-      h.meta.names = std::move(out.names);
-      h.meta.dtypes = std::move(out.dtypes);
-      h.meta.shapes = std::move(out.shapes);
+      h.meta = std::move(out.meta);
       op.stats.blocks += 1;
       op.stats.rows += h.meta.rows;
       op.stats.bytes += h.meta.bytes;

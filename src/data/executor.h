@@ -16,32 +16,12 @@
 #include <vector>
 
 #include "data/all_to_all.h"
+#include "data/block_meta.h"
 #include "data/plan.h"
 #include "prism/api.h"
 #include "prism/data/dataset.h"
 
 namespace prism::data::internal {
-
-/// What the driver learns about a block without fetching it (a task's second return).
-struct BlockMeta {
-  int64_t rows = 0;
-  uint64_t bytes = 0;
-  std::vector<std::string> names;
-  std::vector<int32_t> dtypes;
-  std::vector<std::vector<int64_t>> shapes;
-  std::string part_file;  // a Write's part ("" when the block had no rows)
-  int64_t part_rows = 0;
-  uint64_t part_bytes = 0;
-  int32_t rank = -1;  // where the task that made it ran (its object lives there); -1 unknown
-
-  static BlockMeta Of(const Block& block);
-  data::Schema ToSchema() const;
-
-  template <class Ar>
-  void serialize(Ar& ar, unsigned) {
-    ar & rows & bytes & names & dtypes & shapes & part_file & part_rows & part_bytes & rank;
-  }
-};
 
 /// A block of the stream: its position, its object and what is known of it.
 struct BlockHandle {

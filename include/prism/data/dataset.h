@@ -48,6 +48,7 @@
 #include "prism/actor.h"
 #include "prism/data/block.h"
 #include "prism/data/map_options.h"
+#include "prism/data/next_iterator.h"
 #include "prism/platform/invoke.h"
 
 namespace prism::data {
@@ -141,29 +142,7 @@ class BatchIterator {
   DatasetStats Stats() const;
 
   /// Input iterator for range-for: `for (const Block& batch : ds.IterBatches(64))`.
-  class iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = Block;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const Block*;
-    using reference = const Block&;
-    iterator() = default;
-    explicit iterator(BatchIterator* owner) : owner_(owner) { ++*this; }
-    const Block& operator*() const { return *current_; }
-    const Block* operator->() const { return &*current_; }
-    iterator& operator++() {
-      current_ = owner_->Next();
-      if (!current_) owner_ = nullptr;
-      return *this;
-    }
-    bool operator==(const iterator& other) const { return owner_ == other.owner_; }
-    bool operator!=(const iterator& other) const { return owner_ != other.owner_; }
-
-   private:
-    BatchIterator* owner_ = nullptr;
-    std::optional<Block> current_;
-  };
+  using iterator = NextIterator<BatchIterator, const Block>;
   /// Starts the iteration (takes the first batch).
   iterator begin() { return iterator(this); }
   iterator end() { return iterator(); }

@@ -21,6 +21,7 @@
 
 #include "prism/data/block.h"
 #include "prism/data/dataset.h"
+#include "prism/data/next_iterator.h"
 
 namespace prism::data {
 
@@ -62,30 +63,8 @@ class TorchBatchIterator {
   /// What the execution did so far (empty for a DataIterator's: its coordinator runs it).
   DatasetStats Stats() const { return batches_.Stats(); }
 
-  /// Input iterator for range-for.
-  class iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = TorchBatch;
-    using difference_type = std::ptrdiff_t;
-    using pointer = TorchBatch*;
-    using reference = TorchBatch&;
-    iterator() = default;
-    explicit iterator(TorchBatchIterator* owner) : owner_(owner) { ++*this; }
-    TorchBatch& operator*() { return *current_; }
-    TorchBatch* operator->() { return &*current_; }
-    iterator& operator++() {
-      current_ = owner_->Next();
-      if (!current_) owner_ = nullptr;
-      return *this;
-    }
-    bool operator==(const iterator& other) const { return owner_ == other.owner_; }
-    bool operator!=(const iterator& other) const { return owner_ != other.owner_; }
-
-   private:
-    TorchBatchIterator* owner_ = nullptr;
-    std::optional<TorchBatch> current_;
-  };
+  /// Input iterator for range-for: `for (TorchBatch& batch : it)`.
+  using iterator = NextIterator<TorchBatchIterator, TorchBatch>;
   /// Starts the iteration (takes the first batch).
   iterator begin() { return iterator(this); }
   iterator end() { return iterator(); }

@@ -16,11 +16,16 @@
 #include "prism/data.h"
 #include "prism/kv.h"
 #include "prism/state.h"
+#include "../../common/test_util.h"
+#include "../../common/data_test_util.h"
 
 namespace {
 
 using namespace prism::data;
 using ::testing::HasSubstr;
+using prism_test::AllIds;
+using prism_test::ErrorOf;
+using prism_test::Iota;
 
 std::atomic<int64_t> g_constructions{0};
 
@@ -117,32 +122,8 @@ class DiesOnFirstCall {
 
 PRISM_REMOTE(AddHundred, Negate, FailFirstCall);
 
-std::vector<int64_t> AllIds(const Dataset& ds) {
-  std::vector<int64_t> out;
-  for (const Block& batch : ds.IterBatches(64)) {
-    for (int64_t x : batch.GetColumn("id").Values<int64_t>()) out.push_back(x);
-  }
-  return out;
-}
-
-std::vector<int64_t> Iota(int64_t begin, int64_t end) {
-  std::vector<int64_t> v;
-  for (int64_t i = begin; i < end; ++i) v.push_back(i);
-  return v;
-}
-
 int64_t Constructions(const std::string& tag) {
   return static_cast<int64_t>(prism::kv::List("pool-test/" + tag + "/").size());
-}
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // The pool's actors (MapActor) still alive.

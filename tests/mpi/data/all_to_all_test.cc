@@ -15,11 +15,15 @@
 
 #include "prism/api.h"
 #include "prism/data.h"
+#include "../../common/test_util.h"
+#include "../../common/data_test_util.h"
 
 namespace {
 
 using namespace prism::data;
 using ::testing::HasSubstr;
+using prism_test::ErrorOf;
+using prism_test::Iota;
 
 // id -> id, k = id % 7 (int64), v = id / 2 (float64), s = "s" + (id * 13 % 5) (string),
 // r = a pseudo-random int64 with repeats.
@@ -91,22 +95,6 @@ std::vector<int64_t> BlockRows(const Dataset& ds) {
   return rows;
 }
 
-std::vector<int64_t> Iota(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
-  return v;
-}
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 const OperatorStats* Find(const DatasetStats& stats, const std::string& prefix) {
   for (const OperatorStats& op : stats.operators) {
     if (op.name.rfind(prefix, 0) == 0) return &op;
@@ -126,7 +114,7 @@ TEST(AllToAll, RepartitionKeepsOrderInNearEqualBlocks) {
     EXPECT_EQ(op->rows, 1000) << stats.ToString();
     EXPECT_EQ(op->bytes, 8000u);
     EXPECT_GE(op->seconds, 0.0);
-    EXPECT_EQ(Collect(m).id, Iota(1000)) << "n = " << n;
+    EXPECT_EQ(Collect(m).id, Iota(0, 1000)) << "n = " << n;
   }
   EXPECT_EQ(BlockRows(Range(1000, 3).Repartition(4)), (std::vector<int64_t>{250, 250, 250, 250}));
   EXPECT_EQ(BlockRows(Range(10, 7).Repartition(3)), (std::vector<int64_t>{4, 3, 3}));
@@ -145,9 +133,9 @@ TEST(AllToAll, RepartitionAfterAMapAndBeforeALimitOverUnevenBlocks) {
 
 TEST(AllToAll, RepartitionWithShuffleKeepsEveryRowOnce) {
   Rows got = Collect(Range(2000, 4).Repartition(5, true));
-  EXPECT_NE(got.id, Iota(2000));
+  EXPECT_NE(got.id, Iota(0, 2000));
   std::sort(got.id.begin(), got.id.end());
-  EXPECT_EQ(got.id, Iota(2000));
+  EXPECT_EQ(got.id, Iota(0, 2000));
 }
 
 TEST(AllToAll, RandomShuffleIsAPermutationThatTheSeedFixes) {
@@ -156,7 +144,7 @@ TEST(AllToAll, RandomShuffleIsAPermutationThatTheSeedFixes) {
   Rows none = Collect(base.RandomShuffle());
   EXPECT_EQ(a.id, b.id) << "the same seed gave two orders";
   EXPECT_NE(a.id, c.id);
-  EXPECT_NE(a.id, Iota(3000));
+  EXPECT_NE(a.id, Iota(0, 3000));
   // The columns travel together.
   for (size_t i = 0; i < a.id.size(); ++i) {
     ASSERT_EQ(a.k[i], a.id[i] % 7);
@@ -164,7 +152,7 @@ TEST(AllToAll, RandomShuffleIsAPermutationThatTheSeedFixes) {
   }
   for (Rows* rows : {&a, &c, &none}) {
     std::sort(rows->id.begin(), rows->id.end());
-    EXPECT_EQ(rows->id, Iota(3000));
+    EXPECT_EQ(rows->id, Iota(0, 3000));
   }
   // Roughly uniform: the first tenth of the output holds ids from everywhere.
   std::vector<int64_t> head(b.id.begin(), b.id.begin() + 300);

@@ -16,12 +16,18 @@
 
 #include "prism/api.h"
 #include "prism/data.h"
+#include "../../common/test_util.h"
+#include "../../common/data_test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace prism::data;
 using ::testing::HasSubstr;
+using prism_test::AllIds;
+using prism_test::ErrorOf;
+using prism_test::IdsOf;
+using prism_test::Iota;
 
 Row AddOne(Row r) {
   r["id"] = std::get<int64_t>(r["id"]) + 1;
@@ -49,35 +55,6 @@ Row SlowRow(Row r) {
   return r;
 }
 PRISM_REMOTE(AddOne, IsEven, Double, Twice, Square, ThrowAt42, SlowRow);
-
-std::vector<int64_t> IdsOf(const Block& b, const std::string& column = "id") {
-  auto v = b.GetColumn(column).Values<int64_t>();
-  return {v.begin(), v.end()};
-}
-
-std::vector<int64_t> AllIds(const Dataset& ds, const std::string& column = "id") {
-  std::vector<int64_t> out;
-  for (const Block& batch : ds.IterBatches(64)) {
-    for (int64_t x : IdsOf(batch, column)) out.push_back(x);
-  }
-  return out;
-}
-
-std::vector<int64_t> Iota(int64_t begin, int64_t end) {
-  std::vector<int64_t> v;
-  for (int64_t i = begin; i < end; ++i) v.push_back(i);
-  return v;
-}
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 class TempDir {
  public:

@@ -15,11 +15,17 @@
 
 #include "prism/api.h"
 #include "prism/data.h"
+#include "../../common/test_util.h"
+#include "../../common/data_test_util.h"
 
 namespace {
 
 using namespace prism::data;
 using ::testing::HasSubstr;
+using prism_test::AllIds;
+using prism_test::ErrorOf;
+using prism_test::IdsOf;
+using prism_test::Iota;
 
 Row AddTen(Row r) {
   r["id"] = std::get<int64_t>(r["id"]) + 10;
@@ -36,35 +42,6 @@ Row Fail500(Row r) {
   return r;
 }
 
-std::vector<int64_t> Ids(const Block& b, const std::string& column = "id") {
-  auto v = b.GetColumn(column).Values<int64_t>();
-  return {v.begin(), v.end()};
-}
-
-std::vector<int64_t> AllIds(const Dataset& ds, const std::string& column = "id") {
-  std::vector<int64_t> out;
-  for (const Block& batch : ds.IterBatches(64)) {
-    for (int64_t x : Ids(batch, column)) out.push_back(x);
-  }
-  return out;
-}
-
-std::vector<int64_t> Iota(int64_t begin, int64_t end) {
-  std::vector<int64_t> v;
-  for (int64_t i = begin; i < end; ++i) v.push_back(i);
-  return v;
-}
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 /// A consumer: per epoch, the ids its split got, then {the rank it ran on}. In epoch 1 it
 /// stops after one batch if `stop_early` (dropping its iterator).
 std::vector<std::vector<int64_t>> ConsumeEpochs(DataIterator it, int epochs, bool stop_early) {
@@ -72,7 +49,7 @@ std::vector<std::vector<int64_t>> ConsumeEpochs(DataIterator it, int epochs, boo
   for (int e = 0; e < epochs; ++e) {
     std::vector<int64_t> ids;
     for (const Block& batch : it.IterBatches(32)) {
-      for (int64_t x : Ids(batch)) ids.push_back(x);
+      for (int64_t x : IdsOf(batch)) ids.push_back(x);
       if (stop_early && e == 0) break;
     }
     out.push_back(std::move(ids));
@@ -147,8 +124,8 @@ TEST(Zip, ColumnsSideBySideReCutToThisSidesBlocks) {
   std::vector<int64_t> ids, tripled;
   for (const Block& batch : ds.IterBatches(17)) {
     EXPECT_EQ(batch.column_names(), (std::vector<std::string>{"id", "id_1"}));
-    for (int64_t x : Ids(batch)) ids.push_back(x);
-    for (int64_t x : Ids(batch, "id_1")) tripled.push_back(x);
+    for (int64_t x : IdsOf(batch)) ids.push_back(x);
+    for (int64_t x : IdsOf(batch, "id_1")) tripled.push_back(x);
   }
   EXPECT_EQ(ids, Iota(0, 100));
   std::vector<int64_t> expected;
@@ -177,7 +154,7 @@ TEST(Zip, ArrayColumnsFromBlocks) {
   Dataset ds = Range(10, 3).Zip(FromBlocks(blocks));
   int64_t rows = 0;
   for (const Block& batch : ds.IterBatches(4)) {
-    auto ids = Ids(batch);
+    auto ids = IdsOf(batch);
     auto xy = batch.GetColumn("xy").Values<float>();
     EXPECT_EQ(batch.GetColumn("xy").row_shape(), (std::vector<int64_t>{2}));
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -333,7 +310,7 @@ TEST(LocalShuffle, EveryRowOnceInAnOrderTheSeedFixes) {
     std::vector<int64_t> sizes;
     for (const Block& b : ds.IterBatches(64, 1, false, 200, seed)) {
       sizes.push_back(b.num_rows());
-      for (int64_t x : Ids(b)) ids.push_back(x);
+      for (int64_t x : IdsOf(b)) ids.push_back(x);
     }
     EXPECT_EQ(sizes.size(), 16u);
     EXPECT_EQ(sizes.back(), 1000 - 15 * 64);
@@ -348,7 +325,7 @@ TEST(LocalShuffle, EveryRowOnceInAnOrderTheSeedFixes) {
   // Local: the first batch comes from the first blocks only (a buffer of 200 + 64 rows).
   std::vector<int64_t> first;
   for (const Block& b : ds.IterBatches(64, 1, false, 200, 1)) {
-    first = Ids(b);
+    first = IdsOf(b);
     break;
   }
   EXPECT_LT(*std::max_element(first.begin(), first.end()), 375);

@@ -14,10 +14,14 @@
 #include <string>
 #include <thread>
 
+#include "../../common/test_util.h"
+
 namespace tune = prism::tune;
 namespace fs = std::filesystem;
 
 namespace {
+
+using prism_test::ErrorOf;
 
 std::string Storage() {
   static const std::string dir = [] {
@@ -42,16 +46,6 @@ size_t Lines(const std::string& file) {
   size_t n = 0;
   for (std::string line; std::getline(in, line);) n += !line.empty();
   return n;
-}
-
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---- Trainables (registered on every rank) ----------------------------------------------

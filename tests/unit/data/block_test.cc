@@ -12,6 +12,7 @@
 #include "prism/api.h"
 #include "prism/platform/in_process.h"
 #include "prism/platform/invoke.h"
+#include "../../common/test_util.h"
 
 namespace {
 
@@ -20,16 +21,7 @@ using prism::data::Column;
 using prism::data::DType;
 using prism::data::Row;
 using ::testing::HasSubstr;
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using prism_test::ErrorOf;
 
 Block MakeBlock(int64_t rows, int64_t first = 0) {
   std::vector<float> images(static_cast<size_t>(rows) * 4);

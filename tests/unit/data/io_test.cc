@@ -15,6 +15,8 @@
 #include <numeric>
 #include <thread>
 
+#include "../../common/test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -23,16 +25,7 @@ using prism::data::Block;
 using prism::data::Column;
 using prism::data::DType;
 using ::testing::HasSubstr;
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using prism_test::ErrorOf;
 
 class DataIo : public ::testing::Test {
  protected:

@@ -13,6 +13,8 @@
 #include "data/io.h"
 #include "prism/platform/invoke.h"
 #include "prism/remote.h"
+#include "../../common/test_util.h"
+#include "../../common/data_test_util.h"
 
 namespace {
 
@@ -31,6 +33,8 @@ using prism::data::internal::ReadTask;
 using prism::data::internal::SplitRows;
 using prism::data::internal::TakeRows;
 using ::testing::HasSubstr;
+using prism_test::ErrorOf;
+using prism_test::IdsOf;
 
 Row PlanAddOne(Row r) {
   r["id"] = std::get<int64_t>(r["id"]) + 1;
@@ -81,21 +85,6 @@ Block Ids(int64_t begin, int64_t end) {
   read.end = end;
   read.column = "id";
   return ExecuteRead(read);
-}
-
-std::vector<int64_t> IdsOf(const Block& b) {
-  auto v = b.GetColumn("id").Values<int64_t>();
-  return {v.begin(), v.end()};
-}
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(DataPlan, RowAndOneToOneOperatorsFuseIntoOneStage) {

@@ -7,6 +7,7 @@
 
 #include "prism/api.h"
 #include "prism/platform/in_process.h"
+#include "../../common/test_util.h"
 
 namespace {
 
@@ -14,16 +15,7 @@ using prism::data::Block;
 using prism::data::Column;
 using prism::data::DType;
 using ::testing::HasSubstr;
-
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using prism_test::ErrorOf;
 
 TEST(DataTorch, ColumnsBecomeTensorsWithoutACopy) {
   std::vector<float> values(6 * 4);

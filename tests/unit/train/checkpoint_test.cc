@@ -21,6 +21,7 @@
 
 #include "checkpoint/checkpoint_store.h"
 #include "prism/train/checkpoint.h"
+#include "../../common/test_util.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ using prism::train::SaveStateDict;
 using prism::train::internal::CheckpointStore;
 using prism::train::internal::ResumePoint;
 using prism::train::internal::StoredCheckpoint;
+using prism_test::ErrorOf;
 
 /// A fresh directory for one test, removed with everything in it afterwards.
 class TempDir {
@@ -85,18 +87,6 @@ void DamageMiddle(const std::string& path, size_t n) {
   file.seekp(offset);
   file.write(bytes.data(), static_cast<std::streamsize>(n));
   ASSERT_TRUE(file) << path;
-}
-
-/// The message of the prism::Error `f` throws; fails the test if it throws nothing.
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a prism::Error";
-  return "";
 }
 
 // ---- A small CNN with parameters and buffers at nested paths ----------------------------

@@ -15,11 +15,13 @@
 #include "prism/errors.h"
 #include "prism/tune/schedulers.h"
 #include "prism/tune/search_space.h"
+#include "../../common/test_util.h"
 
 namespace prism::tune {
 namespace {
 
 using ::testing::HasSubstr;
+using prism_test::ErrorOf;
 
 // The Tuner as a scheduler sees it: a list of trials, StopTrial and a clock. With
 // `report_stops`, StopTrial tells the scheduler at once (OnTrialComplete), as a Tuner may.
@@ -84,16 +86,6 @@ Decision Report(TrialScheduler& s, FakeRunner& runner, const std::string& id, do
 constexpr Decision kC = Decision::kContinue;
 constexpr Decision kP = Decision::kPause;
 constexpr Decision kS = Decision::kStop;
-
-template <typename Fn>
-std::string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // ---------------------------------------------------------------------------------------
 // ASHA

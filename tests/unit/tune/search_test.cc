@@ -7,15 +7,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <set>
 
 #include "prism/errors.h"
 #include "prism/tune/searcher.h"
 #include "prism/tune/search_space.h"
+#include "../../common/test_util.h"
 
 namespace tune = prism::tune;
 using ::testing::HasSubstr;
+using prism_test::ErrorOf;
 
 namespace {
 
@@ -47,16 +48,6 @@ std::vector<int64_t> Ints(const std::vector<tune::Value>& vs) {
 }
 
 bool IsMultiple(double x, double q) { return std::fabs(x / q - std::round(x / q)) < 1e-9; }
-
-/// Runs `fn` and returns the prism::Error message it throws ("" if none).
-std::string ErrorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const prism::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 tune::Metrics M(double loss) { return {{"loss", loss}}; }
 
