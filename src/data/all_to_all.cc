@@ -2,6 +2,7 @@
 // they share (all_to_all.h explains the exchange).
 
 #include "data/all_to_all.h"
+#include "data/block_wire.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "prism/collective.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
+#include "prism/platform/put.h"
 
 namespace prism::data::internal {
 
@@ -93,11 +95,7 @@ int CmpDouble(double a, double b) {
 }
 
 /// A run of rows of one source: Gather's unit.
-struct Run {
-  int32_t source;
-  int64_t begin;
-  int64_t count;
-};
+using Run = RowRun;
 
 std::vector<Run> ToRuns(const std::vector<std::pair<int32_t, int64_t>>& order, size_t begin, size_t end) {
   std::vector<Run> runs;
@@ -639,6 +637,44 @@ Schema SchemaOf(const MemberPlan& plan) {
 
 ExchangeOutput PutOutput(const Block& block) { return {Put(block), BlockMeta::Of(block)}; }
 
+/// The block of `runs` of `sources`, written straight into its object (one copy of each
+/// row: no block is built first), and its metadata.
+ExchangeOutput PutGathered(const std::vector<Block>& sources, const std::vector<Run>& runs) {
+  const Block* first = nullptr;
+  for (const Block& b : sources) {
+    if (b.num_columns() > 0) {
+      first = &b;
+      break;
+    }
+  }
+  int64_t rows = 0;
+  for (const Run& r : runs) rows += r.count;
+  if (first == nullptr || rows == 0) return PutOutput(Block());
+  if (runs.size() == 1 && runs[0].count == sources[runs[0].source].num_rows()) {
+    return PutOutput(sources[runs[0].source]);  // the whole of one source
+  }
+  BlockMeta meta;
+  meta.rows = rows;
+  for (size_t c = 0; c < first->num_columns(); ++c) {
+    const auto& [name, proto] = first->column_at(c);
+    meta.names.push_back(name);
+    meta.dtypes.push_back(static_cast<int32_t>(proto.dtype()));
+    meta.shapes.push_back(proto.row_shape());
+    if (proto.dtype() == DType::kString) {
+      meta.bytes += static_cast<uint64_t>(rows + 1) * sizeof(int64_t);
+      for (const Run& r : runs) {
+        const int64_t* so = sources[r.source].column_at(c).second.string_offsets();
+        meta.bytes += static_cast<uint64_t>(so[r.begin + r.count] - so[r.begin]);
+      }
+    } else {
+      meta.bytes += DTypeSize(proto.dtype()) * static_cast<uint64_t>(proto.row_elements()) * static_cast<uint64_t>(rows);
+    }
+  }
+  ObjectRef<Block> ref = platform::PutWritten<Block>(
+      GatheredBlockBytes(sources, runs), [&](prism::internal::Writer& w) { WriteGatheredBlock(w, sources, runs); });
+  return {std::move(ref), std::move(meta)};
+}
+
 /// Swaps the members' byte buckets: `send` holds bucket j at send_at[j] (send_bytes[j]
 /// long); returns the received buffer and each member's bucket in it.
 std::shared_ptr<char> Swap(collective::Group* group, std::shared_ptr<char> send,
@@ -889,9 +925,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     int64_t at = 0;
     for (int64_t o = out_blocks_before[member]; o < out_blocks_before[member + 1]; ++o) {
       const int64_t n = part_rows[static_cast<size_t>(o)];
-      Block out = n > 0 ? GatherRuns(sources, SliceRuns(runs, at, n)) : Block();
-      if (n > 0 && out.num_columns() == 0) out = Block();
-      outputs.push_back(PutOutput(out));
+      outputs.push_back(n > 0 ? PutGathered(sources, SliceRuns(runs, at, n)) : PutOutput(Block()));
       at += n;
     }
     return outputs;
@@ -920,17 +954,13 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
       spec.kind == AllToAllSpec::kSort) {
     const std::vector<int64_t> parts = EqualParts(rows, std::max<int64_t>(1, my_outputs));
     size_t at = 0;
-    double gather_s = 0;
     for (int64_t n : parts) {
       if (n == 0 && spec.kind != AllToAllSpec::kRepartition) continue;
-      const auto t0 = std::chrono::steady_clock::now();
-      Block out = n > 0 ? Gather(sources, order, at, at + static_cast<size_t>(n)) : Block();
-      gather_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      outputs.push_back(PutOutput(out));
+      outputs.push_back(n > 0 ? PutGathered(sources, ToRuns(order, at, at + static_cast<size_t>(n)))
+                              : PutOutput(Block()));
       at += static_cast<size_t>(n);
     }
-    clock.Mark("gather + put");
-    if (clock.on) clock.text += " (gather " + std::to_string(gather_s).substr(0, 6) + " s)";
+    clock.Mark("gather into the store");
     clock.Print(member, send_total);
     return outputs;
   }

@@ -19,6 +19,7 @@
 // std::vector or tuple is written into that same buffer and still aligns.
 
 #include "prism/data/block.h"
+#include "data/block_wire.h"
 
 #include <algorithm>
 #include <cstring>
@@ -62,8 +63,8 @@ std::string FieldText(const Field& f) {
 }
 
 /// An uninitialised byte array of n bytes (16-byte aligned), shared.
-std::shared_ptr<internal::Buffer> NewBytes(size_t n) {
-  return std::make_shared<internal::Buffer>(n);
+std::shared_ptr<prism::internal::Buffer> NewBytes(size_t n) {
+  return std::make_shared<prism::internal::Buffer>(n);
 }
 
 }  // namespace
@@ -567,13 +568,117 @@ bool Aligned(const void* p, size_t alignment) {
 }
 
 }  // namespace
+}  // namespace prism::internal
+
+namespace prism::data::internal {
+
+void WriteColumnHead(prism::internal::Writer& w, DType dtype, const std::vector<int64_t>& row_shape,
+                     int64_t rows) {
+  w.Pod<uint8_t>(static_cast<uint8_t>(dtype));
+  w.Pod<uint64_t>(row_shape.size());
+  for (int64_t d : row_shape) w.Pod<int64_t>(d);
+  w.Pod<int64_t>(rows);
+  prism::internal::PadForNextBytes(w);
+}
+
+void WriteBlockHead(prism::internal::Writer& w, uint64_t columns, int64_t rows) {
+  w.Pod<uint32_t>(kBlockMagic);
+  w.Pod<uint64_t>(columns);
+  w.Pod<int64_t>(rows);
+}
+
+uint64_t GatheredBlockBytes(const std::vector<Block>& sources, const std::vector<RowRun>& runs) {
+  const Block* first = nullptr;
+  for (const Block& b : sources) {
+    if (b.num_columns() > 0) {
+      first = &b;
+      break;
+    }
+  }
+  if (first == nullptr) return 64;
+  int64_t rows = 0;
+  for (const RowRun& r : runs) rows += r.count;
+  uint64_t bytes = 4 + 8 + 8;
+  for (size_t c = 0; c < first->num_columns(); ++c) {
+    const auto& [name, proto] = first->column_at(c);
+    bytes += 8 + name.size() + 1 + 8 + 8 * proto.row_shape().size() + 8 + 8 + kAlign + 8;
+    if (proto.dtype() == DType::kString) {
+      bytes += 8 + static_cast<uint64_t>(rows + 1) * sizeof(int64_t);
+      for (const RowRun& r : runs) {
+        const int64_t* so = sources[r.source].column_at(c).second.string_offsets();
+        bytes += static_cast<uint64_t>(so[r.begin + r.count] - so[r.begin]);
+      }
+    } else {
+      bytes += DTypeSize(proto.dtype()) * static_cast<uint64_t>(proto.row_elements()) * static_cast<uint64_t>(rows);
+    }
+  }
+  return bytes;
+}
+
+void WriteGatheredBlock(prism::internal::Writer& w, const std::vector<Block>& sources,
+                        const std::vector<RowRun>& runs) {
+  const Block* first = nullptr;
+  for (const Block& b : sources) {
+    if (b.num_columns() > 0) {
+      first = &b;
+      break;
+    }
+  }
+  if (first == nullptr) {  // no columns anywhere: the empty block
+    prism::internal::Serializer<Block>::Write(w, Block());
+    return;
+  }
+  int64_t rows = 0;
+  for (const RowRun& r : runs) rows += r.count;
+  WriteBlockHead(w, first->num_columns(), rows);
+  for (size_t c = 0; c < first->num_columns(); ++c) {
+    const auto& [name, proto] = first->column_at(c);
+    w.Str(name);
+    WriteColumnHead(w, proto.dtype(), proto.row_shape(), rows);
+    if (proto.dtype() == DType::kString) {
+      w.Pod<uint64_t>(static_cast<uint64_t>(rows + 1) * sizeof(int64_t));
+      char* offsets = w.buffer().Extend(static_cast<size_t>(rows + 1) * sizeof(int64_t));
+      int64_t row = 0, at = 0;
+      std::memcpy(offsets, &at, sizeof at);
+      for (const RowRun& r : runs) {
+        const int64_t* so = sources[r.source].column_at(c).second.string_offsets();
+        for (int64_t k = 0; k < r.count; ++k) {
+          const int64_t o = at + (so[r.begin + k + 1] - so[r.begin]);
+          std::memcpy(offsets + (row + k + 1) * sizeof(int64_t), &o, sizeof o);
+        }
+        row += r.count;
+        at += so[r.begin + r.count] - so[r.begin];
+      }
+      w.Pod<uint64_t>(static_cast<uint64_t>(at));
+      char* chars = w.buffer().Extend(static_cast<size_t>(at));
+      for (const RowRun& r : runs) {
+        const Column& col = sources[r.source].column_at(c).second;
+        const int64_t* so = col.string_offsets();
+        const int64_t n = so[r.begin + r.count] - so[r.begin];
+        std::memcpy(chars, col.string_bytes() + so[r.begin], static_cast<size_t>(n));
+        chars += n;
+      }
+      continue;
+    }
+    const uint64_t row_bytes = DTypeSize(proto.dtype()) * static_cast<uint64_t>(proto.row_elements());
+    const uint64_t n = row_bytes * static_cast<uint64_t>(rows);
+    w.Pod<uint64_t>(n);
+    char* dst = w.buffer().Extend(static_cast<size_t>(n));
+    for (const RowRun& r : runs) {
+      const Column& col = sources[r.source].column_at(c).second;
+      const size_t len = static_cast<size_t>(r.count) * row_bytes;
+      std::memcpy(dst, static_cast<const char*>(col.data()) + r.begin * row_bytes, len);
+      dst += len;
+    }
+  }
+}
+
+}  // namespace prism::data::internal
+
+namespace prism::internal {
 
 void Serializer<Column>::Write(Writer& w, const Column& c) {
-  w.Pod<uint8_t>(static_cast<uint8_t>(c.dtype()));
-  w.Pod<uint64_t>(c.row_shape().size());
-  for (int64_t d : c.row_shape()) w.Pod<int64_t>(d);
-  w.Pod<int64_t>(c.rows());
-  PadForNextBytes(w);
+  data::internal::WriteColumnHead(w, c.dtype(), c.row_shape(), c.rows());
   if (c.dtype() != DType::kString) {
     w.buffer().Reserve(w.buffer().size() + sizeof(uint64_t) + c.size_bytes());  // one allocation
     w.Bytes(c.data(), c.size_bytes());
@@ -663,9 +768,7 @@ Column Serializer<Column>::Read(Reader& r) {
 }
 
 void Serializer<data::Block>::Write(Writer& w, const data::Block& block) {
-  w.Pod<uint32_t>(data::kBlockMagic);
-  w.Pod<uint64_t>(block.num_columns());
-  w.Pod<int64_t>(block.num_rows());
+  data::internal::WriteBlockHead(w, block.num_columns(), block.num_rows());
   for (size_t i = 0; i < block.num_columns(); ++i) {
     const auto& [name, column] = block.column_at(i);
     w.Str(name);

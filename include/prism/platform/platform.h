@@ -9,6 +9,8 @@
 //   channel.h     Channel / Publish: a push stream from any rank to the one that opened it
 //   communicator.h Communicator: an MPI communicator over any ranks, made once per group
 //                 under a key and duplicated per stream of collectives (no tag ranges)
+//   put.h         PutWritten<T>(hint, write): a Put whose serialized bytes the caller
+//                 writes in place (a large value assembled from pieces, copied once)
 //   placement.h   BundleLocations(pg): the rank and node each bundle landed on
 //   poll.h        PollPause: the pause of a poll loop (spin, then yield, then short sleeps)
 //   preemption.h  PreemptionGuard, PreemptionHook: SIGUSR1/SIGTERM for libraries
@@ -27,5 +29,6 @@
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
 #include "prism/platform/poll.h"
+#include "prism/platform/put.h"
 #include "prism/platform/preemption.h"
 #include "prism/platform/worker_group.h"

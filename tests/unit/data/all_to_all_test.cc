@@ -2,11 +2,13 @@
 // assignment by rank and bytes, shuffle keys, range boundaries and partitioning, stable
 // ordering, gathering, grouping, aggregation, and the wire format read back in place.
 #include "data/all_to_all.h"
+#include "data/block_wire.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -97,6 +99,34 @@ TEST(AllToAllLogic, SortedOrderIsStableAndGatherKeepsColumnsTogether) {
   EXPECT_EQ(Ints(down, "k"), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(GroupRanges(sorted.GetColumn("k")),
             (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 3}, {3, 5}}));
+}
+
+TEST(AllToAllLogic, AGatheredBlockIsWrittenAsTheGatheredBlockWouldSerialize) {
+  // Strings, a row shape and a slice that starts mid-buffer: the bytes written straight
+  // from the runs equal Serializer<Block>::Write of the block Gather builds, pads included.
+  Block a = Block::FromColumns({{"id", Column::FromVector(std::vector<int64_t>{0, 1, 2, 3, 4})},
+                                {"img", Column::FromVector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2})},
+                                {"s", Column::FromStrings({"", "one", "two", "three", "four"})}});
+  Block b = a.Slice(2, 5);
+  const std::vector<Block> sources = {a, b};
+  const std::vector<std::pair<int32_t, int64_t>> order = {{1, 1}, {1, 2}, {0, 0}, {0, 1}, {1, 0}, {0, 4}};
+  const std::vector<RowRun> runs = {{1, 1, 2}, {0, 0, 2}, {1, 0, 1}, {0, 4, 1}};
+  const prism::internal::Buffer expected = prism::internal::Serialize(Gather(sources, order, 0, order.size()));
+  prism::internal::Buffer written;
+  prism::internal::Writer w(written);
+  WriteGatheredBlock(w, sources, runs);
+  ASSERT_EQ(written.size(), expected.size());
+  EXPECT_EQ(std::memcmp(written.data(), expected.data(), expected.size()), 0);
+  EXPECT_GE(GatheredBlockBytes(sources, runs), written.size());
+  Block back = prism::internal::Deserialize<Block>(written.data(), written.size());
+  EXPECT_EQ(Ints(back, "id"), (std::vector<int64_t>{3, 4, 0, 1, 2, 4}));
+  EXPECT_EQ(back.GetColumn("s").StringAt(1), "four");
+  EXPECT_EQ(back.GetColumn("img").Values<float>()[1], 7.0f);
+  // No runs: an empty block of the sources' schema; no sources with columns: Block().
+  prism::internal::Buffer none;
+  prism::internal::Writer wn(none);
+  WriteGatheredBlock(wn, {Block()}, {});
+  EXPECT_EQ(prism::internal::Deserialize<Block>(none.data(), none.size()).num_rows(), 0);
 }
 
 TEST(AllToAllLogic, AggregateSortedComputesRaysAggregations) {
