@@ -761,10 +761,48 @@ struct PhaseClock {
     last = now;
   }
   void Print(int member, int64_t bytes) const {
-    if (on) std::fprintf(stderr, "prism::data exchange member %d (%lld bytes out): %s\n", member,
-                         static_cast<long long>(bytes), text.c_str());
+    if (on) std::fprintf(stderr, "prism::data exchange member %d (%lld bytes out, started %.3f, ended %.3f): %s\n",
+                         member, static_cast<long long>(bytes), started, WallSeconds(), text.c_str());
   }
+  /// Seconds of the wall clock (to line the members' phases up with the driver's).
+  static double WallSeconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  double started = WallSeconds();
 };
+
+/// A shuffle member's received rows in a random order the seed fixes: the rows in input
+/// block order (whichever member sent them), then a Fisher-Yates shuffle seeded by the seed
+/// and this member. Uniform: which member a row came to was drawn from its own key.
+std::vector<std::pair<int32_t, int64_t>> ShuffledOrder(const std::vector<DecodedBucket>& decoded, uint64_t seed,
+                                                       int member) {
+  struct Piece {
+    int64_t block;
+    int32_t source;
+    int64_t begin, count;
+  };
+  std::vector<Piece> pieces;
+  for (size_t j = 0; j < decoded.size(); ++j) {
+    int64_t at = 0;
+    for (const auto& [block, n] : decoded[j].pieces) {
+      pieces.push_back({block, static_cast<int32_t>(j), at, n});
+      at += n;
+    }
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.block < b.block; });
+  std::vector<std::pair<int32_t, int64_t>> order;
+  for (const Piece& p : pieces) {
+    for (int64_t r = p.begin; r < p.begin + p.count; ++r) order.emplace_back(p.source, r);
+  }
+  // Fisher-Yates with our own draws (std::shuffle's are the library's choice, not portable).
+  uint64_t state = ShuffleKey(seed, -1 - static_cast<int64_t>(member), 0);
+  for (size_t i = order.size(); i > 1; --i) {
+    state = ShuffleKey(state, 0, static_cast<int64_t>(i));
+    const auto k = static_cast<size_t>((static_cast<unsigned __int128>(state) * i) >> 64);
+    std::swap(order[i - 1], order[k]);
+  }
+  return order;
+}
 
 std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPlan& plan, int member) {
   PhaseClock clock;
@@ -807,7 +845,6 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   clock.Mark("get");
   // Each row's destination, as pieces per destination (and random keys for a shuffle).
   std::vector<std::vector<BucketPiece>> buckets(static_cast<size_t>(members));
-  std::vector<std::vector<uint64_t>> keys(static_cast<size_t>(members));
   const bool shuffle = spec.kind == AllToAllSpec::kRandomShuffle ||
                        (spec.kind == AllToAllSpec::kRepartition && spec.shuffle);
   const bool ranged = spec.kind == AllToAllSpec::kSort || spec.kind == AllToAllSpec::kAggregate ||
@@ -857,7 +894,6 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
                                                         static_cast<int64_t>(slot)) -
                                        out_blocks_before.begin()) - 1;
         per[j].rows.push_back(r);
-        keys[j].push_back(key);
       }
     } else {
       const std::vector<int32_t> dest =
@@ -876,16 +912,15 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   std::vector<int64_t> send_bytes(static_cast<size_t>(members)), send_at(static_cast<size_t>(members));
   int64_t send_total = 0;
   for (int j = 0; j < members; ++j) {
-    send_bytes[j] = static_cast<int64_t>(BucketBytes(schema, buckets[j], shuffle));
+    send_bytes[j] = static_cast<int64_t>(BucketBytes(schema, buckets[j], false));
     send_at[j] = send_total;
     send_total += send_bytes[j];
   }
   std::shared_ptr<char> send = ScratchBuffer(static_cast<uint64_t>(send_total));
   for (int j = 0; j < members; ++j) {
-    WriteBucket(schema, buckets[j], shuffle ? keys[j].data() : nullptr, send.get() + send_at[j]);
+    WriteBucket(schema, buckets[j], nullptr, send.get() + send_at[j]);
   }
   buckets.clear();
-  keys.clear();
   clock.Mark("write buckets");
   std::vector<int64_t> recv_bytes, recv_at;
   std::shared_ptr<char> recv = Swap(g, send, send_bytes, send_at, recv_bytes, recv_at);
@@ -933,15 +968,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   if (rows == 0) return outputs;
   std::vector<std::pair<int32_t, int64_t>> order;
   if (shuffle) {
-    std::vector<std::pair<uint64_t, std::pair<int32_t, int64_t>>> keyed;
-    keyed.reserve(static_cast<size_t>(rows));
-    for (int j = 0; j < members; ++j) {
-      for (int64_t r = 0; r < sources[j].num_rows(); ++r) keyed.push_back({decoded[j].keys[r], {j, r}});
-    }
-    std::sort(keyed.begin(), keyed.end());
-    order.reserve(keyed.size());
-    for (const auto& k : keyed) order.push_back(k.second);
-  } else {
+    order = ShuffledOrder(decoded, spec.seed, member);  } else {
     // Stable: ties by input block, then by row (a bucket's rows keep their block's order).
     std::vector<std::vector<int64_t>> block_of(static_cast<size_t>(members));
     for (int j = 0; j < members; ++j) {
@@ -1027,6 +1054,11 @@ std::string NewKey() {
 AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<ExchangeInput> inputs,
                                    double reserve_timeout_s)
     : spec_(spec) {
+  const bool timing = std::getenv("PRISM_DATA_A2A_TIMING") != nullptr;
+  auto mark = [&](const char* what) {
+    if (timing) timing_ += std::string(what) + " " + std::to_string(PhaseClock::WallSeconds()) + ", ";
+  };
+  mark("driver started");
   const std::string what = "prism::data: " + spec_.Name();
   // One schema: the first non-empty block's.
   std::vector<ExchangeInput> used;
@@ -1096,6 +1128,7 @@ AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<Exchang
   pg_options.bundles.assign(static_cast<size_t>(members), {{"CPU", 1.0}});
   pg_options.strategy = PlacementStrategy::SPREAD;
   pg_options.one_bundle_per_rank = members > 1;
+  mark("nodes listed");
   PlacementGroup pg = CreatePlacementGroup(pg_options);
   pg_id_ = pg.GetID();
   const int wait_s = static_cast<int>(std::clamp(reserve_timeout_s, 1.0, 1e6));
@@ -1106,6 +1139,7 @@ AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<Exchang
                 " s (ExecutionOptions::task_timeout_s): other tasks, actors or placement groups hold "
                 "them (prism::state::ListPlacementGroups, ListTasks)");
   }
+  mark("bundles reserved");
   MemberPlan plan;
   for (const auto& where : platform::BundleLocations(pg)) plan.ranks.push_back(where.rank);
   plan.key = NewKey();
@@ -1131,6 +1165,7 @@ AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<Exchang
   for (int m = 0; m < members; ++m) {
     members_.push_back(Task(PrismDataAllToAllMember).SetPlacementGroup(pg, m).Remote(spec_, plan, m));
   }
+  mark("members launched");
 }
 
 AllToAllExchange::~AllToAllExchange() {
@@ -1179,7 +1214,9 @@ bool AllToAllExchange::Poll(int timeout_ms) {
     for (ExchangeOutput& out : *got) outputs_.push_back(std::move(out));
   }
   members_.clear();
+  if (!timing_.empty()) timing_ += "outputs received " + std::to_string(PhaseClock::WallSeconds()) + ", ";
   Release();
+  if (!timing_.empty()) std::fprintf(stderr, "prism::data exchange driver: %sreleased %.3f\n", timing_.c_str(), PhaseClock::WallSeconds());
   done_ = true;
   return true;
 }

@@ -142,6 +142,7 @@ class AllToAllExchange {
   std::string pg_id_;
   std::vector<ObjectRef<std::vector<ExchangeOutput>>> members_;
   std::vector<ExchangeOutput> outputs_;
+  std::string timing_;  // the driver's phases, with PRISM_DATA_A2A_TIMING
   bool done_ = false;
 };
 
