@@ -29,17 +29,6 @@
 
 namespace prism::data::internal {
 
-namespace {
-
-constexpr uint64_t kAlign = 64;
-uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 bool IsNumeric(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kInt32 || d == DType::kInt64 ||
          d == DType::kUInt8;
@@ -81,6 +70,17 @@ int64_t AsInt(const Column& c, int64_t i) {
       break;
   }
   throw Error(std::string("a ") + DTypeName(c.dtype()) + " column has no integer value");
+}
+
+namespace {
+
+constexpr uint64_t kAlign = 64;
+uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 template <typename T>
@@ -807,7 +807,7 @@ std::vector<std::pair<int32_t, int64_t>> ShuffledOrder(const std::vector<Decoded
 std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPlan& plan, int member) {
   PhaseClock clock;
   const int members = static_cast<int>(plan.ranks.size());
-  const Schema schema = SchemaOf(plan);
+  Schema schema = SchemaOf(plan);
   collective::Group group;
   if (plan.collective && members > 1) {
     collective::GroupOptions o;
@@ -842,6 +842,17 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     }
   }
 
+  if (spec.kind == AllToAllSpec::kAggregate) {
+    // Map-side combine: only one partial row per key leaves this member.
+    Block partial = CombinePartials(blocks, schema, spec.key, spec.aggs);
+    schema = PartialSchema(schema, spec.key, spec.aggs);
+    blocks.clear();
+    mine.clear();
+    if (partial.num_rows() > 0) {
+      blocks.push_back(std::move(partial));
+      mine.push_back(member);
+    }
+  }
   clock.Mark("get");
   // Each row's destination, as pieces per destination (and random keys for a shuffle).
   std::vector<std::vector<BucketPiece>> buckets(static_cast<size_t>(members));
@@ -993,7 +1004,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   }
   const Block sorted = Gather(sources, order, 0, order.size());
   if (spec.kind == AllToAllSpec::kAggregate) {
-    outputs.push_back(PutOutput(AggregateSorted(sorted, spec.key, spec.aggs)));
+    outputs.push_back(PutOutput(MergePartialsSorted(sorted, spec.key, spec.aggs)));
     return outputs;
   }
   // MapGroups: the UDF once per group, on a slice of the sorted rows (no copy).

@@ -191,6 +191,28 @@ std::vector<std::pair<int32_t, int64_t>> SortedOrder(const std::vector<Block>& s
 /// or non-numeric column.
 Block AggregateSorted(const Block& sorted, const std::string& key, const std::vector<AggSpec>& aggs);
 
+/// GroupBy(key).Aggregate's map-side combine: one row per distinct key of `blocks` (in no
+/// particular order) holding each aggregation's partial state: the key, "count" (int64
+/// rows), then per aggregation i "s<i>" (Sum, Min, Max: int64 for integer columns, else
+/// float64; Mean: the float64 sum), or "m<i>" and "q<i>" (Std: the mean and the sum of
+/// squared deviations, float64): PartialSchema's columns. No rows: Block() (no columns).
+/// Throws prism::Error for a missing or non-numeric column.
+Block CombinePartials(const std::vector<Block>& blocks, const Schema& schema, const std::string& key,
+                      const std::vector<AggSpec>& aggs);
+/// The schema of CombinePartials' blocks for input `schema`.
+Schema PartialSchema(const Schema& schema, const std::string& key, const std::vector<AggSpec>& aggs);
+/// Aggregate's reduce side: `sorted` holds partial rows sorted by key (several per key, from
+/// the members); merges each key's partials (Chan et al.'s pairwise update for Std) into the
+/// final row, as AggregateSorted would have computed from all the rows.
+Block MergePartialsSorted(const Block& sorted, const std::string& key, const std::vector<AggSpec>& aggs);
+
+/// Numeric helpers shared by the exchange and the combine.
+bool IsNumeric(DType d);
+bool IsFloat(DType d);
+/// Row i of a numeric column as a double / as an int64 (integer dtypes only).
+double AsDouble(const Column& c, int64_t i);
+int64_t AsInt(const Column& c, int64_t i);
+
 /// The [begin, end) row ranges of equal keys in `sorted` (sorted by key).
 std::vector<std::pair<int64_t, int64_t>> GroupRanges(const Column& sorted_keys);
 

@@ -129,6 +129,57 @@ TEST(AllToAllLogic, AGatheredBlockIsWrittenAsTheGatheredBlockWouldSerialize) {
   EXPECT_EQ(prism::internal::Deserialize<Block>(none.data(), none.size()).num_rows(), 0);
 }
 
+TEST(AllToAllLogic, CombinedPartialsMergeToWhatAggregatingEveryRowGives) {
+  // Three "members" with overlapping keys (ints, and strings); partials made per member,
+  // exchanged (concatenated here), sorted and merged equal AggregateSorted of all rows.
+  auto make = [](std::vector<int64_t> k, std::vector<int32_t> i, std::vector<double> f) {
+    return Block::FromColumns({{"k", Column::FromVector(std::move(k))},
+                               {"i", Column::FromVector(std::move(i))},
+                               {"f", Column::FromVector(std::move(f))}});
+  };
+  const std::vector<std::vector<Block>> members = {
+      {make({1, 2, 1}, {5, -3, 7}, {1.5, 2, 4}), make({3}, {9}, {-1})},
+      {make({2, 2, 4}, {1, 1, 2}, {0.25, 8, 3})},
+      {},  // a member with no rows sends nothing
+  };
+  const std::vector<AggSpec> aggs = {{AggSpec::kCount, ""}, {AggSpec::kSum, "i"}, {AggSpec::kMin, "f"},
+                                     {AggSpec::kMax, "i"},  {AggSpec::kMean, "f"}, {AggSpec::kStd, "f"},
+                                     {AggSpec::kSum, "f"}};
+  std::vector<Block> partials, all;
+  for (const auto& blocks : members) {
+    Block p = CombinePartials(blocks, blocks.empty() ? members[0][0].schema() : blocks[0].schema(), "k", aggs);
+    if (p.num_rows() > 0) {
+      EXPECT_EQ(p.schema(), PartialSchema(members[0][0].schema(), "k", aggs));
+      partials.push_back(p);
+    }
+    all.insert(all.end(), blocks.begin(), blocks.end());
+  }
+  EXPECT_EQ(partials.size(), 2u);
+  auto porder = SortedOrder(partials, "k", false);
+  Block merged = MergePartialsSorted(Gather(partials, porder, 0, porder.size()), "k", aggs);
+  auto order = SortedOrder(all, "k", false);
+  Block expected = AggregateSorted(Gather(all, order, 0, order.size()), "k", aggs);
+  ASSERT_EQ(merged.schema(), expected.schema());
+  ASSERT_EQ(merged.num_rows(), 4);
+  for (size_t c = 0; c < expected.num_columns(); ++c) {
+    const auto& [name, col] = expected.column_at(c);
+    for (int64_t r = 0; r < expected.num_rows(); ++r) {
+      const double got = AsDouble(merged.GetColumn(name), r), want = AsDouble(col, r);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << name << " row " << r;  // std of one row (ddof 1)
+      } else {
+        EXPECT_NEAR(got, want, 1e-12) << name << " row " << r;
+      }
+    }
+  }
+  // String keys, and a non-numeric column named by an aggregation.
+  Block s = Block::FromColumns({{"k", Column::FromStrings({"b", "a", "b"})},
+                                {"v", Column::FromVector(std::vector<double>{1, 2, 3})}});
+  Block ps = CombinePartials({s}, s.schema(), "k", {{AggSpec::kSum, "v"}});
+  EXPECT_EQ(ps.num_rows(), 2);
+  EXPECT_THROW(CombinePartials({s}, s.schema(), "k", {{AggSpec::kSum, "k"}}), prism::Error);
+}
+
 TEST(AllToAllLogic, AggregateSortedComputesRaysAggregations) {
   Block sorted = Block::FromColumns({{"k", Column::FromStrings({"x", "x", "x", "y"})},
                                      {"i", Column::FromVector(std::vector<int32_t>{1, 5, 3, 7})},
