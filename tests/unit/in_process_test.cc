@@ -13,6 +13,7 @@
 #include "prism/platform/communicator.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/placement.h"
+#include "prism/platform/put.h"
 
 namespace {
 
@@ -116,6 +117,22 @@ TEST(InProcessCluster, LargeObjectsMoveBetweenRanks) {
   auto sum = prism::Task(IpSum).SetResource("rank:2", 0.01).Remote(made);
   EXPECT_EQ(*sum.Get(10000), n * 0.5);
   EXPECT_EQ(made.Get(10000)->size(), static_cast<size_t>(n));  // and on the driver's rank
+}
+
+TEST(InProcessCluster, PutWrittenStoresTheBytesTheCallerWritesInPlace) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 2, .num_cpus = 1});
+  // A vector of 2 MiB written in place (what Serializer<std::vector<double>> writes), then
+  // read by a task on another rank and on the driver's.
+  const std::vector<double> value(1 << 18, 0.5);
+  const prism::internal::Buffer reference = prism::internal::Serialize(value);
+  auto ref = prism::platform::PutWritten<std::vector<double>>(reference.size(), [&](prism::internal::Writer& w) {
+    prism::internal::Serializer<std::vector<double>>::Write(w, value);
+  });
+  EXPECT_EQ(*prism::Task(IpSum).SetResource("rank:1", 0.01).Remote(ref).Get(10000), (1 << 18) * 0.5);
+  EXPECT_EQ(*ref.Get(10000), value);
+  // Bytes that are not a T: the Get says so (a SerializationError), nothing crashes.
+  auto bad = prism::platform::PutWritten<std::vector<double>>(0, [](prism::internal::Writer& w) { w.Pod<uint8_t>(7); });
+  EXPECT_THROW(bad.Get(10000), prism::SerializationError);
 }
 
 TEST(InProcessCluster, ActorsLiveOnTheirRank) {
