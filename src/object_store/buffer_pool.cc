@@ -75,8 +75,13 @@ char* AllocateBytes(size_t size, size_t* capacity) {
       return block;
     }
   }
-  *capacity = size;
-  return NewBlock(size);
+  // A fresh mapped block gets 1/16 headroom, in whole 2 MiB pages: the next request of
+  // about the same size (the next round's shuffle outputs, the next batch) then finds it in
+  // the pool instead of faulting in fresh pages (0.3-0.65 GB/s here, against ~5 GB/s for a
+  // copy into mapped ones).
+  const size_t cap = size < kMinMapped ? size : (size + size / 16 + kMinMapped - 1) / kMinMapped * kMinMapped;
+  *capacity = cap;
+  return NewBlock(cap);
 }
 
 void ReleaseBytes(char* data, size_t capacity) {
