@@ -48,6 +48,7 @@
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
@@ -88,6 +89,13 @@ Response ErrorResponse(int status, const std::string& message) {
   r.status = status;
   r.body = ErrorBody(message);
   return r;
+}
+
+// Asio opens sockets without SOCK_CLOEXEC: a process the serving program starts (a shell, a
+// curl) would inherit the listening socket and keep the port accepting after StopAccepting.
+void CloseOnExec(int fd) {
+  int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
 std::chrono::steady_clock::duration Seconds(double s) {
@@ -481,6 +489,7 @@ void OnAccept(const std::shared_ptr<Shared>& s, beast::error_code ec, tcp::socke
     });
     return;
   }
+  CloseOnExec(socket.native_handle());
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   std::shared_ptr<Connection> connection;
@@ -577,6 +586,7 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
   };
   s->acceptor.open(where.protocol(), ec);
   if (ec) fail("socket");
+  CloseOnExec(s->acceptor.native_handle());
   s->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (ec) fail("setsockopt SO_REUSEADDR");
   s->acceptor.bind(where, ec);
