@@ -21,6 +21,8 @@
 // perf/results/serve_http_benchmark.json). Issue 18's end-to-end targets (p50 <= 0.3 ms at 1
 // connection, >= 10,000 requests/s) are shown beside the figures: the HTTP layer alone has
 // to beat them by a margin for the full path through replicas to meet them.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -134,6 +136,7 @@ struct WrkResult {
   double requests_per_s = 0;
   double p50_us = 0, p99_us = 0;
   long long requests = 0;
+  double server_cpu_us = 0;  // this process's CPU time per request during the run
 };
 
 std::string RunCapture(const std::string& command, int* exit_code) {
@@ -191,6 +194,16 @@ WrkResult ParseWrk(const std::string& out) {
   return r;
 }
 
+// User + system CPU time of this process (the server's I/O threads while wrk runs: wrk is
+// another process). Per request, it is the server's cost, which the machine's other load
+// does not inflate the way it inflates latency.
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
 WrkResult RunWrk(const std::string& url, int connections, int threads, double duration_s) {
   threads = std::max(1, std::min(threads, connections));
   char cmd[512];
@@ -198,13 +211,17 @@ WrkResult RunWrk(const std::string& url, int connections, int threads, double du
   std::snprintf(cmd, sizeof cmd, "timeout %d wrk -t%d -c%d -d%.3gs --timeout 5s --latency %s",
                 static_cast<int>(duration_s) + 30, threads, connections, duration_s, url.c_str());
   int rc = 0;
+  double cpu_before = ProcessCpuSeconds();
   std::string out = RunCapture(cmd, &rc);
+  double cpu = ProcessCpuSeconds() - cpu_before;
   if (rc != 0) {
     WrkResult r;
     r.error = std::string(cmd) + " exited with " + std::to_string(rc) + ":\n" + out;
     return r;
   }
-  return ParseWrk(out);
+  WrkResult r = ParseWrk(out);
+  if (r.requests > 0) r.server_cpu_us = cpu * 1e6 / static_cast<double>(r.requests);
+  return r;
 }
 
 // ---- the synchronous C++ client ------------------------------------------------------------
@@ -302,7 +319,7 @@ int main(int argc, char** argv) {
 
   int status = 0;
   std::vector<std::vector<double>> rps(opt.connections.size()), p50(opt.connections.size()),
-      p99(opt.connections.size());
+      p99(opt.connections.size()), cpu(opt.connections.size());
   std::vector<double> sync_p50, sync_p99, sync_rps;
   try {
     for (int round = 0; round < opt.rounds; ++round) {
@@ -318,6 +335,7 @@ int main(int argc, char** argv) {
           rps[i].push_back(r.requests_per_s);
           p50[i].push_back(r.p50_us);
           p99[i].push_back(r.p99_us);
+          cpu[i].push_back(r.server_cpu_us);
         }
       }
       SyncResult s = RunSyncClient(server.port(), opt.quick ? 200 : 1000, opt.sync_requests);
@@ -337,7 +355,8 @@ int main(int argc, char** argv) {
     status = 1;
   }
 
-  std::printf("\n  %-40s %-26s %-24s %s\n", "client", "requests/s", "p50 (us)", "p99 (us)");
+  std::printf("\n  %-40s %-26s %-22s %-28s %s\n", "client", "requests/s", "p50 (us)", "p99 (us)",
+              "server CPU us/request");
   std::vector<prism_bench::Entry> entries;
   int family = 0;
   for (size_t i = 0; i < opt.connections.size(); ++i) {
@@ -346,8 +365,8 @@ int main(int argc, char** argv) {
     char what[64];
     std::snprintf(what, sizeof what, "wrk, %d connection%s (-t%d)", c, c == 1 ? "" : "s",
                   std::min(opt.wrk_threads, c));
-    std::printf("  %-40s %-26s %-24s %s\n", what, Cell(rps[i], "%.0f").c_str(),
-                Cell(p50[i], "%.1f").c_str(), Cell(p99[i], "%.1f").c_str());
+    std::printf("  %-40s %-26s %-22s %-28s %s\n", what, Cell(rps[i], "%.0f").c_str(),
+                Cell(p50[i], "%.1f").c_str(), Cell(p99[i], "%.1f").c_str(), Cell(cpu[i], "%.2f").c_str());
     prism_bench::Entry e;
     e.name = "serve_http_wrk_c" + std::to_string(c);
     e.family_index = family++;
@@ -357,7 +376,8 @@ int main(int argc, char** argv) {
     e.items_per_second = prism_bench::Median(rps[i]);
     e.before_unit = {{"connections", Num(c)},
                      {"p50_us", Num(prism_bench::Median(p50[i]))},
-                     {"p99_us", Num(prism_bench::Median(p99[i]))}};
+                     {"p99_us", Num(prism_bench::Median(p99[i]))},
+                     {"server_cpu_us_per_request", Num(prism_bench::Median(cpu[i]))}};
     e.unit = "requests/s";
     e.per_round = rps[i];
     if (c == 1) {
@@ -373,7 +393,7 @@ int main(int argc, char** argv) {
     entries.push_back(std::move(e));
   }
   if (!sync_p50.empty()) {
-    std::printf("  %-40s %-26s %-24s %s\n", "C++ keep-alive client, one at a time",
+    std::printf("  %-40s %-26s %-22s %s\n", "C++ keep-alive client, one at a time",
                 Cell(sync_rps, "%.0f").c_str(), Cell(sync_p50, "%.1f").c_str(),
                 Cell(sync_p99, "%.1f").c_str());
     prism_bench::Entry e;
