@@ -358,7 +358,8 @@ TEST(HttpServer, GarbageIs400AndTheConnectionCloses) {
   Server server({}, Echo);
   RawClient client(server.port());
   ASSERT_TRUE(client.connected());
-  client.Send(std::string("\x16\x03\x01\x02 this is not HTTP\r\n\r\n", 27));
+  const char garbage[] = "\x16\x03\x01\x02 this is not HTTP\r\n\r\n";
+  client.Send(std::string(garbage, sizeof garbage - 1));
   auto reply = client.ReadResponse();
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 400);
