@@ -354,6 +354,50 @@ TEST(HttpServer, LargeBodyWithExpectContinue) {
   EXPECT_EQ(r.output, "200 " + std::to_string(data.size()));
 }
 
+TEST(HttpServer, ChunkedBodiesAreReadAndLimited) {
+  ServerOptions options;
+  options.max_body_bytes = 1000;
+  Server server(options, Echo);
+  RawClient client(server.port());
+  ASSERT_TRUE(client.connected());
+  client.Send(
+      "POST /bin HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  auto reply = client.ReadResponse();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(reply->body, "hello world");
+  // Chunks adding up past the limit: 413 once the limit is crossed, then closed.
+  std::string chunks = "POST /bin HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3; ++i) chunks += "1f4\r\n" + std::string(500, 'c') + "\r\n";
+  client.Send(chunks);
+  auto over = client.ReadResponse();
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 413);
+  EXPECT_TRUE(client.WaitClosed());
+}
+
+TEST(HttpServer, Http10ClosesAfterItsResponseAndHeadHasNoBody) {
+  Server server({}, Echo);
+  RawClient old(server.port());
+  ASSERT_TRUE(old.connected());
+  old.Send("GET /old HTTP/1.0\r\n\r\n");
+  auto reply = old.ReadResponse();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(json::parse(reply->body)["path"], "/old");
+  EXPECT_TRUE(old.WaitClosed());
+
+  RawClient head(server.port());
+  ASSERT_TRUE(head.connected());
+  head.Send("HEAD /h HTTP/1.1\r\nHost: x\r\n\r\nGET /g HTTP/1.1\r\nHost: x\r\n\r\n");
+  // HEAD: the length a GET would have, no body; the next response follows at once.
+  auto head_reply = head.ReadResponse();  // reads Content-Length bytes: they must be the GET's
+  ASSERT_TRUE(head_reply);
+  EXPECT_EQ(head_reply->status, 200);
+  EXPECT_EQ(head_reply->body.rfind("HTTP/1.1 200", 0), 0u) << head_reply->body;
+}
+
 TEST(HttpServer, GarbageIs400AndTheConnectionCloses) {
   Server server({}, Echo);
   RawClient client(server.port());
