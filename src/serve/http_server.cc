@@ -129,6 +129,7 @@ struct Shared {
   std::mutex drain_mu;
   std::condition_variable drained;
   std::atomic<bool> double_respond_logged{false};
+  std::atomic<bool> accept_failing{false};  // logged when it starts and when it ends
 
   void FinishRequest() {
     if (in_flight.fetch_sub(1) == 1) {
@@ -485,8 +486,10 @@ void Accept(const std::shared_ptr<Shared>& s);
 void OnAccept(const std::shared_ptr<Shared>& s, beast::error_code ec, tcp::socket socket) {
   if (!s->acceptor.is_open() || ec == asio::error::operation_aborted) return;
   if (ec) {
-    // Out of descriptors, for example: say so, and try again shortly rather than spin.
-    Log("accept failed: " + ec.message() + "; retrying in 100 ms");
+    // Out of descriptors, for example: say so once, and try again shortly rather than spin.
+    if (!s->accept_failing.exchange(true))
+      Log("accept failed: " + ec.message() + "; retrying every 100 ms until it works "
+          "(too many open connections? raise `ulimit -n`)");
     s->accept_retry.expires_after(std::chrono::milliseconds(100));
     s->accept_retry.async_wait([s](beast::error_code ec) {
       if (!ec && s->acceptor.is_open()) Accept(s);
@@ -494,6 +497,7 @@ void OnAccept(const std::shared_ptr<Shared>& s, beast::error_code ec, tcp::socke
     return;
   }
   CloseOnExec(socket.native_handle());
+  if (s->accept_failing.exchange(false)) Log("accepting connections again");
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   std::shared_ptr<Connection> connection;

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,7 +74,7 @@ std::string Url(const Server& server, const std::string& path) {
 
 // curl printing the body, then a line with the status code.
 std::pair<std::string, int> Curl(const std::string& args) {
-  CommandResult r = RunCommand("curl -sS -w '\\n%{http_code}' " + args);
+  CommandResult r = RunCommand("curl -sS -m 20 -w '\\n%{http_code}' " + args);
   size_t nl = r.output.rfind('\n');
   if (r.exit_code != 0 || nl == std::string::npos) return {r.output, -1};
   return {r.output.substr(0, nl), std::atoi(r.output.c_str() + nl + 1)};
@@ -635,6 +636,25 @@ print('ok')
   EXPECT_EQ(server.connections_total(), 64u);
   EXPECT_GT(peak.load(), 1);  // the requests really overlapped
   EXPECT_TRUE(server.Drain(10s));
+}
+
+TEST(HttpServer, KeepsAcceptingAfterRunningOutOfDescriptors) {
+  Server server({}, Echo);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  size_t open_now = 0;
+  for (auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) (void)entry, ++open_now;
+  rlimit tight = saved;
+  tight.rlim_cur = open_now + 8;  // a few accepted connections, then accept fails (EMFILE)
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 12; ++i) clients.push_back(std::make_unique<RawClient>(server.port()));
+  std::this_thread::sleep_for(300ms);  // the acceptor fails and retries meanwhile
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_LT(server.connections_total(), 12u);  // it did run out
+  clients.clear();
+  auto [body, status] = Curl(Url(server, "/after"));
+  EXPECT_EQ(status, 200) << body;
 }
 
 TEST(HttpServer, BindFailureSaysWhichAddressAndWhy) {
