@@ -16,6 +16,7 @@ packages=(
   dataset-fashion-mnist
   python3-distributed python3-mpi4py python3-torch python3-numpy python3-pandas
   valgrind python3-matplotlib python3-optuna
+  wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
 )
 # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
 if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then
