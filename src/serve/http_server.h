@@ -47,11 +47,23 @@ struct ServerOptions {
   double request_read_timeout_s = 10.0;   // a client that never finishes its request: 408, closed
   double keep_alive_timeout_s = 60.0;     // an idle keep-alive connection is closed
   int io_threads = 1;
+  uint64_t max_header_bytes = 64ull << 10;  // a request line + headers over this: 431, closed
+  double response_write_timeout_s = 30.0;   // a client that does not read its response: closed
 };
 
 /// Errors the server itself answers (the handler never sees these requests):
 ///   400 malformed HTTP (Beast's parser error in the body), 408 read timeout,
-///   413 body over max_body_bytes, 503 after StopAccepting (with "Connection: close").
+///   413 body over max_body_bytes, 431 headers over max_header_bytes, 503 after
+///   StopAccepting (with "Connection: close"). 400, 408, 413 and 431 close the connection.
+/// The handler's own failures: a handler that throws before responding gets 500 with the
+/// exception's message; a Respond dropped without being called answers 500 too; a second
+/// call of the same Respond is ignored (logged once per server).
+///
+/// Requests pipelined on one connection are handled one after another and answered in order;
+/// clients get concurrency from several connections. Thread-safe: every member may be called
+/// from any thread except Stop (and the destructor) from inside the handler, which cannot
+/// join the I/O thread it runs on (it then stops without joining and the threads exit on
+/// their own).
 class Server {
  public:
   /// Binds and listens at once (throws prism::Error naming the address and errno text when
@@ -73,8 +85,12 @@ class Server {
   /// Closes every connection and joins the I/O threads. Idempotent.
   void Stop();
 
+  /// Requests read but whose response is not yet written (nor the connection lost).
   uint64_t requests_in_flight() const;
+  /// Requests read since the start, including those the server answered itself (503).
   uint64_t requests_total() const;
+  /// Connections accepted since the start (keep-alive reuse shows as fewer connections).
+  uint64_t connections_total() const;
 
  private:
   struct Impl;
