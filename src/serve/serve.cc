@@ -177,7 +177,7 @@ void Run(const Application& app, const RunOptions& options) {
   auto& s = internal::State();
   std::lock_guard<std::mutex> lock(s.mu);
   for (const auto& [other, prefix] : s.applications) {
-    if (other != name && prefix == options.route_prefix) {
+    if (options.http && other != name && prefix == options.route_prefix) {
       throw Error("serve::Run: route_prefix \"" + prefix + "\" is taken by application \"" + other + "\"");
     }
   }
@@ -191,7 +191,7 @@ void Run(const Application& app, const RunOptions& options) {
     s.shutdown_requested = false;
   }
   s.controller.Deploy(app, name, options.ready_timeout_s);
-  s.applications[name] = options.route_prefix;
+  s.applications[name] = options.http ? options.route_prefix : "";
   if (options.http) {
     if (!s.ingress) {
       s.ingress = std::make_unique<internal::Ingress>(options.host, options.port);

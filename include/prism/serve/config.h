@@ -87,7 +87,7 @@ struct DeploymentStatus {
 /// What serve::Status() returns.
 struct ServeStatus {
   std::string endpoint;  // "http://HOST:PORT", or "" without HTTP
-  std::map<std::string, std::string> applications;  // name -> route prefix
+  std::map<std::string, std::string> applications;  // name -> route prefix ("" without HTTP)
   std::vector<DeploymentStatus> deployments;
   /// The whole status as JSON (for logs and scripts).
   nlohmann::json ToJson() const;
