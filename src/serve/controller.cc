@@ -5,6 +5,7 @@
 
 #include "prism/api.h"
 #include "prism/kv.h"
+#include "prism/state.h"
 #include "serve/registry.h"
 
 namespace prism::serve::internal {
@@ -314,18 +315,65 @@ void Controller::Reconcile(DeploymentState& d, double now) {
   }
 }
 
+// Replicas go to the worker ranks (rank 0 too only in a one-rank job): to a rank that can
+// hold the replica now, else to one that can at all (the replica then waits there, STARTING,
+// until resources free up), the one with the fewest of Serve's replicas first.
+int Controller::PickRank(const std::map<std::string, double>& resources, std::string& why) {
+  std::map<int, int> ours;
+  for (const auto& [name, d] : deployments_) {
+    for (const Replica& r : d.replicas) {
+      if (r.state != "STOPPING") ++ours[r.rank];
+    }
+  }
+  auto fits = [&](const std::map<std::string, double>& have) {
+    for (const auto& [k, v] : resources) {
+      auto it = have.find(k);
+      if (v > 0 && (it == have.end() || it->second + 1e-9 < v)) return false;
+    }
+    return true;
+  };
+  const std::vector<state::NodeState> nodes = state::ListNodes();
+  int best = -1;
+  bool best_now = false;
+  std::string offered;
+  for (const auto& n : nodes) {
+    if (n.rank == 0 && nodes.size() > 1) continue;
+    nlohmann::json total(n.resources_total);
+    offered += (offered.empty() ? "" : "; ") + std::string("rank ") + std::to_string(n.rank) + ": " + total.dump();
+    if (!fits(n.resources_total)) continue;
+    const bool now = fits(n.resources_available);
+    if (best < 0 || (now && !best_now) || (now == best_now && ours[n.rank] < ours[best])) {
+      best = n.rank;
+      best_now = now;
+    }
+  }
+  if (best < 0) {
+    why = "no worker rank can hold a replica's resources " + nlohmann::json(resources).dump() + " (ranks offer " +
+          offered + "); lower RayActorOptions or start the job with more resources per rank";
+  }
+  return best;
+}
+
 bool Controller::StartReplica(DeploymentState& d, double now) {
   const DeploymentConfig& c = d.spec.config;
+  std::string why;
+  const int rank = PickRank(c.resources, why);
+  if (rank < 0) {
+    d.placement_error = true;
+    d.message = why;
+    return false;
+  }
   const std::string id = d.spec.name + "#" + std::to_string(d.next_index++);
   try {
     auto actor = prism::Actor(&ReplicaActor::Create)
                      .SetResources(c.resources)
                      .SetMaxConcurrency(c.max_ongoing_requests + 1)
-                     .SetSchedulingStrategy(SpreadSchedulingStrategy{})
+                     .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{rank, false})
                      .Remote(d.spec.name, id, d.spec.class_key, d.spec.init_args, Dump(c.user_config));
     Replica r;
     r.id = id;
     r.actor = actor;
+    r.rank = rank;
     r.state_since = now;
     d.replicas.push_back(r);
     ObjectRef<int> ready = actor.Task(&ReplicaActor::Ready).Remote();

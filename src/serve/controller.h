@@ -85,6 +85,8 @@ class Controller {
   void Loop();
   void Tick(double now);
   void Reconcile(DeploymentState& d, double now);
+  /// The rank for a new replica needing `resources`, or -1 with the reason in `why`.
+  int PickRank(const std::map<std::string, double>& resources, std::string& why);
   /// Creates one replica (STARTING); false when it cannot (the reason in d.message).
   bool StartReplica(DeploymentState& d, double now);
   void OnReplicaReady(const std::string& deployment, const std::string& id, ObjectRef<int> ref);

@@ -69,7 +69,7 @@ struct RunOptions {
 struct ReplicaStatus {
   std::string replica_id;  // "<deployment>#<n>"
   std::string state;       // STARTING (constructing, or waiting for resources), RUNNING, STOPPING
-  int rank = -1;           // where it runs, once RUNNING
+  int rank = -1;           // the rank it runs on (or waits for, while STARTING)
   int ongoing_requests = 0;  // sent by the driver's router and not yet answered
 };
 
