@@ -29,6 +29,7 @@ class Echo {
   std::string Greet(std::string who) const { return greeting_ + ", " + who; }
   int Rank() { return prism::GetRuntimeContext().GetRank(); }
   void Throw() { throw std::invalid_argument("bad argument on purpose"); }
+  int Boom(int) { throw std::runtime_error("boom on purpose"); }
   int Sleep(int ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return ms;
@@ -213,8 +214,14 @@ TEST(Serve, CompositionAndChainingWithoutBlocking) {
   EXPECT_EQ(third.Result(30), 24);
   // A failed dependency fails the chain.
   auto h = serve::GetDeploymentHandle<Echo>("echo");
-  auto bad = h.Method<&Echo::Add>(h.Method<&Echo::Sleep>(1), 1);
-  EXPECT_EQ(bad.Result(30), 2);
+  EXPECT_EQ(h.Method<&Echo::Add>(h.Method<&Echo::Sleep>(1), 1).Result(30), 2);
+  auto bad = h.Method<&Echo::Add>(h.Method<&Echo::Boom>(1), 1);
+  try {
+    bad.Result(30);
+    FAIL() << "expected the dependency's error";
+  } catch (const prism::TaskError& e) {
+    EXPECT_NE(e.OriginalMessage().find("boom on purpose"), std::string::npos);
+  }
 }
 
 TEST(Serve, QueueFullIsBackPressure) {
