@@ -1,0 +1,474 @@
+#include "serve/controller.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "prism/api.h"
+#include "prism/kv.h"
+#include "prism/state.h"
+#include "serve/registry.h"
+
+namespace prism::serve::internal {
+namespace {
+
+constexpr double kTickS = 0.02;
+// A STOPPING replica is killed no sooner than this after it left the replica set, so that
+// other ranks' routers (which refresh every RemoteRouters::kRefreshS) stop choosing it.
+constexpr double kMinDrainS = 0.5;
+constexpr int kMaxStartFailures = 3;
+
+int InitialTarget(const DeploymentConfig& c) {
+  if (c.autoscaling) return c.autoscaling->initial_replicas.value_or(c.autoscaling->min_replicas);
+  return c.num_replicas;
+}
+
+std::string Dump(const std::optional<nlohmann::json>& j) { return j ? j->dump() : std::string(); }
+
+}  // namespace
+
+Controller::Controller() = default;
+
+Controller::~Controller() { Stop(); }
+
+double Controller::Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Controller::Deploy(const Application& app, const std::string& app_name, double ready_timeout_s) {
+  std::vector<std::pair<ActorHandle<ReplicaActor>, std::string>> reconfigure;  // replica, config
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const DeploymentSpec& spec : app.Deployments()) {
+      const ClassEntry* entry = FindClass(spec.class_key);
+      if (entry == nullptr) throw DeploymentError("serve: deployment \"" + spec.name + "\": class not registered");
+      if (spec.config.user_config && !entry->reconfigure) {
+        throw DeploymentError("serve: deployment \"" + spec.name +
+                              "\" has a user_config but its class has no void Reconfigure(const nlohmann::json&)");
+      }
+      auto it = deployments_.find(spec.name);
+      if (it != deployments_.end() && it->second.app != app_name) {
+        throw DeploymentError("serve: a deployment named \"" + spec.name + "\" already belongs to application \"" +
+                              it->second.app + "\"; pick another name");
+      }
+    }
+    for (const DeploymentSpec& spec : app.Deployments()) {
+      auto [it, fresh] = deployments_.try_emplace(spec.name);
+      DeploymentState& d = it->second;
+      const double now = Now();
+      if (fresh) {
+        d.spec = spec;
+        d.app = app_name;
+        d.router = std::make_shared<Router>(spec.name);
+      } else if (d.spec.class_key == spec.class_key && d.spec.init_args == spec.init_args) {
+        // Same code and arguments: update in place.
+        if (Dump(d.spec.config.user_config) != Dump(spec.config.user_config) && spec.config.user_config) {
+          for (const Replica& r : d.replicas) {
+            if (r.state == "RUNNING") reconfigure.emplace_back(r.actor, spec.config.user_config->dump());
+          }
+        }
+        d.spec = spec;
+      } else {
+        // New code or arguments: replace every replica (the old ones drain).
+        for (Replica& r : d.replicas) {
+          if (r.state != "STOPPING") {
+            r.state = "STOPPING";
+            r.state_since = now;
+          }
+        }
+        d.spec = spec;
+      }
+      d.target = InitialTarget(spec.config);
+      if (spec.config.autoscaling) {
+        d.decider = std::make_unique<AutoscalingDecider>(*spec.config.autoscaling);
+        d.window = LoadWindow();
+      } else {
+        d.decider.reset();
+      }
+      d.start_failures = 0;
+      d.placement_error = false;
+      d.message.clear();
+      d.status = "UPDATING";
+      d.dirty = true;
+    }
+    stop_ = false;
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  }
+  wake_.notify_all();
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(ready_timeout_s);
+  for (auto& [actor, config] : reconfigure) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    try {
+      actor.Task(&ReplicaActor::Reconfigure).Remote(config).Get(static_cast<int>(std::max(0.0, left) * 1000));
+    } catch (const std::exception& e) {
+      throw DeploymentError(std::string("serve: Reconfigure with the new user_config failed: ") + e.what());
+    }
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    std::string pending;
+    for (const DeploymentSpec& spec : app.Deployments()) {
+      const DeploymentState& d = deployments_.at(spec.name);
+      if (d.status == "UNHEALTHY") {
+        throw DeploymentError("serve: deployment \"" + spec.name + "\" cannot start: " + d.message);
+      }
+      int running = 0;
+      for (const Replica& r : d.replicas) running += r.state == "RUNNING";
+      const bool published = !d.dirty;
+      if (running < d.target || !published) {
+        pending += (pending.empty() ? "" : ", ") + spec.name + " (" + std::to_string(running) + "/" +
+                   std::to_string(d.target) + " replicas running)";
+      }
+    }
+    if (pending.empty()) return;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      throw DeploymentError("serve: not every replica is up after " + std::to_string(ready_timeout_s) +
+                            " s: " + pending +
+                            ". The job's ranks may lack the resources per replica (RayActorOptions): "
+                            "ask for fewer replicas or resources, or more ranks");
+    }
+  }
+}
+
+std::shared_ptr<Router> Controller::RouterOf(const std::string& deployment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = deployments_.find(deployment);
+  return it == deployments_.end() ? nullptr : it->second.router;
+}
+
+bool Controller::Has(const std::string& deployment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deployments_.count(deployment) > 0;
+}
+
+void Controller::FillStatus(ServeStatus& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, d] : deployments_) {
+    DeploymentStatus s;
+    s.name = name;
+    s.application = d.app;
+    s.status = d.status;
+    s.message = d.message;
+    s.target_replicas = d.target;
+    s.queued_requests = d.router->Queued();
+    for (const Replica& r : d.replicas) {
+      s.replicas.push_back({r.id, r.state, r.rank, d.router->InFlight(r.id)});
+    }
+    status.deployments.push_back(std::move(s));
+  }
+}
+
+double Controller::GracefulTimeout() {
+  std::lock_guard<std::mutex> lock(mu_);
+  double t = 0;
+  for (const auto& [name, d] : deployments_) t = std::max(t, d.spec.config.graceful_shutdown_timeout_s);
+  return t;
+}
+
+bool Controller::DrainRouters(double timeout_s) {
+  std::vector<std::shared_ptr<Router>> routers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, d] : deployments_) routers.push_back(d.router);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    int ongoing = 0;
+    for (const auto& r : routers) ongoing += r->Ongoing();
+    if (ongoing == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void Controller::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::map<std::string, DeploymentState> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone.swap(deployments_);
+  }
+  auto error = std::make_exception_ptr(DeploymentError("serve: Serve was shut down"));
+  for (auto& [name, d] : gone) {
+    d.router->Close(error);
+    for (Replica& r : d.replicas) {
+      try {
+        r.actor.Kill(true);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  if (!gone.empty() && prism::IsInitialized()) {
+    try {
+      prism::kv::Delete(kReplicaSetKeyPrefix, true);
+    } catch (const std::exception&) {
+    }
+  }
+  changed_.notify_all();
+}
+
+// Waits kTickS between ticks, or less when woken by a reply or a Deploy.
+void Controller::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    Tick(Now());
+    lock.lock();
+    if (stop_) break;
+    wake_.wait_for(lock, std::chrono::duration<double>(kTickS));
+  }
+}
+
+void Controller::Tick(double now) {
+  std::vector<std::pair<std::shared_ptr<Router>, std::pair<std::string, ReplicaSet>>> publish;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [name, d] : deployments_) {
+      if (d.decider && now - d.last_metric >= d.decider->config().metrics_interval_s) {
+        d.window.Record(now, d.router->Ongoing());
+        const double avg = d.window.Average(now, d.decider->config().look_back_period_s);
+        d.target = d.decider->Decide(d.target, avg, now);
+        d.last_metric = now;
+      }
+      Reconcile(d, now);
+      if (auto p = TakePublish(d)) publish.emplace_back(d.router, std::move(*p));
+    }
+  }
+  for (auto& [router, p] : publish) {
+    router->Update(p.second);
+    try {
+      prism::kv::Put(kReplicaSetKeyPrefix + p.first, platform::ToBytes(p.second));
+    } catch (const std::exception& e) {
+      PRISM_SERVE_LOG("cannot publish the replicas of " << p.first << ": " << e.what());
+    }
+  }
+  if (!publish.empty()) changed_.notify_all();
+}
+
+void Controller::Reconcile(DeploymentState& d, double now) {
+  // Start replicas up to the target, unless constructors keep failing.
+  int alive = 0;
+  for (const Replica& r : d.replicas) alive += r.state != "STOPPING";
+  while (alive < d.target && d.start_failures < kMaxStartFailures) {
+    if (!StartReplica(d, now)) break;
+    ++alive;
+  }
+  // Drain the surplus: pending replicas first, then the least loaded.
+  if (alive > d.target) {
+    std::vector<Replica*> candidates;
+    for (Replica& r : d.replicas) {
+      if (r.state != "STOPPING") candidates.push_back(&r);
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [&](Replica* a, Replica* b) {
+      if ((a->state == "STARTING") != (b->state == "STARTING")) return a->state == "STARTING";
+      return d.router->InFlight(a->id) < d.router->InFlight(b->id);
+    });
+    for (int i = 0; i < alive - d.target; ++i) {
+      candidates[static_cast<size_t>(i)]->state = "STOPPING";
+      candidates[static_cast<size_t>(i)]->state_since = now;
+    }
+    d.dirty = true;
+  }
+  // Health checks, and STOPPING replicas whose calls finished.
+  const DeploymentConfig& c = d.spec.config;
+  std::vector<std::pair<std::string, std::string>> remove;  // id, why
+  for (Replica& r : d.replicas) {
+    if (r.state == "STOPPING") {
+      const double stopping = now - r.state_since;
+      if ((stopping >= kMinDrainS && d.router->InFlight(r.id) == 0) || stopping >= c.graceful_shutdown_timeout_s) {
+        remove.emplace_back(r.id, "");
+      }
+    } else if (r.state == "RUNNING") {
+      if (r.health_pending && now - r.health_started > c.health_check_timeout_s) {
+        remove.emplace_back(r.id, "replica " + r.id + " did not answer its health check within " +
+                                      std::to_string(c.health_check_timeout_s) + " s; replaced");
+      } else if (!r.health_pending && now - r.last_health >= c.health_check_period_s) {
+        r.health_pending = true;
+        r.health_started = now;
+        const uint64_t seq = ++r.health_seq;
+        try {
+          ObjectRef<void> ref = r.actor.Task(&ReplicaActor::CheckHealth).Remote();
+          std::string name = d.spec.name, id = r.id;
+          ref.OnReady([this, name, id, seq, ref] { OnHealthReply(name, id, seq, ref); });
+        } catch (const std::exception& e) {
+          remove.emplace_back(r.id, std::string("health check of replica " + r.id + " failed: ") + e.what());
+        }
+      }
+    }
+  }
+  for (auto& [id, why] : remove) Remove(d, id, why);
+
+  int running = 0;
+  for (const Replica& r : d.replicas) running += r.state == "RUNNING";
+  if (d.start_failures >= kMaxStartFailures || d.placement_error) {
+    d.status = "UNHEALTHY";
+  } else if (running == d.target && alive == d.target) {
+    d.status = "HEALTHY";
+  } else {
+    d.status = "UPDATING";
+  }
+}
+
+// Replicas go to the worker ranks (rank 0 too only in a one-rank job): to a rank that can
+// hold the replica now, else to one that can at all (the replica then waits there, STARTING,
+// until resources free up), the one with the fewest of Serve's replicas first.
+int Controller::PickRank(const std::map<std::string, double>& resources, std::string& why) {
+  std::map<int, int> ours;
+  for (const auto& [name, d] : deployments_) {
+    for (const Replica& r : d.replicas) {
+      if (r.state != "STOPPING") ++ours[r.rank];
+    }
+  }
+  auto fits = [&](const std::map<std::string, double>& have) {
+    for (const auto& [k, v] : resources) {
+      auto it = have.find(k);
+      if (v > 0 && (it == have.end() || it->second + 1e-9 < v)) return false;
+    }
+    return true;
+  };
+  const std::vector<state::NodeState> nodes = state::ListNodes();
+  int best = -1;
+  bool best_now = false;
+  std::string offered;
+  for (const auto& n : nodes) {
+    if (n.rank == 0 && nodes.size() > 1) continue;
+    nlohmann::json total(n.resources_total);
+    offered += (offered.empty() ? "" : "; ") + std::string("rank ") + std::to_string(n.rank) + ": " + total.dump();
+    if (!fits(n.resources_total)) continue;
+    const bool now = fits(n.resources_available);
+    if (best < 0 || (now && !best_now) || (now == best_now && ours[n.rank] < ours[best])) {
+      best = n.rank;
+      best_now = now;
+    }
+  }
+  if (best < 0) {
+    why = "no worker rank can hold a replica's resources " + nlohmann::json(resources).dump() + " (ranks offer " +
+          offered + "); lower RayActorOptions or start the job with more resources per rank";
+  }
+  return best;
+}
+
+bool Controller::StartReplica(DeploymentState& d, double now) {
+  const DeploymentConfig& c = d.spec.config;
+  std::string why;
+  const int rank = PickRank(c.resources, why);
+  if (rank < 0) {
+    d.placement_error = true;
+    d.message = why;
+    return false;
+  }
+  const std::string id = d.spec.name + "#" + std::to_string(d.next_index++);
+  try {
+    auto actor = prism::Actor(&ReplicaActor::Create)
+                     .SetResources(c.resources)
+                     .SetMaxConcurrency(c.max_ongoing_requests + 1)
+                     .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{rank, false})
+                     .Remote(d.spec.name, id, d.spec.class_key, d.spec.init_args, Dump(c.user_config));
+    Replica r;
+    r.id = id;
+    r.actor = actor;
+    r.rank = rank;
+    r.state_since = now;
+    d.replicas.push_back(r);
+    ObjectRef<int> ready = actor.Task(&ReplicaActor::Ready).Remote();
+    std::string name = d.spec.name;
+    ready.OnReady([this, name, id, ready] { OnReplicaReady(name, id, ready); });
+    return true;
+  } catch (const ResourceError& e) {
+    d.placement_error = true;
+    d.message = std::string("cannot place a replica on any rank: ") + e.what();
+  } catch (const std::exception& e) {
+    ++d.start_failures;
+    d.message = std::string("cannot create replica ") + id + ": " + e.what();
+  }
+  return false;
+}
+
+void Controller::OnReplicaReady(const std::string& deployment, const std::string& id, ObjectRef<int> ref) {
+  int rank = -1;
+  std::string error;
+  try {
+    rank = *ref.Get(0);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = deployments_.find(deployment);
+    if (it == deployments_.end()) return;
+    DeploymentState& d = it->second;
+    auto r = std::find_if(d.replicas.begin(), d.replicas.end(), [&](const Replica& x) { return x.id == id; });
+    if (r == d.replicas.end() || r->state != "STARTING") return;
+    if (error.empty()) {
+      r->state = "RUNNING";
+      r->rank = rank;
+      r->state_since = r->last_health = Now();
+      d.start_failures = 0;
+      d.dirty = true;
+    } else {
+      ++d.start_failures;
+      d.message = "replica " + id + " failed to start: " + error;
+      Remove(d, id, d.message);
+    }
+  }
+  wake_.notify_all();
+}
+
+void Controller::OnHealthReply(const std::string& deployment, const std::string& id, uint64_t seq,
+                               ObjectRef<void> ref) {
+  std::string error;
+  try {
+    ref.Get(0);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = deployments_.find(deployment);
+  if (it == deployments_.end()) return;
+  DeploymentState& d = it->second;
+  auto r = std::find_if(d.replicas.begin(), d.replicas.end(), [&](const Replica& x) { return x.id == id; });
+  if (r == d.replicas.end() || r->state != "RUNNING" || r->health_seq != seq) return;
+  r->health_pending = false;
+  if (error.empty()) {
+    r->last_health = Now();
+  } else {
+    Remove(d, id, "replica " + id + " failed its health check (" + error + "); replaced");
+    wake_.notify_all();
+  }
+}
+
+void Controller::Remove(DeploymentState& d, const std::string& id, const std::string& why) {
+  auto r = std::find_if(d.replicas.begin(), d.replicas.end(), [&](const Replica& x) { return x.id == id; });
+  if (r == d.replicas.end()) return;
+  try {
+    r->actor.Kill(true);
+  } catch (const std::exception&) {
+  }
+  d.replicas.erase(r);
+  d.dirty = true;
+  if (!why.empty()) {
+    d.message = why;
+    PRISM_SERVE_LOG(why);
+  }
+}
+
+std::optional<std::pair<std::string, ReplicaSet>> Controller::TakePublish(DeploymentState& d) {
+  if (!d.dirty) return std::nullopt;
+  d.dirty = false;
+  ReplicaSet set;
+  set.version = ++d.version;
+  set.max_ongoing_requests = d.spec.config.max_ongoing_requests;
+  set.max_queued_requests = d.spec.config.max_queued_requests;
+  for (const Replica& r : d.replicas) {
+    if (r.state == "RUNNING") set.replicas.push_back({r.id, r.actor});
+  }
+  return std::make_pair(d.spec.name, std::move(set));
+}
+
+}  // namespace prism::serve::internal

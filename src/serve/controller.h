@@ -1,0 +1,108 @@
+#pragma once
+// The controller (Ray Serve's ServeController), on rank 0: owns every deployment's
+// replicas and the driver's routers, and runs one control thread ("serve-control") that
+// every ~20 ms
+//   - measures each autoscaling deployment's load (router in flight + queued) every
+//     metrics_interval_s and applies AutoscalingDecider's decision,
+//   - starts replicas up to the target and drains the surplus (STOPPING: no new calls;
+//     killed once its calls finished, or after graceful_shutdown_timeout_s),
+//   - sends CheckHealth to each RUNNING replica every health_check_period_s, and replaces a
+//     replica whose check throws or takes longer than health_check_timeout_s,
+//   - publishes each changed replica set to the routers (the driver's directly, other
+//     ranks' through the KV store).
+// Replica readiness and health replies arrive on completion callbacks (OnReady); nothing
+// blocks on a replica.
+
+#include <condition_variable>
+#include <map>
+#include <optional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prism/serve/deployment.h"
+#include "serve/autoscaling_policy.h"
+#include "serve/replica.h"
+#include "serve/router.h"
+#include "serve/serve_log.h"
+
+namespace prism::serve::internal {
+
+class Controller {
+ public:
+  Controller();
+  ~Controller();  // Shutdown(0)
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  /// Deploys or updates the application's deployments (see serve::Run) and waits up to
+  /// `ready_timeout_s` for their replicas. Throws DeploymentError.
+  void Deploy(const Application& app, const std::string& app_name, double ready_timeout_s);
+  /// The driver's router of `deployment`, or nullptr.
+  std::shared_ptr<Router> RouterOf(const std::string& deployment);
+  bool Has(const std::string& deployment);
+  /// Fills the deployments part of a status.
+  void FillStatus(ServeStatus& status);
+  /// The longest graceful_shutdown_timeout_s of the deployments.
+  double GracefulTimeout();
+  /// Waits up to `timeout_s` until no call is in flight or queued at the driver's routers.
+  bool DrainRouters(double timeout_s);
+  /// Fails queued calls, kills every replica, stops the control thread, forgets all.
+  void Stop();
+
+ private:
+  struct Replica {
+    std::string id;
+    prism::ActorHandle<ReplicaActor> actor;
+    std::string state = "STARTING";  // STARTING, RUNNING, STOPPING
+    int rank = -1;
+    double state_since = 0;
+    bool health_pending = false;
+    double health_started = 0;
+    double last_health = 0;
+    uint64_t health_seq = 0;  // which check a reply belongs to
+  };
+  struct DeploymentState {
+    DeploymentSpec spec;
+    std::string app;
+    std::shared_ptr<Router> router;
+    std::vector<Replica> replicas;
+    int target = 0;
+    int next_index = 0;
+    uint64_t version = 0;
+    bool dirty = true;  // the replica set changed since it was published
+    int start_failures = 0;  // constructor failures in a row
+    bool placement_error = false;  // no rank can ever hold a replica (ResourceError)
+    std::string status = "UPDATING";
+    std::string message;
+    std::unique_ptr<AutoscalingDecider> decider;
+    LoadWindow window;
+    double last_metric = -1;
+  };
+
+  void Loop();
+  void Tick(double now);
+  void Reconcile(DeploymentState& d, double now);
+  /// The rank for a new replica needing `resources`, or -1 with the reason in `why`.
+  int PickRank(const std::map<std::string, double>& resources, std::string& why);
+  /// Creates one replica (STARTING); false when it cannot (the reason in d.message).
+  bool StartReplica(DeploymentState& d, double now);
+  void OnReplicaReady(const std::string& deployment, const std::string& id, ObjectRef<int> ref);
+  void OnHealthReply(const std::string& deployment, const std::string& id, uint64_t seq, ObjectRef<void> ref);
+  /// Kills replica `id` and removes it; the next Reconcile starts a replacement.
+  void Remove(DeploymentState& d, const std::string& id, const std::string& why);
+  /// The replica set to publish, if it changed (under the lock).
+  std::optional<std::pair<std::string, ReplicaSet>> TakePublish(DeploymentState& d);
+  static double Now();
+
+  std::mutex mu_;
+  std::condition_variable changed_;  // replica states changed (Deploy waits on it)
+  std::map<std::string, DeploymentState> deployments_;
+  bool stop_ = false;
+  std::condition_variable wake_;
+  std::thread thread_;
+};
+
+}  // namespace prism::serve::internal

@@ -1,0 +1,112 @@
+#include "serve/ingress.h"
+
+#include <chrono>
+
+#include "prism/serve/deployment.h"
+
+namespace prism::serve::internal {
+namespace {
+
+http::Response JsonError(int status, const std::string& message) {
+  http::Response r;
+  r.status = status;
+  r.body = nlohmann::json{{"error", message}}.dump();
+  return r;
+}
+
+}  // namespace
+
+http::Response ErrorResponse(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const BackPressureError& e) {
+    return JsonError(503, e.what());
+  } catch (const BadRequestError& e) {
+    return JsonError(400, e.what());
+  } catch (const DeploymentError& e) {
+    return JsonError(503, e.what());
+  } catch (const ActorError& e) {
+    return JsonError(503, std::string("serve: the replica died: ") + e.what());
+  } catch (const TaskError& e) {
+    // An exception from the handler, raised on the replica's rank: its type tells 400 from 500.
+    if (e.OriginalType().find("BadRequestError") != std::string::npos) return JsonError(400, e.OriginalMessage());
+    return JsonError(500, e.OriginalMessage());
+  } catch (const std::exception& e) {
+    return JsonError(500, e.what());
+  } catch (...) {
+    return JsonError(500, "serve: unknown error");
+  }
+}
+
+std::optional<std::string> MatchRoute(const std::map<std::string, std::string>& routes, const std::string& path) {
+  std::optional<std::string> best;
+  for (const auto& [prefix, deployment] : routes) {
+    const bool match = prefix == "/" || path == prefix ||
+                       (path.compare(0, prefix.size(), prefix) == 0 &&
+                        (prefix.back() == '/' || (path.size() > prefix.size() && path[prefix.size()] == '/')));
+    if (match && (!best || prefix.size() > best->size())) best = prefix;
+  }
+  return best;
+}
+
+Ingress::Ingress(const std::string& host, uint16_t port) {
+  http::ServerOptions options;
+  options.host = host;
+  options.port = port;
+  server_ = std::make_unique<http::Server>(options, [this](http::Request request, http::Respond respond) {
+    Handle(std::move(request), std::move(respond));
+  });
+}
+
+Ingress::~Ingress() { Stop(); }
+
+void Ingress::SetRoute(const std::string& app, const std::string& prefix, const std::string& deployment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto old = app_route_.find(app);
+  if (old != app_route_.end()) routes_.erase(old->second);
+  routes_[prefix] = deployment;
+  app_route_[app] = prefix;
+}
+
+std::string Ingress::endpoint() const { return server_->endpoint(); }
+void Ingress::StopAccepting() { server_->StopAccepting(); }
+bool Ingress::Drain(double timeout_s) { return server_->Drain(std::chrono::duration<double>(timeout_s)); }
+void Ingress::Stop() { server_->Stop(); }
+
+void Ingress::Handle(http::Request request, http::Respond respond) {
+  std::string deployment, prefix;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto match = MatchRoute(routes_, request.path);
+    if (!match) {
+      std::string known;
+      for (const auto& [p, d] : routes_) known += (known.empty() ? "" : ", ") + p;
+      respond(JsonError(404, "no route for " + request.path + " (route prefixes: " +
+                                 (known.empty() ? "none" : known) + ")"));
+      return;
+    }
+    prefix = *match;
+    deployment = routes_.at(prefix);
+  }
+  Request r;
+  r.method = std::move(request.method);
+  r.path = std::move(request.path);
+  r.route_prefix = std::move(prefix);
+  r.query = std::move(request.query);
+  r.headers = std::move(request.headers);
+  r.body = std::move(request.body);
+  SubmitCall(deployment, kHttpMethod, platform::ToBytes(r), [respond](CallResult result) {
+    if (result.error) {
+      respond(ErrorResponse(result.error));
+      return;
+    }
+    try {
+      Response out = platform::FromBytes<Response>(result.bytes);
+      respond(http::Response{out.status, std::move(out.body), std::move(out.content_type), std::move(out.headers)});
+    } catch (...) {
+      respond(ErrorResponse(std::current_exception()));
+    }
+  });
+}
+
+}  // namespace prism::serve::internal

@@ -1,0 +1,55 @@
+#pragma once
+// The HTTP ingress (Ray Serve's proxy), on rank 0: one http::Server for the job; each
+// request goes to the application whose route_prefix is the longest prefix of its path
+// (on a '/' boundary), as a serve::Request to that application's ingress deployment
+// through the driver's router. The reply comes back on a completion callback and is
+// answered there: no thread waits per request.
+//
+// Status codes: 404 no route; 503 back pressure (BackPressureError), a replica that died
+// and could not be replaced in time (ActorError), or Serve shutting down (DeploymentError);
+// 400 BadRequestError from the handler (Request::Json() on a body that is not JSON); 500
+// any other exception the handler threw, with its message. The server itself answers
+// malformed HTTP (400), oversized bodies (413) and slow clients (408).
+
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "serve/http_server.h"
+
+namespace prism::serve::internal {
+
+/// The HTTP answer for a failed call (the mapping above), with body {"error": message}.
+http::Response ErrorResponse(std::exception_ptr error);
+
+/// The route prefix (a key of `routes`) that serves `path`: the longest that equals it or
+/// is followed in it by '/' ("/" matches every path); nullopt if none.
+std::optional<std::string> MatchRoute(const std::map<std::string, std::string>& routes, const std::string& path);
+
+class Ingress {
+ public:
+  /// Starts the server (throws prism::Error when it cannot bind).
+  Ingress(const std::string& host, uint16_t port);
+  ~Ingress();
+  /// Routes `prefix` to `deployment` (replacing the application's previous prefix).
+  void SetRoute(const std::string& app, const std::string& prefix, const std::string& deployment);
+  std::string endpoint() const;
+  /// Refuses new requests (503) and closes the listening socket.
+  void StopAccepting();
+  /// Waits up to timeout_s for the requests in flight to be answered.
+  bool Drain(double timeout_s);
+  void Stop();
+
+ private:
+  void Handle(http::Request request, http::Respond respond);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> routes_;     // prefix -> deployment
+  std::map<std::string, std::string> app_route_;  // app -> prefix
+  std::unique_ptr<http::Server> server_;
+};
+
+}  // namespace prism::serve::internal

@@ -1,0 +1,167 @@
+#include "serve/router.h"
+
+#include "prism/api.h"
+
+namespace prism::serve::internal {
+
+Router::Router(std::string deployment) : deployment_(std::move(deployment)) {}
+
+void Router::Update(const ReplicaSet& set) {
+  std::vector<Send> sends;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (set.version < set_.version) return;
+    set_ = set;
+    std::set<std::string> live;
+    for (const auto& r : set_.replicas) live.insert(r.id);
+    for (auto it = dead_.begin(); it != dead_.end();) it = live.count(*it) ? std::next(it) : dead_.erase(it);
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      it = (it->second == 0 && !live.count(it->first)) ? in_flight_.erase(it) : std::next(it);
+    }
+    sends = TakeSendable();
+  }
+  Start(std::move(sends));
+}
+
+int Router::Choose() {
+  std::vector<ReplicaLoad> loads;
+  loads.reserve(set_.replicas.size());
+  for (const auto& r : set_.replicas) {
+    auto it = in_flight_.find(r.id);
+    loads.push_back({it == in_flight_.end() ? 0 : it->second, dead_.count(r.id) == 0});
+  }
+  return ChooseReplica(loads, set_.max_ongoing_requests, rng_);
+}
+
+std::vector<Router::Send> Router::TakeSendable() {
+  std::vector<Send> sends;
+  while (!queue_.empty()) {
+    const int i = Choose();
+    if (i < 0) break;
+    const ReplicaRef& replica = set_.replicas[static_cast<size_t>(i)];
+    ++in_flight_[replica.id];
+    ++total_in_flight_;
+    sends.push_back({replica, std::move(queue_.front())});
+    queue_.pop_front();
+  }
+  return sends;
+}
+
+void Router::Submit(std::string method, std::string args, CallDone done) {
+  std::vector<Send> sends;
+  std::exception_ptr refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      refused = closed_;
+    } else {
+      const int i = queue_.empty() ? Choose() : -1;
+      if (i >= 0) {
+        const ReplicaRef& replica = set_.replicas[static_cast<size_t>(i)];
+        ++in_flight_[replica.id];
+        ++total_in_flight_;
+        sends.push_back({replica, Call{std::move(method), std::move(args), std::move(done)}});
+      } else if (CanQueue(queue_.size(), set_.max_queued_requests)) {
+        queue_.push_back(Call{std::move(method), std::move(args), std::move(done)});
+      } else {
+        refused = std::make_exception_ptr(BackPressureError(
+            "serve: deployment \"" + deployment_ + "\" is over capacity: " + std::to_string(set_.replicas.size()) +
+            " replica(s) with " + std::to_string(set_.max_ongoing_requests) + " requests in flight each and " +
+            std::to_string(queue_.size()) + " queued (max_queued_requests " +
+            std::to_string(set_.max_queued_requests) + "); retry later"));
+      }
+    }
+  }
+  if (refused) {
+    done(CallResult{{}, refused});
+    return;
+  }
+  Start(std::move(sends));
+}
+
+void Router::Start(std::vector<Send> sends) {
+  for (auto& s : sends) {
+    std::shared_ptr<Router> self = shared_from_this();
+    try {
+      ObjectRef<std::string> ref =
+          s.replica.actor.Task(&ReplicaActor::Call).Remote(s.call.method, s.call.args);
+      auto call = std::make_shared<Call>(std::move(s.call));
+      std::string id = s.replica.id;
+      ref.OnReady([self, ref, call, id] {
+        CallResult result;
+        try {
+          result.bytes = std::move(*ref.Get(0));
+        } catch (...) {
+          result.error = std::current_exception();
+        }
+        self->OnReply(id, std::move(*call), std::move(result));
+      });
+    } catch (...) {
+      OnReply(s.replica.id, std::move(s.call), CallResult{{}, std::current_exception()});
+    }
+  }
+}
+
+void Router::OnReply(const std::string& replica_id, Call call, CallResult result) {
+  bool retry = false;
+  if (result.error) {
+    try {
+      std::rethrow_exception(result.error);
+    } catch (const ActorError&) {
+      retry = call.attempts + 1 < kMaxAttempts;
+    } catch (...) {
+    }
+  }
+  std::vector<Send> sends;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(replica_id);
+    if (it != in_flight_.end() && it->second > 0) --it->second;
+    --total_in_flight_;
+    if (retry) {
+      dead_.insert(replica_id);
+      if (closed_) {
+        retry = false;
+      } else {
+        ++call.attempts;
+        queue_.push_front(std::move(call));
+      }
+    }
+    sends = TakeSendable();
+  }
+  if (!retry) call.done(std::move(result));
+  Start(std::move(sends));
+}
+
+void Router::Close(std::exception_ptr error) {
+  std::deque<Call> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = error;
+    queued.swap(queue_);
+  }
+  for (auto& c : queued) c.done(CallResult{{}, error});
+}
+
+int Router::Ongoing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_in_flight_ + static_cast<int>(queue_.size());
+}
+
+int Router::Queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(queue_.size());
+}
+
+int Router::InFlight(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(id);
+  return it == in_flight_.end() ? 0 : it->second;
+}
+
+uint64_t Router::version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return set_.version;
+}
+
+}  // namespace prism::serve::internal

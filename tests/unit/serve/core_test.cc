@@ -1,0 +1,217 @@
+// prism::serve's pure logic, no MPI: the autoscaling rule and its delays (fake clock), the
+// router's choice and queue limit, the batcher's decision (fake clock) and Batch under
+// concurrent callers, the ingress's route matching and error mapping.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "prism/serve.h"
+#include "serve/autoscaling_policy.h"
+#include "serve/ingress.h"
+#include "serve/router_core.h"
+
+namespace prism::serve::internal {
+namespace {
+
+AutoscalingConfig Scaling(int min, int max, double up, double down) {
+  AutoscalingConfig c;
+  c.min_replicas = min;
+  c.max_replicas = max;
+  c.target_ongoing_requests = 2;
+  c.upscale_delay_s = up;
+  c.downscale_delay_s = down;
+  c.look_back_period_s = 1;
+  return c;
+}
+
+TEST(ServeAutoscaling, DesiredIsCeilOfLoadOverTargetClamped) {
+  auto c = Scaling(1, 5, 0, 0);
+  EXPECT_EQ(DesiredReplicas(c, 0), 1);    // clamped up to min
+  EXPECT_EQ(DesiredReplicas(c, 2), 1);
+  EXPECT_EQ(DesiredReplicas(c, 2.1), 2);  // ceil
+  EXPECT_EQ(DesiredReplicas(c, 4), 2);
+  EXPECT_EQ(DesiredReplicas(c, 7), 4);
+  EXPECT_EQ(DesiredReplicas(c, 100), 5);  // clamped down to max
+  auto zero = Scaling(0, 3, 0, 0);
+  EXPECT_EQ(DesiredReplicas(zero, 0), 0);
+  EXPECT_EQ(DesiredReplicas(zero, 0.5), 1);  // scale from zero
+}
+
+TEST(ServeAutoscaling, UpscaleWaitsForItsDelay) {
+  AutoscalingDecider d(Scaling(1, 4, 2.0, 10.0));
+  EXPECT_EQ(d.Decide(1, 8, 0.0), 1);  // wants 4 from t=0
+  EXPECT_EQ(d.Decide(1, 8, 1.0), 1);
+  EXPECT_EQ(d.Decide(1, 8, 1.99), 1);
+  EXPECT_EQ(d.Decide(1, 6, 2.0), 3);  // the delay passed: the desired count now
+  EXPECT_EQ(d.Decide(3, 6, 2.1), 3);  // steady
+}
+
+TEST(ServeAutoscaling, DownscaleWaitsForItsDelayAndARiseResetsIt) {
+  AutoscalingDecider d(Scaling(1, 4, 0.0, 5.0));
+  EXPECT_EQ(d.Decide(4, 0, 0.0), 4);
+  EXPECT_EQ(d.Decide(4, 0, 4.0), 4);
+  EXPECT_EQ(d.Decide(4, 8, 4.5), 4);  // back at the current count's load: the wish to go down ends
+  EXPECT_EQ(d.Decide(4, 0, 5.0), 4);  // a new wish starts its delay again
+  EXPECT_EQ(d.Decide(4, 0, 9.9), 4);
+  EXPECT_EQ(d.Decide(4, 0, 10.0), 1);
+}
+
+TEST(ServeAutoscaling, CountOutsideTheBoundsIsClampedAtOnce) {
+  AutoscalingDecider d(Scaling(2, 3, 100, 100));
+  EXPECT_EQ(d.Decide(0, 0, 0), 2);
+  EXPECT_EQ(d.Decide(7, 100, 0), 3);
+}
+
+TEST(ServeAutoscaling, LoadWindowAveragesTheLookBackPeriod) {
+  LoadWindow w;
+  w.Record(0.0, 10);
+  w.Record(0.5, 20);
+  w.Record(1.0, 30);
+  EXPECT_DOUBLE_EQ(w.Average(1.0, 10), 20);
+  EXPECT_DOUBLE_EQ(w.Average(1.2, 1.0), 25);  // the sample at t=0 left the window
+  EXPECT_DOUBLE_EQ(w.Average(5.0, 1.0), 0);   // none left
+}
+
+TEST(ServeRouter, ChoosesOnlyReplicasWithRoom) {
+  std::mt19937_64 rng(1);
+  std::vector<ReplicaLoad> loads{{5, true}, {2, false}, {4, true}};
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(ChooseReplica(loads, 5, rng), 2);
+  loads[2].in_flight = 5;
+  EXPECT_EQ(ChooseReplica(loads, 5, rng), -1);  // full, or not accepting
+  EXPECT_EQ(ChooseReplica({}, 5, rng), -1);
+}
+
+TEST(ServeRouter, PowerOfTwoChoicesPrefersTheLessLoaded) {
+  std::mt19937_64 rng(7);
+  // Two replicas: both are always sampled, so the idle one always wins.
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(ChooseReplica({{3, true}, {0, true}}, 5, rng), 1);
+  // Many replicas: the busiest is chosen only when paired with an equally busy one, never here.
+  std::vector<ReplicaLoad> loads{{4, true}, {0, true}, {1, true}, {2, true}};
+  std::set<int> chosen;
+  for (int i = 0; i < 500; ++i) chosen.insert(ChooseReplica(loads, 5, rng));
+  EXPECT_EQ(chosen.count(0), 0u);
+  EXPECT_TRUE(chosen.count(1));
+  EXPECT_TRUE(chosen.count(2));  // randomised: not always the global minimum
+}
+
+TEST(ServeRouter, QueueLimit) {
+  EXPECT_TRUE(CanQueue(0, -1));
+  EXPECT_TRUE(CanQueue(1000000, -1));
+  EXPECT_FALSE(CanQueue(0, 0));
+  EXPECT_TRUE(CanQueue(2, 3));
+  EXPECT_FALSE(CanQueue(3, 3));
+}
+
+TEST(ServeBatch, QueueIsReadyWhenFullOrWhenTheOldestHasWaited) {
+  BatchQueue<int> q({.max_batch_size = 3, .batch_wait_timeout_s = 0.01});
+  EXPECT_FALSE(q.Ready(0));
+  q.Add(1, 100.0);
+  EXPECT_FALSE(q.Ready(100.005));
+  EXPECT_DOUBLE_EQ(q.Deadline(), 100.01);
+  EXPECT_TRUE(q.Ready(100.01));
+  q.Add(2, 100.002);
+  q.Add(3, 100.003);
+  q.Add(4, 100.004);
+  EXPECT_TRUE(q.Ready(100.004));  // full before the timeout
+  EXPECT_EQ(q.Take(), (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(q.Ready(100.013));  // item 4's own wait ends at 100.014
+  EXPECT_TRUE(q.Ready(100.0145));
+  EXPECT_EQ(q.Take(), (std::vector<int>{4}));
+  EXPECT_TRUE(q.Empty());
+}
+
+TEST(ServeBatch, RejectsBadOptions) {
+  EXPECT_THROW(BatchQueue<int>({.max_batch_size = 0}), Error);
+  EXPECT_THROW(BatchQueue<int>({.max_batch_size = 2, .batch_wait_timeout_s = -1}), Error);
+  EXPECT_THROW((Batch<int, int>(nullptr)), Error);
+}
+
+TEST(ServeBatch, ConcurrentCallsAreBatchedAndEachGetsItsResult) {
+  std::atomic<int> calls{0};
+  Batch<int, int> batch(
+      [&](std::vector<int> xs) {
+        ++calls;
+        std::vector<int> out;
+        for (int x : xs) out.push_back(x * 10);
+        return out;
+      },
+      {.max_batch_size = 8, .batch_wait_timeout_s = 0.05});
+  std::vector<std::thread> threads;
+  std::vector<int> results(32, -1);
+  for (int i = 0; i < 32; ++i) threads.emplace_back([&, i] { results[i] = batch(i); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(results[i], i * 10);
+  EXPECT_EQ(batch.items(), 32u);
+  EXPECT_LT(batch.batches(), 32u);  // some calls shared a batch
+  EXPECT_GT(batch.max_observed_batch_size(), 1);
+  EXPECT_LE(batch.max_observed_batch_size(), 8);
+}
+
+TEST(ServeBatch, ABatchFunctionErrorFailsEveryCallOfTheBatch) {
+  Batch<int, int> wrong_count([](std::vector<int>) { return std::vector<int>{}; }, {.max_batch_size = 2});
+  EXPECT_THROW(wrong_count(1), Error);
+  Batch<int, int> throws([](std::vector<int>) -> std::vector<int> { throw std::runtime_error("model broke"); });
+  try {
+    throws(1);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "model broke");
+  }
+}
+
+TEST(ServeIngress, LongestPrefixOnSlashBoundaries) {
+  std::map<std::string, std::string> routes{{"/", "root"}, {"/a", "a"}, {"/a/b", "ab"}};
+  EXPECT_EQ(MatchRoute(routes, "/a/b/c").value(), "/a/b");
+  EXPECT_EQ(MatchRoute(routes, "/a/bc").value(), "/a");
+  EXPECT_EQ(MatchRoute(routes, "/a").value(), "/a");
+  EXPECT_EQ(MatchRoute(routes, "/ab").value(), "/");
+  routes.erase("/");
+  EXPECT_FALSE(MatchRoute(routes, "/ab").has_value());
+  EXPECT_FALSE(MatchRoute(routes, "/").has_value());
+}
+
+TEST(ServeIngress, ErrorsMapToStatusCodes) {
+  auto status = [](auto e) { return ErrorResponse(std::make_exception_ptr(e)).status; };
+  EXPECT_EQ(status(BackPressureError("full")), 503);
+  EXPECT_EQ(status(DeploymentError("gone")), 503);
+  EXPECT_EQ(status(BadRequestError("bad json")), 400);
+  EXPECT_EQ(status(TaskError("prism::serve::BadRequestError", "invalid JSON", "Call", 1, "x")), 400);
+  auto r = ErrorResponse(std::make_exception_ptr(TaskError("std::runtime_error", "boom", "Call", 1, "x")));
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"], "boom");
+}
+
+TEST(ServeApi, DeploymentOptionsAreChecked) {
+  struct C {
+    int F(int x) { return x; }
+  };
+  EXPECT_THROW(Deployment<C>(""), Error);
+  EXPECT_THROW(Deployment<C>("a#b"), Error);
+  EXPECT_THROW(Deployment<C>("c").MaxOngoingRequests(0), Error);
+  EXPECT_THROW(Deployment<C>("c").MaxQueuedRequests(-2), Error);
+  EXPECT_THROW(Deployment<C>("c").Autoscaling({.min_replicas = 3, .max_replicas = 2}), Error);
+  EXPECT_THROW(Deployment<C>("c").Autoscaling({.min_replicas = 1, .max_replicas = 2, .target_ongoing_requests = 0}), Error);
+  auto app = Deployment<C>("c").NumReplicas(2).Bind();
+  EXPECT_EQ(app.IngressName(), "c");
+  EXPECT_FALSE(app.Deployments().back().has_http);
+  EXPECT_EQ(app.Deployments().back().config.num_replicas, 2);
+}
+
+TEST(ServeApi, RequestJsonAndQuery) {
+  Request r;
+  r.body = "{\"x\": [1, 2]}";
+  r.query = "a=1&b=two&c";
+  EXPECT_EQ(r.Json()["x"][1], 2);
+  EXPECT_EQ(r.QueryParam("b"), "two");
+  EXPECT_EQ(r.QueryParam("c", "none"), "");
+  EXPECT_EQ(r.QueryParam("d", "none"), "none");
+  r.body = "{not json";
+  EXPECT_THROW(r.Json(), BadRequestError);
+  EXPECT_EQ(Response::Json({{"k", 1}}).body, "{\"k\":1}");
+}
+
+}  // namespace
+}  // namespace prism::serve::internal
