@@ -1,4 +1,4 @@
-// NOTES (issue 17, state at the end of the Nov 25 session; for whoever picks it up next)
+// NOTES (issue 17, Nov 25 2026)
 //
 // Built: the lazy Dataset with every source, transform, consumption and sink of issue 17;
 // fusion (plan.cc); the streaming executor (executor.cc) with a byte budget per operator
@@ -10,16 +10,13 @@
 // train::GetDatasetShard (union_zip.cc, split.cc). Tests: ctest -L data. Figures:
 // perf/README.md "Data"; the Dask side by side: perf/run_peers.sh.
 //
-// Open, in order:
-//   * Shuffle speed: RandomShuffle of 2 GiB at 0.14x of a raw MPI_Alltoallv (target 0.7x).
-//     A member passes over each byte four times (bucket write, exchange, gather, Put); the
-//     core needs a Put that lets the caller write into the store's buffer (then receive and
-//     gather straight into the output objects).
+// Known limits (perf/README.md "Data" has the figures):
+//   * Shuffle speed: RandomShuffle of 2 GiB at 0.37-0.44x of a raw MPI_Alltoallv (target
+//     0.7x). Raw is one CMA pass; a uniform order needs at least one more (a scatter), and
+//     a member makes two (bucket write, gather into the output objects). Next, if needed:
+//     receive with MPI datatypes that scatter rows into place (loses CMA's single copy).
 //   * The budget is one figure for the cluster while each rank has its own store: at a
 //     64 MiB cap blocks gathered on one rank can spill (perf/data_memory_benchmark.cc).
-//   * CSV types are inferred from the first MiB of the first file, and the public ReadCsv
-//     cannot take column types (a later row that does not fit is a clear error, with no fix
-//     for the user): unify per-block inference, or take column_types.
 //   * A StreamingSplit's coordinator holds the blocks an early-stopped consumer never takes
 //     until the next epoch; Zip runs both sides to the end before its first block; a lost
 //     rank ends an MPI job, so the task stages' SetMaxRetries path has no test.
