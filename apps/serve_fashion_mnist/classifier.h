@@ -5,6 +5,7 @@
 // functions, so a served prediction and a local one differ only in how they were batched.
 
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -236,8 +237,8 @@ class FashionClassifier {
     }
   }
 
-  /// POST: the image's class; GET: what is served. The X-Batch-Size header tells how many
-  /// images shared this one's forward pass.
+  /// POST: the image's class (the X-Batch-Size header tells how many images shared its
+  /// forward pass). GET: what is served, by which replica ("host:pid"), and its batches so far.
   serve::Response operator()(const serve::Request& request) {
     if (request.method == "GET") return Describe();
     if (request.method != "POST") {
@@ -273,7 +274,10 @@ class FashionClassifier {
   }
 
   serve::Response Describe() const {
-    nlohmann::json j{{"model", loaded_.model_name},
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    nlohmann::json j{{"replica", std::string(host) + ":" + std::to_string(getpid())},
+                     {"model", loaded_.model_name},
                      {"checkpoint", file_},
                      {"epoch", loaded_.epoch},
                      {"batching", settings_.batching},
