@@ -125,7 +125,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=3)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--connections", default="1,16,64")
-    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json", default="perf/results/serve_fashion_mnist_load.json")
     ap.add_argument("--batch-wait-ms", type=float, default=None, help="the app's --batch-wait-ms (default: its own)")
