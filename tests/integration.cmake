@@ -95,6 +95,24 @@ add_test(NAME compile_fail_unserializable
 set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS unit
   PASS_REGULAR_EXPRESSION "prism: the return type of a remote function must be serializable")
 
+# The prism::serve demo end to end (tests/apps/serve_fashion_mnist_test.py): a tiny
+# checkpoint trained, served by 2 replicas on 3 ranks (127.0.0.1, port 0, endpoint file),
+# answers from curl and Python requests checked against a local forward pass, 400 on bad
+# images, then SIGTERM to rank 0: drained, exit 0.
+if(TARGET serve_fashion_mnist AND TARGET train_fashion_mnist)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_FOUND)
+    add_test(NAME app_serve_fashion_mnist_3ranks
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/apps/serve_fashion_mnist_test.py
+              "--mpirun=${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe"
+              --train=$<TARGET_FILE:train_fashion_mnist> --serve=$<TARGET_FILE:serve_fashion_mnist>
+              --work=${PROJECT_BINARY_DIR}/app_serve_fashion_mnist_$<CONFIG>)
+    set_tests_properties(app_serve_fashion_mnist_3ranks PROPERTIES
+      TIMEOUT 600 LABELS "apps;serve" PASS_REGULAR_EXPRESSION "serve_fashion_mnist: ok"
+      ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+  endif()
+endif()
+
 # Level 4: a real local Slurm (started and stopped by each test; skipped without root).
 # See tests/slurm/run_slurm_test.sh for what each case submits and checks.
 set(_slurm_cases core perf)  # perf: jobs/perf.sbatch in quick mode
