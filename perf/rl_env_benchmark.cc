@@ -8,13 +8,13 @@
 // reports env steps per wall-clock second (an autoreset step counts as a step), and per
 // second of the thread's CPU time alongside (steps_per_cpu_second_median: on a loaded machine
 // the wall figure is the lower bound, the CPU figure what one core does):
-//   cartpole_scalar_step         Env::Step through MakeEnv's virtual interface, one
+//   rl_env_cartpole_scalar_step  Env::Step through MakeEnv's virtual interface, one
 //                                StepResult (a new observation vector) per step, Reset at the end
-//   cartpole_vector_step_actions VectorEnv::StepAll(std::vector<Action>) over --num-envs copies
+//   rl_env_cartpole_vector_step_actions  VectorEnv::StepAll(std::vector<Action>) over --num-envs copies
 //                                (default 64): the struct-of-arrays CartPole, a Step per call
-//   cartpole_vector_step_indices VectorEnv::StepAll(indices, out): the same loop with reused
+//   rl_env_cartpole_vector_step_indices  VectorEnv::StepAll(indices, out): the same loop with reused
 //                                buffers, the path a sampler takes (target >= 10M steps/s)
-//   pendulum_scalar_step, pendulum_vector_step_actions: Pendulum-v1 (the generic VectorEnv,
+//   rl_env_pendulum_scalar_step, rl_env_pendulum_vector_step_actions: Pendulum-v1 (the generic VectorEnv,
 //                                a virtual Step per copy)
 // Actions come from a precomputed table of pseudo-random bits (about half the episodes
 // end by the pole falling within ~20-40 steps, so resets are part of the cost, as in
@@ -198,19 +198,19 @@ int main(int argc, char** argv) {
   };
   const std::string n = std::to_string(opt.num_envs);
   std::vector<Row> rows;
-  rows.push_back({"cartpole_scalar_step", "CartPole-v1, Env::Step (virtual, a new observation each step)",
+  rows.push_back({"rl_env_cartpole_scalar_step", "CartPole-v1, Env::Step (virtual, a new observation each step)",
                   ScalarLoop("CartPole-v1", true), false});
-  rows.push_back({"cartpole_vector_step_actions", "CartPole-v1, VectorEnv::StepAll(Actions), " + n + " copies",
+  rows.push_back({"rl_env_cartpole_vector_step_actions", "CartPole-v1, VectorEnv::StepAll(Actions), " + n + " copies",
                   VectorActionsLoop("CartPole-v1", opt.num_envs, true), false});
-  rows.push_back({"cartpole_vector_step_indices", "CartPole-v1, VectorEnv::StepAll(indices, out), " + n + " copies",
+  rows.push_back({"rl_env_cartpole_vector_step_indices", "CartPole-v1, VectorEnv::StepAll(indices, out), " + n + " copies",
                   VectorIndicesLoop(opt.num_envs), true});
-  rows.push_back({"pendulum_scalar_step", "Pendulum-v1, Env::Step", ScalarLoop("Pendulum-v1", false), false});
-  rows.push_back({"pendulum_vector_step_actions", "Pendulum-v1, VectorEnv::StepAll(Actions), " + n + " copies (generic path)",
+  rows.push_back({"rl_env_pendulum_scalar_step", "Pendulum-v1, Env::Step", ScalarLoop("Pendulum-v1", false), false});
+  rows.push_back({"rl_env_pendulum_vector_step_actions", "Pendulum-v1, VectorEnv::StepAll(Actions), " + n + " copies (generic path)",
                   VectorActionsLoop("Pendulum-v1", opt.num_envs, false), false});
 
   std::vector<prism_bench::Entry> entries;
   bool met = true;
-  std::printf("%-30s %14s %14s %14s %10s %14s\n", "benchmark", "median steps/s", "min", "max", "ns/step",
+  std::printf("%-37s %14s %14s %14s %10s %14s\n", "benchmark", "median steps/s", "min", "max", "ns/step",
               "steps/cpu-s");
   for (size_t r = 0; r < rows.size(); ++r) {
     Row& row = rows[r];
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
       cpu_rates.push_back(r.cpu);
     }
     const double med = prism_bench::Median(rates), cpu_med = prism_bench::Median(cpu_rates);
-    std::printf("%-30s %14.0f %14.0f %14.0f %10.1f %14.0f\n", row.name.c_str(), med,
+    std::printf("%-37s %14.0f %14.0f %14.0f %10.1f %14.0f\n", row.name.c_str(), med,
                 prism_bench::Min(rates), prism_bench::Max(rates), 1e9 / med, cpu_med);
     prism_bench::Entry e;
     e.name = row.name;
