@@ -55,6 +55,7 @@ NORMALISATION_RULES = [
     (r"^data_ingest|^data_map_batches", "memcpy", "Data ingest GiB/s: memcpy GB/s (a spanning batch is one copy)"),
     (r"^mpi_alltoallv_raw$", "reference", "raw MPI_Alltoallv of the shuffle's bytes, same run: a reference figure"),
     (r"^data_random_shuffle$", None, "Data shuffle GiB/s: raw (its target is a ratio to mpi_alltoallv_raw, same run)"),
+    (r"^rl_env_", "matmul", "raw RL environment steps/s on one core: matrix-multiply GFLOP/s (CPU-bound)"),
     (r"^data_udf_call$|^data_memory_", None, "Data UDF call time, memory and spilled bytes: raw, their own targets"),
     (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
@@ -72,6 +73,7 @@ PART_GROUPS = {
     "data_ingest": "data",
     "data_memory": "data",
     "data_shuffle": "data",
+    "rl": "rl",
 }
 
 
@@ -249,7 +251,7 @@ def fmt(v):
 
 
 GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "tune",
-               "data", "callgrind"]
+               "data", "rl", "callgrind"]
 
 
 def check_suite(d, path):

@@ -19,6 +19,8 @@
 
 namespace prism::rl {
 
+struct Action;
+
 /// A space (Gymnasium's): Discrete(n) (actions 0..n-1) or Box(low, high, shape) of float32.
 struct Space {
   enum class Kind { kDiscrete, kBox };
@@ -33,6 +35,14 @@ struct Space {
   int64_t size() const;
   /// "Discrete(2)", "Box(-2.0, 2.0, (1,), float32)".
   std::string ToString() const;
+  /// Whether `action` lies in the space (Gymnasium's Space.contains): an index in [0, n) for
+  /// Discrete; size() finite values within [low, high] for a Box.
+  bool Contains(const Action& action) const;
+  /// Throws prism::Error naming `env_name`, the action and the space if `action` cannot be
+  /// taken: a Discrete index outside [0, n), Box values of the wrong count or with a NaN or
+  /// infinity, or the wrong kind of action. Finite Box values outside [low, high] pass: the
+  /// environment clips them, as Gymnasium's Pendulum does. Thread-safe (const).
+  void CheckAction(const Action& action, const std::string& env_name) const;
 };
 
 /// An action: an index for a Discrete space, float values for a Box.
@@ -42,6 +52,9 @@ struct Action {
   static Action Discrete(int64_t i) { return {i, {}}; }
   static Action Box(std::vector<float> v) { return {0, std::move(v)}; }
 };
+
+/// "1" for a Discrete action, "[0.5, -2.0]" for Box values (for error messages and logs).
+std::string ToString(const Action& action);
 
 /// Free-form numeric settings of an environment (RLlib's env_config).
 using EnvConfig = std::map<std::string, double>;
@@ -82,20 +95,28 @@ std::vector<std::string> RegisteredEnvs();
 /// [num_envs, obs_size].
 class VectorEnv {
  public:
+  /// Makes `num_envs` copies of the registered environment `name` (CartPole-v1 steps all its
+  /// copies in one struct-of-arrays loop). Throws prism::Error for an unknown name, a bad
+  /// config or num_envs < 1. Not thread-safe: one thread steps it.
   VectorEnv(const std::string& name, int num_envs, const EnvConfig& config = {}, uint64_t seed = 0);
   int num_envs() const;
   const Space& observation_space() const;
   const Space& action_space() const;
-  /// Resets every copy (copy i seeded with seed + i); returns [num_envs * obs_size].
+  /// Resets every copy (copy i seeded with seed + i); returns [num_envs * obs_size]. A
+  /// second Reset reseeds the same way, so it starts the same episodes again.
   const std::vector<float>& Reset();
   struct Step {
-    const std::vector<float>* observations;  // [num_envs * obs_size], after the step
+    const std::vector<float>* observations = nullptr;  // [num_envs * obs_size], after the step
     std::vector<double> rewards;
     std::vector<uint8_t> terminated, truncated;
   };
   /// Steps every copy with its action; a copy whose episode ended on the previous step is
   /// reset instead (reward 0, not terminated), as Gymnasium's next-step autoreset.
   Step StepAll(const std::vector<Action>& actions);
+  /// StepAll for a Discrete action space from plain indices, writing into `out` (its vectors
+  /// are reused from call to call, so a sampler's loop does not allocate). Same autoreset and
+  /// errors as StepAll.
+  void StepAll(const std::vector<int64_t>& actions, Step& out);
 
  private:
   struct Impl;
