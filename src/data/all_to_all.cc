@@ -127,13 +127,7 @@ std::vector<Run> SliceRuns(const std::vector<Run>& runs, int64_t offset, int64_t
 Block GatherRuns(const std::vector<Block>& sources, const std::vector<Run>& runs) {
   int64_t rows = 0;
   for (const Run& r : runs) rows += r.count;
-  const Block* first = nullptr;
-  for (const Block& b : sources) {
-    if (b.num_columns() > 0) {
-      first = &b;
-      break;
-    }
-  }
+  const Block* first = FirstWithColumns(sources);
   if (first == nullptr) return Block();
   if (runs.size() == 1 && runs[0].count == sources[runs[0].source].num_rows()) {
     return sources[runs[0].source];  // the whole of one source: no copy
@@ -662,13 +656,7 @@ ExchangeOutput PutOutput(const Block& block) { return {Put(block), BlockMeta::Of
 /// The block of `runs` of `sources`, written straight into its object (one copy of each
 /// row: no block is built first), and its metadata.
 ExchangeOutput PutGathered(const std::vector<Block>& sources, const std::vector<Run>& runs) {
-  const Block* first = nullptr;
-  for (const Block& b : sources) {
-    if (b.num_columns() > 0) {
-      first = &b;
-      break;
-    }
-  }
+  const Block* first = FirstWithColumns(sources);
   int64_t rows = 0;
   for (const Run& r : runs) rows += r.count;
   if (first == nullptr || rows == 0) return PutOutput(Block());

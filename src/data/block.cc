@@ -587,14 +587,15 @@ void WriteBlockHead(prism::internal::Writer& w, uint64_t columns, int64_t rows) 
   w.Pod<int64_t>(rows);
 }
 
-uint64_t GatheredBlockBytes(const std::vector<Block>& sources, const std::vector<RowRun>& runs) {
-  const Block* first = nullptr;
+const Block* FirstWithColumns(const std::vector<Block>& sources) {
   for (const Block& b : sources) {
-    if (b.num_columns() > 0) {
-      first = &b;
-      break;
-    }
+    if (b.num_columns() > 0) return &b;
   }
+  return nullptr;
+}
+
+uint64_t GatheredBlockBytes(const std::vector<Block>& sources, const std::vector<RowRun>& runs) {
+  const Block* first = FirstWithColumns(sources);
   if (first == nullptr) return 64;
   int64_t rows = 0;
   for (const RowRun& r : runs) rows += r.count;
@@ -617,13 +618,7 @@ uint64_t GatheredBlockBytes(const std::vector<Block>& sources, const std::vector
 
 void WriteGatheredBlock(prism::internal::Writer& w, const std::vector<Block>& sources,
                         const std::vector<RowRun>& runs) {
-  const Block* first = nullptr;
-  for (const Block& b : sources) {
-    if (b.num_columns() > 0) {
-      first = &b;
-      break;
-    }
-  }
+  const Block* first = FirstWithColumns(sources);
   if (first == nullptr) {  // no columns anywhere: the empty block
     prism::internal::Serializer<Block>::Write(w, Block());
     return;

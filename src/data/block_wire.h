@@ -25,6 +25,9 @@ void WriteBlockHead(prism::internal::Writer& w, uint64_t columns, int64_t rows);
 /// A column's head up to its bytes: dtype, row shape, rows, then the pad that puts the bytes
 /// after the next u64 length on a 64-byte boundary.
 void WriteColumnHead(prism::internal::Writer& w, DType dtype, const std::vector<int64_t>& row_shape, int64_t rows);
+/// The first of `sources` that has columns (every source with rows has the same schema;
+/// empty ones may have none), or nullptr.
+const Block* FirstWithColumns(const std::vector<Block>& sources);
 /// At least the bytes WriteGatheredBlock writes (a reservation for PutWritten).
 uint64_t GatheredBlockBytes(const std::vector<Block>& sources, const std::vector<RowRun>& runs);
 /// Writes the block of `runs` (the columns of the first source that has any; every source
