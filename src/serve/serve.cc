@@ -249,7 +249,10 @@ void Shutdown() {
 int RunUntilStopped() {
   internal::RequireDriver("RunUntilStopped");
   auto& s = internal::State();
-  platform::PreemptionGuard guard;  // SIGTERM no longer ends rank 0: we drain first
+  // SIGTERM no longer ends rank 0: we drain first. Rank 0's signal watcher prints the message.
+  platform::PreemptionGuard guard(
+      "Serve stops accepting requests and drains the ones in flight (graceful_shutdown_timeout_s), then "
+      "serve::RunUntilStopped returns");
   platform::PreemptionHook hook([&s](int signal) {
     {
       std::lock_guard<std::mutex> lock(s.stop_mu);
@@ -258,16 +261,21 @@ int RunUntilStopped() {
     s.stop_cv.notify_all();
   });
   int signal = 0;
+  bool before = false;  // the signal came before the guard: the watcher's message did not say Serve
   {
     std::unique_lock<std::mutex> lock(s.stop_mu);
-    if (s.stop_signal == 0) s.stop_signal = prism::PreemptionSignal();
+    if (s.stop_signal == 0) {
+      s.stop_signal = prism::PreemptionSignal();
+      before = s.stop_signal != 0;
+    }
     s.stop_cv.wait(lock, [&s] { return s.stop_signal != 0 || s.shutdown_requested; });
     signal = s.stop_signal;
     s.stop_signal = 0;
   }
-  if (signal != 0) {
-    PRISM_SERVE_LOG("received " << platform::SignalName(signal)
-                                << ": no new requests; draining the ones in flight, then stopping");
+  if (before) {
+    PRISM_SERVE_LOG(platform::SignalName(signal)
+                    << " arrived before serve::RunUntilStopped: no new requests; draining the ones in flight, "
+                       "then stopping");
   }
   Shutdown();
   return signal;

@@ -5,10 +5,13 @@
 #include <prism/api.h>
 #include <prism/serve.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -335,9 +338,30 @@ TEST(Serve, SigtermDrainsInFlightRequestsThenStops) {
     std::this_thread::sleep_for(100ms);
     std::raise(SIGTERM);
   });
+  // Rank 0's signal watcher writes to stderr: catch it in a file for the run.
+  char path[] = "/tmp/prism_serve_sigterm_XXXXXX";
+  const int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  dup2(file, 2);
   const int signal = serve::RunUntilStopped();
   signaller.join();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(file);
+  std::ifstream in(path);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  std::fprintf(stderr, "%s", said.c_str());
   EXPECT_EQ(signal, SIGTERM);
+  // Serve's message, not the training run's.
+  EXPECT_NE(said.find("received SIGTERM (preemption or time limit): Serve stops accepting requests"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("training"), std::string::npos) << said;
+  EXPECT_EQ(said.find("checkpoint"), std::string::npos) << said;
   for (auto& r : in_flight) EXPECT_EQ(r.Result(0), 300);  // all answered before it returned
   EXPECT_TRUE(serve::Status().deployments.empty());
   EXPECT_THROW(h.Method<&Echo::Add>(1, 1).Result(5), serve::DeploymentError);
