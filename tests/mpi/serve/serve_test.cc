@@ -1,6 +1,7 @@
 // prism::serve on real ranks (1 and 3): deploy, handle calls and composition, HTTP through
 // curl, a throwing replica, back pressure, batching, Reconfigure, health-check restarts,
-// autoscaling up and down under a load step, and a graceful drain on SIGTERM.
+// autoscaling up and down under a load step (from the driver, and from another rank's
+// handles), and a graceful drain on SIGTERM (with its message).
 #include <gtest/gtest.h>
 #include <prism/api.h>
 #include <prism/serve.h>
@@ -59,6 +60,23 @@ class Pipeline {
 
  private:
   serve::DeploymentHandle<Doubler> doubler_;
+};
+
+// Sends `n` handle calls at once from its replica (a worker rank) and waits for them all.
+class Fanout {
+ public:
+  explicit Fanout(serve::DeploymentHandle<Echo> target) : target_(std::move(target)) {}
+  int Fire(int n, int ms) {
+    std::vector<serve::DeploymentResponse<int>> calls;
+    for (int i = 0; i < n; ++i) calls.push_back(target_.Method<&Echo::Sleep>(ms));
+    int sum = 0;
+    for (auto& c : calls) sum += c.Result(60);
+    return sum;
+  }
+  int Rank() { return prism::GetRuntimeContext().GetRank(); }
+
+ private:
+  serve::DeploymentHandle<Echo> target_;
 };
 
 class Batched {
@@ -326,6 +344,33 @@ TEST(Serve, AutoscalingFollowsALoadStep) {
   EXPECT_TRUE(WaitFor([] { return Running("scaled") == 2; }, 10)) << serve::Status().ToJson().dump();
   for (auto& r : load) EXPECT_EQ(r.Result(60), 250);  // none lost while scaling
   EXPECT_TRUE(WaitFor([] { return Running("scaled") == 1 && Find(serve::Status(), "scaled")->replicas.size() == 1; }, 10))
+      << serve::Status().ToJson().dump();
+}
+
+// Gap of round 1: only the driver's routers counted. Here every call comes from a replica on
+// a worker rank, whose router reports its load to the controller through the KV store.
+TEST(Serve, AutoscalingCountsTheLoadOfOtherRanksRouters) {
+  if (WorldSize() == 1) GTEST_SKIP() << "needs a worker rank for the calling replica";
+  auto scaled = Light<Echo>("remote_scaled")
+                    .MaxOngoingRequests(4)
+                    .Autoscaling({.min_replicas = 1,
+                                  .max_replicas = 2,
+                                  .target_ongoing_requests = 1,
+                                  .upscale_delay_s = 0.2,
+                                  .downscale_delay_s = 0.5,
+                                  .look_back_period_s = 0.3,
+                                  .metrics_interval_s = 0.05})
+                    .Bind(std::string("r"));
+  serve::Run(Light<Fanout>("fanout").Bind(scaled), {.name = "fanout", .http = false});
+  auto fanout = serve::GetDeploymentHandle<Fanout>("fanout");
+  ASSERT_NE(fanout.Method<&Fanout::Rank>().Result(30), 0);
+  EXPECT_EQ(Running("remote_scaled"), 1);
+  // 24 calls of 250 ms from the worker rank; the driver sends remote_scaled nothing.
+  auto fired = fanout.Method<&Fanout::Fire>(24, 250);
+  EXPECT_TRUE(WaitFor([] { return Running("remote_scaled") == 2; }, 10)) << serve::Status().ToJson().dump();
+  EXPECT_EQ(fired.Result(60), 24 * 250);  // none lost while scaling
+  // And back down once the worker's router reports no more load.
+  EXPECT_TRUE(WaitFor([] { return Running("remote_scaled") == 1 && Find(serve::Status(), "remote_scaled")->replicas.size() == 1; }, 10))
       << serve::Status().ToJson().dump();
 }
 
