@@ -378,7 +378,7 @@ void RunHandle(const Options& opt, std::vector<prism_bench::Entry>& entries) {
     e.cpu_time = p50;
     e.items_per_second = p50 > 0 ? 1e6 / p50 : 0;
     e.before_unit = {{"p50_us", Num(p50)}, {"p99_us", Num(p99)}};
-    e.unit = "us (p50)";
+    e.unit = "us";
     e.per_round = {p50};
     if (r.extra) e.extra = true;
     e.label = r.what;
