@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prism's regression suite: every benchmark (core, actors, transfer, training, checkpoint, tune, data, rl),
+# Prism's regression suite: every benchmark (core, actors, transfer, training, checkpoint, tune, data, rl,
+# serve),
 # the same run's reference figures (memcpy, MPI ping-pong, a matrix multiply) and callgrind's
 # instruction counts, merged into one JSON file in Google Benchmark's format plus a
 # Markdown table. This script builds nothing (see perf/README.md, "Regression suite").
@@ -10,7 +11,7 @@
 #   --quick         tiny sizes, a smoke run of about a minute (what CI runs)
 #   --out=DIR       where the files go (default perf/results/suite, or perf/results/suite_quick)
 #   --only=a,b      run only these parts: reference, micro, collective, train, checkpoint,
-#                   tune, data, rl, callgrind (default: all of them)
+#                   tune, data, rl, serve, callgrind (default: all of them)
 #   --no-callgrind  the same as leaving callgrind out of --only
 #
 # Environment:
@@ -33,7 +34,7 @@ usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 ranks=3
 quick=0
 out=""
-only="reference,micro,collective,train,checkpoint,tune,data,rl,callgrind"
+only="reference,micro,collective,train,checkpoint,tune,data,rl,serve,callgrind"
 for a in "$@"; do
   case "$a" in
     --ranks=*) ranks="${a#--ranks=}" ;;
@@ -51,8 +52,8 @@ if ! [[ "$ranks" =~ ^[0-9]+$ ]] || (( ranks < 1 )); then
 fi
 for part in ${only//,/ }; do
   case "$part" in
-    reference|micro|collective|train|checkpoint|tune|data|rl|callgrind) ;;
-    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, rl, callgrind)" >&2; exit 2 ;;
+    reference|micro|collective|train|checkpoint|tune|data|rl|serve|callgrind) ;;
+    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, rl, serve, callgrind)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
@@ -70,7 +71,7 @@ bin="$build_dir/perf"
 export BUILD_DIR="$build_dir"  # for run_callgrind.sh
 if [[ ! -d "$bin" ]]; then
   echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
-  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_hotpath_benchmark" >&2
+  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_hotpath_benchmark" >&2
   exit 1
 fi
 
@@ -168,6 +169,17 @@ fi
 # RL: raw environment steps/s on one core (no MPI).
 wants rl && step rl "$out/rl_env.json" "$bin/prism_rl_env_benchmark" \
   "$bin/prism_rl_env_benchmark" "${quick_flag[@]}" --json="$out/rl_env.json"
+
+# Serve: the HTTP layer alone (one process), then end to end on the ranks (HTTP through
+# replicas, handle calls, autoscaling under a load step; its CSV and plot go beside the JSON).
+# wrk on PATH: without it both skip their wrk rows. Two steps, one part.
+if wants serve; then
+  step serve_http "$out/serve_http.json" "$bin/prism_serve_http_benchmark" \
+    "$bin/prism_serve_http_benchmark" "${quick_flag[@]}" --json="$out/serve_http.json"
+  step serve "$out/serve.json" "$bin/prism_serve_benchmark" \
+    "${L[@]}" "$bin/prism_serve_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 \
+    --json="$out/serve.json" --csv="$out/serve_autoscaling.csv"
+fi
 if wants callgrind; then
   if command -v valgrind > /dev/null; then
     step callgrind "$out/callgrind/callgrind.json" "$bin/prism_hotpath_benchmark" \

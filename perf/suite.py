@@ -57,6 +57,9 @@ NORMALISATION_RULES = [
     (r"^data_random_shuffle$", None, "Data shuffle GiB/s: raw (its target is a ratio to mpi_alltoallv_raw, same run)"),
     (r"^rl_env_", "matmul", "raw RL environment steps/s on one core: matrix-multiply GFLOP/s (CPU-bound)"),
     (r"^data_udf_call$|^data_memory_", None, "Data UDF call time, memory and spilled bytes: raw, their own targets"),
+    (r"^serve_http_alone_|^serve_actor_call_", "reference",
+     "Serve's same-run references (the HTTP layer alone, plain actor calls): reported, never judged"),
+    (r"^serve_", None, "Serve requests/s, latencies and autoscaling times: raw, their own targets"),
     (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
 ]
@@ -74,6 +77,8 @@ PART_GROUPS = {
     "data_memory": "data",
     "data_shuffle": "data",
     "rl": "rl",
+    "serve_http": "serve",
+    "serve": "serve",
 }
 
 
@@ -149,7 +154,8 @@ def convert_entry(part, b):
         "value": value,
         "min": number(b.get("min")),
         "max": number(b.get("max")),
-        "higher_is_better": unit not in LOWER_IS_BETTER_UNITS,
+        # "us (p50 round trip)": the unit is the first word
+        "higher_is_better": unit.split(" ")[0] not in LOWER_IS_BETTER_UNITS,
         "group": group,
         "part": part,
         "normalised_by": ref,
@@ -251,7 +257,7 @@ def fmt(v):
 
 
 GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "tune",
-               "data", "rl", "callgrind"]
+               "data", "rl", "serve", "callgrind"]
 
 
 def check_suite(d, path):

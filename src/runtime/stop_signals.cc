@@ -41,10 +41,17 @@ std::thread g_watcher;
 std::mutex g_mu;  // Install / Uninstall
 std::mutex g_hooks_mu;
 std::list<std::function<void(int)>> g_hooks;  // PreemptionHooks, called by the watcher
+std::list<std::string> g_guard_messages;      // live PreemptionGuards' on_signal, newest last
 std::string g_ack_file;  // rank 0: PRISM_SIGNAL_ACK_FILE, written once a signal is heard
 bool g_parent_is_mpi_launcher = false;  // our parent is mpirun/orted (Open MPI) or prted
 std::vector<std::string> g_hosts;       // per rank, to look for dead ranks on this host
 std::vector<int> g_pids;
+
+/// What a PreemptionGuard without a message (a training or tuning run) does on the signal.
+std::string TrainingStopMessage() {
+  return "the training or tuning run stops at its next checkpoint; exit status " + std::to_string(kExitPreempted) +
+         " asks the job script to requeue";
+}
 
 /// Whether process `pid` is Open MPI's launcher or its daemon (mpirun, orted, prted, ...):
 /// the process that SIGTERMs every rank when one rank dies or mpirun itself is stopped.
@@ -158,22 +165,29 @@ void Watch(int rank) {
     }
     Acknowledge(sig);
     if (guarded) {
-      std::fprintf(stderr,
-                   "prism: received %s (preemption or time limit): the training or tuning run "
-                   "stops at its next checkpoint; exit status %d asks the job script to requeue\n",
-                   StopSignalName(sig), kExitPreempted);
+      std::string what;
+      {
+        std::lock_guard<std::mutex> lock(g_hooks_mu);
+        // The guard may be gone already (the run ended as the signal came): say what the
+        // newest one said, else the training message (the decision was taken when it came).
+        if (!g_guard_messages.empty()) what = g_guard_messages.back();
+      }
+      if (what.empty()) what = TrainingStopMessage();
+      std::fprintf(stderr, "prism: received %s (preemption or time limit): %s\n", StopSignalName(sig), what.c_str());
       continue;
     }
     if (sig == SIGTERM) {
-      std::fprintf(stderr, "prism: received SIGTERM with no training run to checkpoint; exiting\n");
+      std::fprintf(stderr,
+                   "prism: received SIGTERM outside a run that stops cleanly (training, tuning, serving); "
+                   "exiting\n");
       std::fflush(stderr);
       std::signal(SIGTERM, SIG_DFL);
       std::raise(SIGTERM);
       continue;
     }
     std::fprintf(stderr,
-                 "prism: received %s with no training run to checkpoint; the program can check "
-                 "prism::PreemptionSignal()\n",
+                 "prism: received %s outside a run that stops cleanly (training, tuning, serving); the "
+                 "program can check prism::PreemptionSignal()\n",
                  StopSignalName(sig));
   }
 }
@@ -236,8 +250,21 @@ int PreemptionSignal() { return internal::g_signal.load(); }
 
 namespace platform {
 
-PreemptionGuard::PreemptionGuard() { internal::g_users.fetch_add(1); }
-PreemptionGuard::~PreemptionGuard() { internal::g_users.fetch_sub(1); }
+PreemptionGuard::PreemptionGuard() : PreemptionGuard(internal::TrainingStopMessage()) {}
+
+PreemptionGuard::PreemptionGuard(std::string on_signal) {
+  {
+    std::lock_guard<std::mutex> lock(internal::g_hooks_mu);
+    it_ = internal::g_guard_messages.insert(internal::g_guard_messages.end(), std::move(on_signal));
+  }
+  internal::g_users.fetch_add(1);
+}
+
+PreemptionGuard::~PreemptionGuard() {
+  internal::g_users.fetch_sub(1);
+  std::lock_guard<std::mutex> lock(internal::g_hooks_mu);
+  internal::g_guard_messages.erase(it_);
+}
 
 PreemptionHook::PreemptionHook(std::function<void(int)> hook) {
   std::lock_guard<std::mutex> lock(internal::g_hooks_mu);

@@ -59,6 +59,14 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
         d.spec = spec;
         d.app = app_name;
         d.router = std::make_shared<Router>(spec.name);
+        // Unique within the job (the clock at the first deployment, then counted), so that a
+        // later deployment of the same name never reads this one's load reports.
+        if (next_incarnation_ == 0) {
+          next_incarnation_ = static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                  .count());
+        }
+        d.incarnation = ++next_incarnation_;
       } else if (d.spec.class_key == spec.class_key && d.spec.init_args == spec.init_args) {
         // Same code and arguments: update in place.
         if (Dump(d.spec.config.user_config) != Dump(spec.config.user_config) && spec.config.user_config) {
@@ -207,6 +215,7 @@ void Controller::Stop() {
   if (!gone.empty() && prism::IsInitialized()) {
     try {
       prism::kv::Delete(kReplicaSetKeyPrefix, true);
+      prism::kv::Delete(kRouterLoadKeyPrefix, true);
     } catch (const std::exception&) {
     }
   }
@@ -225,13 +234,42 @@ void Controller::Loop() {
   }
 }
 
+int Controller::RemoteLoad(const std::string& deployment, uint64_t incarnation) {
+  int total = 0;
+  try {
+    for (const std::string& key : prism::kv::List(kRouterLoadKeyPrefix + deployment + "/")) {
+      if (auto value = prism::kv::Get(key)) total += ParseLoadReport(*value, incarnation);
+    }
+  } catch (const std::exception& e) {
+    PRISM_SERVE_LOG("cannot read other ranks' load of " << deployment << " (counting the driver's only): "
+                                                        << e.what());
+  }
+  return total;
+}
+
 void Controller::Tick(double now) {
   std::vector<std::pair<std::shared_ptr<Router>, std::pair<std::string, ReplicaSet>>> publish;
+  // Other ranks' load of the autoscaling deployments due for a measurement, read first,
+  // outside the lock.
+  std::map<std::string, int> remote;
+  {
+    std::vector<std::pair<std::string, uint64_t>> due;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [name, d] : deployments_) {
+        if (d.decider && now - d.last_metric >= d.decider->config().metrics_interval_s) {
+          due.emplace_back(name, d.incarnation);
+        }
+      }
+    }
+    for (const auto& [name, incarnation] : due) remote[name] = RemoteLoad(name, incarnation);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [name, d] : deployments_) {
-      if (d.decider && now - d.last_metric >= d.decider->config().metrics_interval_s) {
-        d.window.Record(now, d.router->Ongoing());
+      auto measured = remote.find(name);
+      if (d.decider && measured != remote.end()) {
+        d.window.Record(now, d.router->Ongoing() + measured->second);
         const double avg = d.window.Average(now, d.decider->config().look_back_period_s);
         d.target = d.decider->Decide(d.target, avg, now);
         d.last_metric = now;
@@ -465,6 +503,8 @@ std::optional<std::pair<std::string, ReplicaSet>> Controller::TakePublish(Deploy
   set.version = ++d.version;
   set.max_ongoing_requests = d.spec.config.max_ongoing_requests;
   set.max_queued_requests = d.spec.config.max_queued_requests;
+  set.incarnation = d.incarnation;
+  set.load_report_interval_s = d.decider ? d.decider->config().metrics_interval_s : 0;
   for (const Replica& r : d.replicas) {
     if (r.state == "RUNNING") set.replicas.push_back({r.id, r.actor});
   }

@@ -2,8 +2,10 @@
 // The controller (Ray Serve's ServeController), on rank 0: owns every deployment's
 // replicas and the driver's routers, and runs one control thread ("serve-control") that
 // every ~20 ms
-//   - measures each autoscaling deployment's load (router in flight + queued) every
-//     metrics_interval_s and applies AutoscalingDecider's decision,
+//   - measures each autoscaling deployment's load every metrics_interval_s: the calls in
+//     flight + queued at every router, the driver's and those of other ranks (which report
+//     theirs in the KV store under kRouterLoadKeyPrefix at that interval), and applies
+//     AutoscalingDecider's decision,
 //   - starts replicas up to the target and drains the surplus (STOPPING: no new calls;
 //     killed once its calls finished, or after graceful_shutdown_timeout_s),
 //   - sends CheckHealth to each RUNNING replica every health_check_period_s, and replaces a
@@ -80,6 +82,7 @@ class Controller {
     std::unique_ptr<AutoscalingDecider> decider;
     LoadWindow window;
     double last_metric = -1;
+    uint64_t incarnation = 0;  // see ReplicaSet::incarnation
   };
 
   void Loop();
@@ -96,6 +99,9 @@ class Controller {
   /// The replica set to publish, if it changed (under the lock).
   std::optional<std::pair<std::string, ReplicaSet>> TakePublish(DeploymentState& d);
   static double Now();
+  /// The calls in flight + queued that other ranks' routers of `deployment` report (their
+  /// reports of this incarnation). Calls the KV store: not under the lock.
+  static int RemoteLoad(const std::string& deployment, uint64_t incarnation);
 
   std::mutex mu_;
   std::condition_variable changed_;  // replica states changed (Deploy waits on it)
@@ -103,6 +109,7 @@ class Controller {
   bool stop_ = false;
   std::condition_variable wake_;
   std::thread thread_;
+  uint64_t next_incarnation_ = 0;  // seeded from the clock at the first deployment
 };
 
 }  // namespace prism::serve::internal

@@ -1,5 +1,7 @@
 #include "serve/replica.h"
 
+#include <cstdio>
+
 #include "prism/api.h"
 #include "serve/registry.h"
 
@@ -35,6 +37,17 @@ std::string ReplicaActor::Call(std::string method, std::string args) {
     throw DeploymentError("serve: deployment \"" + deployment_ + "\": unknown method (binary mismatch?)");
   }
   return (*invoker)(instance_, args);
+}
+
+std::string LoadReport(uint64_t incarnation, int ongoing) {
+  return std::to_string(incarnation) + " " + std::to_string(ongoing);
+}
+
+int ParseLoadReport(const std::string& value, uint64_t incarnation) {
+  unsigned long long inc = 0;
+  int ongoing = 0;
+  if (std::sscanf(value.c_str(), "%llu %d", &inc, &ongoing) != 2 || inc != incarnation || ongoing < 0) return 0;
+  return ongoing;
 }
 
 int ReplicaActor::Ready() { return prism::GetRuntimeContext().GetRank(); }

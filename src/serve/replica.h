@@ -60,12 +60,27 @@ struct ReplicaSet {
   int max_ongoing_requests = 5;
   int max_queued_requests = -1;
   std::vector<ReplicaRef> replicas;
+  /// Names this deployment's life (a fresh one for each deployment the controller creates
+  /// under this name): load reports carry it, so a stale one from an earlier life is ignored.
+  uint64_t incarnation = 0;
+  /// > 0 for an autoscaling deployment: how often other ranks' routers report their load
+  /// (its metrics_interval_s); 0: they report nothing.
+  double load_report_interval_s = 0;
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar & version & max_ongoing_requests & max_queued_requests & replicas;
+    ar & version & max_ongoing_requests & max_queued_requests & replicas & incarnation & load_report_interval_s;
   }
 };
 
 inline const std::string kReplicaSetKeyPrefix = "serve/replicas/";
+/// A router off rank 0 reports its calls in flight + queued under
+/// kRouterLoadKeyPrefix + deployment + "/" + rank, as "<incarnation> <ongoing>", every
+/// load_report_interval_s while it changes; the controller adds them to its own router's.
+inline const std::string kRouterLoadKeyPrefix = "serve/load/";
+
+/// The value of a load report.
+std::string LoadReport(uint64_t incarnation, int ongoing);
+/// The ongoing count of a load report of `incarnation`; 0 for another incarnation or bad text.
+int ParseLoadReport(const std::string& value, uint64_t incarnation);
 
 }  // namespace prism::serve::internal

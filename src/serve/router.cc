@@ -10,7 +10,7 @@ void Router::Update(const ReplicaSet& set) {
   std::vector<Send> sends;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (set.version < set_.version) return;
+    if (set.incarnation == set_.incarnation && set.version < set_.version) return;
     set_ = set;
     std::set<std::string> live;
     for (const auto& r : set_.replicas) live.insert(r.id);
@@ -162,6 +162,16 @@ int Router::InFlight(const std::string& id) const {
 uint64_t Router::version() const {
   std::lock_guard<std::mutex> lock(mu_);
   return set_.version;
+}
+
+uint64_t Router::incarnation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return set_.incarnation;
+}
+
+double Router::load_report_interval_s() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return set_.load_report_interval_s;
 }
 
 }  // namespace prism::serve::internal

@@ -28,7 +28,8 @@ class Router : public std::enable_shared_from_this<Router> {
   static constexpr int kMaxAttempts = 3;
 
   explicit Router(std::string deployment);
-  /// Replaces the replica set (calls in flight on replicas left out still finish).
+  /// Replaces the replica set (calls in flight on replicas left out still finish). A set
+  /// older than the current one (lower version, same incarnation) is ignored.
   void Update(const ReplicaSet& set);
   /// Sends or queues one call; `done` runs exactly once (see SubmitCall). Thread-safe.
   void Submit(std::string method, std::string args, CallDone done);
@@ -41,6 +42,9 @@ class Router : public std::enable_shared_from_this<Router> {
   /// Calls in flight on replica `id`.
   int InFlight(const std::string& id) const;
   uint64_t version() const;
+  /// The current set's incarnation and load_report_interval_s (see ReplicaSet).
+  uint64_t incarnation() const;
+  double load_report_interval_s() const;
 
  private:
   struct Call {

@@ -4,12 +4,14 @@
 // Shutdown) holds the controller, the HTTP ingress and the applications. Handle calls on
 // rank 0 go to the controller's routers. On other ranks (a replica calling another
 // deployment) RemoteRouters keeps one router per deployment, fed from the replica table the
-// controller publishes in the KV store and refreshed every kRefreshS by one thread.
+// controller publishes in the KV store and refreshed every kRefreshS by one thread, which
+// also reports the load of autoscaling deployments' routers back to the controller.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,34 +100,91 @@ class RemoteRouters {
   }
 
  private:
-  // Sleeps kRefreshS between rounds for the life of the process (detached: a worker rank
-  // exits from inside Init, without a hook to stop it).
+  // For the life of the process (detached: a worker rank exits from inside Init, without a
+  // hook to stop it): every kRefreshS, reads each router's replica set; as often as the
+  // most frequent autoscaling deployment measures (its metrics_interval_s), reports each
+  // such router's calls in flight + queued to the controller (a KV key per deployment and
+  // rank, written when the count changed).
   void Refresh() {
+    using Clock = std::chrono::steady_clock;
+    auto last_refresh = Clock::now();
+    std::map<std::string, std::string> reported;  // deployment -> the last value written
     for (;;) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(kRefreshS));
+      double sleep_s = kRefreshS;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [name, router] : routers_) {
+          const double interval = router->load_report_interval_s();
+          if (interval > 0) sleep_s = std::min(sleep_s, interval);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
       if (!prism::IsInitialized()) continue;
       std::map<std::string, std::shared_ptr<Router>> routers;
       {
         std::lock_guard<std::mutex> lock(mu_);
         routers = routers_;
       }
-      for (auto& [name, router] : routers) {
-        try {
-          auto bytes = prism::kv::Get(kReplicaSetKeyPrefix + name);
-          if (!bytes) {
-            router->Close(std::make_exception_ptr(DeploymentError("serve: deployment \"" + name + "\" was deleted")));
+      if (Clock::now() - last_refresh >= std::chrono::duration<double>(kRefreshS * 0.99)) {
+        last_refresh = Clock::now();
+        RefreshSets(routers, reported);
+      }
+      ReportLoads(routers, reported);
+    }
+  }
+
+  void RefreshSets(std::map<std::string, std::shared_ptr<Router>>& routers,
+                   std::map<std::string, std::string>& reported) {
+    for (auto it = routers.begin(); it != routers.end();) {
+      const std::string name = it->first;
+      const std::shared_ptr<Router> router = it->second;
+      try {
+        auto bytes = prism::kv::Get(kReplicaSetKeyPrefix + name);
+        if (!bytes) {
+          router->Close(std::make_exception_ptr(DeploymentError("serve: deployment \"" + name + "\" was deleted")));
+          {
             std::lock_guard<std::mutex> lock(mu_);
             routers_.erase(name);
-            continue;
           }
-          ReplicaSet set = platform::FromBytes<ReplicaSet>(*bytes);
-          if (set.version != router->version()) router->Update(set);
-        } catch (const std::exception&) {
-          // The runtime is shutting down, or the head is busy: try again next round.
+          it = routers.erase(it);
+          if (reported.erase(name)) {
+            try {
+              prism::kv::Delete(LoadKey(name));
+            } catch (const std::exception&) {
+              // The controller deletes every report when Serve stops.
+            }
+          }
+          continue;
         }
+        ReplicaSet set = platform::FromBytes<ReplicaSet>(*bytes);
+        if (set.version != router->version() || set.incarnation != router->incarnation()) router->Update(set);
+      } catch (const std::exception&) {
+        // The runtime is shutting down, or the head is busy: try again next round.
+      }
+      ++it;
+    }
+  }
+
+  void ReportLoads(const std::map<std::string, std::shared_ptr<Router>>& routers,
+                   std::map<std::string, std::string>& reported) {
+    for (const auto& [name, router] : routers) {
+      if (router->load_report_interval_s() <= 0) continue;
+      const std::string value = LoadReport(router->incarnation(), router->Ongoing());
+      auto it = reported.find(name);
+      if (it != reported.end() && it->second == value) continue;
+      try {
+        prism::kv::Put(LoadKey(name), value);
+        reported[name] = value;
+      } catch (const std::exception&) {
+        // As above: the next round writes it.
       }
     }
   }
+
+  static std::string LoadKey(const std::string& deployment) {
+    return kRouterLoadKeyPrefix + deployment + "/" + std::to_string(prism::GetRuntimeContext().GetRank());
+  }
+
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Router>> routers_;
   bool thread_started_ = false;
@@ -249,7 +308,10 @@ void Shutdown() {
 int RunUntilStopped() {
   internal::RequireDriver("RunUntilStopped");
   auto& s = internal::State();
-  platform::PreemptionGuard guard;  // SIGTERM no longer ends rank 0: we drain first
+  // SIGTERM no longer ends rank 0: we drain first. Rank 0's signal watcher prints the message.
+  platform::PreemptionGuard guard(
+      "Serve stops accepting requests and drains the ones in flight (graceful_shutdown_timeout_s), then "
+      "serve::RunUntilStopped returns");
   platform::PreemptionHook hook([&s](int signal) {
     {
       std::lock_guard<std::mutex> lock(s.stop_mu);
@@ -258,16 +320,21 @@ int RunUntilStopped() {
     s.stop_cv.notify_all();
   });
   int signal = 0;
+  bool before = false;  // the signal came before the guard: the watcher's message did not say Serve
   {
     std::unique_lock<std::mutex> lock(s.stop_mu);
-    if (s.stop_signal == 0) s.stop_signal = prism::PreemptionSignal();
+    if (s.stop_signal == 0) {
+      s.stop_signal = prism::PreemptionSignal();
+      before = s.stop_signal != 0;
+    }
     s.stop_cv.wait(lock, [&s] { return s.stop_signal != 0 || s.shutdown_requested; });
     signal = s.stop_signal;
     s.stop_signal = 0;
   }
-  if (signal != 0) {
-    PRISM_SERVE_LOG("received " << platform::SignalName(signal)
-                                << ": no new requests; draining the ones in flight, then stopping");
+  if (before) {
+    PRISM_SERVE_LOG(platform::SignalName(signal)
+                    << " arrived before serve::RunUntilStopped: no new requests; draining the ones in flight, "
+                       "then stopping");
   }
   Shutdown();
   return signal;

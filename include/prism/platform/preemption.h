@@ -5,19 +5,30 @@
 
 #include <functional>
 #include <list>
+#include <string>
 
 #include "prism/preemption.h"
 
 namespace prism::platform {
 
 /// While one is alive on rank 0, SIGTERM no longer ends the process there: the library
-/// stops on its own after saving its state (prism::train's Fit holds one). Thread-safe.
+/// stops on its own after saving its state (prism::train's Fit holds one). Rank 0 then
+/// prints "prism: received SIGTERM (preemption or time limit): <on_signal>", where
+/// on_signal says what happens next; with guards nested, the newest one's. Thread-safe.
 class PreemptionGuard {
  public:
+  /// What a training or tuning run does: "the training or tuning run stops at its next
+  /// checkpoint; exit status 75 asks the job script to requeue".
   PreemptionGuard();
+  /// `on_signal`: what the guarding library does on the signal, for rank 0's message (e.g.
+  /// Serve: "Serve stops accepting requests and drains the ones in flight").
+  explicit PreemptionGuard(std::string on_signal);
   ~PreemptionGuard();
   PreemptionGuard(const PreemptionGuard&) = delete;
   PreemptionGuard& operator=(const PreemptionGuard&) = delete;
+
+ private:
+  std::list<std::string>::iterator it_;
 };
 
 /// Calls `hook(signal)` on Prism's signal-watcher thread each time SIGUSR1 or SIGTERM

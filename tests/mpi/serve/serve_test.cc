@@ -1,14 +1,18 @@
 // prism::serve on real ranks (1 and 3): deploy, handle calls and composition, HTTP through
 // curl, a throwing replica, back pressure, batching, Reconfigure, health-check restarts,
-// autoscaling up and down under a load step, and a graceful drain on SIGTERM.
+// autoscaling up and down under a load step (from the driver, and from another rank's
+// handles), and a graceful drain on SIGTERM (with its message).
 #include <gtest/gtest.h>
 #include <prism/api.h>
 #include <prism/serve.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -56,6 +60,23 @@ class Pipeline {
 
  private:
   serve::DeploymentHandle<Doubler> doubler_;
+};
+
+// Sends `n` handle calls at once from its replica (a worker rank) and waits for them all.
+class Fanout {
+ public:
+  explicit Fanout(serve::DeploymentHandle<Echo> target) : target_(std::move(target)) {}
+  int Fire(int n, int ms) {
+    std::vector<serve::DeploymentResponse<int>> calls;
+    for (int i = 0; i < n; ++i) calls.push_back(target_.Method<&Echo::Sleep>(ms));
+    int sum = 0;
+    for (auto& c : calls) sum += c.Result(60);
+    return sum;
+  }
+  int Rank() { return prism::GetRuntimeContext().GetRank(); }
+
+ private:
+  serve::DeploymentHandle<Echo> target_;
 };
 
 class Batched {
@@ -326,6 +347,33 @@ TEST(Serve, AutoscalingFollowsALoadStep) {
       << serve::Status().ToJson().dump();
 }
 
+// Gap of round 1: only the driver's routers counted. Here every call comes from a replica on
+// a worker rank, whose router reports its load to the controller through the KV store.
+TEST(Serve, AutoscalingCountsTheLoadOfOtherRanksRouters) {
+  if (WorldSize() == 1) GTEST_SKIP() << "needs a worker rank for the calling replica";
+  auto scaled = Light<Echo>("remote_scaled")
+                    .MaxOngoingRequests(4)
+                    .Autoscaling({.min_replicas = 1,
+                                  .max_replicas = 2,
+                                  .target_ongoing_requests = 1,
+                                  .upscale_delay_s = 0.2,
+                                  .downscale_delay_s = 0.5,
+                                  .look_back_period_s = 0.3,
+                                  .metrics_interval_s = 0.05})
+                    .Bind(std::string("r"));
+  serve::Run(Light<Fanout>("fanout").Bind(scaled), {.name = "fanout", .http = false});
+  auto fanout = serve::GetDeploymentHandle<Fanout>("fanout");
+  ASSERT_NE(fanout.Method<&Fanout::Rank>().Result(30), 0);
+  EXPECT_EQ(Running("remote_scaled"), 1);
+  // 24 calls of 250 ms from the worker rank; the driver sends remote_scaled nothing.
+  auto fired = fanout.Method<&Fanout::Fire>(24, 250);
+  EXPECT_TRUE(WaitFor([] { return Running("remote_scaled") == 2; }, 10)) << serve::Status().ToJson().dump();
+  EXPECT_EQ(fired.Result(60), 24 * 250);  // none lost while scaling
+  // And back down once the worker's router reports no more load.
+  EXPECT_TRUE(WaitFor([] { return Running("remote_scaled") == 1 && Find(serve::Status(), "remote_scaled")->replicas.size() == 1; }, 10))
+      << serve::Status().ToJson().dump();
+}
+
 // Last: the stop signal stays recorded for the rest of the process.
 TEST(Serve, SigtermDrainsInFlightRequestsThenStops) {
   auto h = serve::GetDeploymentHandle<Echo>("echo");
@@ -335,9 +383,30 @@ TEST(Serve, SigtermDrainsInFlightRequestsThenStops) {
     std::this_thread::sleep_for(100ms);
     std::raise(SIGTERM);
   });
+  // Rank 0's signal watcher writes to stderr: catch it in a file for the run.
+  char path[] = "/tmp/prism_serve_sigterm_XXXXXX";
+  const int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  dup2(file, 2);
   const int signal = serve::RunUntilStopped();
   signaller.join();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(file);
+  std::ifstream in(path);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  std::fprintf(stderr, "%s", said.c_str());
   EXPECT_EQ(signal, SIGTERM);
+  // Serve's message, not the training run's.
+  EXPECT_NE(said.find("received SIGTERM (preemption or time limit): Serve stops accepting requests"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("training"), std::string::npos) << said;
+  EXPECT_EQ(said.find("checkpoint"), std::string::npos) << said;
   for (auto& r : in_flight) EXPECT_EQ(r.Result(0), 300);  // all answered before it returned
   EXPECT_TRUE(serve::Status().deployments.empty());
   EXPECT_THROW(h.Method<&Echo::Add>(1, 1).Result(5), serve::DeploymentError);
