@@ -10,6 +10,9 @@
 //   - With no training running, SIGTERM ends the program as it would without Prism, and
 //     SIGUSR1 is only recorded: poll PreemptionSignal() to act on it.
 //   - Ranks other than 0 never end on these signals: the head decides and stops them.
+//   - In a Slurm step (SLURM_STEP_ID set) or with PRISM_SIGNAL_ACK_FILE set, the signals
+//     are caught from the moment the program has loaded, before Init: one that comes while
+//     the ranks are starting is kept and acted on as soon as Init returns.
 //   - With PRISM_SIGNAL_ACK_FILE set, rank 0 writes that file (the signal's name) as soon
 //     as it has heard a stop signal. A job script forwards the signal until the file
 //     appears or the step ends: srun can lose a signal that arrives while it is still
@@ -21,7 +24,8 @@ namespace prism {
 /// saving its state, and should be requeued (EX_TEMPFAIL from sysexits.h).
 inline constexpr int kExitPreempted = 75;
 
-/// The first of SIGUSR1 or SIGTERM this process received since Init, or 0.
+/// The first of SIGUSR1 or SIGTERM this process received since Init (or, in a Slurm step,
+/// since it started), or 0.
 int PreemptionSignal();
 
 }  // namespace prism

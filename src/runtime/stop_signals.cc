@@ -112,6 +112,14 @@ void Acknowledge(int sig) {
 
 void OnStopSignal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
+  if (g_pipe[1] < 0 && sig == SIGTERM && g_parent_is_mpi_launcher && info != nullptr &&
+      info->si_pid != 0 && info->si_pid == getppid()) {
+    // Before Init there is no watcher to end the process: end it as SIGTERM would.
+    std::signal(SIGTERM, SIG_DFL);
+    std::raise(SIGTERM);
+    errno = saved;
+    return;
+  }
   // SIGTERM from our parent when that is mpirun or its daemon: the launcher is ending the
   // job (a rank died, or mpirun itself was stopped), which is no preemption. Slurm's
   // preemption and time-limit signals come from slurmstepd, never from mpirun.
@@ -124,8 +132,35 @@ void OnStopSignal(int sig, siginfo_t* info, void*) {
   // The top bit: whether a PreemptionGuard was alive when the signal came (the decision is
   // taken then, not when the watcher gets to it).
   const char byte = static_cast<char>(sig | (g_users.load() > 0 ? kGuarded : 0) | (launcher ? kLauncher : 0));
-  (void)!write(g_pipe[1], &byte, 1);  // async-signal-safe; a full pipe only loses a wake-up
+  // Async-signal-safe; a full pipe only loses a wake-up. Before Init (g_pipe[1] is -1, the
+  // early handler below) the signal is only recorded; InstallStopSignals replays it.
+  if (g_pipe[1] >= 0) (void)!write(g_pipe[1], &byte, 1);
   errno = saved;
+}
+
+bool IsOurs(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == OnStopSignal;
+}
+
+// A stop signal that comes while the program is still starting (loading its libraries, in
+// MPI_Init, before Init installs the watcher) must not be lost, nor end some ranks and not
+// others: in a Slurm step, or with PRISM_SIGNAL_ACK_FILE set (a job script that forwards
+// signals), the handler is installed as the program loads and only records the signal.
+// Init replays it to the watcher (rank 0 acknowledges it and a run about to start stops at
+// once). Elsewhere the defaults stay until Init, as without Prism.
+__attribute__((constructor)) void InstallEarlyStopSignals() {
+  if (std::getenv("SLURM_STEP_ID") == nullptr && std::getenv("PRISM_SIGNAL_ACK_FILE") == nullptr) return;
+  g_parent_is_mpi_launcher = IsMpiLauncher(getppid());
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction current {};
+    sigaction(kSignals[i], nullptr, &current);
+    if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) continue;
+    struct sigaction mine {};
+    mine.sa_sigaction = OnStopSignal;
+    sigemptyset(&mine.sa_mask);
+    mine.sa_flags = SA_RESTART | SA_SIGINFO;
+    g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
+  }
 }
 
 // Blocks in read() by design: woken by a signal, or by the 0 byte Uninstall writes.
@@ -197,7 +232,12 @@ void Watch(int rank) {
 void InstallStopSignals(int rank, std::vector<std::string> hosts, std::vector<int> pids) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_watcher.joinable()) return;
-  g_signal.store(0);
+  // The first Init keeps a signal the early handler recorded; a later one (Init again
+  // after Shutdown, in tests) starts clean.
+  static bool first = true;
+  if (!first) g_signal.store(0);
+  first = false;
+  const int early = g_signal.load();
   g_parent_is_mpi_launcher = IsMpiLauncher(getppid());
   g_hosts = std::move(hosts);
   g_pids = std::move(pids);
@@ -212,6 +252,7 @@ void InstallStopSignals(int rank, std::vector<std::string> hosts, std::vector<in
   for (size_t i = 0; i < std::size(kSignals); ++i) {
     struct sigaction current {};
     sigaction(kSignals[i], nullptr, &current);
+    if (IsOurs(current)) continue;  // installed early, as the program loaded
     if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) continue;  // the program's own
     struct sigaction mine {};
     mine.sa_sigaction = OnStopSignal;
@@ -220,6 +261,11 @@ void InstallStopSignals(int rank, std::vector<std::string> hosts, std::vector<in
     g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
   }
   g_watcher = std::thread(Watch, rank);
+  if (early != 0) {
+    // Heard before Init: the watcher logs it and rank 0 acknowledges it now.
+    const char byte = static_cast<char>(early);
+    (void)!write(g_pipe[1], &byte, 1);
+  }
 }
 
 void UninstallStopSignals() {

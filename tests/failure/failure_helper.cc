@@ -173,6 +173,13 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   if (mode == "lifecycle") return Lifecycle(argc, argv);
+  if (mode == "early_signal") {
+    // A preemption warning while the ranks are still starting (issue 14, item 3): with
+    // PRISM_SIGNAL_ACK_FILE set Prism catches it from load time, so it neither ends the rank
+    // nor is lost; Init hands it on. Every rank signals itself before Init.
+    if (const char* ack = std::getenv("PRISM_SIGNAL_ACK_FILE")) std::remove(ack);
+    raise(SIGUSR1);
+  }
   prism::Init(argc, argv);
   // Only the driver gets here. Make sure the cluster works before breaking it.
   if (*prism::Task(Square).Remote(7).Get() != 49) return 3;
@@ -215,6 +222,22 @@ int main(int argc, char** argv) {
     ref.Get();
     prism::Shutdown();
     return 0;
+  } else if (mode == "early_signal") {
+    const char* ack = std::getenv("PRISM_SIGNAL_ACK_FILE");
+    std::string heard;
+    for (int i = 0; i < 100 && heard.empty(); ++i) {  // the watcher writes it as Init returns
+      if (FILE* f = std::fopen(ack, "r")) {
+        char line[64] = {0};
+        if (std::fgets(line, sizeof line, f) != nullptr) heard = line;
+        std::fclose(f);
+      }
+      if (heard.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const bool ok = prism::PreemptionSignal() == SIGUSR1 && heard == "SIGUSR1\n";
+    std::printf("early_signal %s: PreemptionSignal() %d, acknowledged '%s'\n", ok ? "ok" : "FAILED",
+                prism::PreemptionSignal(), heard.c_str());
+    prism::Shutdown();
+    return ok ? 0 : 1;
   } else if (mode == "init_only") {
     prism::Shutdown();
     return 0;
