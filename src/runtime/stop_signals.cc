@@ -138,8 +138,17 @@ void OnStopSignal(int sig, siginfo_t* info, void*) {
   errno = saved;
 }
 
-bool IsOurs(const struct sigaction& action) {
-  return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == OnStopSignal;
+// Installs OnStopSignal for kSignals[i] if the signal still has its default disposition
+// (a handler the program set is left alone; ours, installed early, is kept).
+void InstallIfDefault(size_t i) {
+  struct sigaction current {};
+  sigaction(kSignals[i], nullptr, &current);
+  if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) return;
+  struct sigaction mine {};
+  mine.sa_sigaction = OnStopSignal;
+  sigemptyset(&mine.sa_mask);
+  mine.sa_flags = SA_RESTART | SA_SIGINFO;
+  g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
 }
 
 // A stop signal that comes while the program is still starting (loading its libraries, in
@@ -152,14 +161,7 @@ __attribute__((constructor)) void InstallEarlyStopSignals() {
   if (std::getenv("SLURM_STEP_ID") == nullptr && std::getenv("PRISM_SIGNAL_ACK_FILE") == nullptr) return;
   g_parent_is_mpi_launcher = IsMpiLauncher(getppid());
   for (size_t i = 0; i < std::size(kSignals); ++i) {
-    struct sigaction current {};
-    sigaction(kSignals[i], nullptr, &current);
-    if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) continue;
-    struct sigaction mine {};
-    mine.sa_sigaction = OnStopSignal;
-    sigemptyset(&mine.sa_mask);
-    mine.sa_flags = SA_RESTART | SA_SIGINFO;
-    g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
+    InstallIfDefault(i);
   }
 }
 
@@ -250,15 +252,7 @@ void InstallStopSignals(int rank, std::vector<std::string> hosts, std::vector<in
   }
   fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
   for (size_t i = 0; i < std::size(kSignals); ++i) {
-    struct sigaction current {};
-    sigaction(kSignals[i], nullptr, &current);
-    if (IsOurs(current)) continue;  // installed early, as the program loaded
-    if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) continue;  // the program's own
-    struct sigaction mine {};
-    mine.sa_sigaction = OnStopSignal;
-    sigemptyset(&mine.sa_mask);
-    mine.sa_flags = SA_RESTART | SA_SIGINFO;
-    g_installed[i] = sigaction(kSignals[i], &mine, &g_previous[i]) == 0;
+    InstallIfDefault(i);
   }
   g_watcher = std::thread(Watch, rank);
   if (early != 0) {
