@@ -1,0 +1,176 @@
+#pragma once
+// PPO on Prism (RLlib's new API stack): env runners are actors on the worker ranks, each
+// with a VectorEnv and an RLModule copy; the driver learns. Library target prism::rl
+// (LibTorch, HDF5).
+//
+//   auto algo = prism::rl::PPOConfig()
+//                   .Environment("CartPole-v1")
+//                   .EnvRunners(/*num_env_runners=*/2, /*num_envs_per_env_runner=*/1)
+//                   .Training({.lr = 3e-4, .num_epochs = 6, .vf_loss_coeff = 0.01})
+//                   .Build();
+//   for (int i = 0; i < 100; ++i) {
+//     prism::rl::TrainResult r = algo.Train();
+//     if (r.episode_return_mean >= 450) break;
+//   }
+//   algo.Save("/scratch/ppo");
+//   auto again = prism::rl::Algorithm::FromCheckpoint("/scratch/ppo");
+//   prism::rl::Action a = again.ComputeSingleAction(obs);
+//
+// One Train() iteration: the driver Puts the module's weights once and passes the ref to
+// every runner; each samples at least rollout_fragment_length steps per env copy and
+// returns its transitions and finished episodes; the learner computes GAE and runs
+// num_epochs of minibatch SGD (Adam) on the PPO loss. A runner actor that dies is
+// restarted (max_restarts -1) and the iteration goes on with the others' samples.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "prism/rl/env.h"
+
+namespace prism::rl {
+
+/// PPOConfig::Training's settings: each one given replaces the config's value; the others
+/// stay. Defaults are RLlib's PPOConfig (ray/rllib/algorithms/ppo/ppo.py).
+struct PPOTraining {
+  std::optional<double> lr;                    // 5e-5
+  std::optional<double> gamma;                 // 0.99
+  std::optional<double> lambda_;               // 1.0 (GAE)
+  std::optional<int64_t> train_batch_size;     // 4000 env steps per iteration
+  std::optional<int64_t> minibatch_size;       // 128
+  std::optional<int64_t> num_epochs;           // 30
+  std::optional<double> clip_param;            // 0.3
+  std::optional<double> vf_clip_param;         // 10.0 (clips the squared value error)
+  std::optional<double> vf_loss_coeff;         // 1.0
+  std::optional<double> entropy_coeff;         // 0.0
+  std::optional<bool> use_kl_loss;             // true
+  std::optional<double> kl_coeff;              // 0.2 (initial; adapted each iteration)
+  std::optional<double> kl_target;             // 0.01
+  std::optional<double> grad_clip;             // none (<= 0); else the global norm's cap
+};
+
+class Algorithm;
+
+/// RLlib's PPOConfig as a builder. A value type: copy it freely. Not thread-safe.
+class PPOConfig {
+ public:
+  PPOConfig() = default;
+  /// The registered environment to learn and its env_config.
+  PPOConfig& Environment(std::string env, EnvConfig env_config = {});
+  /// Env runner actors (0: sample on the driver), env copies per runner, and steps per copy
+  /// per iteration (0, RLlib's "auto": train_batch_size / (max(runners, 1) * envs), rounded up).
+  PPOConfig& EnvRunners(int num_env_runners, int num_envs_per_env_runner = 1,
+                        int64_t rollout_fragment_length = 0);
+  /// Learners: 0 or 1, both the local learner on the driver (more is not built yet).
+  PPOConfig& Learners(int num_learners);
+  PPOConfig& Training(const PPOTraining& training);
+  /// Hidden layer sizes of the policy and value MLPs (tanh).
+  PPOConfig& RLModule(std::vector<int64_t> hidden);
+  /// Seeds the module's initial weights, the env copies (runner i's copy j: seed + 1000 i + j)
+  /// and the samplers' and learner's generators.
+  PPOConfig& Debugging(uint64_t seed);
+  /// How long Train() waits for a runner's sample before going on without it (RLlib's
+  /// sample_timeout_s).
+  PPOConfig& Fault(double sample_timeout_s);
+
+  /// Checks the config (prism::Error naming what to change: an unregistered environment
+  /// with the registered ones, more runners than worker ranks, minibatch_size larger than
+  /// train_batch_size, a non-positive size or rate, ...), creates the runners and returns
+  /// the algorithm. Needs prism::Init when num_env_runners > 0. Call from the driver.
+  Algorithm Build() const;
+  /// Throws what Build would for the settings alone (no runtime needed except for the
+  /// runners-versus-ranks check, which Build does).
+  void Validate() const;
+
+  /// The config as JSON (what a checkpoint stores), and back (prism::Error if malformed).
+  std::string ToJson() const;
+  static PPOConfig FromJson(const std::string& json);
+
+  // The settings (read them; change them through the builder calls).
+  std::string env;
+  EnvConfig env_config;
+  int num_env_runners = 2;
+  int num_envs_per_env_runner = 1;
+  int64_t rollout_fragment_length = 0;
+  int num_learners = 0;
+  double lr = 5e-5;
+  double gamma = 0.99;
+  double lambda_ = 1.0;
+  int64_t train_batch_size = 4000;
+  int64_t minibatch_size = 128;
+  int64_t num_epochs = 30;
+  double clip_param = 0.3;
+  double vf_clip_param = 10.0;
+  double vf_loss_coeff = 1.0;
+  double entropy_coeff = 0.0;
+  bool use_kl_loss = true;
+  double kl_coeff = 0.2;
+  double kl_target = 0.01;
+  double grad_clip = 0;
+  std::vector<int64_t> hidden = {64, 64};
+  uint64_t seed = 0;
+  double sample_timeout_s = 60;
+
+  /// The steps per env copy per iteration rollout_fragment_length resolves to.
+  int64_t ResolvedRolloutFragmentLength() const;
+};
+
+/// One Train() iteration's metrics (RLlib's result dict, flattened).
+struct TrainResult {
+  int64_t training_iteration = 0;
+  // Over the last 100 finished episodes (RLlib's metrics_num_episodes_for_smoothing); NaN
+  // before the first episode ends.
+  double episode_return_mean = 0, episode_return_min = 0, episode_return_max = 0;
+  double episode_len_mean = 0;
+  int64_t num_episodes = 0;  // finished in this iteration
+  int64_t num_env_steps_sampled = 0;
+  int64_t num_env_steps_sampled_lifetime = 0;
+  // The learner's means over the iteration's minibatches.
+  double total_loss = 0, policy_loss = 0, vf_loss = 0, entropy = 0, mean_kl = 0;
+  double curr_kl_coeff = 0;  // after this iteration's adaptation
+  // Timers (seconds).
+  double sample_s = 0, learn_s = 0;
+  int num_healthy_env_runners = 0;  // runners whose sample arrived this iteration
+  /// Every value by its RLlib-style name.
+  std::map<std::string, double> ToMap() const;
+};
+
+/// A built PPO algorithm. Move-only; the runners end with it. Not thread-safe: call from
+/// the driver's thread.
+class Algorithm {
+ public:
+  Algorithm(Algorithm&&) noexcept;
+  Algorithm& operator=(Algorithm&&) noexcept;
+  ~Algorithm();
+
+  /// One iteration: sample (runners in parallel), learn, report. Throws prism::Error if no
+  /// runner returned a sample, or what a runner's environment threw.
+  TrainResult Train();
+  /// Writes the weights, the optimizer's state, the config and the counters to
+  /// `dir`/algorithm.h5 (directories created). prism::Error on an I/O failure.
+  void Save(const std::string& dir) const;
+  /// A new algorithm from Save's directory (its runners created anew). prism::Error if the
+  /// directory holds no checkpoint or a damaged one.
+  static Algorithm FromCheckpoint(const std::string& dir);
+  /// The policy's action for one observation: its mode (explore false) or a sample.
+  /// prism::Error for an observation of the wrong size.
+  Action ComputeSingleAction(const std::vector<float>& obs, bool explore = false);
+
+  const PPOConfig& config() const;
+  int64_t iteration() const;
+  int64_t num_env_steps_sampled_lifetime() const;
+  /// Fault injection (tests): kills env runner `index` as ray.kill(actor, no_restart=False)
+  /// does; it restarts and takes part again from a later iteration.
+  void KillEnvRunner(int index);
+
+ private:
+  friend class PPOConfig;
+  struct Impl;
+  explicit Algorithm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prism::rl

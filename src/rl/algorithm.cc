@@ -1,0 +1,496 @@
+// PPO's Algorithm (prism/rl/algorithm.h): the config's checks and JSON, the env runner
+// actor, and the iteration loop on the driver.
+//
+// Runner i lives on worker rank 1 + i (hard node affinity, one CPU), restarts without limit
+// when killed, and samples with the weights the driver Put once per iteration. The runner
+// keeps its VectorEnv between calls, so episodes continue across iterations (RLlib's
+// truncate_episodes batch mode); the learner sees each runner's copies as segments whose
+// cut ends bootstrap from V(s_{t+1}) (ppo/gae.h). Episode metrics are smoothed over the last
+// 100 finished episodes, as RLlib's are.
+
+#include "prism/rl/algorithm.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "prism/actor.h"
+#include "prism/api.h"
+#include "prism/errors.h"
+#include "rl/ppo/learner.h"
+#include "rl/ppo/rl_module.h"
+#include "rl/ppo/sampler.h"
+
+namespace prism::rl {
+namespace internal {
+
+/// An env runner actor: a Sampler with its own VectorEnv and RLModule copy.
+class PpoEnvRunner {
+ public:
+  static PpoEnvRunner* Create(std::string config_json, int index) {
+    // Tiny MLPs: one intra-op thread is fastest, and the rank's other CPUs stay free.
+    torch::set_num_threads(1);
+    PPOConfig c = PPOConfig::FromJson(config_json);
+    return new PpoEnvRunner(c, index);
+  }
+  ppo::SampleBatch Sample(std::vector<uint8_t> weights, int64_t min_steps) {
+    sampler_.SetWeights(weights.data(), weights.size());
+    return sampler_.Sample(min_steps);
+  }
+
+ private:
+  PpoEnvRunner(const PPOConfig& c, int index)
+      : sampler_(c.env, c.env_config, c.num_envs_per_env_runner,
+                 c.seed + 1000 * static_cast<uint64_t>(index + 1), c.hidden) {}
+  ppo::Sampler sampler_;
+};
+
+}  // namespace internal
+}  // namespace prism::rl
+
+PRISM_REMOTE(prism::rl::internal::PpoEnvRunner::Create, &prism::rl::internal::PpoEnvRunner::Sample);
+
+namespace prism::rl {
+namespace {
+
+constexpr const char* kCheckpointFile = "algorithm.h5";
+constexpr const char* kFormat = "prism-rl-ppo-1";
+constexpr size_t kSmoothingWindow = 100;
+
+[[noreturn]] void Bad(const std::string& what) { throw Error("prism::rl: PPOConfig: " + what); }
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+// ---- PPOConfig ----------------------------------------------------------------------------
+
+PPOConfig& PPOConfig::Environment(std::string env_name, EnvConfig config) {
+  env = std::move(env_name);
+  env_config = std::move(config);
+  return *this;
+}
+
+PPOConfig& PPOConfig::EnvRunners(int runners, int envs, int64_t fragment) {
+  num_env_runners = runners;
+  num_envs_per_env_runner = envs;
+  rollout_fragment_length = fragment;
+  return *this;
+}
+
+PPOConfig& PPOConfig::Learners(int n) {
+  num_learners = n;
+  return *this;
+}
+
+PPOConfig& PPOConfig::Training(const PPOTraining& t) {
+  if (t.lr) lr = *t.lr;
+  if (t.gamma) gamma = *t.gamma;
+  if (t.lambda_) lambda_ = *t.lambda_;
+  if (t.train_batch_size) train_batch_size = *t.train_batch_size;
+  if (t.minibatch_size) minibatch_size = *t.minibatch_size;
+  if (t.num_epochs) num_epochs = *t.num_epochs;
+  if (t.clip_param) clip_param = *t.clip_param;
+  if (t.vf_clip_param) vf_clip_param = *t.vf_clip_param;
+  if (t.vf_loss_coeff) vf_loss_coeff = *t.vf_loss_coeff;
+  if (t.entropy_coeff) entropy_coeff = *t.entropy_coeff;
+  if (t.use_kl_loss) use_kl_loss = *t.use_kl_loss;
+  if (t.kl_coeff) kl_coeff = *t.kl_coeff;
+  if (t.kl_target) kl_target = *t.kl_target;
+  if (t.grad_clip) grad_clip = *t.grad_clip;
+  return *this;
+}
+
+PPOConfig& PPOConfig::RLModule(std::vector<int64_t> sizes) {
+  hidden = std::move(sizes);
+  return *this;
+}
+
+PPOConfig& PPOConfig::Debugging(uint64_t s) {
+  seed = s;
+  return *this;
+}
+
+PPOConfig& PPOConfig::Fault(double timeout_s) {
+  sample_timeout_s = timeout_s;
+  return *this;
+}
+
+int64_t PPOConfig::ResolvedRolloutFragmentLength() const {
+  if (rollout_fragment_length > 0) return rollout_fragment_length;
+  const int64_t copies = static_cast<int64_t>(std::max(num_env_runners, 1)) * num_envs_per_env_runner;
+  return (train_batch_size + copies - 1) / copies;
+}
+
+void PPOConfig::Validate() const {
+  if (env.empty()) {
+    std::string names;
+    for (const auto& n : RegisteredEnvs()) names += (names.empty() ? "" : ", ") + n;
+    Bad("no environment: call .Environment(name) with a registered one (" + names + ")");
+  }
+  try {
+    MakeEnv(env, env_config);
+  } catch (const Error& e) {
+    Bad(std::string("Environment(\"") + env + "\"): " + e.what());
+  }
+  if (num_env_runners < 0) Bad("num_env_runners must be >= 0, got " + std::to_string(num_env_runners));
+  if (num_envs_per_env_runner < 1) {
+    Bad("num_envs_per_env_runner must be >= 1, got " + std::to_string(num_envs_per_env_runner));
+  }
+  if (rollout_fragment_length < 0) {
+    Bad("rollout_fragment_length must be >= 1 (or 0 for auto), got " + std::to_string(rollout_fragment_length));
+  }
+  if (num_learners < 0 || num_learners > 1) {
+    Bad("num_learners " + std::to_string(num_learners) +
+        ": only the local learner (0 or 1) is built; more learners are not yet supported");
+  }
+  if (train_batch_size < 1) Bad("train_batch_size must be >= 1, got " + std::to_string(train_batch_size));
+  if (minibatch_size < 1) Bad("minibatch_size must be >= 1, got " + std::to_string(minibatch_size));
+  if (minibatch_size > train_batch_size) {
+    Bad("minibatch_size (" + std::to_string(minibatch_size) + ") must be <= train_batch_size (" +
+        std::to_string(train_batch_size) + "): the train batch is split into minibatches of that size");
+  }
+  if (num_epochs < 1) Bad("num_epochs must be >= 1, got " + std::to_string(num_epochs));
+  if (!(lr > 0)) Bad("lr must be > 0, got " + std::to_string(lr));
+  if (!(gamma >= 0 && gamma <= 1)) Bad("gamma must be in [0, 1], got " + std::to_string(gamma));
+  if (!(lambda_ >= 0 && lambda_ <= 1)) Bad("lambda_ must be in [0, 1], got " + std::to_string(lambda_));
+  if (!(clip_param > 0)) Bad("clip_param must be > 0, got " + std::to_string(clip_param));
+  if (!(vf_clip_param > 0)) Bad("vf_clip_param must be > 0, got " + std::to_string(vf_clip_param));
+  if (!(vf_loss_coeff >= 0)) Bad("vf_loss_coeff must be >= 0");
+  if (!(entropy_coeff >= 0)) Bad("entropy_coeff must be >= 0, got " + std::to_string(entropy_coeff));
+  if (!(kl_coeff >= 0) || !(kl_target > 0)) Bad("kl_coeff must be >= 0 and kl_target > 0");
+  if (hidden.empty()) Bad("RLModule needs at least one hidden layer size");
+  for (int64_t h : hidden) {
+    if (h < 1) Bad("RLModule hidden sizes must be >= 1, got " + std::to_string(h));
+  }
+  if (!(sample_timeout_s > 0)) Bad("sample_timeout_s must be > 0");
+}
+
+std::string PPOConfig::ToJson() const {
+  nlohmann::json j;
+  j["env"] = env;
+  j["env_config"] = env_config;
+  j["num_env_runners"] = num_env_runners;
+  j["num_envs_per_env_runner"] = num_envs_per_env_runner;
+  j["rollout_fragment_length"] = rollout_fragment_length;
+  j["num_learners"] = num_learners;
+  j["lr"] = lr;
+  j["gamma"] = gamma;
+  j["lambda_"] = lambda_;
+  j["train_batch_size"] = train_batch_size;
+  j["minibatch_size"] = minibatch_size;
+  j["num_epochs"] = num_epochs;
+  j["clip_param"] = clip_param;
+  j["vf_clip_param"] = vf_clip_param;
+  j["vf_loss_coeff"] = vf_loss_coeff;
+  j["entropy_coeff"] = entropy_coeff;
+  j["use_kl_loss"] = use_kl_loss;
+  j["kl_coeff"] = kl_coeff;
+  j["kl_target"] = kl_target;
+  j["grad_clip"] = grad_clip;
+  j["hidden"] = hidden;
+  j["seed"] = seed;
+  j["sample_timeout_s"] = sample_timeout_s;
+  return j.dump();
+}
+
+PPOConfig PPOConfig::FromJson(const std::string& text) {
+  PPOConfig c;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    auto get = [&](const char* key, auto& field) {
+      if (j.contains(key)) j.at(key).get_to(field);
+    };
+    get("env", c.env);
+    get("env_config", c.env_config);
+    get("num_env_runners", c.num_env_runners);
+    get("num_envs_per_env_runner", c.num_envs_per_env_runner);
+    get("rollout_fragment_length", c.rollout_fragment_length);
+    get("num_learners", c.num_learners);
+    get("lr", c.lr);
+    get("gamma", c.gamma);
+    get("lambda_", c.lambda_);
+    get("train_batch_size", c.train_batch_size);
+    get("minibatch_size", c.minibatch_size);
+    get("num_epochs", c.num_epochs);
+    get("clip_param", c.clip_param);
+    get("vf_clip_param", c.vf_clip_param);
+    get("vf_loss_coeff", c.vf_loss_coeff);
+    get("entropy_coeff", c.entropy_coeff);
+    get("use_kl_loss", c.use_kl_loss);
+    get("kl_coeff", c.kl_coeff);
+    get("kl_target", c.kl_target);
+    get("grad_clip", c.grad_clip);
+    get("hidden", c.hidden);
+    get("seed", c.seed);
+    get("sample_timeout_s", c.sample_timeout_s);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("prism::rl: PPOConfig::FromJson: ") + e.what());
+  }
+  return c;
+}
+
+// ---- TrainResult --------------------------------------------------------------------------
+
+std::map<std::string, double> TrainResult::ToMap() const {
+  return {{"training_iteration", static_cast<double>(training_iteration)},
+          {"episode_return_mean", episode_return_mean},
+          {"episode_return_min", episode_return_min},
+          {"episode_return_max", episode_return_max},
+          {"episode_len_mean", episode_len_mean},
+          {"num_episodes", static_cast<double>(num_episodes)},
+          {"num_env_steps_sampled", static_cast<double>(num_env_steps_sampled)},
+          {"num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime)},
+          {"total_loss", total_loss},
+          {"policy_loss", policy_loss},
+          {"vf_loss", vf_loss},
+          {"entropy", entropy},
+          {"mean_kl", mean_kl},
+          {"curr_kl_coeff", curr_kl_coeff},
+          {"sample_s", sample_s},
+          {"learn_s", learn_s},
+          {"num_healthy_env_runners", static_cast<double>(num_healthy_env_runners)}};
+}
+
+// ---- Algorithm ----------------------------------------------------------------------------
+
+struct Algorithm::Impl {
+  PPOConfig config;
+  ppo::RLModule module{nullptr};
+  std::unique_ptr<ppo::Learner> learner;
+  std::unique_ptr<ppo::Sampler> local_sampler;  // num_env_runners == 0
+  std::vector<ActorHandle<internal::PpoEnvRunner>> runners;
+  int64_t iteration = 0;
+  int64_t lifetime_steps = 0;
+  std::deque<double> recent_returns, recent_lens;
+  std::mt19937_64 rng;
+};
+
+Algorithm::Algorithm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Algorithm::Algorithm(Algorithm&&) noexcept = default;
+Algorithm& Algorithm::operator=(Algorithm&&) noexcept = default;
+Algorithm::~Algorithm() {
+  if (!impl_) return;
+  for (auto& r : impl_->runners) {
+    try {
+      r.Kill(/*no_restart=*/true);
+    } catch (const std::exception&) {
+      // The runtime is already down: the runners went with it.
+    }
+  }
+}
+
+Algorithm PPOConfig::Build() const {
+  Validate();
+  if (num_env_runners > 0) {
+    if (!prism::IsInitialized()) {
+      Bad("num_env_runners " + std::to_string(num_env_runners) +
+          " needs prism::Init first (or EnvRunners(0) to sample on the driver)");
+    }
+    const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
+    if (num_env_runners > workers) {
+      Bad("num_env_runners " + std::to_string(num_env_runners) + " is larger than the " +
+          std::to_string(workers) + " worker ranks (one runner per rank 1..N-1): launch at least " +
+          std::to_string(num_env_runners + 1) + " ranks or use fewer runners");
+    }
+  }
+  auto impl = std::make_unique<Algorithm::Impl>();
+  impl->config = *this;
+  impl->rng.seed(seed);
+  auto probe = MakeEnv(env, env_config);
+  torch::manual_seed(seed);
+  impl->module = ppo::RLModule(probe->observation_space(), probe->action_space(), hidden);
+  ppo::LearnerOptions o;
+  o.lr = lr;
+  o.gamma = gamma;
+  o.lambda = lambda_;
+  o.minibatch_size = minibatch_size;
+  o.num_epochs = num_epochs;
+  o.grad_clip = grad_clip;
+  o.kl_target = kl_target;
+  o.loss = {.clip_param = clip_param, .vf_clip_param = vf_clip_param, .vf_loss_coeff = vf_loss_coeff,
+            .entropy_coeff = entropy_coeff, .use_kl_loss = use_kl_loss, .kl_coeff = kl_coeff};
+  o.seed = seed;
+  impl->learner = std::make_unique<ppo::Learner>(impl->module, o);
+  if (num_env_runners == 0) {
+    impl->local_sampler = std::make_unique<ppo::Sampler>(env, env_config, num_envs_per_env_runner,
+                                                         seed + 1000, hidden);
+  } else {
+    const std::string json = ToJson();
+    for (int i = 0; i < num_env_runners; ++i) {
+      impl->runners.push_back(prism::Actor(internal::PpoEnvRunner::Create)
+                                  .SetResource("CPU", 1)
+                                  .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{1 + i, false})
+                                  .SetMaxRestarts(-1)
+                                  .Remote(json, i));
+    }
+  }
+  return Algorithm(std::move(impl));
+}
+
+TrainResult Algorithm::Train() {
+  Impl& s = *impl_;
+  const PPOConfig& c = s.config;
+  TrainResult r;
+  auto start = std::chrono::steady_clock::now();
+  const int64_t steps_per_runner = c.ResolvedRolloutFragmentLength() * c.num_envs_per_env_runner;
+  std::vector<uint8_t> weights = ppo::GetWeights(*s.module);
+  ppo::SampleBatch batch;
+  if (s.local_sampler) {
+    s.local_sampler->SetWeights(weights.data(), weights.size());
+    batch = s.local_sampler->Sample(steps_per_runner);
+    r.num_healthy_env_runners = 0;
+  } else {
+    ObjectRef<std::vector<uint8_t>> weights_ref = prism::Put(std::move(weights));
+    std::vector<ObjectRef<ppo::SampleBatch>> samples;
+    samples.reserve(s.runners.size());
+    for (auto& runner : s.runners) {
+      samples.push_back(runner.Task(&internal::PpoEnvRunner::Sample).Remote(weights_ref, steps_per_runner));
+    }
+    const auto deadline = start + std::chrono::duration<double>(c.sample_timeout_s);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      try {
+        batch.Append(*prism::Get(samples[i], std::max<int64_t>(left.count(), 1)));
+        ++r.num_healthy_env_runners;
+      } catch (const ActorError& e) {
+        // The runner died (it restarts): go on with the others' samples.
+        std::fprintf(stderr, "prism::rl: env runner %zu failed this iteration (%s); it restarts\n", i, e.what());
+      } catch (const TimeoutError&) {
+        std::fprintf(stderr, "prism::rl: env runner %zu sent no sample within sample_timeout_s %.1f s\n", i,
+                     c.sample_timeout_s);
+      }
+    }
+    if (r.num_healthy_env_runners == 0) {
+      throw Error("prism::rl: Train: none of the " + std::to_string(s.runners.size()) +
+                  " env runners returned a sample this iteration");
+    }
+  }
+  r.sample_s = Seconds(start);
+
+  for (size_t i = 0; i < batch.episode_returns.size(); ++i) {
+    s.recent_returns.push_back(batch.episode_returns[i]);
+    s.recent_lens.push_back(static_cast<double>(batch.episode_lens[i]));
+    if (s.recent_returns.size() > kSmoothingWindow) {
+      s.recent_returns.pop_front();
+      s.recent_lens.pop_front();
+    }
+  }
+  r.num_episodes = static_cast<int64_t>(batch.episode_returns.size());
+  if (s.recent_returns.empty()) {
+    r.episode_return_mean = r.episode_return_min = r.episode_return_max = r.episode_len_mean =
+        std::numeric_limits<double>::quiet_NaN();
+  } else {
+    double sum = 0, len = 0, lo = s.recent_returns.front(), hi = lo;
+    for (size_t i = 0; i < s.recent_returns.size(); ++i) {
+      sum += s.recent_returns[i];
+      len += s.recent_lens[i];
+      lo = std::min(lo, s.recent_returns[i]);
+      hi = std::max(hi, s.recent_returns[i]);
+    }
+    const double n = static_cast<double>(s.recent_returns.size());
+    r.episode_return_mean = sum / n;
+    r.episode_len_mean = len / n;
+    r.episode_return_min = lo;
+    r.episode_return_max = hi;
+  }
+  r.num_env_steps_sampled = batch.size();
+  s.lifetime_steps += batch.size();
+  r.num_env_steps_sampled_lifetime = s.lifetime_steps;
+
+  auto learn_start = std::chrono::steady_clock::now();
+  ppo::LearnerStats st = s.learner->Update(batch);
+  r.learn_s = Seconds(learn_start);
+  r.total_loss = st.total_loss;
+  r.policy_loss = st.policy_loss;
+  r.vf_loss = st.vf_loss;
+  r.entropy = st.entropy;
+  r.mean_kl = st.mean_kl;
+  r.curr_kl_coeff = st.kl_coeff;
+  r.training_iteration = ++s.iteration;
+  return r;
+}
+
+void Algorithm::Save(const std::string& dir) const {
+  const Impl& s = *impl_;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("prism::rl: Save: cannot create " + dir + ": " + ec.message());
+  nlohmann::json window = {{"returns", s.recent_returns}, {"lens", s.recent_lens}};
+  ppo::SaveModule(dir + "/" + kCheckpointFile, *s.module, &s.learner->optimizer(),
+                  {{"rl_format", std::string(kFormat)},
+                   {"config", s.config.ToJson()},
+                   {"iteration", s.iteration},
+                   {"num_env_steps_sampled_lifetime", s.lifetime_steps},
+                   {"kl_coeff", s.learner->kl_coeff()},
+                   {"episode_window", window.dump()}});
+}
+
+Algorithm Algorithm::FromCheckpoint(const std::string& dir) {
+  const std::string file = dir + "/" + kCheckpointFile;
+  if (!std::filesystem::exists(file)) {
+    throw Error("prism::rl: FromCheckpoint: " + dir + " holds no " + kCheckpointFile +
+                " (write one with Algorithm::Save)");
+  }
+  auto attrs = prism::train::ReadAttributes(file);
+  auto text = [&](const std::string& key) -> std::string {
+    auto it = attrs.find(key);
+    if (it == attrs.end() || !std::holds_alternative<std::string>(it->second)) {
+      throw Error("prism::rl: FromCheckpoint: " + file + " has no \"" + key + "\" attribute");
+    }
+    return std::get<std::string>(it->second);
+  };
+  auto integer = [&](const std::string& key) -> int64_t {
+    auto it = attrs.find(key);
+    if (it == attrs.end() || !std::holds_alternative<int64_t>(it->second)) {
+      throw Error("prism::rl: FromCheckpoint: " + file + " has no \"" + key + "\" attribute");
+    }
+    return std::get<int64_t>(it->second);
+  };
+  if (text("rl_format") != kFormat) {
+    throw Error("prism::rl: FromCheckpoint: " + file + " is format " + text("rl_format") + ", not " + kFormat);
+  }
+  Algorithm algo = PPOConfig::FromJson(text("config")).Build();
+  Impl& s = *algo.impl_;
+  ppo::LoadModule(file, *s.module, &s.learner->optimizer());
+  s.iteration = integer("iteration");
+  s.lifetime_steps = integer("num_env_steps_sampled_lifetime");
+  if (auto it = attrs.find("kl_coeff"); it != attrs.end() && std::holds_alternative<double>(it->second)) {
+    s.learner->set_kl_coeff(std::get<double>(it->second));
+  }
+  try {
+    nlohmann::json window = nlohmann::json::parse(text("episode_window"));
+    for (double v : window.at("returns")) s.recent_returns.push_back(v);
+    for (double v : window.at("lens")) s.recent_lens.push_back(v);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("prism::rl: FromCheckpoint: " + file + ": bad episode_window: " + e.what());
+  }
+  return algo;
+}
+
+Action Algorithm::ComputeSingleAction(const std::vector<float>& obs, bool explore) {
+  return impl_->module->ComputeSingleAction(obs, explore, impl_->rng);
+}
+
+const PPOConfig& Algorithm::config() const { return impl_->config; }
+int64_t Algorithm::iteration() const { return impl_->iteration; }
+int64_t Algorithm::num_env_steps_sampled_lifetime() const { return impl_->lifetime_steps; }
+
+void Algorithm::KillEnvRunner(int index) {
+  if (index < 0 || index >= static_cast<int>(impl_->runners.size())) {
+    throw Error("prism::rl: KillEnvRunner: no env runner " + std::to_string(index) + " (there are " +
+                std::to_string(impl_->runners.size()) + ")");
+  }
+  impl_->runners[index].Kill(/*no_restart=*/false);
+}
+
+}  // namespace prism::rl

@@ -1,0 +1,142 @@
+// PPO's Algorithm without MPI: the config's RLlib defaults, its checks and JSON, local
+// sampling (num_env_runners 0), the metrics of an iteration, Save / FromCheckpoint.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "prism/errors.h"
+#include "prism/rl.h"
+
+namespace prism::rl {
+namespace {
+
+template <typename F>
+std::string ErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
+    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
+
+std::string TempDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("prism_rl_algo_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+TEST(PPOConfig, DefaultsAreRLlibs) {
+  PPOConfig c;
+  EXPECT_DOUBLE_EQ(c.lr, 5e-5);
+  EXPECT_DOUBLE_EQ(c.gamma, 0.99);
+  EXPECT_DOUBLE_EQ(c.lambda_, 1.0);
+  EXPECT_EQ(c.train_batch_size, 4000);
+  EXPECT_EQ(c.minibatch_size, 128);
+  EXPECT_EQ(c.num_epochs, 30);
+  EXPECT_DOUBLE_EQ(c.clip_param, 0.3);
+  EXPECT_DOUBLE_EQ(c.vf_clip_param, 10.0);
+  EXPECT_DOUBLE_EQ(c.vf_loss_coeff, 1.0);
+  EXPECT_DOUBLE_EQ(c.entropy_coeff, 0.0);
+  EXPECT_DOUBLE_EQ(c.kl_coeff, 0.2);
+  EXPECT_DOUBLE_EQ(c.kl_target, 0.01);
+  EXPECT_TRUE(c.use_kl_loss);
+  EXPECT_EQ(c.num_env_runners, 2);
+  EXPECT_EQ(c.hidden, (std::vector<int64_t>{64, 64}));
+  // "auto" fragments: the train batch over every env copy.
+  c.EnvRunners(2, 4);
+  EXPECT_EQ(c.ResolvedRolloutFragmentLength(), 500);
+  c.EnvRunners(0, 3);
+  EXPECT_EQ(c.ResolvedRolloutFragmentLength(), 1334);
+}
+
+TEST(PPOConfig, TrainingChangesOnlyWhatItIsGivenAndJsonRoundTrips) {
+  PPOConfig c = PPOConfig().Environment("Pendulum-v1", {{"g", 9.0}}).Training({.lr = 3e-4, .num_epochs = 6});
+  EXPECT_DOUBLE_EQ(c.lr, 3e-4);
+  EXPECT_EQ(c.num_epochs, 6);
+  EXPECT_EQ(c.minibatch_size, 128);
+  c.RLModule({32, 16}).Debugging(9).EnvRunners(1, 2, 50);
+  PPOConfig back = PPOConfig::FromJson(c.ToJson());
+  EXPECT_EQ(back.ToJson(), c.ToJson());
+  EXPECT_EQ(back.env_config.at("g"), 9.0);
+  EXPECT_EQ(back.hidden, (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(back.seed, 9u);
+  EXPECT_ERROR_HAS(PPOConfig::FromJson("{not json"), "FromJson");
+}
+
+TEST(PPOConfig, BadInputIsAClearError) {
+  EXPECT_ERROR_HAS(PPOConfig().Build(), "CartPole-v1");  // no env: names the registered ones
+  EXPECT_ERROR_HAS(PPOConfig().Environment("Nope-v0").Build(), "CartPole-v1, Pendulum-v1");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1", {{"bogus", 1}}).Build(), "bogus");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").Training({.train_batch_size = 100}).Build(),
+                   "minibatch_size (128) must be <= train_batch_size (100)");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").Learners(2).Build(), "num_learners 2");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").EnvRunners(0, 0).Build(),
+                   "num_envs_per_env_runner must be >= 1");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").Training({.lr = -1.0}).Build(), "lr must be > 0");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").RLModule({}).Build(), "hidden");
+  // Runners need the runtime (this binary never calls prism::Init).
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").EnvRunners(2).Build(), "prism::Init");
+  EXPECT_ERROR_HAS(Algorithm::FromCheckpoint(TempDir("missing")), "holds no algorithm.h5");
+}
+
+PPOConfig SmallLocal() {
+  return PPOConfig()
+      .Environment("CartPole-v1")
+      .EnvRunners(0, 2)
+      .Training({.lr = 3e-4, .lambda_ = 0.95, .train_batch_size = 1000, .num_epochs = 4,
+                 .vf_loss_coeff = 0.01})
+      .Debugging(3);
+}
+
+TEST(Algorithm, LocalIterationsReportMetricsAndCheckpointsRestoreThePolicy) {
+  Algorithm algo = SmallLocal().Build();
+  TrainResult r;
+  for (int i = 0; i < 3; ++i) r = algo.Train();
+  EXPECT_EQ(r.training_iteration, 3);
+  EXPECT_GE(r.num_env_steps_sampled, 1000);
+  EXPECT_LT(r.num_env_steps_sampled, 1002);
+  EXPECT_EQ(r.num_env_steps_sampled_lifetime, algo.num_env_steps_sampled_lifetime());
+  EXPECT_GE(r.num_env_steps_sampled_lifetime, 3000);
+  EXPECT_TRUE(std::isfinite(r.episode_return_mean));
+  EXPECT_LE(r.episode_return_min, r.episode_return_mean);
+  EXPECT_GE(r.episode_return_max, r.episode_return_mean);
+  EXPECT_DOUBLE_EQ(r.episode_len_mean, r.episode_return_mean);  // CartPole pays 1 per step
+  EXPECT_GT(r.entropy, 0);
+  EXPECT_GE(r.mean_kl, 0);
+  EXPECT_GT(r.vf_loss, 0);
+  EXPECT_GT(r.learn_s, 0);
+  EXPECT_EQ(r.ToMap().at("num_env_steps_sampled"), static_cast<double>(r.num_env_steps_sampled));
+
+  const std::string dir = TempDir("save");
+  algo.Save(dir);
+  Algorithm back = Algorithm::FromCheckpoint(dir);
+  EXPECT_EQ(back.iteration(), 3);
+  EXPECT_EQ(back.num_env_steps_sampled_lifetime(), algo.num_env_steps_sampled_lifetime());
+  EXPECT_EQ(back.config().ToJson(), algo.config().ToJson());
+  torch::manual_seed(11);
+  for (int i = 0; i < 50; ++i) {
+    torch::Tensor o = torch::randn({4}) * 0.2;
+    std::vector<float> obs(o.data_ptr<float>(), o.data_ptr<float>() + 4);
+    EXPECT_EQ(back.ComputeSingleAction(obs).index, algo.ComputeSingleAction(obs).index);
+  }
+  EXPECT_ERROR_HAS(algo.ComputeSingleAction({1, 2}), "observation space has 4");
+  // Training goes on from the restored state.
+  EXPECT_EQ(back.Train().training_iteration, 4);
+
+  // A damaged checkpoint is an error, not weights.
+  std::ofstream(dir + "/algorithm.h5", std::ios::trunc) << "garbage";
+  EXPECT_THROW(Algorithm::FromCheckpoint(dir), Error);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace prism::rl
