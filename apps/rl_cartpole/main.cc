@@ -1,0 +1,213 @@
+// PPO on CartPole-v1 with prism::rl: RLlib's tuned CartPole example as one MPI job.
+//
+//   mpirun -n 3 ./rl_cartpole --runners=2 --stop-return=450
+//
+// The driver (rank 0) learns; env runner actors on ranks 1..runners sample. Each iteration
+// prints the smoothed episode return (last 100 episodes) and the env steps per second of
+// sampling and of the whole iteration. When the return reaches --stop-return (or after
+// --max-iterations) the algorithm is saved to --checkpoint-dir, restored into a new
+// Algorithm, and its greedy policy is evaluated on --eval-episodes fresh episodes. Exit
+// status 0 if the stop return was reached, 3 if not, 2 for bad flags, 1 for errors.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "prism/api.h"
+#include "prism/rl.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: mpirun -n <1 + runners> rl_cartpole [flags]\n"
+    "  --runners=N           env runner actors, one per worker rank (default 2; 0: sample on the driver)\n"
+    "  --envs-per-runner=N   CartPole copies per runner (default 1)\n"
+    "  --stop-return=R       stop when the mean return of the last 100 episodes reaches R (default 450)\n"
+    "  --max-iterations=N    stop after N iterations anyway (default 200)\n"
+    "  --train-batch-size=N  env steps per iteration (default 4000)\n"
+    "  --minibatch-size=N    (default 128)\n"
+    "  --num-epochs=N        (default 6)\n"
+    "  --lr=X                (default 0.0003)\n"
+    "  --vf-loss-coeff=X     (default 0.01)\n"
+    "  --lambda=X            GAE lambda (default 1.0, RLlib's)\n"
+    "  --seed=N              (default 0)\n"
+    "  --checkpoint-dir=DIR  (default /tmp/prism_rl_cartpole)\n"
+    "  --eval-episodes=N     greedy episodes after restoring (default 10)\n";
+
+struct Options {
+  int runners = 2, envs = 1, max_iterations = 200, eval_episodes = 10;
+  double stop_return = 450, lr = 3e-4, vf_loss_coeff = 0.01, lambda = 1.0;
+  int64_t train_batch_size = 4000, minibatch_size = 128, num_epochs = 6;
+  uint64_t seed = 0;
+  std::string checkpoint_dir = "/tmp/prism_rl_cartpole";
+  bool help = false;
+};
+
+bool ParseNumber(const std::string& text, double lo, double hi, double& out) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+/// Reads "--flag=value" / "--flag value"; skips --prism-* (Init's). Returns an error message.
+std::string ParseFlags(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--prism-", 0) == 0) {
+      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    std::string name = arg, value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return name + " needs a value";
+    }
+    double v = 0;
+    auto number = [&](double lo, double hi) { return ParseNumber(value, lo, hi, v); };
+    const std::string bad = name + ": '" + value + "' is out of range or not a number";
+    if (name == "--runners") {
+      if (!number(0, 4096)) return bad;
+      o.runners = static_cast<int>(v);
+    } else if (name == "--envs-per-runner") {
+      if (!number(1, 4096)) return bad;
+      o.envs = static_cast<int>(v);
+    } else if (name == "--stop-return") {
+      if (!number(-1e9, 1e9)) return bad;
+      o.stop_return = v;
+    } else if (name == "--max-iterations") {
+      if (!number(1, 1e7)) return bad;
+      o.max_iterations = static_cast<int>(v);
+    } else if (name == "--train-batch-size") {
+      if (!number(1, 1e8)) return bad;
+      o.train_batch_size = static_cast<int64_t>(v);
+    } else if (name == "--minibatch-size") {
+      if (!number(1, 1e8)) return bad;
+      o.minibatch_size = static_cast<int64_t>(v);
+    } else if (name == "--num-epochs") {
+      if (!number(1, 1e4)) return bad;
+      o.num_epochs = static_cast<int64_t>(v);
+    } else if (name == "--lr") {
+      if (!number(1e-12, 10)) return bad;
+      o.lr = v;
+    } else if (name == "--vf-loss-coeff") {
+      if (!number(0, 1e6)) return bad;
+      o.vf_loss_coeff = v;
+    } else if (name == "--lambda") {
+      if (!number(0, 1)) return bad;
+      o.lambda = v;
+    } else if (name == "--seed") {
+      if (!number(0, 1e15)) return bad;
+      o.seed = static_cast<uint64_t>(v);
+    } else if (name == "--checkpoint-dir") {
+      o.checkpoint_dir = value;
+    } else if (name == "--eval-episodes") {
+      if (!number(0, 1e6)) return bad;
+      o.eval_episodes = static_cast<int>(v);
+    } else {
+      return "unknown argument '" + arg + "'";
+    }
+  }
+  return "";
+}
+
+int Run(const Options& o) {
+  namespace rl = prism::rl;
+  torch::set_num_threads(1);  // tiny MLPs: one thread is fastest, and leaves the runners a core
+  rl::Algorithm algo = rl::PPOConfig()
+                           .Environment("CartPole-v1")
+                           .EnvRunners(o.runners, o.envs)
+                           .Training({.lr = o.lr,
+                                      .lambda_ = o.lambda,
+                                      .train_batch_size = o.train_batch_size,
+                                      .minibatch_size = o.minibatch_size,
+                                      .num_epochs = o.num_epochs,
+                                      .vf_loss_coeff = o.vf_loss_coeff})
+                           .Debugging(o.seed)
+                           .Build();
+  const auto start = std::chrono::steady_clock::now();
+  rl::TrainResult r;
+  bool reached = false;
+  for (int it = 0; it < o.max_iterations && !reached; ++it) {
+    r = algo.Train();
+    const double iter_s = r.sample_s + r.learn_s;
+    std::printf("iter %3ld  return %6.1f (min %5.1f max %5.1f)  env steps %7ld  sample %7.0f steps/s  "
+                "overall %6.0f steps/s  policy_loss %+.4f vf_loss %.3f entropy %.3f kl %.4f\n",
+                static_cast<long>(r.training_iteration), r.episode_return_mean, r.episode_return_min,
+                r.episode_return_max, static_cast<long>(r.num_env_steps_sampled_lifetime),
+                r.num_env_steps_sampled / r.sample_s, r.num_env_steps_sampled / iter_s, r.policy_loss,
+                r.vf_loss, r.entropy, r.mean_kl);
+    std::fflush(stdout);
+    reached = r.episode_return_mean >= o.stop_return;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%s return %.1f after %ld iterations, %ld env steps, %.1f s (%.0f env steps/s overall)\n",
+              reached ? "reached" : "did not reach", r.episode_return_mean,
+              static_cast<long>(r.training_iteration), static_cast<long>(r.num_env_steps_sampled_lifetime),
+              seconds, r.num_env_steps_sampled_lifetime / seconds);
+
+  algo.Save(o.checkpoint_dir);
+  rl::Algorithm restored = rl::Algorithm::FromCheckpoint(o.checkpoint_dir);
+  std::printf("saved to %s and restored (iteration %ld)\n", o.checkpoint_dir.c_str(),
+              static_cast<long>(restored.iteration()));
+  auto env = rl::MakeEnv("CartPole-v1");
+  double total = 0;
+  for (int e = 0; e < o.eval_episodes; ++e) {
+    std::vector<float> obs = env->Reset(1000000 + e);
+    double ret = 0;
+    for (bool done = false; !done;) {
+      rl::StepResult s = env->Step(restored.ComputeSingleAction(obs, /*explore=*/false));
+      obs = s.observation;
+      ret += s.reward;
+      done = s.terminated || s.truncated;
+    }
+    total += ret;
+  }
+  if (o.eval_episodes > 0) {
+    std::printf("greedy evaluation of the restored policy: mean return %.1f over %d episodes\n",
+                total / o.eval_episodes, o.eval_episodes);
+  }
+  return reached ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    prism::Init(argc, argv);  // ranks 1..N-1 host the env runners here and never return
+  } catch (const prism::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  Options o;
+  const std::string flag_error = ParseFlags(argc, argv, o);
+  int status = 0;
+  if (!flag_error.empty()) {
+    std::cerr << "error: " << flag_error << "\n" << kUsage;
+    status = 2;
+  } else if (o.help) {
+    std::cout << kUsage;
+  } else {
+    try {
+      status = Run(o);
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      status = 1;
+    }
+  }
+  prism::Shutdown();
+  return status;
+}
