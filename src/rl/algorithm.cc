@@ -366,7 +366,7 @@ TrainResult Algorithm::Train() {
         // The runner died (it restarts): go on with the others' samples.
         std::fprintf(stderr, "prism::rl: env runner %zu failed this iteration (%s); it restarts\n", i, e.what());
       } catch (const TimeoutError&) {
-        std::fprintf(stderr, "prism::rl: env runner %zu sent no sample within sample_timeout_s %.1f s\n", i,
+        std::fprintf(stderr, "prism::rl: env runner %zu sent no sample within sample_timeout_s %g s\n", i,
                      c.sample_timeout_s);
       }
     }

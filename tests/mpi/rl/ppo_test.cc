@@ -9,11 +9,29 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "prism/rl.h"
 
 namespace prism::rl {
 namespace {
+
+/// CartPole that takes 3 ms a step on rank 1 (env runner 0): a straggler.
+class SlowOnRank1 : public Env {
+ public:
+  SlowOnRank1() : env_(MakeEnv("CartPole-v1")) {}
+  const Space& observation_space() const override { return env_->observation_space(); }
+  const Space& action_space() const override { return env_->action_space(); }
+  std::vector<float> Reset(std::optional<uint64_t> seed) override { return env_->Reset(seed); }
+  StepResult Step(const Action& a) override {
+    if (prism::GetRuntimeContext().GetRank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return env_->Step(a);
+  }
+
+ private:
+  std::unique_ptr<Env> env_;
+};
+PRISM_RL_REGISTER_ENV("SlowOnRank1-v0", [](const EnvConfig&) { return std::make_unique<SlowOnRank1>(); });
 
 template <typename F>
 std::string ErrorOf(F&& f) {
@@ -91,6 +109,40 @@ TEST(PpoMpi, CartPoleWithTwoRunnersReaches150AndRestoresTheSamePolicy) {
   EXPECT_EQ(again.training_iteration, algo.iteration() + 1);
   EXPECT_EQ(again.num_healthy_env_runners, 2);
   std::filesystem::remove_all(dir);
+}
+
+TEST(PpoMpi, IterationsGoOnWithoutAStragglingOrDeadRunner) {
+  // Runner 0 needs 0.6 s for its 200 steps; the iteration waits 0.25 s for it.
+  Algorithm algo = PPOConfig()
+                       .Environment("SlowOnRank1-v0")
+                       .EnvRunners(2, 1, /*rollout_fragment_length=*/200)
+                       .Training({.train_batch_size = 400, .minibatch_size = 100, .num_epochs = 1})
+                       .Fault(/*sample_timeout_s=*/0.25)
+                       .Build();
+  TrainResult r = algo.Train();
+  EXPECT_EQ(r.num_healthy_env_runners, 1);
+  EXPECT_GE(r.num_env_steps_sampled, 200);
+  EXPECT_LT(r.num_env_steps_sampled, 400);
+  // Next iteration: runner 0's call queues behind the straggling one, and runner 0 is killed
+  // meanwhile (it restarts): the queued call fails with ActorError (or times out), and the
+  // iteration learns from runner 1's sample.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    algo.KillEnvRunner(0);
+  });
+  r = algo.Train();
+  killer.join();
+  EXPECT_EQ(r.num_healthy_env_runners, 1);
+  EXPECT_EQ(r.training_iteration, 2);
+  EXPECT_GE(r.num_env_steps_sampled_lifetime, 400);
+  // The restarted runner samples again (still slowly): a generous timeout takes it in.
+  Algorithm patient = PPOConfig()
+                          .Environment("SlowOnRank1-v0")
+                          .EnvRunners(2, 1, 100)
+                          .Training({.train_batch_size = 200, .minibatch_size = 100, .num_epochs = 1})
+                          .Build();
+  EXPECT_EQ(patient.Train().num_healthy_env_runners, 2);
+  EXPECT_NE(ErrorOf([&] { algo.KillEnvRunner(5); }).find("no env runner 5"), std::string::npos);
 }
 
 TEST(PpoMpi, BadInputIsAClearError) {
