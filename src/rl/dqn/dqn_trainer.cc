@@ -1,0 +1,282 @@
+// DqnTrainer (dqn_trainer.h): RLlib's DQN training step in one process.
+
+#include "rl/dqn/dqn_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "prism/errors.h"
+#include "prism/train/checkpoint.h"
+
+namespace prism::rl::dqn {
+namespace {
+
+[[noreturn]] void Bad(const std::string& what) { throw Error("prism::rl: DQNConfig: " + what); }
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+int64_t IntAttribute(const std::map<std::string, prism::train::Attribute>& attrs, const std::string& key,
+                     const std::string& file) {
+  auto it = attrs.find(key);
+  if (it == attrs.end() || !std::holds_alternative<int64_t>(it->second)) {
+    throw Error("prism::rl: " + file + " is not a DQN checkpoint: no integer attribute '" + key + "'");
+  }
+  return std::get<int64_t>(it->second);
+}
+
+}  // namespace
+
+void DqnConfig::Validate() const {
+  if (num_envs < 1) Bad("num_envs is " + std::to_string(num_envs) + "; it must be >= 1");
+  if (!(gamma >= 0.0 && gamma <= 1.0)) Bad("gamma is " + std::to_string(gamma) + "; it must lie in [0, 1]");
+  if (!(lr > 0)) Bad("lr is " + std::to_string(lr) + "; it must be > 0");
+  if (!(adam_epsilon > 0)) Bad("adam_epsilon must be > 0");
+  if (train_batch_size < 1) Bad("train_batch_size is " + std::to_string(train_batch_size) + "; it must be >= 1");
+  if (replay_capacity < 1) Bad("replay_buffer_config capacity must be >= 1");
+  if (target_network_update_freq < 0) Bad("target_network_update_freq must be >= 0");
+  if (!(tau > 0.0 && tau <= 1.0)) Bad("tau is " + std::to_string(tau) + "; it must lie in (0, 1]");
+  if (num_steps_sampled_before_learning_starts < 0) Bad("num_steps_sampled_before_learning_starts must be >= 0");
+  if (n_step != 1) Bad("n_step is " + std::to_string(n_step) + "; only n_step 1 is implemented");
+  if (training_intensity && !(*training_intensity > 0)) Bad("training_intensity must be > 0");
+  if (td_error_loss_fn != "huber" && td_error_loss_fn != "mse") {
+    Bad("td_error_loss_fn must be 'huber' or 'mse', got '" + td_error_loss_fn + "'");
+  }
+  if (min_sample_timesteps_per_iteration < 1) Bad("min_sample_timesteps_per_iteration must be >= 1");
+  if (metrics_num_episodes_for_smoothing < 1) Bad("metrics_num_episodes_for_smoothing must be >= 1");
+  for (const auto& [t, e] : epsilon) {
+    if (!(e >= 0.0 && e <= 1.0)) Bad("epsilon " + std::to_string(e) + " at step " + std::to_string(t) + " lies outside [0, 1]");
+  }
+  PiecewiseSchedule check(epsilon);  // throws for a malformed schedule
+  (void)check;
+}
+
+std::pair<int64_t, int64_t> DqnConfig::RoundRobinWeights() const {
+  if (!training_intensity) return {1, 1};
+  const double native_ratio = static_cast<double>(train_batch_size) / (static_cast<double>(n_step) * num_envs * 1);
+  const double w = *training_intensity / native_ratio;
+  if (w < 1) return {static_cast<int64_t>(std::nearbyint(1.0 / w)), 1};
+  return {1, static_cast<int64_t>(std::nearbyint(w))};
+}
+
+std::map<std::string, double> DqnMetrics::ToMap() const {
+  return {{"training_iteration", static_cast<double>(training_iteration)},
+          {"episode_return_mean", episode_return_mean},
+          {"episode_return_min", episode_return_min},
+          {"episode_return_max", episode_return_max},
+          {"episode_len_mean", episode_len_mean},
+          {"num_episodes", static_cast<double>(num_episodes)},
+          {"num_episodes_lifetime", static_cast<double>(num_episodes_lifetime)},
+          {"num_env_steps_sampled", static_cast<double>(num_env_steps_sampled)},
+          {"num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime)},
+          {"num_env_steps_trained", static_cast<double>(num_env_steps_trained)},
+          {"num_env_steps_trained_lifetime", static_cast<double>(num_env_steps_trained_lifetime)},
+          {"num_updates", static_cast<double>(num_updates)},
+          {"num_target_updates_lifetime", static_cast<double>(num_target_updates_lifetime)},
+          {"loss", loss},
+          {"q_mean", q_mean},
+          {"td_error_mean", td_error_mean},
+          {"epsilon", epsilon},
+          {"replay_buffer_size", static_cast<double>(replay_buffer_size)},
+          {"time_this_iter_s", time_this_iter_s}};
+}
+
+DqnTrainer::DqnTrainer(DqnConfig config)
+    : config_((config.Validate(), std::move(config))),
+      env_(config_.env, config_.num_envs, config_.env_config, config_.seed),
+      epsilon_(config_.epsilon),
+      buffer_(config_.replay_capacity, env_.observation_space().size(), env_.action_space(), config_.seed + 1),
+      rng_(config_.seed + 2) {
+  // Module initialisation draws from torch's global generator: seed it for reproducible runs.
+  torch::manual_seed(config_.seed);
+  QModule online(env_.observation_space(), env_.action_space(), config_.model);
+  LearnerOptions lo;
+  lo.lr = config_.lr;
+  lo.adam_epsilon = config_.adam_epsilon;
+  lo.grad_clip = config_.grad_clip;
+  lo.target_network_update_freq = config_.target_network_update_freq;
+  lo.tau = config_.tau;
+  lo.loss.gamma = config_.gamma;
+  lo.loss.double_q = config_.double_q;
+  lo.loss.td_error_loss_fn = config_.td_error_loss_fn;
+  learner_ = std::make_unique<Learner>(std::move(online), env_.observation_space(), env_.action_space(), lo);
+  obs_ = env_.Reset();
+  const int n = config_.num_envs;
+  reset_next_.assign(n, 0);
+  episode_return_.assign(n, 0);
+  episode_len_.assign(n, 0);
+}
+
+double DqnTrainer::epsilon() const { return epsilon_.Value(lifetime_steps_); }
+
+int64_t DqnTrainer::SampleIntoBuffer(int64_t min_transitions) {
+  torch::NoGradGuard no_grad;
+  QModuleImpl& m = *learner_->module();
+  const int n = config_.num_envs;
+  const int64_t os = m.obs_size();
+  int64_t collected = 0;
+  while (collected < min_transitions) {
+    actions_ = m.EpsilonGreedyActions(obs_.data(), n, epsilon_.Value(lifetime_steps_), rng_);
+    before_ = obs_;
+    env_.StepAll(actions_, step_);
+    const std::vector<float>& next = *step_.observations;
+    for (int i = 0; i < n; ++i) {
+      if (reset_next_[i]) {  // the autoreset step: no transition
+        reset_next_[i] = 0;
+        continue;
+      }
+      const bool terminated = step_.terminated[i] != 0;
+      buffer_.Add(before_.data() + i * os, Action::Discrete(actions_[i]), step_.rewards[i], next.data() + i * os,
+                  terminated);
+      ++collected;
+      ++lifetime_steps_;
+      episode_return_[i] += step_.rewards[i];
+      ++episode_len_[i];
+      if (terminated || step_.truncated[i]) {
+        recent_episodes_.emplace_back(episode_return_[i], episode_len_[i]);
+        while (static_cast<int64_t>(recent_episodes_.size()) > config_.metrics_num_episodes_for_smoothing) {
+          recent_episodes_.pop_front();
+        }
+        ++lifetime_episodes_;
+        ++iteration_episodes_;
+        episode_return_[i] = 0;
+        episode_len_[i] = 0;
+        reset_next_[i] = 1;
+      }
+    }
+    obs_ = next;
+  }
+  return collected;
+}
+
+DqnMetrics DqnTrainer::TrainIteration() {
+  const auto start = std::chrono::steady_clock::now();
+  const auto [store_weight, train_weight] = config_.RoundRobinWeights();
+  const int64_t fragment = static_cast<int64_t>(config_.n_step) * config_.num_envs;
+  DqnMetrics m;
+  iteration_episodes_ = 0;
+  double loss_sum = 0, q_sum = 0, td_sum = 0;
+  while (m.num_env_steps_sampled < config_.min_sample_timesteps_per_iteration) {
+    for (int64_t s = 0; s < store_weight; ++s) m.num_env_steps_sampled += SampleIntoBuffer(fragment);
+    if (lifetime_steps_ < config_.num_steps_sampled_before_learning_starts || buffer_.size() == 0) continue;
+    for (int64_t t = 0; t < train_weight; ++t) {
+      buffer_.Sample(config_.train_batch_size, batch_);
+      UpdateStats u = learner_->Update(batch_, lifetime_steps_);
+      loss_sum += u.loss;
+      q_sum += u.q_mean;
+      td_sum += u.td_error_mean;
+      ++m.num_updates;
+      m.num_env_steps_trained += batch_.size();
+    }
+  }
+  lifetime_trained_ += m.num_env_steps_trained;
+  m.training_iteration = ++iteration_;
+  m.num_episodes = iteration_episodes_;
+  m.num_episodes_lifetime = lifetime_episodes_;
+  m.num_env_steps_sampled_lifetime = lifetime_steps_;
+  m.num_env_steps_trained_lifetime = lifetime_trained_;
+  m.num_target_updates_lifetime = learner_->num_target_updates();
+  const double k = static_cast<double>(m.num_updates);
+  m.loss = m.num_updates ? loss_sum / k : kNaN;
+  m.q_mean = m.num_updates ? q_sum / k : kNaN;
+  m.td_error_mean = m.num_updates ? td_sum / k : kNaN;
+  m.epsilon = epsilon();
+  m.replay_buffer_size = buffer_.size();
+  if (recent_episodes_.empty()) {
+    m.episode_return_mean = m.episode_return_min = m.episode_return_max = m.episode_len_mean = kNaN;
+  } else {
+    double sum = 0, len = 0, lo = recent_episodes_.front().first, hi = lo;
+    for (const auto& [r, l] : recent_episodes_) {
+      sum += r;
+      len += static_cast<double>(l);
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+    }
+    const double count = static_cast<double>(recent_episodes_.size());
+    m.episode_return_mean = sum / count;
+    m.episode_return_min = lo;
+    m.episode_return_max = hi;
+    m.episode_len_mean = len / count;
+  }
+  m.time_this_iter_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
+Action DqnTrainer::ComputeSingleAction(const std::vector<float>& obs, bool explore) {
+  return learner_->module()->ComputeSingleAction(obs, explore, epsilon(), rng_);
+}
+
+std::vector<uint8_t> DqnTrainer::GetWeights() const { return dqn::GetWeights(*learner_->module()); }
+
+void DqnTrainer::SetWeights(const std::vector<uint8_t>& weights) {
+  dqn::SetWeights(*learner_->module(), weights.data(), weights.size());
+}
+
+void DqnTrainer::Save(const std::string& dir) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("prism::rl: DQN Save: cannot create " + dir + ": " + ec.message());
+  torch::nn::Module holder;
+  holder.register_module("online", learner_->module().ptr());
+  holder.register_module("target", learner_->target().ptr());
+  std::ostringstream window;
+  window.precision(17);
+  for (const auto& [r, l] : recent_episodes_) window << r << ':' << l << ';';
+  prism::train::SaveStateDict(dir + "/" + kCheckpointFile, holder, &learner_->optimizer(),
+                              {{"algorithm", std::string("DQN")},
+                               {"env", config_.env},
+                               {"num_env_steps_sampled_lifetime", lifetime_steps_},
+                               {"num_env_steps_trained_lifetime", lifetime_trained_},
+                               {"num_episodes_lifetime", lifetime_episodes_},
+                               {"training_iteration", iteration_},
+                               {"last_target_update_ts", learner_->last_target_update_ts()},
+                               {"num_target_updates", learner_->num_target_updates()},
+                               {"num_updates", learner_->num_updates()},
+                               {"episode_window", window.str()}});
+}
+
+void DqnTrainer::Load(const std::string& dir) {
+  const std::string file = dir + "/" + kCheckpointFile;
+  if (!std::filesystem::exists(file)) {
+    throw Error("prism::rl: DQN Load: no " + file + " (write one with DqnTrainer::Save)");
+  }
+  const auto attrs = prism::train::ReadAttributes(file);
+  auto algo = attrs.find("algorithm");
+  if (algo == attrs.end() || !std::holds_alternative<std::string>(algo->second) ||
+      std::get<std::string>(algo->second) != "DQN") {
+    throw Error("prism::rl: DQN Load: " + file + " is not a DQN checkpoint");
+  }
+  const int64_t steps = IntAttribute(attrs, "num_env_steps_sampled_lifetime", file);
+  const int64_t trained = IntAttribute(attrs, "num_env_steps_trained_lifetime", file);
+  const int64_t episodes = IntAttribute(attrs, "num_episodes_lifetime", file);
+  const int64_t iteration = IntAttribute(attrs, "training_iteration", file);
+  const int64_t last_ts = IntAttribute(attrs, "last_target_update_ts", file);
+  const int64_t targets = IntAttribute(attrs, "num_target_updates", file);
+  const int64_t updates = IntAttribute(attrs, "num_updates", file);
+  std::deque<std::pair<double, int64_t>> window;
+  if (auto w = attrs.find("episode_window"); w != attrs.end() && std::holds_alternative<std::string>(w->second)) {
+    std::istringstream in(std::get<std::string>(w->second));
+    std::string item;
+    while (std::getline(in, item, ';')) {
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos) continue;
+      window.emplace_back(std::stod(item.substr(0, colon)), std::stoll(item.substr(colon + 1)));
+    }
+  }
+  torch::nn::Module holder;
+  holder.register_module("online", learner_->module().ptr());
+  holder.register_module("target", learner_->target().ptr());
+  prism::train::LoadStateDict(file, holder, &learner_->optimizer());  // throws before any counter changes
+  lifetime_steps_ = steps;
+  lifetime_trained_ = trained;
+  lifetime_episodes_ = episodes;
+  iteration_ = iteration;
+  learner_->RestoreCounters(last_ts, targets, updates);
+  recent_episodes_ = std::move(window);
+}
+
+}  // namespace prism::rl::dqn

@@ -1,0 +1,168 @@
+#pragma once
+// DqnTrainer: RLlib's DQN (new API stack) in one process, without MPI: one local env runner
+// stepping a VectorEnv with epsilon-greedy actions, a uniform replay buffer (RLlib's default
+// is a PrioritizedEpisodeReplayBuffer; priorities are not implemented here), and the local
+// Learner. prism::rl::Algorithm's DQNConfig runs it on the driver (the integrator's part).
+//
+//   prism::rl::dqn::DqnConfig config;          // RLlib's defaults
+//   config.env = "CartPole-v1";
+//   prism::rl::dqn::DqnTrainer trainer(config);
+//   for (int i = 0; i < 100; ++i) {
+//     prism::rl::dqn::DqnMetrics m = trainer.TrainIteration();
+//     if (m.episode_return_mean >= 450) break;
+//   }
+//   trainer.Save("/tmp/dqn_ckpt");              // dir/dqn.h5
+//   prism::rl::Action a = trainer.ComputeSingleAction(obs);   // greedy
+//
+// One TrainIteration is RLlib's Algorithm.train(): training steps until at least
+// min_sample_timesteps_per_iteration (1000) env steps were sampled in it. One training step
+// is DQN._training_step_new_api_stack with calculate_rr_weights
+// (rllib/algorithms/dqn/dqn.py):
+//   native_ratio = train_batch_size / (rollout_fragment_length * num_envs * (0 runners + 1)),
+//   rollout_fragment_length "auto" = n_step = 1;
+//   training_intensity unset: [store 1, train 1]; else w = training_intensity / native_ratio,
+//   w < 1: [round(1 / w), 1], else [1, round(w)];
+//   store: sample rollout_fragment_length * num_envs env steps into the buffer, store times;
+//   train (once lifetime env steps >= num_steps_sampled_before_learning_starts): sample
+//   train_batch_size transitions uniformly and make one Learner update, train times.
+// So by default every env step (num_envs = 1) is followed by one update of 32 transitions.
+//
+// Env steps counted are transitions: with VectorEnv's next-step autoreset the step that
+// only resets a finished copy is neither a transition nor a counted step. Epsilon follows
+// its schedule over lifetime env steps sampled.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "prism/rl/env.h"
+#include "rl/dqn/learner.h"
+#include "rl/dqn/q_module.h"
+#include "rl/replay_buffer.h"
+#include "rl/schedule.h"
+
+namespace prism::rl::dqn {
+
+/// RLlib DQNConfig's defaults (rllib/algorithms/dqn/dqn.py, DQNConfig.__init__; gamma 0.99
+/// from AlgorithmConfig). Validate() throws prism::Error naming the first bad field.
+struct DqnConfig {
+  std::string env = "CartPole-v1";
+  EnvConfig env_config;
+  int num_envs = 1;                 // num_envs_per_env_runner
+  uint64_t seed = 0;
+
+  double gamma = 0.99;
+  double lr = 5e-4;
+  double adam_epsilon = 1e-8;
+  double grad_clip = 40.0;          // by global norm; <= 0: none
+  int64_t train_batch_size = 32;
+  int64_t replay_capacity = 50000;  // replay_buffer_config["capacity"]
+  int64_t target_network_update_freq = 500;
+  double tau = 1.0;
+  int64_t num_steps_sampled_before_learning_starts = 1000;
+  std::vector<std::pair<int64_t, double>> epsilon{{0, 1.0}, {10000, 0.05}};
+  bool double_q = true;
+  int n_step = 1;                   // only 1 is implemented (RLlib's default)
+  std::optional<double> training_intensity;
+  std::string td_error_loss_fn = "huber";
+  QModuleOptions model;             // hiddens, activations, dueling (default true)
+
+  int64_t min_sample_timesteps_per_iteration = 1000;
+  int64_t metrics_num_episodes_for_smoothing = 100;
+
+  void Validate() const;
+  /// [store weight, sample-and-train weight]: RLlib's calculate_rr_weights (above).
+  std::pair<int64_t, int64_t> RoundRobinWeights() const;
+};
+
+/// What TrainIteration reports (RLlib's result keys in comments). Episode figures are over
+/// the last metrics_num_episodes_for_smoothing episodes; NaN before the first episode ends.
+/// Learner figures are means over the iteration's updates (0 updates: NaN).
+struct DqnMetrics {
+  int64_t training_iteration = 0;
+  double episode_return_mean = 0, episode_return_min = 0, episode_return_max = 0;
+  double episode_len_mean = 0;
+  int64_t num_episodes = 0;                    // ended in this iteration
+  int64_t num_episodes_lifetime = 0;
+  int64_t num_env_steps_sampled = 0;           // this iteration
+  int64_t num_env_steps_sampled_lifetime = 0;
+  int64_t num_env_steps_trained = 0;           // replayed rows this iteration
+  int64_t num_env_steps_trained_lifetime = 0;
+  int64_t num_updates = 0;                     // gradient steps this iteration
+  int64_t num_target_updates_lifetime = 0;
+  double loss = 0;                             // qf_loss
+  double q_mean = 0;                           // qf_mean
+  double td_error_mean = 0;
+  double epsilon = 0;                          // at the end of the iteration
+  int64_t replay_buffer_size = 0;
+  double time_this_iter_s = 0;
+  /// Every figure by its name above, as doubles (for reporting through Algorithm).
+  std::map<std::string, double> ToMap() const;
+};
+
+/// Not thread-safe: one thread calls it.
+class DqnTrainer {
+ public:
+  /// Validates `config`, makes the environments, the module, the learner and the buffer.
+  /// Throws prism::Error for a bad config or environment.
+  explicit DqnTrainer(DqnConfig config);
+
+  /// One RLlib training iteration (above).
+  DqnMetrics TrainIteration();
+
+  /// The greedy action (explore false) or an epsilon-greedy one at the current epsilon.
+  /// Throws prism::Error for an observation of the wrong size.
+  Action ComputeSingleAction(const std::vector<float>& obs, bool explore = false);
+
+  /// Writes dir/dqn.h5 (created with its directory if need be): the online and target
+  /// networks ("online.*", "target.*"), Adam's state, the counters and the episode window
+  /// as root attributes. The replay buffer is not saved (RLlib's store_buffer_in_checkpoints
+  /// false). Throws prism::Error on I/O failure.
+  void Save(const std::string& dir) const;
+  /// Reads what Save wrote into this trainer (made from the same model config): weights,
+  /// optimizer, counters, episode window. Environments and the replay buffer go on as they
+  /// are; learning resumes once the buffer holds a transition. Throws prism::Error for a
+  /// missing file or a module of another shape.
+  void Load(const std::string& dir);
+
+  /// The online module's weights as bytes (for env runners elsewhere) and back.
+  std::vector<uint8_t> GetWeights() const;
+  void SetWeights(const std::vector<uint8_t>& weights);
+
+  double epsilon() const;
+  int64_t num_env_steps_sampled_lifetime() const { return lifetime_steps_; }
+  const DqnConfig& config() const { return config_; }
+  const ReplayBuffer& replay_buffer() const { return buffer_; }
+  Learner& learner() { return *learner_; }
+
+  static constexpr const char* kCheckpointFile = "dqn.h5";
+
+ private:
+  // Steps the envs until at least `min_transitions` transitions went into the buffer.
+  int64_t SampleIntoBuffer(int64_t min_transitions);
+
+  DqnConfig config_;
+  VectorEnv env_;
+  PiecewiseSchedule epsilon_;
+  ReplayBuffer buffer_;
+  std::unique_ptr<Learner> learner_;
+  std::mt19937_64 rng_;
+  std::vector<float> obs_, before_;
+  std::vector<int64_t> actions_;
+  std::vector<uint8_t> reset_next_;
+  std::vector<double> episode_return_;
+  std::vector<int64_t> episode_len_;
+  VectorEnv::Step step_;
+  TransitionBatch batch_;
+  std::deque<std::pair<double, int64_t>> recent_episodes_;  // (return, length)
+  int64_t lifetime_steps_ = 0, lifetime_trained_ = 0, lifetime_episodes_ = 0, iteration_ = 0;
+  int64_t iteration_episodes_ = 0;
+};
+
+}  // namespace prism::rl::dqn
