@@ -53,7 +53,7 @@ Learner::Learner(RLModule module, LearnerOptions options)
                                                     torch::optim::AdamOptions(options_.lr));
 }
 
-LearnerStats Learner::Update(const SampleBatch& b) {
+std::vector<LearnerShard> Postprocess(const SampleBatch& b, double gamma, double lambda, int num_shards) {
   const int64_t n = b.size();
   if (n == 0) throw Error("prism::rl: the learner got an empty train batch");
   if (static_cast<int64_t>(b.obs.size()) != n * b.obs_size ||
@@ -62,23 +62,56 @@ LearnerStats Learner::Update(const SampleBatch& b) {
       static_cast<int64_t>(b.logp.size()) != n) {
     throw Error("prism::rl: malformed train batch of " + std::to_string(n) + " rows");
   }
-  GaeResult gae = ComputeGae(b, options_.gamma, options_.lambda);
+  if (num_shards < 1 || num_shards > n) {
+    throw Error("prism::rl: cannot cut " + std::to_string(n) + " rows into " + std::to_string(num_shards) +
+                " learner shards");
+  }
+  GaeResult gae = ComputeGae(b, gamma, lambda);
   Standardize(gae.advantages);
+  const int64_t per = n / num_shards;
+  std::vector<LearnerShard> shards(num_shards);
+  for (int k = 0; k < num_shards; ++k) {
+    LearnerShard& s = shards[k];
+    s.obs_size = b.obs_size;
+    s.action_size = b.action_size;
+    s.dist_size = b.dist_size;
+    const int64_t lo = k * per, hi = lo + per;
+    auto rows = [&](const std::vector<float>& v, int64_t width) {
+      return std::vector<float>(v.begin() + lo * width, v.begin() + hi * width);
+    };
+    s.obs = rows(b.obs, b.obs_size);
+    s.actions = rows(b.actions, b.action_size);
+    s.logp = rows(b.logp, 1);
+    s.dist_inputs = rows(b.dist_inputs, b.dist_size);
+    s.advantages = rows(gae.advantages, 1);
+    s.value_targets = rows(gae.value_targets, 1);
+  }
+  return shards;
+}
 
-  auto f = torch::TensorOptions().dtype(torch::kFloat);
+LearnerStats Learner::Update(const SampleBatch& b) {
+  return UpdateShard(Postprocess(b, options_.gamma, options_.lambda, 1)[0]);
+}
+
+LearnerStats Learner::UpdateShard(const LearnerShard& b, const AverageFn& average, int group_size) {
+  const int64_t n = b.size();
+  if (n == 0) throw Error("prism::rl: the learner got an empty shard");
   auto copy = [&](const std::vector<float>& v, std::vector<int64_t> shape) {
-    return torch::from_blob(const_cast<float*>(v.data()), shape, f).clone();
+    return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat).clone();
   };
   torch::Tensor obs = copy(b.obs, {n, b.obs_size});
   torch::Tensor actions = module_->discrete() ? copy(b.actions, {n}) : copy(b.actions, {n, b.action_size});
   torch::Tensor old_logp = copy(b.logp, {n});
   torch::Tensor old_dist = copy(b.dist_inputs, {n, b.dist_size});
-  torch::Tensor advantages = copy(gae.advantages, {n});
-  torch::Tensor targets = copy(gae.value_targets, {n});
+  torch::Tensor advantages = copy(b.advantages, {n});
+  torch::Tensor targets = copy(b.value_targets, {n});
 
-  const int64_t mb = std::min(options_.minibatch_size, n);
+  const int64_t per_learner = std::max<int64_t>(options_.minibatch_size / std::max(group_size, 1), 1);
+  const int64_t mb = std::min(per_learner, n);
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
+  std::vector<torch::Tensor> params = module_->parameters();
+  std::vector<float> flat;
   LearnerStats stats;
   for (int64_t epoch = 0; epoch < options_.num_epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), rng_);
@@ -91,8 +124,24 @@ LearnerStats Learner::Update(const SampleBatch& b) {
                                  options_.loss);
       optimizer_->zero_grad();
       loss.total.backward();
+      if (average) {
+        // One flat buffer per step: a single all-reduce of every gradient.
+        flat.clear();
+        for (auto& p : params) {
+          torch::Tensor g = p.grad().defined() ? p.grad().contiguous() : torch::zeros_like(p);
+          flat.insert(flat.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+        }
+        average(flat);
+        size_t offset = 0;
+        torch::NoGradGuard no_grad;
+        for (auto& p : params) {
+          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+          p.grad().copy_(torch::from_blob(flat.data() + offset, p.sizes(), torch::kFloat));
+          offset += static_cast<size_t>(p.numel());
+        }
+      }
       if (options_.grad_clip > 0) {
-        torch::nn::utils::clip_grad_norm_(module_->parameters(), options_.grad_clip);
+        torch::nn::utils::clip_grad_norm_(params, options_.grad_clip);
       }
       optimizer_->step();
       stats.total_loss += loss.total.item<double>();
@@ -104,11 +153,15 @@ LearnerStats Learner::Update(const SampleBatch& b) {
     }
   }
   const double k = static_cast<double>(std::max<int64_t>(stats.num_minibatches, 1));
-  stats.total_loss /= k;
-  stats.policy_loss /= k;
-  stats.vf_loss /= k;
-  stats.entropy /= k;
-  stats.mean_kl /= k;
+  std::vector<float> means{static_cast<float>(stats.total_loss / k), static_cast<float>(stats.policy_loss / k),
+                           static_cast<float>(stats.vf_loss / k), static_cast<float>(stats.entropy / k),
+                           static_cast<float>(stats.mean_kl / k)};
+  if (average) average(means);
+  stats.total_loss = means[0];
+  stats.policy_loss = means[1];
+  stats.vf_loss = means[2];
+  stats.entropy = means[3];
+  stats.mean_kl = means[4];
   if (options_.loss.use_kl_loss) {
     options_.loss.kl_coeff = UpdateKlCoeff(options_.loss.kl_coeff, stats.mean_kl, options_.kl_target);
   }

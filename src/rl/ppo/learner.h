@@ -10,8 +10,10 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "rl/ppo/rl_module.h"
 #include "rl/ppo/sample_batch.h"
@@ -66,12 +68,40 @@ struct LearnerStats {
   int64_t num_minibatches = 0;
 };
 
+/// A learner's rows after GAE: what a learner of a group receives (its shard of the train
+/// batch, advantages already standardized over the whole batch).
+struct LearnerShard {
+  int64_t obs_size = 0, action_size = 1, dist_size = 0;
+  std::vector<float> obs, actions, logp, dist_inputs, advantages, value_targets;
+  int64_t size() const { return static_cast<int64_t>(logp.size()); }
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar & obs_size & action_size & dist_size & obs & actions & logp & dist_inputs & advantages &
+        value_targets;
+  }
+};
+
+/// GAE over `batch`, advantages standardized over all of it, cut into `num_shards` shards
+/// of equal size (rows [i * n / k, (i + 1) * n / k) after dropping the n % k last rows).
+std::vector<LearnerShard> Postprocess(const SampleBatch& batch, double gamma, double lambda,
+                                      int num_shards);
+
+/// Averages `values` in place across a group of learners (every learner calls it with the
+/// same count, in the same order): gradient all-reduce for data-parallel learners.
+using AverageFn = std::function<void(std::vector<float>& values)>;
+
 /// Owns the optimizer over a module. Not thread-safe.
 class Learner {
  public:
   Learner(RLModule module, LearnerOptions options);
   /// One PPO update on `batch` (throws prism::Error for an empty or malformed batch).
   LearnerStats Update(const SampleBatch& batch);
+  /// One PPO update on a postprocessed shard. With `average` (one learner of a group, each
+  /// with its own shard of equal size), every minibatch's gradients are averaged across the
+  /// group before the step, and so are the stats before the KL coefficient adapts: the
+  /// group takes the steps one learner would on minibatches `group size` times as large.
+  /// Each learner's minibatches hold minibatch_size / group size rows (at least 1).
+  LearnerStats UpdateShard(const LearnerShard& shard, const AverageFn& average = {}, int group_size = 1);
   RLModule& module() { return module_; }
   torch::optim::Adam& optimizer() { return *optimizer_; }
   double kl_coeff() const { return options_.loss.kl_coeff; }

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <thread>
 
 #include "prism/errors.h"
 #include "rl/ppo/gae.h"
@@ -302,6 +304,67 @@ TEST(Learner, UpdatesAGaussianPolicyOnPendulum) {
   EXPECT_NE(GetWeights(*s.module()), before);
   SampleBatch empty;
   EXPECT_ERROR_HAS(learner.Update(empty), "empty train batch");
+}
+
+TEST(Learner, TwoLearnersAveragingGradientsTakeTheStepOfOne) {
+  Sampler s("CartPole-v1", {}, 2, /*seed=*/4, {16});
+  SampleBatch b = s.Sample(301);
+  std::vector<LearnerShard> halves = Postprocess(b, 0.99, 0.95, 2);
+  const int64_t per = halves[0].size();
+  ASSERT_EQ(per, b.size() / 2);
+  EXPECT_EQ(halves[1].size(), per);
+  // The one learner's batch: both halves, the same rows.
+  LearnerShard both = halves[0];
+  for (auto [dst, src] : {std::pair{&both.obs, &halves[1].obs}, {&both.actions, &halves[1].actions},
+                          {&both.logp, &halves[1].logp}, {&both.dist_inputs, &halves[1].dist_inputs},
+                          {&both.advantages, &halves[1].advantages},
+                          {&both.value_targets, &halves[1].value_targets}}) {
+    dst->insert(dst->end(), src->begin(), src->end());
+  }
+  LearnerOptions o;
+  o.lr = 1e-2;
+  o.num_epochs = 1;
+  o.minibatch_size = 2 * per;  // one step on everything; each of two learners: per rows
+  const std::vector<uint8_t> init = GetWeights(*s.module());
+  auto env = MakeEnv("CartPole-v1");
+  auto fresh = [&] {
+    RLModule m(env->observation_space(), env->action_space(), std::vector<int64_t>{16});
+    SetWeights(*m, init.data(), init.size());
+    return m;
+  };
+  Learner one(fresh(), o);
+  LearnerStats single = one.UpdateShard(both);
+
+  std::barrier<> sync(2);
+  std::vector<float>* buffers[2] = {nullptr, nullptr};
+  auto average_for = [&](int me) {
+    return [&, me](std::vector<float>& v) {
+      buffers[me] = &v;
+      sync.arrive_and_wait();
+      std::vector<float> mean(v.size());
+      for (size_t i = 0; i < v.size(); ++i) mean[i] = ((*buffers[0])[i] + (*buffers[1])[i]) / 2;
+      sync.arrive_and_wait();  // both read both before either writes
+      v = mean;
+    };
+  };
+  Learner a(fresh(), o), c(fresh(), o);
+  LearnerStats sa, sc;
+  std::thread t([&] { sc = c.UpdateShard(halves[1], average_for(1), 2); });
+  sa = a.UpdateShard(halves[0], average_for(0), 2);
+  t.join();
+  EXPECT_EQ(sa.num_minibatches, 1);
+  EXPECT_NEAR(sa.mean_kl, sc.mean_kl, 1e-9);  // the stats are the group's
+  EXPECT_NEAR(sa.policy_loss, single.policy_loss, 1e-5);
+  EXPECT_NEAR(sa.vf_loss, single.vf_loss, 1e-4);
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::randn({8, 4});
+  EXPECT_TRUE(torch::allclose(a.module()->DistInputs(x), one.module()->DistInputs(x), 1e-5, 1e-6));
+  EXPECT_TRUE(torch::equal(a.module()->DistInputs(x), c.module()->DistInputs(x)));
+  EXPECT_TRUE(torch::allclose(a.module()->Values(x), one.module()->Values(x), 1e-5, 1e-6));
+  // And they moved: the step was not a no-op.
+  RLModule start = fresh();
+  EXPECT_FALSE(torch::allclose(start->DistInputs(x), a.module()->DistInputs(x)));
+  EXPECT_ERROR_HAS(Postprocess(b, 0.99, 0.95, 0), "learner shards");
 }
 
 }  // namespace
