@@ -55,7 +55,7 @@ torch::Tensor T(std::vector<float> v, std::vector<int64_t> shape) { return torch
 
 // ---- The Q-module ----
 
-TEST(QModule, DuelingCombinesValueAndCenteredAdvantages) {
+TEST(DqnQModule, DuelingCombinesValueAndCenteredAdvantages) {
   QModuleOptions o = Linear();
   o.dueling = true;
   QModule m(kObs2, kTwoActions, o);
@@ -71,7 +71,7 @@ TEST(QModule, DuelingCombinesValueAndCenteredAdvantages) {
   EXPECT_EQ(m->GreedyActions(obs.data(), 2), (std::vector<int64_t>{1, 0}));
 }
 
-TEST(QModule, DefaultsAreRLlibsAndShapesAndErrors) {
+TEST(DqnQModule, DefaultsAreRLlibsAndShapesAndErrors) {
   QModuleOptions d;
   EXPECT_EQ(d.hiddens, (std::vector<int64_t>{256, 256}));
   EXPECT_EQ(d.activation, "tanh");
@@ -91,7 +91,7 @@ TEST(QModule, DefaultsAreRLlibsAndShapesAndErrors) {
   EXPECT_ERROR_HAS(QModule(kObs2, kTwoActions, bad), "must be >= 1");
 }
 
-TEST(QModule, EpsilonGreedyExploresUniformlyAtItsRate) {
+TEST(DqnQModule, EpsilonGreedyExploresUniformlyAtItsRate) {
   QModule m(kObs2, Space::Discrete(4), Linear());
   SetParam(*m, "af.0.weight", {0, 0, 0, 0, 0, 0, 0, 0});
   SetParam(*m, "af.0.bias", {0, 0, 1, 0});  // action 2 is greedy everywhere
@@ -110,7 +110,7 @@ TEST(QModule, EpsilonGreedyExploresUniformlyAtItsRate) {
   EXPECT_ERROR_HAS(m->ComputeSingleAction({0.1f}, false, 0.0, rng), "observation of 1 values");
 }
 
-TEST(QModule, WeightsRoundTripAsBytesAndRefuseOtherShapes) {
+TEST(DqnQModule, WeightsRoundTripAsBytesAndRefuseOtherShapes) {
   torch::manual_seed(1);
   QModule a(kObs2, kTwoActions);
   QModule b(kObs2, kTwoActions);
@@ -213,7 +213,7 @@ TEST(DqnLoss, PlainMaxMseAndNStepDiscount) {
   }
 }
 
-TEST(TargetNetwork, SoftAndHardUpdates) {
+TEST(DqnTargetNetwork, SoftAndHardUpdates) {
   HandCase c;
   UpdateTargetNetwork(*c.online, *c.target, 0.5);  // 0.5 I + 0.5 diag(1, 4) = diag(1, 2.5)
   EXPECT_TRUE(torch::allclose(c.target->named_parameters()["af.0.weight"], T({1, 0, 0, 2.5}, {2, 2})));
@@ -232,7 +232,7 @@ TransitionBatch TwoRowBatch() {
   return b;
 }
 
-TEST(Learner, UpdatesTheTargetEveryFreqSampledStepsAndClipsGradients) {
+TEST(DqnLearner, UpdatesTheTargetEveryFreqSampledStepsAndClipsGradients) {
   torch::manual_seed(3);
   LearnerOptions o;
   o.target_network_update_freq = 500;
@@ -265,7 +265,7 @@ TEST(Learner, UpdatesTheTargetEveryFreqSampledStepsAndClipsGradients) {
   EXPECT_ERROR_HAS(l.Update(TransitionBatch{}, 1000), "empty");
 }
 
-TEST(Learner, RepeatedUpdatesFitAFixedTarget) {
+TEST(DqnLearner, RepeatedUpdatesFitAFixedTarget) {
   // A terminal-only batch: targets are the rewards, so Q(s, a) must reach them.
   torch::manual_seed(5);
   LearnerOptions o;
