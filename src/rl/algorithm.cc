@@ -23,6 +23,7 @@
 
 #include "prism/actor.h"
 #include "prism/api.h"
+#include "prism/collective.h"
 #include "prism/errors.h"
 #include "rl/ppo/learner.h"
 #include "rl/ppo/rl_module.h"
@@ -52,10 +53,85 @@ class PpoEnvRunner {
   ppo::Sampler sampler_;
 };
 
+/// The Learner's options from a config.
+ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff);
+
+/// What a learner of a group returns from an update: the group's stats, and (learner 0)
+/// the new weights.
+struct LearnerResult {
+  double total_loss = 0, policy_loss = 0, vf_loss = 0, entropy = 0, mean_kl = 0, kl_coeff = 0;
+  int64_t num_minibatches = 0;
+  std::vector<uint8_t> weights;
+  template <class Archive>
+  void serialize(Archive& ar, unsigned) {
+    ar & total_loss & policy_loss & vf_loss & entropy & mean_kl & kl_coeff & num_minibatches & weights;
+  }
+};
+
+/// One learner of a group (num_learners > 1), on world rank ranks[index]: its own module
+/// copy and Adam; gradients are averaged over the group's collective::Group every step, so
+/// every copy takes the same steps.
+class PpoLearner {
+ public:
+  static PpoLearner* Create(std::string config_json, int index, std::vector<int> ranks, std::string group_key,
+                            std::vector<uint8_t> weights, double kl_coeff) {
+    torch::set_num_threads(1);
+    return new PpoLearner(PPOConfig::FromJson(config_json), index, std::move(ranks), std::move(group_key),
+                          weights, kl_coeff);
+  }
+  LearnerResult Update(ppo::LearnerShard shard) {
+    if (!group_.valid()) {
+      // The first update: every learner is running it, so the group forms.
+      group_ = collective::Group::Create(group_key_, ranks_);
+    }
+    ppo::LearnerStats st = learner_.UpdateShard(
+        shard, [this](std::vector<float>& v) { group_.AllReduce(v, collective::ReduceOp::kAverage); },
+        static_cast<int>(ranks_.size()));
+    LearnerResult r{st.total_loss, st.policy_loss, st.vf_loss, st.entropy, st.mean_kl, st.kl_coeff,
+                    st.num_minibatches, {}};
+    if (index_ == 0) r.weights = ppo::GetWeights(*learner_.module());
+    return r;
+  }
+
+ private:
+  PpoLearner(const PPOConfig& c, int index, std::vector<int> ranks, std::string group_key,
+             const std::vector<uint8_t>& weights, double kl_coeff)
+      : index_(index), ranks_(std::move(ranks)), group_key_(std::move(group_key)),
+        learner_(MakeModule(c, weights), LearnerOptionsOf(c, kl_coeff)) {}
+  static ppo::RLModule MakeModule(const PPOConfig& c, const std::vector<uint8_t>& weights) {
+    auto env = MakeEnv(c.env, c.env_config);
+    ppo::RLModule m(env->observation_space(), env->action_space(), c.hidden);
+    ppo::SetWeights(*m, weights.data(), weights.size());
+    return m;
+  }
+
+  int index_;
+  std::vector<int> ranks_;
+  std::string group_key_;
+  ppo::Learner learner_;
+  collective::Group group_;
+};
+
+ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff) {
+  ppo::LearnerOptions o;
+  o.lr = c.lr;
+  o.gamma = c.gamma;
+  o.lambda = c.lambda_;
+  o.minibatch_size = c.minibatch_size;
+  o.num_epochs = c.num_epochs;
+  o.grad_clip = c.grad_clip;
+  o.kl_target = c.kl_target;
+  o.loss = {.clip_param = c.clip_param, .vf_clip_param = c.vf_clip_param, .vf_loss_coeff = c.vf_loss_coeff,
+            .entropy_coeff = c.entropy_coeff, .use_kl_loss = c.use_kl_loss, .kl_coeff = kl_coeff};
+  o.seed = c.seed;
+  return o;
+}
+
 }  // namespace internal
 }  // namespace prism::rl
 
-PRISM_REMOTE(prism::rl::internal::PpoEnvRunner::Create, &prism::rl::internal::PpoEnvRunner::Sample);
+PRISM_REMOTE(prism::rl::internal::PpoEnvRunner::Create, &prism::rl::internal::PpoEnvRunner::Sample,
+             prism::rl::internal::PpoLearner::Create, &prism::rl::internal::PpoLearner::Update);
 
 namespace prism::rl {
 namespace {
@@ -149,10 +225,7 @@ void PPOConfig::Validate() const {
   if (rollout_fragment_length < 0) {
     Bad("rollout_fragment_length must be >= 1 (or 0 for auto), got " + std::to_string(rollout_fragment_length));
   }
-  if (num_learners < 0 || num_learners > 1) {
-    Bad("num_learners " + std::to_string(num_learners) +
-        ": only the local learner (0 or 1) is built; more learners are not yet supported");
-  }
+  if (num_learners < 0) Bad("num_learners must be >= 0, got " + std::to_string(num_learners));
   if (train_batch_size < 1) Bad("train_batch_size must be >= 1, got " + std::to_string(train_batch_size));
   if (minibatch_size < 1) Bad("minibatch_size must be >= 1, got " + std::to_string(minibatch_size));
   if (minibatch_size > train_batch_size) {
@@ -269,10 +342,13 @@ struct Algorithm::Impl {
   std::unique_ptr<ppo::Learner> learner;
   std::unique_ptr<ppo::Sampler> local_sampler;  // num_env_runners == 0
   std::vector<ActorHandle<internal::PpoEnvRunner>> runners;
+  std::vector<ActorHandle<internal::PpoLearner>> learners;  // num_learners > 1, made at the first Train
   int64_t iteration = 0;
   int64_t lifetime_steps = 0;
   std::deque<double> recent_returns, recent_lens;
   std::mt19937_64 rng;
+
+  ppo::LearnerStats UpdateLearnerGroup(const ppo::SampleBatch& batch);
 };
 
 Algorithm::Algorithm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -280,13 +356,17 @@ Algorithm::Algorithm(Algorithm&&) noexcept = default;
 Algorithm& Algorithm::operator=(Algorithm&&) noexcept = default;
 Algorithm::~Algorithm() {
   if (!impl_) return;
-  for (auto& r : impl_->runners) {
-    try {
-      r.Kill(/*no_restart=*/true);
-    } catch (const std::exception&) {
-      // The runtime is already down: the runners went with it.
+  auto kill = [](auto& actors) {
+    for (auto& a : actors) {
+      try {
+        a.Kill(/*no_restart=*/true);
+      } catch (const std::exception&) {
+        // The runtime is already down: the actors went with it.
+      }
     }
-  }
+  };
+  kill(impl_->runners);
+  kill(impl_->learners);
 }
 
 Algorithm PPOConfig::Build() const {
@@ -303,23 +383,28 @@ Algorithm PPOConfig::Build() const {
           std::to_string(num_env_runners + 1) + " ranks or use fewer runners");
     }
   }
+  if (num_learners > 1) {
+    if (!prism::IsInitialized()) {
+      Bad("num_learners " + std::to_string(num_learners) +
+          " needs prism::Init first (or Learners(1) for the local learner)");
+    }
+    const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
+    if (num_learners > workers) {
+      Bad("num_learners " + std::to_string(num_learners) + " is larger than the " + std::to_string(workers) +
+          " worker ranks (one learner per rank 1..N-1)");
+    }
+    if (minibatch_size < num_learners) {
+      Bad("minibatch_size (" + std::to_string(minibatch_size) + ") must be >= num_learners (" +
+          std::to_string(num_learners) + "): each learner takes minibatch_size / num_learners rows a step");
+    }
+  }
   auto impl = std::make_unique<Algorithm::Impl>();
   impl->config = *this;
   impl->rng.seed(seed);
   auto probe = MakeEnv(env, env_config);
   torch::manual_seed(seed);
   impl->module = ppo::RLModule(probe->observation_space(), probe->action_space(), hidden);
-  ppo::LearnerOptions o;
-  o.lr = lr;
-  o.gamma = gamma;
-  o.lambda = lambda_;
-  o.minibatch_size = minibatch_size;
-  o.num_epochs = num_epochs;
-  o.grad_clip = grad_clip;
-  o.kl_target = kl_target;
-  o.loss = {.clip_param = clip_param, .vf_clip_param = vf_clip_param, .vf_loss_coeff = vf_loss_coeff,
-            .entropy_coeff = entropy_coeff, .use_kl_loss = use_kl_loss, .kl_coeff = kl_coeff};
-  o.seed = seed;
+  ppo::LearnerOptions o = internal::LearnerOptionsOf(*this, kl_coeff);
   impl->learner = std::make_unique<ppo::Learner>(impl->module, o);
   if (num_env_runners == 0) {
     impl->local_sampler = std::make_unique<ppo::Sampler>(env, env_config, num_envs_per_env_runner,
@@ -335,6 +420,50 @@ Algorithm PPOConfig::Build() const {
     }
   }
   return Algorithm(std::move(impl));
+}
+
+/// num_learners > 1: GAE on the driver, a shard per learner actor, the group's result.
+/// Learners are made at the first update with the module's weights then (after a restore,
+/// the restored ones).
+ppo::LearnerStats Algorithm::Impl::UpdateLearnerGroup(const ppo::SampleBatch& batch) {
+  Impl& s = *this;
+  const PPOConfig& c = s.config;
+  if (s.learners.empty()) {
+    std::vector<int> ranks;
+    for (int i = 0; i < c.num_learners; ++i) ranks.push_back(1 + i);
+    std::random_device entropy;
+    const std::string key = "prism-rl-ppo-learners-" + std::to_string(entropy()) + std::to_string(entropy());
+    const std::string json = c.ToJson();
+    const std::vector<uint8_t> weights = ppo::GetWeights(*s.module);
+    for (int i = 0; i < c.num_learners; ++i) {
+      s.learners.push_back(prism::Actor(internal::PpoLearner::Create)
+                               .SetResource("CPU", 1)
+                               .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{ranks[i], false})
+                               .Remote(json, i, ranks, key, weights, s.learner->kl_coeff()));
+    }
+  }
+  std::vector<ppo::LearnerShard> shards = ppo::Postprocess(batch, c.gamma, c.lambda_, c.num_learners);
+  std::vector<ObjectRef<internal::LearnerResult>> refs;
+  for (int i = 0; i < c.num_learners; ++i) {
+    refs.push_back(s.learners[i].Task(&internal::PpoLearner::Update).Remote(std::move(shards[i])));
+  }
+  std::shared_ptr<internal::LearnerResult> first;
+  for (int i = 0; i < c.num_learners; ++i) {
+    // A learner group has no restarts: its members' states must agree.
+    auto result = prism::Get(refs[i], /*timeout_ms=*/10 * 60 * 1000);
+    if (i == 0) first = result;
+  }
+  ppo::SetWeights(*s.module, first->weights.data(), first->weights.size());
+  s.learner->set_kl_coeff(first->kl_coeff);
+  ppo::LearnerStats st;
+  st.total_loss = first->total_loss;
+  st.policy_loss = first->policy_loss;
+  st.vf_loss = first->vf_loss;
+  st.entropy = first->entropy;
+  st.mean_kl = first->mean_kl;
+  st.kl_coeff = first->kl_coeff;
+  st.num_minibatches = first->num_minibatches;
+  return st;
 }
 
 TrainResult Algorithm::Train() {
@@ -408,7 +537,12 @@ TrainResult Algorithm::Train() {
   r.num_env_steps_sampled_lifetime = s.lifetime_steps;
 
   auto learn_start = std::chrono::steady_clock::now();
-  ppo::LearnerStats st = s.learner->Update(batch);
+  ppo::LearnerStats st;
+  if (c.num_learners > 1) {
+    st = s.UpdateLearnerGroup(batch);
+  } else {
+    st = s.learner->Update(batch);
+  }
   r.learn_s = Seconds(learn_start);
   r.total_loss = st.total_loss;
   r.policy_loss = st.policy_loss;

@@ -64,7 +64,12 @@ class PPOConfig {
   /// per iteration (0, RLlib's "auto": train_batch_size / (max(runners, 1) * envs), rounded up).
   PPOConfig& EnvRunners(int num_env_runners, int num_envs_per_env_runner = 1,
                         int64_t rollout_fragment_length = 0);
-  /// Learners: 0 or 1, both the local learner on the driver (more is not built yet).
+  /// Learners: 0 or 1 is the local learner on the driver; n > 1 are learner actors on
+  /// worker ranks 1..n (RLlib's LearnerGroup), each updating on its 1/n of the train batch
+  /// with minibatches of minibatch_size / n rows, gradients averaged over a
+  /// prism::collective group every step (so the group takes the local learner's steps). The
+  /// learners keep Adam's state: a checkpoint stores the weights and kl_coeff, and Adam's
+  /// moments start from zero after FromCheckpoint.
   PPOConfig& Learners(int num_learners);
   PPOConfig& Training(const PPOTraining& training);
   /// Hidden layer sizes of the policy and value MLPs (tanh).

@@ -145,6 +145,33 @@ TEST(PpoMpi, IterationsGoOnWithoutAStragglingOrDeadRunner) {
   EXPECT_NE(ErrorOf([&] { algo.KillEnvRunner(5); }).find("no env runner 5"), std::string::npos);
 }
 
+TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
+  torch::set_num_threads(1);
+  Algorithm algo = CartPole().Learners(2).Build();
+  TrainResult r;
+  for (int it = 0; it < 40; ++it) {
+    r = algo.Train();
+    std::printf("2 learners: iter %ld return %.1f learn %.2fs kl %.4f kl_coeff %.3f\n",
+                static_cast<long>(r.training_iteration), r.episode_return_mean, r.learn_s, r.mean_kl,
+                r.curr_kl_coeff);
+    EXPECT_TRUE(std::isfinite(r.total_loss));
+    if (r.episode_return_mean >= 150) break;
+  }
+  EXPECT_GE(r.episode_return_mean, 150);
+  // The driver's module holds learner 0's weights: its greedy policy balances too.
+  auto env = MakeEnv("CartPole-v1");
+  std::vector<float> obs = env->Reset(3);
+  int steps = 0;
+  for (bool done = false; !done && steps < 500; ++steps) {
+    StepResult s = env->Step(algo.ComputeSingleAction(obs));
+    obs = s.observation;
+    done = s.terminated || s.truncated;
+  }
+  EXPECT_GE(steps, 100);
+  EXPECT_NE(ErrorOf([] { CartPole().Learners(3).Build(); }).find("num_learners 3 is larger than the 2 worker ranks"),
+            std::string::npos);
+}
+
 TEST(PpoMpi, BadInputIsAClearError) {
   EXPECT_NE(ErrorOf([] { CartPole().EnvRunners(3).Build(); }).find("larger than the 2 worker ranks"),
             std::string::npos)

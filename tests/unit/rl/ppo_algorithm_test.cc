@@ -78,7 +78,8 @@ TEST(PPOConfig, BadInputIsAClearError) {
   EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1", {{"bogus", 1}}).Build(), "bogus");
   EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").Training({.train_batch_size = 100}).Build(),
                    "minibatch_size (128) must be <= train_batch_size (100)");
-  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").Learners(2).Build(), "num_learners 2");
+  EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").EnvRunners(0).Learners(2).Build(),
+                   "num_learners 2 needs prism::Init");
   EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").EnvRunners(0, 0).Build(),
                    "num_envs_per_env_runner must be >= 1");
   EXPECT_ERROR_HAS(PPOConfig().Environment("CartPole-v1").Training({.lr = -1.0}).Build(), "lr must be > 0");
