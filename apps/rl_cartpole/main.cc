@@ -26,6 +26,7 @@ constexpr const char* kUsage =
     "usage: mpirun -n <1 + runners> rl_cartpole [flags]\n"
     "  --runners=N           env runner actors, one per worker rank (default 2; 0: sample on the driver)\n"
     "  --envs-per-runner=N   CartPole copies per runner (default 1)\n"
+    "  --learners=N          1: learn on the driver (default); N > 1: learner actors on ranks 1..N\n"
     "  --stop-return=R       stop when the mean return of the last 100 episodes reaches R (default 450)\n"
     "  --max-iterations=N    stop after N iterations anyway (default 200)\n"
     "  --train-batch-size=N  env steps per iteration (default 4000)\n"
@@ -39,7 +40,7 @@ constexpr const char* kUsage =
     "  --eval-episodes=N     greedy episodes after restoring (default 10)\n";
 
 struct Options {
-  int runners = 2, envs = 1, max_iterations = 200, eval_episodes = 10;
+  int runners = 2, envs = 1, learners = 1, max_iterations = 200, eval_episodes = 10;
   double stop_return = 450, lr = 3e-4, vf_loss_coeff = 0.01, lambda = 1.0;
   int64_t train_batch_size = 4000, minibatch_size = 128, num_epochs = 6;
   uint64_t seed = 0;
@@ -82,6 +83,9 @@ std::string ParseFlags(int argc, char** argv, Options& o) {
     if (name == "--runners") {
       if (!number(0, 4096)) return bad;
       o.runners = static_cast<int>(v);
+    } else if (name == "--learners") {
+      if (!number(0, 4096)) return bad;
+      o.learners = static_cast<int>(v);
     } else if (name == "--envs-per-runner") {
       if (!number(1, 4096)) return bad;
       o.envs = static_cast<int>(v);
@@ -130,6 +134,7 @@ int Run(const Options& o) {
   rl::Algorithm algo = rl::PPOConfig()
                            .Environment("CartPole-v1")
                            .EnvRunners(o.runners, o.envs)
+                           .Learners(o.learners)
                            .Training({.lr = o.lr,
                                       .lambda_ = o.lambda,
                                       .train_batch_size = o.train_batch_size,

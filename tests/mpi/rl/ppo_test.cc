@@ -168,6 +168,21 @@ TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
     done = s.terminated || s.truncated;
   }
   EXPECT_GE(steps, 100);
+  // Restored, the new learners start from the checkpoint's weights (the old group goes
+  // first: its actors hold the ranks' CPUs).
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("prism_rl_ppo_learners_" + std::to_string(getpid()))).string();
+  algo.Save(dir);
+  const int64_t iterations = algo.iteration();
+  std::vector<float> probe = env->Reset(5);
+  const int64_t greedy = algo.ComputeSingleAction(probe).index;
+  { Algorithm gone = std::move(algo); }
+  Algorithm back = Algorithm::FromCheckpoint(dir);
+  EXPECT_EQ(back.ComputeSingleAction(probe).index, greedy);
+  TrainResult after = back.Train();
+  EXPECT_EQ(after.training_iteration, iterations + 1);
+  EXPECT_GE(after.episode_return_mean, 100);  // no relapse to a random policy
+  std::filesystem::remove_all(dir);
   EXPECT_NE(ErrorOf([] { CartPole().Learners(3).Build(); }).find("num_learners 3 is larger than the 2 worker ranks"),
             std::string::npos);
 }
