@@ -20,7 +20,20 @@
 // every runner; each samples at least rollout_fragment_length steps per env copy and
 // returns its transitions and finished episodes; the learner computes GAE and runs
 // num_epochs of minibatch SGD (Adam) on the PPO loss. A runner actor that dies is
-// restarted (max_restarts -1) and the iteration goes on with the others' samples.
+// restarted (max_restarts -1) and the iteration goes on with the others' samples; so does
+// one whose sample is later than sample_timeout_s (PPOConfig::Fault).
+//
+// Resources: each runner and each learner actor holds 1 CPU on its rank (RLlib's
+// num_cpus_per_env_runner / num_cpus_per_learner), pinned to rank 1 + index; they set
+// LibTorch's intra-op threads to 1 on their ranks (the MLPs are small). Two algorithms
+// alive at once need those CPUs twice. Differences from RLlib: ComputeSingleAction is
+// greedy unless asked to explore; Box actions are the Gaussian's raw samples (the
+// environment clips them; no action normalization); the value function has its own MLP
+// (vf_share_layers false, RLlib's PPO default).
+//
+// Measured (apps/rl_cartpole, 3 ranks on 2 loaded cores, RLlib's tuned CartPole settings
+// lr 3e-4, num_epochs 6, vf_loss_coeff 0.01): a mean return of 450 after 104k-132k env
+// steps (seeds 0-3), 10-16 s; sampling about 27k env steps/s over 2 runners.
 
 #include <cstdint>
 #include <map>
