@@ -98,7 +98,7 @@ PPOConfig SmallLocal() {
       .Debugging(3);
 }
 
-TEST(Algorithm, LocalIterationsReportMetricsAndCheckpointsRestoreThePolicy) {
+TEST(PpoAlgorithm, LocalIterationsReportMetricsAndCheckpointsRestoreThePolicy) {
   Algorithm algo = SmallLocal().Build();
   TrainResult r;
   for (int i = 0; i < 3; ++i) r = algo.Train();

@@ -46,7 +46,7 @@ SampleBatch Rows(std::vector<float> rewards, std::vector<float> values) {
 
 // ---- GAE ----
 
-TEST(Gae, TerminatedEpisodeDoesNotBootstrap) {
+TEST(PpoGae, TerminatedEpisodeDoesNotBootstrap) {
   SampleBatch b = Rows({1, 1, 1}, {0.5f, 0.4f, 0.3f});
   b.terminated[2] = 1;
   b.bootstrap_values[2] = 100;  // ignored: the MDP ended
@@ -59,7 +59,7 @@ TEST(Gae, TerminatedEpisodeDoesNotBootstrap) {
   EXPECT_NEAR(g.value_targets[2], 1.0, 1e-6);
 }
 
-TEST(Gae, TruncatedEpisodeBootstrapsFromTheFinalObservationsValue) {
+TEST(PpoGae, TruncatedEpisodeBootstrapsFromTheFinalObservationsValue) {
   SampleBatch b = Rows({1, 1, 1}, {0.5f, 0.4f, 0.3f});
   b.truncated[2] = 1;
   b.bootstrap_values[2] = 2.0f;
@@ -75,7 +75,7 @@ TEST(Gae, TruncatedEpisodeBootstrapsFromTheFinalObservationsValue) {
   for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(h.advantages[i], g.advantages[i]);
 }
 
-TEST(Gae, NothingFlowsAcrossSegmentsAndLambdaOneGamma1IsMonteCarlo) {
+TEST(PpoGae, NothingFlowsAcrossSegmentsAndLambdaOneGamma1IsMonteCarlo) {
   // Two segments: [r=1 terminated], [r=2, r=3 segment end bootstrapping 10].
   SampleBatch b = Rows({1, 2, 3}, {0.25f, 1, 2});
   b.terminated[0] = 1;
@@ -88,14 +88,14 @@ TEST(Gae, NothingFlowsAcrossSegmentsAndLambdaOneGamma1IsMonteCarlo) {
   EXPECT_NEAR(g.advantages[1], 15 - 1, 1e-5);
 }
 
-TEST(Gae, BadBatchesAreErrors) {
+TEST(PpoGae, BadBatchesAreErrors) {
   SampleBatch b = Rows({1, 1}, {0, 0});
   EXPECT_ERROR_HAS(ComputeGae(b, 0.99, 1.0), "ends neither an episode nor a segment");
   b.values.pop_back();
   EXPECT_ERROR_HAS(ComputeGae(b, 0.99, 1.0), "of one size");
 }
 
-TEST(Gae, StandardizeGivesZeroMeanUnitStd) {
+TEST(PpoGae, StandardizeGivesZeroMeanUnitStd) {
   std::vector<float> x{1, 2, 3, 4};
   Standardize(x);
   EXPECT_NEAR(x[0] + x[1] + x[2] + x[3], 0, 1e-6);
@@ -121,7 +121,7 @@ RLModule ConstantModule() {
   return m;
 }
 
-TEST(Loss, HandComputedDiscreteCase) {
+TEST(PpoLoss, HandComputedDiscreteCase) {
   RLModule m = ConstantModule();
   torch::Tensor obs = torch::randn({2, 4});
   torch::Tensor actions = torch::tensor({1.0f, 0.0f});
@@ -148,7 +148,7 @@ TEST(Loss, HandComputedDiscreteCase) {
               -0.2 + 0.5 * 0.625 - 0.01 * entropy, 1e-5);
 }
 
-TEST(Loss, GaussianLogProbEntropyAndKl) {
+TEST(PpoLoss, GaussianLogProbEntropyAndKl) {
   torch::Tensor old_in = torch::tensor({{0.0f, 0.0f}});                      // N(0, 1)
   torch::Tensor new_in = torch::tensor({{1.0f, static_cast<float>(std::log(2.0))}});  // N(1, 2^2)
   const double half_log_2pi = 0.5 * std::log(2 * M_PI);
@@ -158,7 +158,7 @@ TEST(Loss, GaussianLogProbEntropyAndKl) {
   EXPECT_NEAR(Kl(old_in, old_in, false).item<double>(), 0, 1e-7);
 }
 
-TEST(Loss, KlCoefficientAdaptsAsRLlib) {
+TEST(PpoLoss, KlCoefficientAdaptsAsRLlib) {
   EXPECT_DOUBLE_EQ(UpdateKlCoeff(0.2, 0.03, 0.01), 0.3);
   EXPECT_DOUBLE_EQ(UpdateKlCoeff(0.2, 0.004, 0.01), 0.1);
   EXPECT_DOUBLE_EQ(UpdateKlCoeff(0.2, 0.01, 0.01), 0.2);
@@ -167,7 +167,7 @@ TEST(Loss, KlCoefficientAdaptsAsRLlib) {
 
 // ---- The module ----
 
-TEST(RLModule, ActionsForBothSpaceKinds) {
+TEST(PpoRLModule, ActionsForBothSpaceKinds) {
   std::mt19937_64 rng(1);
   RLModule m = ConstantModule();
   int ones = 0;
@@ -187,7 +187,7 @@ TEST(RLModule, ActionsForBothSpaceKinds) {
                    "at least one hidden layer");
 }
 
-TEST(RLModule, WeightsRoundTripThroughBytes) {
+TEST(PpoRLModule, WeightsRoundTripThroughBytes) {
   auto env = MakeEnv("CartPole-v1");
   torch::manual_seed(1);
   RLModule a(env->observation_space(), env->action_space());
@@ -208,7 +208,7 @@ TEST(RLModule, WeightsRoundTripThroughBytes) {
   EXPECT_ERROR_HAS(SetWeights(*b, w.data(), w.size() - 4), "bytes");
 }
 
-TEST(RLModule, WeightsRoundTripThroughHdf5) {
+TEST(PpoRLModule, WeightsRoundTripThroughHdf5) {
   auto env = MakeEnv("Pendulum-v1");
   RLModule a(env->observation_space(), env->action_space());
   RLModule b(env->observation_space(), env->action_space());
@@ -233,7 +233,7 @@ TEST(RLModule, WeightsRoundTripThroughHdf5) {
 
 // ---- Sampling and learning ----
 
-TEST(Sampler, SegmentsPerCopyWithTruncationBootstraps) {
+TEST(PpoSampler, SegmentsPerCopyWithTruncationBootstraps) {
   Sampler s("CartPole-v1", {{"max_episode_steps", 10}}, 3, /*seed=*/5, {16});
   SampleBatch b = s.Sample(100);
   ASSERT_GE(b.size(), 100);
@@ -264,7 +264,7 @@ TEST(Sampler, SegmentsPerCopyWithTruncationBootstraps) {
   EXPECT_GE(c.size(), 30);
 }
 
-TEST(Learner, ImprovesCartPoleLocally) {
+TEST(PpoLearner, ImprovesCartPoleLocally) {
   torch::manual_seed(0);
   Sampler s("CartPole-v1", {}, 4, /*seed=*/0, {64, 64});
   LearnerOptions o;
@@ -289,7 +289,7 @@ TEST(Learner, ImprovesCartPoleLocally) {
   EXPECT_GE(best, 100) << "mean return of the first batch " << first;
 }
 
-TEST(Learner, UpdatesAGaussianPolicyOnPendulum) {
+TEST(PpoLearner, UpdatesAGaussianPolicyOnPendulum) {
   Sampler s("Pendulum-v1", {}, 2, /*seed=*/3, {32});
   LearnerOptions o;
   o.num_epochs = 2;
@@ -306,7 +306,7 @@ TEST(Learner, UpdatesAGaussianPolicyOnPendulum) {
   EXPECT_ERROR_HAS(learner.Update(empty), "empty train batch");
 }
 
-TEST(Learner, TwoLearnersAveragingGradientsTakeTheStepOfOne) {
+TEST(PpoLearner, TwoLearnersAveragingGradientsTakeTheStepOfOne) {
   Sampler s("CartPole-v1", {}, 2, /*seed=*/4, {16});
   SampleBatch b = s.Sample(301);
   std::vector<LearnerShard> halves = Postprocess(b, 0.99, 0.95, 2);
