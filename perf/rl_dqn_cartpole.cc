@@ -5,7 +5,12 @@
 // target (or "not reached"), the best mean return and the wall time.
 //
 //   ./prism_rl_dqn_cartpole [--seeds=0,1,2,3,4] [--max-steps=100000] [--target=450]
-//                           [--hiddens=256,256] [--verbose]
+//                           [--hiddens=256,256] [--head-hiddens=] [--n-step=1]
+//                           [--final-epsilon=0.05] [--verbose]
+//
+// The flags other than seeds, steps and target change RLlib's defaults, e.g. RLlib's tuned
+// example rllib/tuned_examples/dqn/cartpole_dqn.py: --hiddens=256 --head-hiddens=256
+// --final-epsilon=0.02 and n_step (2, 5) (a fixed --n-step here; no prioritized replay).
 //
 // Exit code 0 if every seed reached the target, 1 otherwise (2 for a bad argument).
 
@@ -50,12 +55,19 @@ int main(int argc, char** argv) {
         target = std::stod(a.substr(9));
       } else if (a.rfind("--hiddens=", 0) == 0) {
         base.model.hiddens = ParseList(a.substr(10));
+      } else if (a.rfind("--head-hiddens=", 0) == 0) {
+        base.model.head_hiddens = ParseList(a.substr(15));
+      } else if (a.rfind("--n-step=", 0) == 0) {
+        base.n_step = std::stoi(a.substr(9));
+      } else if (a.rfind("--final-epsilon=", 0) == 0) {
+        base.epsilon.back().second = std::stod(a.substr(16));
       } else if (a == "--verbose") {
         verbose = true;
       } else {
         std::fprintf(stderr,
                      "usage: prism_rl_dqn_cartpole [--seeds=0,1,2,3,4] [--max-steps=100000] "
-                     "[--target=450] [--hiddens=256,256] [--verbose]\n");
+                     "[--target=450] [--hiddens=256,256] [--head-hiddens=] [--n-step=1] "
+                     "[--final-epsilon=0.05] [--verbose]\n");
         return 2;
       }
     } catch (const std::exception&) {
@@ -64,9 +76,17 @@ int main(int argc, char** argv) {
     }
   }
   torch::set_num_threads(1);
-  std::printf("DQN on CartPole-v1, RLlib DQNConfig defaults (lr 5e-4, batch 32, buffer 50000, target freq 500,\n"
-              "learning starts 1000, epsilon 1.0 -> 0.05 over 10k, double Q, dueling), target %.0f within %lld steps\n",
-              target, static_cast<long long>(max_steps));
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show as they come, also in a file
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return "[" + s + "]";
+  };
+  std::printf("DQN on CartPole-v1: lr 5e-4, batch 32, buffer 50000, target freq 500, learning starts 1000,\n"
+              "epsilon 1.0 -> %.3g over 10k, double Q, dueling, n_step %d, hiddens %s tanh, head %s relu;\n"
+              "target %.0f within %lld steps\n",
+              base.epsilon.back().second, base.n_step, list(base.model.hiddens).c_str(),
+              list(base.model.head_hiddens).c_str(), target, static_cast<long long>(max_steps));
   std::printf("%6s %16s %12s %10s\n", "seed", "steps_to_target", "best_mean", "wall_s");
   const auto all_start = std::chrono::steady_clock::now();
   int reached = 0;

@@ -41,7 +41,7 @@ void DqnConfig::Validate() const {
   if (target_network_update_freq < 0) Bad("target_network_update_freq must be >= 0");
   if (!(tau > 0.0 && tau <= 1.0)) Bad("tau is " + std::to_string(tau) + "; it must lie in (0, 1]");
   if (num_steps_sampled_before_learning_starts < 0) Bad("num_steps_sampled_before_learning_starts must be >= 0");
-  if (n_step != 1) Bad("n_step is " + std::to_string(n_step) + "; only n_step 1 is implemented");
+  if (n_step < 1) Bad("n_step is " + std::to_string(n_step) + "; it must be >= 1");
   if (training_intensity && !(*training_intensity > 0)) Bad("training_intensity must be > 0");
   if (td_error_loss_fn != "huber" && td_error_loss_fn != "mse") {
     Bad("td_error_loss_fn must be 'huber' or 'mse', got '" + td_error_loss_fn + "'");
@@ -109,6 +109,21 @@ DqnTrainer::DqnTrainer(DqnConfig config)
   reset_next_.assign(n, 0);
   episode_return_.assign(n, 0);
   episode_len_.assign(n, 0);
+  pending_.assign(n, {});
+  n_of_slot_.assign(config_.replay_capacity, 1.0f);
+}
+
+void DqnTrainer::StoreRow(Pending& p, const float* next_obs, bool terminated) {
+  double ret = 0, discount = 1;
+  for (double r : p.rewards) {
+    ret += discount * r;
+    discount *= config_.gamma;
+  }
+  n_of_slot_[buffer_.num_added() % config_.replay_capacity] = static_cast<float>(p.rewards.size());
+  buffer_.Add(p.obs.front().data(), Action::Discrete(p.actions.front()), ret, next_obs, terminated);
+  p.obs.pop_front();
+  p.actions.pop_front();
+  p.rewards.pop_front();
 }
 
 double DqnTrainer::epsilon() const { return epsilon_.Value(lifetime_steps_); }
@@ -130,13 +145,20 @@ int64_t DqnTrainer::SampleIntoBuffer(int64_t min_transitions) {
         continue;
       }
       const bool terminated = step_.terminated[i] != 0;
-      buffer_.Add(before_.data() + i * os, Action::Discrete(actions_[i]), step_.rewards[i], next.data() + i * os,
-                  terminated);
+      const bool ended = terminated || step_.truncated[i];
+      Pending& p = pending_[i];
+      p.obs.emplace_back(before_.begin() + i * os, before_.begin() + (i + 1) * os);
+      p.actions.push_back(actions_[i]);
+      p.rewards.push_back(step_.rewards[i]);
+      // n steps pending: the oldest one's row is complete. An episode's end: every pending
+      // step's row ends here (with k <= n steps).
+      if (static_cast<int>(p.rewards.size()) == config_.n_step && !ended) StoreRow(p, next.data() + i * os, false);
+      while (ended && !p.rewards.empty()) StoreRow(p, next.data() + i * os, terminated);
       ++collected;
       ++lifetime_steps_;
       episode_return_[i] += step_.rewards[i];
       ++episode_len_[i];
-      if (terminated || step_.truncated[i]) {
+      if (ended) {
         recent_episodes_.emplace_back(episode_return_[i], episode_len_[i]);
         while (static_cast<int64_t>(recent_episodes_.size()) > config_.metrics_num_episodes_for_smoothing) {
           recent_episodes_.pop_front();
@@ -165,7 +187,9 @@ DqnMetrics DqnTrainer::TrainIteration() {
     if (lifetime_steps_ < config_.num_steps_sampled_before_learning_starts || buffer_.size() == 0) continue;
     for (int64_t t = 0; t < train_weight; ++t) {
       buffer_.Sample(config_.train_batch_size, batch_);
-      UpdateStats u = learner_->Update(batch_, lifetime_steps_);
+      batch_n_.resize(batch_.size());
+      for (int64_t r = 0; r < batch_.size(); ++r) batch_n_[r] = n_of_slot_[batch_.indices[r]];
+      UpdateStats u = learner_->Update(batch_, lifetime_steps_, &batch_n_);
       loss_sum += u.loss;
       q_sum += u.q_mean;
       td_sum += u.td_error_mean;

@@ -19,7 +19,7 @@
 // is DQN._training_step_new_api_stack with calculate_rr_weights
 // (rllib/algorithms/dqn/dqn.py):
 //   native_ratio = train_batch_size / (rollout_fragment_length * num_envs * (0 runners + 1)),
-//   rollout_fragment_length "auto" = n_step = 1;
+//   rollout_fragment_length "auto" = n_step;
 //   training_intensity unset: [store 1, train 1]; else w = training_intensity / native_ratio,
 //   w < 1: [round(1 / w), 1], else [1, round(w)];
 //   store: sample rollout_fragment_length * num_envs env steps into the buffer, store times;
@@ -30,6 +30,13 @@
 // Env steps counted are transitions: with VectorEnv's next-step autoreset the step that
 // only resets a finished copy is neither a transition nor a counted step. Epsilon follows
 // its schedule over lifetime env steps sampled.
+//
+// n_step > 1 (RLlib's n-step targets, a fixed n; RLlib's random range (lo, hi) is not
+// implemented): each copy keeps its last n steps and stores (s_t, a_t, sum_j gamma^j r_{t+j},
+// s_{t+n}, terminated) once s_{t+n} is known; at an episode's end the pending steps are
+// stored with the returns and n they have (k < n steps to the end, next_obs the last
+// observation), as RLlib's episode buffer cuts n at the episode's end. The loss then uses
+// gamma^k per row.
 
 #include <cstdint>
 #include <deque>
@@ -68,7 +75,7 @@ struct DqnConfig {
   int64_t num_steps_sampled_before_learning_starts = 1000;
   std::vector<std::pair<int64_t, double>> epsilon{{0, 1.0}, {10000, 0.05}};
   bool double_q = true;
-  int n_step = 1;                   // only 1 is implemented (RLlib's default)
+  int n_step = 1;                   // fixed n >= 1 (RLlib's default 1)
   std::optional<double> training_intensity;
   std::string td_error_loss_fn = "huber";
   QModuleOptions model;             // hiddens, activations, dueling (default true)
@@ -138,7 +145,9 @@ class DqnTrainer {
   double epsilon() const;
   int64_t num_env_steps_sampled_lifetime() const { return lifetime_steps_; }
   const DqnConfig& config() const { return config_; }
-  const ReplayBuffer& replay_buffer() const { return buffer_; }
+  ReplayBuffer& replay_buffer() { return buffer_; }
+  /// The n of the row in replay buffer slot `slot` (TransitionBatch::indices).
+  float row_n_step(int64_t slot) const { return n_of_slot_.at(slot); }
   Learner& learner() { return *learner_; }
 
   static constexpr const char* kCheckpointFile = "dqn.h5";
@@ -153,7 +162,18 @@ class DqnTrainer {
   ReplayBuffer buffer_;
   std::unique_ptr<Learner> learner_;
   std::mt19937_64 rng_;
+  // One copy's steps whose n-step row is not stored yet (n_step > 1).
+  struct Pending {
+    std::deque<std::vector<float>> obs;
+    std::deque<int64_t> actions;
+    std::deque<double> rewards;
+  };
+  void StoreRow(Pending& p, const float* next_obs, bool terminated);
+
   std::vector<float> obs_, before_;
+  std::vector<Pending> pending_;
+  std::vector<float> n_of_slot_;     // each buffer slot's n
+  std::vector<float> batch_n_;
   std::vector<int64_t> actions_;
   std::vector<uint8_t> reset_next_;
   std::vector<double> episode_return_;

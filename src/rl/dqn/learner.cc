@@ -82,7 +82,7 @@ Learner::Learner(QModule online, const Space& observation_space, const Space& ac
       online_->parameters(), torch::optim::AdamOptions(options_.lr).eps(options_.adam_epsilon));
 }
 
-UpdateStats Learner::Update(const TransitionBatch& b, int64_t lifetime_env_steps) {
+UpdateStats Learner::Update(const TransitionBatch& b, int64_t lifetime_env_steps, const std::vector<float>* n_steps_in) {
   const int64_t n = b.size();
   const int64_t os = online_->obs_size();
   if (n == 0) throw Error("prism::rl: the DQN learner got an empty train batch");
@@ -99,7 +99,13 @@ UpdateStats Learner::Update(const TransitionBatch& b, int64_t lifetime_env_steps
   torch::Tensor rewards = torch::from_blob(const_cast<float*>(b.rewards.data()), {n}, f);
   torch::Tensor terminated =
       torch::from_blob(const_cast<uint8_t*>(b.terminated.data()), {n}, torch::kUInt8).to(torch::kFloat);
-  torch::Tensor n_steps = torch::ones({n}, f);
+  if (n_steps_in != nullptr && static_cast<int64_t>(n_steps_in->size()) != n) {
+    throw Error("prism::rl: the DQN learner got " + std::to_string(n_steps_in->size()) + " n-steps for " +
+                std::to_string(n) + " rows");
+  }
+  torch::Tensor n_steps = n_steps_in == nullptr
+                              ? torch::ones({n}, f)
+                              : torch::from_blob(const_cast<float*>(n_steps_in->data()), {n}, f);
 
   LossOutputs loss = DqnLoss(*online_, *target_, obs, actions, rewards, next_obs, terminated, n_steps, options_.loss);
   optimizer_->zero_grad();

@@ -74,10 +74,13 @@ class Learner {
   /// The target starts as a copy of `online`. Throws prism::Error for a bad option.
   Learner(QModule online, const Space& observation_space, const Space& action_space,
           LearnerOptions options);
-  /// One gradient step on `batch` (from the replay buffer; every row an n-step of 1), then
-  /// the target update rule with `lifetime_env_steps` as the timestep. Throws prism::Error
-  /// for an empty batch or one of the wrong observation size.
-  UpdateStats Update(const TransitionBatch& batch, int64_t lifetime_env_steps);
+  /// One gradient step on `batch` (from the replay buffer), then the target update rule with
+  /// `lifetime_env_steps` as the timestep. `n_steps` holds each row's n (its reward is an
+  /// n-step discounted sum and next_obs n steps on); null: every row is a 1-step transition.
+  /// Throws prism::Error for an empty batch, one of the wrong observation size or n_steps of
+  /// another length.
+  UpdateStats Update(const TransitionBatch& batch, int64_t lifetime_env_steps,
+                     const std::vector<float>* n_steps = nullptr);
 
   QModule& module() { return online_; }
   QModule& target() { return target_; }

@@ -7,7 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <random>
+#include <set>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -263,6 +267,8 @@ TEST(DqnLearner, UpdatesTheTargetEveryFreqSampledStepsAndClipsGradients) {
   bad.observations.pop_back();
   EXPECT_ERROR_HAS(l.Update(bad, 1000), "malformed");
   EXPECT_ERROR_HAS(l.Update(TransitionBatch{}, 1000), "empty");
+  const std::vector<float> one_n{1};
+  EXPECT_ERROR_HAS(l.Update(TwoRowBatch(), 1000, &one_n), "1 n-steps for 2 rows");
 }
 
 TEST(DqnLearner, RepeatedUpdatesFitAFixedTarget) {
@@ -302,9 +308,6 @@ TEST(DqnConfig, DefaultsAreRLlibsAndErrors) {
   EXPECT_EQ(c.min_sample_timesteps_per_iteration, 1000);
   EXPECT_NO_THROW(c.Validate());
   DqnConfig bad;
-  bad.n_step = 3;
-  EXPECT_ERROR_HAS(bad.Validate(), "only n_step 1");
-  bad = {};
   bad.tau = 0;
   EXPECT_ERROR_HAS(bad.Validate(), "tau");
   bad = {};
@@ -427,6 +430,71 @@ TEST(DqnTrainer, SaveAndLoadRestoreWeightsCountersAndEpisodes) {
   EXPECT_THROW(c.Load(dir), Error);
   EXPECT_ERROR_HAS(c.Load(dir + "/nowhere"), "no ");
   std::filesystem::remove_all(dir);
+}
+
+// A chain for n-step checks: obs (t), reward t + 1 on step t, terminated after 5 steps.
+class ChainEnv : public Env {
+ public:
+  const Space& observation_space() const override { return obs_space_; }
+  const Space& action_space() const override { return action_space_; }
+  std::vector<float> Reset(std::optional<uint64_t>) override {
+    t_ = 0;
+    return {0.0f};
+  }
+  StepResult Step(const Action&) override {
+    StepResult r;
+    r.reward = t_ + 1;
+    ++t_;
+    r.observation = {static_cast<float>(t_)};
+    r.terminated = t_ == 5;
+    return r;
+  }
+
+ private:
+  Space obs_space_ = Space::Box({0}, {10}, {1});
+  Space action_space_ = Space::Discrete(2);
+  int t_ = 0;
+};
+PRISM_RL_REGISTER_ENV("DqnTestChain-v0", [](const EnvConfig&) { return std::make_unique<ChainEnv>(); });
+
+TEST(DqnTrainer, NStepRowsSumDiscountedRewardsAndCutAtTheEpisodesEnd) {
+  DqnConfig c = SmallConfig();
+  c.env = "DqnTestChain-v0";
+  c.n_step = 3;
+  c.gamma = 0.5;
+  c.num_steps_sampled_before_learning_starts = 1000000;  // no updates: only the rows
+  c.min_sample_timesteps_per_iteration = 5;
+  DqnTrainer t(c);
+  DqnMetrics m = t.TrainIteration();
+  // Rounds of 3 env steps (rollout_fragment_length = n_step): steps 0-2, then 3, 4 (the
+  // end), the reset step and step 0 of the next episode.
+  EXPECT_EQ(m.num_env_steps_sampled, 6);
+  EXPECT_EQ(m.num_episodes, 1);
+  EXPECT_DOUBLE_EQ(m.episode_return_mean, 15);
+  ASSERT_EQ(t.replay_buffer().size(), 5);  // the new episode's first step is pending
+  // s: (n-step return, next obs, terminated, n) with gamma 0.5.
+  const std::map<int, std::tuple<double, float, int, float>> want{
+      {0, {1 + 0.5 * 2 + 0.25 * 3, 3, 0, 3}},
+      {1, {2 + 0.5 * 3 + 0.25 * 4, 4, 0, 3}},
+      {2, {3 + 0.5 * 4 + 0.25 * 5, 5, 1, 3}},
+      {3, {4 + 0.5 * 5, 5, 1, 2}},
+      {4, {5, 5, 1, 1}}};
+  TransitionBatch b = t.replay_buffer().Sample(200);
+  std::set<int> seen;
+  for (int64_t r = 0; r < b.size(); ++r) {
+    const int s = static_cast<int>(b.observations[r]);
+    ASSERT_TRUE(want.count(s)) << s;
+    const auto& [ret, next, term, n] = want.at(s);
+    EXPECT_DOUBLE_EQ(b.rewards[r], ret) << "s " << s;
+    EXPECT_EQ(b.next_observations[r], next) << "s " << s;
+    EXPECT_EQ(b.terminated[r], term) << "s " << s;
+    EXPECT_EQ(t.row_n_step(b.indices[r]), n) << "s " << s;
+    seen.insert(s);
+  }
+  EXPECT_EQ(seen.size(), 5u);
+  DqnConfig bad = SmallConfig();
+  bad.n_step = 0;
+  EXPECT_ERROR_HAS(bad.Validate(), "n_step is 0");
 }
 
 // CartPole-v1 with RLlib's DQN defaults: the loose, fast version of RLlib's target (mean
