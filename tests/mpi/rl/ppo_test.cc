@@ -33,6 +33,23 @@ class SlowOnRank1 : public Env {
 };
 PRISM_RL_REGISTER_ENV("SlowOnRank1-v0", [](const EnvConfig&) { return std::make_unique<SlowOnRank1>(); });
 
+/// CartPole whose steps fail on rank 2 (env runner 1): a broken environment.
+class BrokenOnRank2 : public Env {
+ public:
+  BrokenOnRank2() : env_(MakeEnv("CartPole-v1")) {}
+  const Space& observation_space() const override { return env_->observation_space(); }
+  const Space& action_space() const override { return env_->action_space(); }
+  std::vector<float> Reset(std::optional<uint64_t> seed) override { return env_->Reset(seed); }
+  StepResult Step(const Action& a) override {
+    if (prism::GetRuntimeContext().GetRank() == 2) throw Error("BrokenOnRank2: the simulator crashed");
+    return env_->Step(a);
+  }
+
+ private:
+  std::unique_ptr<Env> env_;
+};
+PRISM_RL_REGISTER_ENV("BrokenOnRank2-v0", [](const EnvConfig&) { return std::make_unique<BrokenOnRank2>(); });
+
 template <typename F>
 std::string ErrorOf(F&& f) {
   try {
@@ -185,6 +202,16 @@ TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
   std::filesystem::remove_all(dir);
   EXPECT_NE(ErrorOf([] { CartPole().Learners(3).Build(); }).find("num_learners 3 is larger than the 2 worker ranks"),
             std::string::npos);
+}
+
+TEST(PpoMpi, AnEnvironmentErrorOnARunnerReachesTheDriver) {
+  Algorithm algo = PPOConfig()
+                       .Environment("BrokenOnRank2-v0")
+                       .EnvRunners(2, 1, 100)
+                       .Training({.train_batch_size = 200, .minibatch_size = 100, .num_epochs = 1})
+                       .Build();
+  std::string error = ErrorOf([&] { algo.Train(); });
+  EXPECT_NE(error.find("the simulator crashed"), std::string::npos) << error;
 }
 
 TEST(PpoMpi, BadInputIsAClearError) {
