@@ -134,3 +134,14 @@ add_test(NAME compat_ray_style_1rank COMMAND $<TARGET_FILE:ray_style_program>)
 add_test(NAME compat_ray_style_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:ray_style_program>)
 set_tests_properties(compat_ray_style_1rank compat_ray_style_3ranks PROPERTIES
   TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "all checks passed")
+
+if(TARGET rl_cartpole)
+  # PPO on CartPole-v1 with 2 env runners on 3 ranks, shortened (stop at a mean return of
+  # 150): saved, restored into a new Algorithm and evaluated greedily.
+  add_test(NAME app_rl_cartpole_3ranks
+    COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:rl_cartpole> --runners=2 --stop-return=150
+            --max-iterations=40 --eval-episodes=3 --checkpoint-dir=${PROJECT_BINARY_DIR}/app_rl_cartpole_ckpt)
+  set_tests_properties(app_rl_cartpole_3ranks PROPERTIES
+    TIMEOUT 180 LABELS "apps;rl"
+    PASS_REGULAR_EXPRESSION "reached return .*restored.*greedy evaluation of the restored policy")
+endif()
