@@ -1,5 +1,6 @@
 // PPO's Algorithm (prism/rl/algorithm.h): the config's checks and JSON, the env runner
-// actor, and the iteration loop on the driver.
+// actor, and the iteration loop on the driver. DQNConfig (prism/rl/dqn.h) builds the same
+// Algorithm around a dqn::DqnTrainer on the driver (Impl::dqn set; the PPO members unused).
 //
 // Runner i lives on worker rank 1 + i (hard node affinity, one CPU), restarts without limit
 // when killed, and samples with the weights the driver Put once per iteration. The runner
@@ -17,7 +18,9 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -25,6 +28,8 @@
 #include "prism/api.h"
 #include "prism/collective.h"
 #include "prism/errors.h"
+#include "prism/rl/dqn.h"
+#include "rl/dqn/dqn_trainer.h"
 #include "rl/ppo/learner.h"
 #include "rl/ppo/rl_module.h"
 #include "rl/ppo/sampler.h"
@@ -137,6 +142,7 @@ namespace prism::rl {
 namespace {
 
 constexpr const char* kCheckpointFile = "algorithm.h5";
+constexpr const char* kDqnConfigFile = "dqn_config.json";
 constexpr const char* kFormat = "prism-rl-ppo-1";
 constexpr size_t kSmoothingWindow = 100;
 
@@ -329,6 +335,11 @@ std::map<std::string, double> TrainResult::ToMap() const {
           {"entropy", entropy},
           {"mean_kl", mean_kl},
           {"curr_kl_coeff", curr_kl_coeff},
+          {"epsilon", epsilon},
+          {"mean_q", mean_q},
+          {"td_error_mean", td_error_mean},
+          {"num_env_steps_trained", static_cast<double>(num_env_steps_trained)},
+          {"replay_buffer_size", static_cast<double>(replay_buffer_size)},
           {"sample_s", sample_s},
           {"learn_s", learn_s},
           {"num_healthy_env_runners", static_cast<double>(num_healthy_env_runners)}};
@@ -337,6 +348,9 @@ std::map<std::string, double> TrainResult::ToMap() const {
 // ---- Algorithm ----------------------------------------------------------------------------
 
 struct Algorithm::Impl {
+  // DQN: the trainer and its config (the PPO members below stay empty).
+  std::unique_ptr<dqn::DqnTrainer> dqn;
+  DQNConfig dqn_config;
   PPOConfig config;
   ppo::RLModule module{nullptr};
   std::unique_ptr<ppo::Learner> learner;
@@ -468,6 +482,28 @@ ppo::LearnerStats Algorithm::Impl::UpdateLearnerGroup(const ppo::SampleBatch& ba
 
 TrainResult Algorithm::Train() {
   Impl& s = *impl_;
+  if (s.dqn) {
+    const dqn::DqnMetrics m = s.dqn->TrainIteration();
+    TrainResult r;
+    r.training_iteration = m.training_iteration;
+    r.episode_return_mean = m.episode_return_mean;
+    r.episode_return_min = m.episode_return_min;
+    r.episode_return_max = m.episode_return_max;
+    r.episode_len_mean = m.episode_len_mean;
+    r.num_episodes = m.num_episodes;
+    r.num_env_steps_sampled = m.num_env_steps_sampled;
+    r.num_env_steps_sampled_lifetime = m.num_env_steps_sampled_lifetime;
+    r.total_loss = m.loss;
+    r.epsilon = m.epsilon;
+    r.mean_q = m.q_mean;
+    r.td_error_mean = m.td_error_mean;
+    r.num_env_steps_trained = m.num_env_steps_trained;
+    r.replay_buffer_size = m.replay_buffer_size;
+    r.learn_s = m.time_this_iter_s;
+    s.iteration = m.training_iteration;
+    s.lifetime_steps = m.num_env_steps_sampled_lifetime;
+    return r;
+  }
   const PPOConfig& c = s.config;
   TrainResult r;
   auto start = std::chrono::steady_clock::now();
@@ -556,6 +592,15 @@ TrainResult Algorithm::Train() {
 
 void Algorithm::Save(const std::string& dir) const {
   const Impl& s = *impl_;
+  if (s.dqn) {
+    s.dqn->Save(dir);  // creates dir
+    const std::string path = dir + "/" + kDqnConfigFile;
+    std::ofstream out(path, std::ios::trunc);
+    out << s.dqn_config.ToJson();
+    out.close();
+    if (!out) throw Error("prism::rl: Save: cannot write " + path);
+    return;
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("prism::rl: Save: cannot create " + dir + ": " + ec.message());
@@ -571,9 +616,34 @@ void Algorithm::Save(const std::string& dir) const {
 
 Algorithm Algorithm::FromCheckpoint(const std::string& dir) {
   const std::string file = dir + "/" + kCheckpointFile;
-  if (!std::filesystem::exists(file)) {
-    throw Error("prism::rl: FromCheckpoint: " + dir + " holds no " + kCheckpointFile +
-                " (write one with Algorithm::Save)");
+  const std::string dqn_file = dir + "/" + dqn::DqnTrainer::kCheckpointFile;
+  const bool has_ppo = std::filesystem::exists(file), has_dqn = std::filesystem::exists(dqn_file);
+  if (has_ppo && has_dqn) {
+    throw Error("prism::rl: FromCheckpoint: " + dir + " holds both a PPO (" + kCheckpointFile + ") and a DQN (" +
+                dqn::DqnTrainer::kCheckpointFile + ") checkpoint: save each algorithm to its own directory");
+  }
+  if (has_dqn) {
+    const std::string config_path = dir + "/" + kDqnConfigFile;
+    std::ifstream in(config_path);
+    if (!in) {
+      throw Error("prism::rl: FromCheckpoint: " + dir + " holds " + dqn::DqnTrainer::kCheckpointFile + " but no " +
+                  kDqnConfigFile + " (write both with Algorithm::Save)");
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    Algorithm algo = DQNConfig::FromJson(text.str()).Build();
+    Impl& s = *algo.impl_;
+    s.dqn->Load(dir);
+    s.lifetime_steps = s.dqn->num_env_steps_sampled_lifetime();
+    auto attrs = prism::train::ReadAttributes(dqn_file);
+    if (auto it = attrs.find("training_iteration"); it != attrs.end() && std::holds_alternative<int64_t>(it->second)) {
+      s.iteration = std::get<int64_t>(it->second);
+    }
+    return algo;
+  }
+  if (!has_ppo) {
+    throw Error("prism::rl: FromCheckpoint: " + dir + " holds no " + kCheckpointFile + " (PPO) or " +
+                dqn::DqnTrainer::kCheckpointFile + " (DQN) (write one with Algorithm::Save)");
   }
   auto attrs = prism::train::ReadAttributes(file);
   auto text = [&](const std::string& key) -> std::string {
@@ -612,10 +682,21 @@ Algorithm Algorithm::FromCheckpoint(const std::string& dir) {
 }
 
 Action Algorithm::ComputeSingleAction(const std::vector<float>& obs, bool explore) {
+  if (impl_->dqn) return impl_->dqn->ComputeSingleAction(obs, explore);
   return impl_->module->ComputeSingleAction(obs, explore, impl_->rng);
 }
 
-const PPOConfig& Algorithm::config() const { return impl_->config; }
+std::string Algorithm::algorithm_name() const { return impl_->dqn ? "DQN" : "PPO"; }
+
+const PPOConfig& Algorithm::config() const {
+  if (impl_->dqn) throw Error("prism::rl: config(): this algorithm is DQN; its config is dqn_config()");
+  return impl_->config;
+}
+
+const DQNConfig& Algorithm::dqn_config() const {
+  if (!impl_->dqn) throw Error("prism::rl: dqn_config(): this algorithm is PPO; its config is config()");
+  return impl_->dqn_config;
+}
 int64_t Algorithm::iteration() const { return impl_->iteration; }
 int64_t Algorithm::num_env_steps_sampled_lifetime() const { return impl_->lifetime_steps; }
 
@@ -625,6 +706,186 @@ void Algorithm::KillEnvRunner(int index) {
                 std::to_string(impl_->runners.size()) + ")");
   }
   impl_->runners[index].Kill(/*no_restart=*/false);
+}
+
+// ---- DQNConfig ----------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void BadDqn(const std::string& what) { throw Error("prism::rl: DQNConfig: " + what); }
+
+dqn::DqnConfig ToDqnConfig(const DQNConfig& c) {
+  dqn::DqnConfig d;
+  d.env = c.env;
+  d.env_config = c.env_config;
+  d.num_envs = c.num_envs_per_env_runner;
+  d.seed = c.seed;
+  d.gamma = c.gamma;
+  d.lr = c.lr;
+  d.grad_clip = c.grad_clip;
+  d.train_batch_size = c.train_batch_size;
+  d.replay_capacity = c.replay_buffer_capacity;
+  d.target_network_update_freq = c.target_network_update_freq;
+  d.tau = c.tau;
+  d.num_steps_sampled_before_learning_starts = c.num_steps_sampled_before_learning_starts;
+  d.epsilon = c.epsilon;
+  d.double_q = c.double_q;
+  d.n_step = c.n_step;
+  d.training_intensity = c.training_intensity;
+  d.model.hiddens = c.hidden;
+  d.model.head_hiddens = c.head_hiddens;
+  d.model.dueling = c.dueling;
+  return d;
+}
+
+}  // namespace
+
+DQNConfig& DQNConfig::Environment(std::string env_name, EnvConfig config) {
+  env = std::move(env_name);
+  env_config = std::move(config);
+  return *this;
+}
+
+DQNConfig& DQNConfig::EnvRunners(int runners, int envs) {
+  num_env_runners = runners;
+  num_envs_per_env_runner = envs;
+  return *this;
+}
+
+DQNConfig& DQNConfig::Training(const DQNTraining& t) {
+  if (t.lr) lr = *t.lr;
+  if (t.gamma) gamma = *t.gamma;
+  if (t.train_batch_size) train_batch_size = *t.train_batch_size;
+  if (t.replay_buffer_capacity) replay_buffer_capacity = *t.replay_buffer_capacity;
+  if (t.target_network_update_freq) target_network_update_freq = *t.target_network_update_freq;
+  if (t.num_steps_sampled_before_learning_starts) {
+    num_steps_sampled_before_learning_starts = *t.num_steps_sampled_before_learning_starts;
+  }
+  if (t.epsilon) epsilon = *t.epsilon;
+  if (t.double_q) double_q = *t.double_q;
+  if (t.dueling) dueling = *t.dueling;
+  if (t.n_step) n_step = *t.n_step;
+  if (t.tau) tau = *t.tau;
+  if (t.grad_clip) grad_clip = *t.grad_clip;
+  if (t.training_intensity) training_intensity = *t.training_intensity;
+  return *this;
+}
+
+DQNConfig& DQNConfig::RLModule(std::vector<int64_t> sizes, std::vector<int64_t> head_sizes) {
+  hidden = std::move(sizes);
+  head_hiddens = std::move(head_sizes);
+  return *this;
+}
+
+DQNConfig& DQNConfig::Debugging(uint64_t s) {
+  seed = s;
+  return *this;
+}
+
+void DQNConfig::Validate() const {
+  if (num_env_runners != 0) {
+    BadDqn("num_env_runners is " + std::to_string(num_env_runners) +
+           ": DQN samples on the driver in this version (one local env runner); pass "
+           "EnvRunners(0, num_envs_per_env_runner)");
+  }
+  if (env.empty()) {
+    std::string names;
+    for (const auto& n : RegisteredEnvs()) names += (names.empty() ? "" : ", ") + n;
+    BadDqn("no environment: call .Environment(name) with a registered one (" + names + ")");
+  }
+  std::unique_ptr<Env> probe;
+  try {
+    probe = MakeEnv(env, env_config);
+  } catch (const Error& e) {
+    BadDqn(std::string("Environment(\"") + env + "\"): " + e.what());
+  }
+  if (probe->action_space().kind != Space::Kind::kDiscrete) {
+    BadDqn("Environment(\"" + env + "\") has action space " + probe->action_space().ToString() +
+           "; DQN needs a Discrete action space (use PPOConfig for continuous actions)");
+  }
+  if (num_envs_per_env_runner < 1) {
+    BadDqn("num_envs_per_env_runner must be >= 1, got " + std::to_string(num_envs_per_env_runner));
+  }
+  if (hidden.empty()) BadDqn("RLModule needs at least one hidden layer size");
+  for (int64_t h : hidden) {
+    if (h < 1) BadDqn("RLModule hidden sizes must be >= 1, got " + std::to_string(h));
+  }
+  for (int64_t h : head_hiddens) {
+    if (h < 1) BadDqn("RLModule head_hiddens sizes must be >= 1, got " + std::to_string(h));
+  }
+  ToDqnConfig(*this).Validate();  // the training values (its errors name the field)
+}
+
+Algorithm DQNConfig::Build() const {
+  Validate();
+  auto impl = std::make_unique<Algorithm::Impl>();
+  impl->dqn_config = *this;
+  impl->dqn = std::make_unique<dqn::DqnTrainer>(ToDqnConfig(*this));
+  return Algorithm(std::move(impl));
+}
+
+std::string DQNConfig::ToJson() const {
+  nlohmann::json j;
+  j["algorithm"] = "DQN";
+  j["env"] = env;
+  j["env_config"] = env_config;
+  j["num_env_runners"] = num_env_runners;
+  j["num_envs_per_env_runner"] = num_envs_per_env_runner;
+  j["lr"] = lr;
+  j["gamma"] = gamma;
+  j["train_batch_size"] = train_batch_size;
+  j["replay_buffer_capacity"] = replay_buffer_capacity;
+  j["target_network_update_freq"] = target_network_update_freq;
+  j["num_steps_sampled_before_learning_starts"] = num_steps_sampled_before_learning_starts;
+  j["epsilon"] = epsilon;
+  j["double_q"] = double_q;
+  j["dueling"] = dueling;
+  j["n_step"] = n_step;
+  j["tau"] = tau;
+  j["grad_clip"] = grad_clip;
+  j["training_intensity"] = training_intensity ? nlohmann::json(*training_intensity) : nlohmann::json(nullptr);
+  j["hidden"] = hidden;
+  j["head_hiddens"] = head_hiddens;
+  j["seed"] = seed;
+  return j.dump();
+}
+
+DQNConfig DQNConfig::FromJson(const std::string& text) {
+  DQNConfig c;
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (j.contains("algorithm") && j.at("algorithm") != "DQN") {
+      throw Error("prism::rl: DQNConfig::FromJson: the config is for " + j.at("algorithm").dump() + ", not DQN");
+    }
+    auto get = [&](const char* key, auto& field) {
+      if (j.contains(key)) j.at(key).get_to(field);
+    };
+    get("env", c.env);
+    get("env_config", c.env_config);
+    get("num_env_runners", c.num_env_runners);
+    get("num_envs_per_env_runner", c.num_envs_per_env_runner);
+    get("lr", c.lr);
+    get("gamma", c.gamma);
+    get("train_batch_size", c.train_batch_size);
+    get("replay_buffer_capacity", c.replay_buffer_capacity);
+    get("target_network_update_freq", c.target_network_update_freq);
+    get("num_steps_sampled_before_learning_starts", c.num_steps_sampled_before_learning_starts);
+    get("epsilon", c.epsilon);
+    get("double_q", c.double_q);
+    get("dueling", c.dueling);
+    get("n_step", c.n_step);
+    get("tau", c.tau);
+    get("grad_clip", c.grad_clip);
+    if (j.contains("training_intensity") && !j.at("training_intensity").is_null()) {
+      c.training_intensity = j.at("training_intensity").get<double>();
+    }
+    get("hidden", c.hidden);
+    get("head_hiddens", c.head_hiddens);
+    get("seed", c.seed);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("prism::rl: DQNConfig::FromJson: ") + e.what());
+  }
+  return c;
 }
 
 }  // namespace prism::rl

@@ -66,6 +66,7 @@ struct PPOTraining {
 };
 
 class Algorithm;
+class DQNConfig;  // prism/rl/dqn.h
 
 /// RLlib's PPOConfig as a builder. A value type: copy it freely. Not thread-safe.
 class PPOConfig {
@@ -149,14 +150,22 @@ struct TrainResult {
   // The learner's means over the iteration's minibatches.
   double total_loss = 0, policy_loss = 0, vf_loss = 0, entropy = 0, mean_kl = 0;
   double curr_kl_coeff = 0;  // after this iteration's adaptation
-  // Timers (seconds).
+  // DQN's (PPO leaves them 0): epsilon at the iteration's end, the means of Q(s, a) and of
+  // |TD error| over the iteration's updates (NaN before learning starts), the replayed rows
+  // trained on this iteration, and the replay buffer's size. total_loss is DQN's qf_loss.
+  double epsilon = 0, mean_q = 0, td_error_mean = 0;
+  int64_t num_env_steps_trained = 0;
+  int64_t replay_buffer_size = 0;
+  // Timers (seconds). DQN interleaves sampling and learning: its sample_s is 0 and learn_s
+  // the whole iteration.
   double sample_s = 0, learn_s = 0;
   int num_healthy_env_runners = 0;  // runners whose sample arrived this iteration
   /// Every value by its RLlib-style name.
   std::map<std::string, double> ToMap() const;
 };
 
-/// A built PPO algorithm. Move-only; the runners end with it. Not thread-safe: call from
+/// A built algorithm: PPO (PPOConfig::Build) or DQN (DQNConfig::Build, prism/rl/dqn.h).
+/// Move-only; the runners end with it. Not thread-safe: call from
 /// the driver's thread.
 class Algorithm {
  public:
@@ -168,16 +177,23 @@ class Algorithm {
   /// runner returned a sample, or what a runner's environment threw.
   TrainResult Train();
   /// Writes the weights, the optimizer's state, the config and the counters to
-  /// `dir`/algorithm.h5 (directories created). prism::Error on an I/O failure.
+  /// `dir`/algorithm.h5 (PPO) or `dir`/dqn.h5 and `dir`/dqn_config.json (DQN; the replay
+  /// buffer is not saved) (directories created). prism::Error on an I/O failure.
   void Save(const std::string& dir) const;
-  /// A new algorithm from Save's directory (its runners created anew). prism::Error if the
-  /// directory holds no checkpoint or a damaged one.
+  /// A new algorithm from Save's directory (its runners created anew; PPO or DQN by the
+  /// file there). prism::Error if the directory holds no checkpoint, a damaged one, or both
+  /// a PPO and a DQN one.
   static Algorithm FromCheckpoint(const std::string& dir);
   /// The policy's action for one observation: its mode (explore false) or a sample.
   /// prism::Error for an observation of the wrong size.
   Action ComputeSingleAction(const std::vector<float>& obs, bool explore = false);
 
+  /// "PPO" or "DQN".
+  std::string algorithm_name() const;
+  /// The PPO config; prism::Error for a DQN algorithm (use dqn_config()).
   const PPOConfig& config() const;
+  /// The DQN config; prism::Error for a PPO algorithm (use config()).
+  const DQNConfig& dqn_config() const;
   int64_t iteration() const;
   int64_t num_env_steps_sampled_lifetime() const;
   /// Fault injection (tests): kills env runner `index` as ray.kill(actor, no_restart=False)
@@ -186,6 +202,7 @@ class Algorithm {
 
  private:
   friend class PPOConfig;
+  friend class DQNConfig;
   struct Impl;
   explicit Algorithm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
