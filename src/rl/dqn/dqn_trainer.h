@@ -2,7 +2,7 @@
 // DqnTrainer: RLlib's DQN (new API stack) in one process, without MPI: one local env runner
 // stepping a VectorEnv with epsilon-greedy actions, a uniform replay buffer (RLlib's default
 // is a PrioritizedEpisodeReplayBuffer; priorities are not implemented here), and the local
-// Learner. prism::rl::Algorithm's DQNConfig runs it on the driver (the integrator's part).
+// Learner. prism::rl::Algorithm built from a DQNConfig runs it on the driver (src/rl/algorithm.cc).
 //
 //   prism::rl::dqn::DqnConfig config;          // RLlib's defaults
 //   config.env = "CartPole-v1";
