@@ -10,30 +10,15 @@
 #include <random>
 
 #include "prism/errors.h"
+#include "rl_test_util.h"
 #include "prism/rl.h"
 
 namespace prism::rl {
 namespace {
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using prism_test::ErrorOf;
 
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
-    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
-
-std::string TempDir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("prism_rl_dqn_algo_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  return dir.string();
-}
+std::string TempDir(const std::string& name) { return prism_rl_test::TempDir("prism_rl_dqn_algo_", name); }
 
 // Small and quick to learn from: learning starts at 300 steps, so the first iteration
 // (>= 1000 env steps) already trains.
@@ -87,7 +72,7 @@ TEST(DqnAlgorithm, ReadmeExampleConfig) {
   EXPECT_EQ(c.epsilon, (std::vector<std::pair<int64_t, double>>{{0, 1.0}, {10000, 0.02}}));
   EXPECT_EQ(c.hidden, (std::vector<int64_t>{256}));
   EXPECT_EQ(c.head_hiddens, (std::vector<int64_t>{256}));
-  EXPECT_EQ(ErrorOf([&] { c.Validate(); }), "");
+  EXPECT_EQ(ErrorOf([&] { c.Validate(); }), "(no error)");
 }
 
 TEST(DqnAlgorithm, JsonRoundTrip) {
@@ -129,7 +114,7 @@ TEST(DqnAlgorithm, BadConfigsGiveClearErrors) {
   EXPECT_ERROR_HAS(SmallCartPole().RLModule({32}, {0}).Build(), "head_hiddens");
   EXPECT_ERROR_HAS(SmallCartPole().EnvRunners(0, 0).Build(), "num_envs_per_env_runner");
   // Valid configs pass Validate.
-  EXPECT_EQ(ErrorOf([] { SmallCartPole().Validate(); }), "");
+  EXPECT_EQ(ErrorOf([] { SmallCartPole().Validate(); }), "(no error)");
 }
 
 TEST(DqnAlgorithm, TrainReportsSaneMetrics) {
@@ -177,7 +162,7 @@ TEST(DqnAlgorithm, TrainReportsSaneMetrics) {
   EXPECT_EQ(algo.iteration(), 3);
   EXPECT_EQ(algo.num_env_steps_sampled_lifetime(), lifetime);
   EXPECT_ERROR_HAS(algo.KillEnvRunner(0), "no env runner 0");
-  EXPECT_NE(ErrorOf([&] { algo.ComputeSingleAction({0.f, 0.f}); }), "");
+  EXPECT_NE(ErrorOf([&] { algo.ComputeSingleAction({0.f, 0.f}); }), "(no error)");
 }
 
 TEST(DqnAlgorithm, CheckpointGivesTheSameGreedyActions) {

@@ -6,24 +6,14 @@
 #include <map>
 
 #include "prism/errors.h"
+#include "rl_test_util.h"
 #include "rl/replay_buffer.h"
 #include "rl/schedule.h"
 
 namespace prism::rl {
 namespace {
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
-    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
+using prism_test::ErrorOf;
 
 // ---- Schedules ----
 

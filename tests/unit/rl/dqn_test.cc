@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "prism/errors.h"
+#include "rl_test_util.h"
 #include "rl/dqn/dqn_trainer.h"
 #include "rl/dqn/learner.h"
 #include "rl/dqn/q_module.h"
@@ -23,18 +24,7 @@
 namespace prism::rl::dqn {
 namespace {
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
-    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
+using prism_test::ErrorOf;
 
 const Space kObs2 = Space::Box({-10, -10}, {10, 10}, {2});
 const Space kTwoActions = Space::Discrete(2);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "prism/errors.h"
+#include "rl_test_util.h"
 #include "prism/rl/env.h"
 #include "rl/env/cartpole.h"
 #include "rl/env/pendulum.h"
@@ -19,18 +20,7 @@ using internal::CartPoleEnv;
 using internal::PendulumEnv;
 
 // What the error thrown by `f` says ("" if none was thrown).
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
-    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
+using prism_test::ErrorOf;
 
 // ---- CartPole-v1 ----
 

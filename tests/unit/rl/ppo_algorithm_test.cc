@@ -9,30 +9,15 @@
 #include <fstream>
 
 #include "prism/errors.h"
+#include "rl_test_util.h"
 #include "prism/rl.h"
 
 namespace prism::rl {
 namespace {
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using prism_test::ErrorOf;
 
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
-    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
-
-std::string TempDir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("prism_rl_algo_" + name + "_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  return dir.string();
-}
+std::string TempDir(const std::string& name) { return prism_rl_test::TempDir("prism_rl_algo_", name); }
 
 TEST(PPOConfig, DefaultsAreRLlibs) {
   PPOConfig c;

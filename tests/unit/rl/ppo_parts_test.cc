@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "prism/errors.h"
+#include "rl_test_util.h"
 #include "rl/ppo/gae.h"
 #include "rl/ppo/learner.h"
 #include "rl/ppo/rl_module.h"
@@ -19,18 +20,7 @@
 namespace prism::rl::ppo {
 namespace {
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_HAS(stmt, text) EXPECT_NE(ErrorOf([&] { stmt; }).find(text), std::string::npos) \
-    << "error was: '" << ErrorOf([&] { stmt; }) << "'"
+using prism_test::ErrorOf;
 
 SampleBatch Rows(std::vector<float> rewards, std::vector<float> values) {
   SampleBatch b;
