@@ -112,19 +112,19 @@ void Acknowledge(int sig) {
 
 void OnStopSignal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
-  if (g_pipe[1] < 0 && sig == SIGTERM && g_parent_is_mpi_launcher && info != nullptr &&
-      info->si_pid != 0 && info->si_pid == getppid()) {
-    // Before Init there is no watcher to end the process: end it as SIGTERM would.
-    std::signal(SIGTERM, SIG_DFL);
-    std::raise(SIGTERM);
-    errno = saved;
-    return;
-  }
   // SIGTERM from our parent when that is mpirun or its daemon: the launcher is ending the
   // job (a rank died, or mpirun itself was stopped), which is no preemption. Slurm's
   // preemption and time-limit signals come from slurmstepd, never from mpirun.
   const bool launcher = sig == SIGTERM && g_parent_is_mpi_launcher && info != nullptr &&
                         info->si_pid != 0 && info->si_pid == getppid();
+  if (launcher && g_pipe[1] < 0) {
+    // Before Init (the early handler) there is no watcher to end the process: end it as
+    // SIGTERM would.
+    std::signal(SIGTERM, SIG_DFL);
+    std::raise(SIGTERM);
+    errno = saved;
+    return;
+  }
   if (!launcher) {
     int none = 0;
     g_signal.compare_exchange_strong(none, sig);
