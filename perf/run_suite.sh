@@ -71,7 +71,7 @@ bin="$build_dir/perf"
 export BUILD_DIR="$build_dir"  # for run_callgrind.sh
 if [[ ! -d "$bin" ]]; then
   echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
-  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_hotpath_benchmark" >&2
+  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_rl_sampling_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_hotpath_benchmark" >&2
   exit 1
 fi
 
@@ -166,9 +166,17 @@ if wants data; then
     "${L[@]}" "$bin/prism_data_shuffle_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 \
     --prism-object-store-memory=8G --json="$out/data_shuffle.json"
 fi
-# RL: raw environment steps/s on one core (no MPI).
-wants rl && step rl "$out/rl_env.json" "$bin/prism_rl_env_benchmark" \
-  "$bin/prism_rl_env_benchmark" "${quick_flag[@]}" --json="$out/rl_env.json"
+# RL: raw environment steps/s on one core (no MPI), then PPO's sampling with policy inference
+# (one sampler on one core, and Train() with 2 env runner actors: at least 3 ranks). Two steps,
+# one part.
+if wants rl; then
+  step rl "$out/rl_env.json" "$bin/prism_rl_env_benchmark" \
+    "$bin/prism_rl_env_benchmark" "${quick_flag[@]}" --json="$out/rl_env.json"
+  launcher $(( ranks < 3 ? 3 : ranks ))
+  step rl_sampling "$out/rl_sampling.json" "$bin/prism_rl_sampling_benchmark" \
+    "${L[@]}" "$bin/prism_rl_sampling_benchmark" "${quick_flag[@]}" --runners=2 --json="$out/rl_sampling.json"
+  launcher "$ranks"
+fi
 
 # Serve: the HTTP layer alone (one process), then end to end on the ranks (HTTP through
 # replicas, handle calls, autoscaling under a load step; its CSV and plot go beside the JSON).

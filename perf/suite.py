@@ -56,6 +56,7 @@ NORMALISATION_RULES = [
     (r"^mpi_alltoallv_raw$", "reference", "raw MPI_Alltoallv of the shuffle's bytes, same run: a reference figure"),
     (r"^data_random_shuffle$", None, "Data shuffle GiB/s: raw (its target is a ratio to mpi_alltoallv_raw, same run)"),
     (r"^rl_env_", "matmul", "raw RL environment steps/s on one core: matrix-multiply GFLOP/s (CPU-bound)"),
+    (r"^rl_sampling_", "matmul", "PPO sampling steps/s with policy inference: matrix-multiply GFLOP/s (CPU-bound)"),
     (r"^data_udf_call$|^data_memory_", None, "Data UDF call time, memory and spilled bytes: raw, their own targets"),
     (r"^serve_http_alone_|^serve_actor_call_", "reference",
      "Serve's same-run references (the HTTP layer alone, plain actor calls): reported, never judged"),
@@ -77,6 +78,7 @@ PART_GROUPS = {
     "data_memory": "data",
     "data_shuffle": "data",
     "rl": "rl",
+    "rl_sampling": "rl",
     "serve_http": "serve",
     "serve": "serve",
 }
