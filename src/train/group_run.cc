@@ -1,0 +1,347 @@
+// RunGroup: the driver's side of a training run (group_run.h says what it does). A resume
+// starts from the newest checkpoint whose files still match their commit's checksums;
+// newer ones that do not are named on stderr and skipped, and a run whose checkpoints all
+// fail stops.
+#include "train/group_run.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/checksums.h"
+#include "prism/api.h"
+#include "prism/placement_group.h"
+#include "prism/platform/invoke.h"
+#include "prism/platform/preemption.h"
+#include "prism/remote.h"
+#include "train/worker.h"
+
+namespace prism::train::internal {
+
+/// The storage probe file of the driver (rank < 0) or of a worker's rank.
+std::string ProbeFile(const std::string& dir, const std::string& run_id, int rank) {
+  return dir + "/.prism-probe-" + run_id + "-" + (rank < 0 ? "driver" : "rank" + std::to_string(rank));
+}
+
+/// Run on each worker's rank before training: writes this rank's probe file into `dir`
+/// and checks that the driver's is visible. Returns "" or what this rank could not do.
+std::string PrismTrainProbeStorage(std::string dir, std::string run_id, int rank) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string where = "rank " + std::to_string(rank) + " (host " + host + ")";
+  if (!std::filesystem::exists(ProbeFile(dir, run_id, -1))) {
+    return where + " cannot see the probe file the driver wrote in " + dir;
+  }
+  std::ofstream(ProbeFile(dir, run_id, rank)) << host << "\n";
+  return "";
+}
+
+}  // namespace prism::train::internal
+
+PRISM_REMOTE(prism::train::internal::PrismTrainProbeStorage);
+
+namespace prism::train::internal {
+namespace {
+
+
+std::string Describe(const std::map<std::string, double>& resources) {
+  std::ostringstream out;
+  out << "{";
+  bool first = true;
+  for (const auto& [k, v] : resources) {
+    out << (first ? "" : ", ") << k << ": " << v;
+    first = false;
+  }
+  return out.str() + "}";
+}
+
+/// The placement strategy named in ScalingConfig.
+PlacementStrategy StrategyOf(const std::string& name) {
+  static const std::map<std::string, PlacementStrategy> kStrategies = {
+      {"PACK", PlacementStrategy::PACK}, {"SPREAD", PlacementStrategy::SPREAD},
+      {"STRICT_PACK", PlacementStrategy::STRICT_PACK}, {"STRICT_SPREAD", PlacementStrategy::STRICT_SPREAD}};
+  auto it = kStrategies.find(name);
+  if (it == kStrategies.end()) {
+    throw Error("prism::train: placement_strategy \"" + name +
+                "\" is not one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD");
+  }
+  return it->second;
+}
+
+std::string FormatMetrics(const Metrics& m) {
+  std::ostringstream out;
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    out << (first ? "" : ", ") << k << "=" << v;
+    first = false;
+  }
+  return out.str();
+}
+
+/// Prints a report as the driver receives it.
+void ShowReport(const ReportRecord& record) {
+  std::fprintf(stderr, "prism.train: report %lld (attempt %d): %s%s\n",
+               static_cast<long long>(record.iteration), record.attempt + 1,
+               FormatMetrics(record.metrics).c_str(),
+               record.checkpoint_path.empty() ? "" : (", checkpoint " + record.checkpoint_path).c_str());
+}
+
+/// Checks that every worker's rank sees the storage path as the driver does (a shared file
+/// system when they sit on other nodes): the driver and each rank write a probe file, and
+/// each side must see the other's.
+void CheckStorageShared(const std::string& dir, const std::vector<int>& ranks,
+                        const std::string& run_id) {
+  struct Cleanup {
+    const std::string& dir;
+    const std::string& run_id;
+    const std::vector<int>& ranks;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove(ProbeFile(dir, run_id, -1), ec);
+      for (int r : ranks) std::filesystem::remove(ProbeFile(dir, run_id, r), ec);
+    }
+  } cleanup{dir, run_id, ranks};
+  {
+    std::ofstream probe(ProbeFile(dir, run_id, -1));
+    probe << "driver\n";
+    probe.flush();
+    if (!probe) throw Error("prism::train: cannot write a probe file into " + dir);
+  }
+  std::vector<ObjectRef<std::string>> refs;
+  for (int r : ranks) refs.push_back(PinnedToRank(PrismTrainProbeStorage, r).Remote(dir, run_id, r));
+  const std::string fix =
+      ". Put storage_path on a file system every node mounts (your cluster's scratch or home "
+      "file system), through RunConfig::storage_path or PRISM_STORAGE_PATH.";
+  for (size_t i = 0; i < refs.size(); ++i) {
+    std::string problem = *refs[i].Get(60000);
+    if (!problem.empty()) throw Error("prism::train: storage_path is not shared: " + problem + fix);
+    if (!std::filesystem::exists(ProbeFile(dir, run_id, ranks[i]))) {
+      throw Error("prism::train: storage_path is not shared: the driver cannot see the probe "
+                  "file rank " + std::to_string(ranks[i]) + " wrote in " + dir + fix);
+    }
+  }
+}
+
+/// The checkpoint a run resumes from ("" for none): the newest of `store` that verifies.
+/// Says on stderr which newer ones are corrupt and why, and then which one it resumes from
+/// (also without them if `announce`). Throws TrainingFailedError, listing what was tried,
+/// when the run has checkpoints and none verifies: starting over would silently throw the
+/// run's work away.
+std::string NewestValidCheckpoint(const CheckpointStore& store, const std::string& name,
+                                  bool announce) {
+  ResumePoint point = store.NewestValid();
+  for (const auto& bad : point.rejected) {
+    std::fprintf(stderr, "prism.train: checkpoint %s is corrupt, not resuming from it: %s\n",
+                 bad.path.c_str(), bad.problem.c_str());
+  }
+  if (!point.checkpoint) {
+    if (point.rejected.empty()) return "";
+    std::string tried;
+    for (const auto& bad : point.rejected) tried += "\n  " + bad.path + ": " + bad.problem;
+    throw TrainingFailedError(
+        "prism::train: run " + name + " has no intact checkpoint to resume from; tried, newest "
+        "first:" + tried + "\nMove the damaged checkpoint directories out of " + store.run_dir() +
+        " (a run without checkpoints starts from scratch), or restore them from a copy");
+  }
+  const std::string path = point.checkpoint->checkpoint.path();
+  if (!point.rejected.empty()) {
+    std::fprintf(stderr,
+                 "prism.train: resuming %s from %s instead, the newest intact checkpoint (%zu "
+                 "newer one%s corrupt)\n",
+                 name.c_str(), path.c_str(), point.rejected.size(),
+                 point.rejected.size() == 1 ? " is" : "s are");
+  } else if (announce) {
+    std::fprintf(stderr, "prism.train: resuming %s from %s\n", name.c_str(), path.c_str());
+  }
+  if (!point.verified) {
+    std::fprintf(stderr,
+                 "prism.train: checkpoint %s has no checksums (committed by an older Prism), so "
+                 "it cannot be verified\n",
+                 path.c_str());
+  }
+  return path;
+}
+
+/// Checks a checkpoint given as TorchTrainerOptions::resume_from_checkpoint, if it was
+/// committed (a directory of the user's own has no record to check against).
+void CheckChosenCheckpoint(const Checkpoint& checkpoint) {
+  if (!std::filesystem::exists(checkpoint.path() + "/" + kRecordFile)) return;
+  Verification v = VerifyCheckpoint(checkpoint.path());
+  if (!v.problem.empty()) {
+    throw TrainingFailedError("prism::train: resume_from_checkpoint " + checkpoint.path() +
+                              " is corrupt: " + v.problem + ". Pick another checkpoint");
+  }
+}
+
+}  // namespace
+
+Result RunGroup(const GroupRun& spec) {
+  const ScalingConfig& scaling = spec.scaling;
+  const RunConfig& run = spec.run;
+  std::map<std::string, double> resources = scaling.resources_per_worker;
+  if (resources.empty()) {
+    resources["CPU"] = 1;
+    if (scaling.use_gpu) resources["GPU"] = 1;
+  }
+  const std::string name = run.name.empty() ? DefaultRunName(spec.kind) : run.name;
+  const std::string storage = run.storage_path.empty() ? DefaultStoragePath() : run.storage_path;
+  const std::string trial_dir = storage + "/" + name;
+  CheckpointStore store(trial_dir, run.checkpoint_config);  // checks it is writable
+
+  std::string resume;
+  if (spec.resume_from_checkpoint) {
+    CheckChosenCheckpoint(*spec.resume_from_checkpoint);
+    resume = spec.resume_from_checkpoint->path();
+  } else {
+    resume = NewestValidCheckpoint(store, name, run.verbose);
+  }
+
+  std::random_device rd;
+  char id[32];
+  std::snprintf(id, sizeof id, "%08x%08x", rd(), static_cast<unsigned>(getpid()));
+  const std::string run_id = id;
+  // From here SIGTERM on the driver stops the run after a checkpoint instead of ending it,
+  // and either signal arrives as a kPreempted event.
+  platform::PreemptionGuard preemption_guard;
+  std::optional<ReportRecord> last_report;
+  auto preempted = [&](const std::string& why) {
+    auto latest = store.Latest();
+    const std::string path = latest ? latest->checkpoint.path() : "";
+    const int sig = PreemptionSignal();
+    return TrainingPreemptedError(
+        "prism::train: stopped on " + std::string(platform::SignalName(sig)) +
+            " (preemption or time limit) " + why +
+            (path.empty() ? "; no checkpoint yet" : "; latest checkpoint " + path) +
+            ". Run it again with the same name and storage_path to resume (a job script "
+            "requeues on exit status " + std::to_string(kExitPreempted) + ")",
+        sig, path);
+  };
+
+  // One worker per rank: the workers of a run join one MPI communicator.
+  platform::WorkerGroupOptions group_options;
+  group_options.num_workers = scaling.num_workers;
+  group_options.resources_per_worker = resources;
+  group_options.strategy = StrategyOf(scaling.placement_strategy);
+  group_options.one_worker_per_rank = true;
+  group_options.name = "train_" + name;
+  group_options.preemption_events = true;
+  std::unique_ptr<platform::WorkerGroup> group;
+  try {
+    group = std::make_unique<platform::WorkerGroup>(group_options);
+  } catch (const ResourceError& e) {
+    throw Error("prism::train: " + std::to_string(scaling.num_workers) + " workers need " +
+                std::to_string(scaling.num_workers) + " distinct ranks with " + Describe(resources) +
+                " each (placement " + scaling.placement_strategy + "), which this cluster can never "
+                "hold. Start more ranks (mpirun -n, srun -n) or lower ScalingConfig::num_workers / "
+                "resources_per_worker. (" + e.what() + ")");
+  }
+  std::vector<int> ranks;
+  for (const auto& w : group->workers()) ranks.push_back(w.rank);
+  CheckStorageShared(trial_dir, ranks, run_id);
+  if (spec.check_workers) spec.check_workers(group->workers());
+
+  int failures = 0;
+  for (;;) {
+    if (PreemptionSignal() != 0) throw preempted("before the workers started");
+    AttemptInfo info;
+    info.run_id = run_id;
+    info.attempt = failures;
+    info.name = name;
+    info.trial_dir = trial_dir;
+    info.resume = resume;
+    info.workers = &group->workers();
+    group->Start(spec.loop_entry, spec.make_config(info));
+
+    // Reports and the workers' ends come as events, in order; stop at the first failure.
+    // A signal before this attempt started, or during it, asks the group to stop after its
+    // next checkpoint.
+    std::string failure;
+    bool stop_asked = false, stopped_early = false, stopped_by_caller = false;
+    auto ask_stop = [&] {
+      if (stop_asked) return;
+      stop_asked = true;
+      group->RequestStop();
+    };
+    if (PreemptionSignal() != 0) ask_stop();
+    while (group->Running() && failure.empty()) {
+      auto e = group->Next(60000);  // bounded only to stay responsive; events drive it
+      if (!e) continue;
+      switch (e->kind) {
+        case platform::WorkerEvent::kReport: {
+          auto record = platform::FromBytes<ReportRecord>(e->bytes);
+          if (run.verbose) ShowReport(record);
+          if (run.on_report && !stopped_by_caller) {
+            std::optional<Checkpoint> ckpt;
+            if (!record.checkpoint_path.empty()) ckpt = Checkpoint::FromDirectory(record.checkpoint_path);
+            if (!run.on_report(record.metrics, ckpt)) {
+              stopped_by_caller = true;
+              ask_stop();
+            }
+          }
+          last_report = std::move(record);
+          break;
+        }
+        case platform::WorkerEvent::kPreempted: ask_stop(); break;
+        case platform::WorkerEvent::kFinished:
+          stopped_early |= platform::FromBytes<WorkerOutcome>(e->bytes).stopped;
+          break;
+        case platform::WorkerEvent::kFailed:
+          failure = "worker " + std::to_string(e->worker) + ": " + e->bytes + " (rank " +
+                    std::to_string(group->workers().at(static_cast<size_t>(e->worker)).rank) + ")";
+          break;
+      }
+    }
+    if (failure.empty()) {
+      if (stopped_early && !stopped_by_caller) throw preempted("after its checkpointed report");
+      break;
+    }
+
+    // A worker failed: abort the others' collectives, wait for them to stop, start over.
+    if (run.verbose) std::fprintf(stderr, "prism.train: %s\n", failure.c_str());
+    if (!group->Abort(120000)) {
+      throw TrainingFailedError("prism::train: " + failure +
+                                "; the other workers did not stop within 120 s of the abort "
+                                "(a loop that never reaches a collective or Report cannot be "
+                                "stopped)");
+    }
+    while (auto e = group->Next(0)) {  // what the others reported before they stopped
+      if (e->kind != platform::WorkerEvent::kReport) continue;
+      auto record = platform::FromBytes<ReportRecord>(e->bytes);
+      if (run.verbose) ShowReport(record);
+      last_report = std::move(record);
+    }
+    if (PreemptionSignal() != 0) throw preempted("while handling a failure (" + failure + ")");
+    ++failures;
+    if (run.failure_config.max_failures >= 0 && failures > run.failure_config.max_failures) {
+      throw TrainingFailedError("prism::train: training failed (" + std::to_string(failures) +
+                                " failure(s), max_failures=" +
+                                std::to_string(run.failure_config.max_failures) + "): " + failure);
+    }
+    if (std::string newest = NewestValidCheckpoint(store, name, false); !newest.empty()) {
+      resume = newest;
+    }
+    if (run.verbose) {
+      std::fprintf(stderr, "prism.train: restarting the group (failure %d of %s)%s%s\n", failures,
+                   run.failure_config.max_failures < 0
+                       ? "unlimited"
+                       : std::to_string(run.failure_config.max_failures).c_str(),
+                   resume.empty() ? "" : " from ", resume.c_str());
+    }
+  }
+
+  Result result;
+  result.path = trial_dir;
+  if (last_report) result.metrics = last_report->metrics;
+  if (auto latest = store.Latest()) result.checkpoint = latest->checkpoint;
+  for (const auto& kept : store.Best()) result.best_checkpoints.push_back({kept.checkpoint, kept.metrics});
+  result.metrics_history = ReadHistory(trial_dir);
+  return result;
+}
+
+}  // namespace prism::train::internal
