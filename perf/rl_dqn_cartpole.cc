@@ -6,7 +6,11 @@
 //
 //   ./prism_rl_dqn_cartpole [--seeds=0,1,2,3,4] [--max-steps=100000] [--target=450]
 //                           [--hiddens=256,256] [--head-hiddens=] [--n-step=1]
-//                           [--final-epsilon=0.05] [--verbose]
+//                           [--final-epsilon=0.05] [--verbose] [--curve=PATH]
+//
+// --curve=PATH writes the learning curve as CSV: a row per seed each time another 1000 env
+// steps have been sampled (and the row that reached the target), with the smoothed return
+// (perf/plot_rl_curves.py plots it).
 //
 // The flags other than seeds, steps and target change RLlib's defaults, e.g. RLlib's tuned
 // example rllib/tuned_examples/dqn/cartpole_dqn.py: --hiddens=256 --head-hiddens=256
@@ -19,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -42,6 +47,7 @@ int main(int argc, char** argv) {
   int64_t max_steps = 100000;
   double target = 450;
   bool verbose = false;
+  std::string curve_path;
   prism::rl::dqn::DqnConfig base;
   base.env = "CartPole-v1";
   for (int i = 1; i < argc; ++i) {
@@ -61,19 +67,31 @@ int main(int argc, char** argv) {
         base.n_step = std::stoi(a.substr(9));
       } else if (a.rfind("--final-epsilon=", 0) == 0) {
         base.epsilon.back().second = std::stod(a.substr(16));
+      } else if (a.rfind("--curve=", 0) == 0) {
+        curve_path = a.substr(8);
       } else if (a == "--verbose") {
         verbose = true;
       } else {
         std::fprintf(stderr,
                      "usage: prism_rl_dqn_cartpole [--seeds=0,1,2,3,4] [--max-steps=100000] "
                      "[--target=450] [--hiddens=256,256] [--head-hiddens=] [--n-step=1] "
-                     "[--final-epsilon=0.05] [--verbose]\n");
+                     "[--final-epsilon=0.05] [--verbose] [--curve=PATH]\n");
         return 2;
       }
     } catch (const std::exception&) {
       std::fprintf(stderr, "bad argument %s\n", a.c_str());
       return 2;
     }
+  }
+  std::ofstream curve;
+  if (!curve_path.empty()) {
+    curve.open(curve_path, std::ios::trunc);
+    if (!curve) {
+      std::fprintf(stderr, "cannot write --curve file %s\n", curve_path.c_str());
+      return 2;
+    }
+    curve << "env,seed,iteration,env_steps,episode_return_mean,episode_return_min,episode_return_max,"
+             "epsilon,wall_s\n";
   }
   torch::set_num_threads(1);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show as they come, also in a file
@@ -95,12 +113,20 @@ int main(int argc, char** argv) {
     c.seed = static_cast<uint64_t>(seed);
     prism::rl::dqn::DqnTrainer trainer(c);
     const auto start = std::chrono::steady_clock::now();
-    int64_t steps = 0, hit = -1;
+    int64_t steps = 0, hit = -1, next_row = 0;
     double best = 0;
     while (steps < max_steps) {
       prism::rl::dqn::DqnMetrics m = trainer.TrainIteration();
       steps = m.num_env_steps_sampled_lifetime;
       if (m.episode_return_mean > best) best = m.episode_return_mean;
+      if (curve.is_open() && (steps >= next_row || m.episode_return_mean >= target)) {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        curve << "CartPole-v1," << seed << ',' << m.training_iteration << ',' << steps << ','
+              << m.episode_return_mean << ',' << m.episode_return_min << ',' << m.episode_return_max << ','
+              << m.epsilon << ',' << wall << '\n';
+        curve.flush();
+        next_row = steps + 1000;
+      }
       if (verbose) {
         std::printf("  seed %lld it %lld steps %lld return_mean %.1f eps %.3f loss %.4f q %.2f\n",
                     static_cast<long long>(seed), static_cast<long long>(m.training_iteration),
