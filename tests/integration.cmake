@@ -144,4 +144,16 @@ if(TARGET rl_cartpole)
   set_tests_properties(app_rl_cartpole_3ranks PROPERTIES
     TIMEOUT 180 LABELS "apps;rl"
     PASS_REGULAR_EXPRESSION "reached return .*restored.*greedy evaluation of the restored policy")
+  # The same app on Pendulum-v1 (continuous actions, RLlib's Pendulum settings), shortened:
+  # from about -1200 (a random policy) to a mean return of -900; --curve's CSV has a row per
+  # iteration.
+  set(_pendulum_curve ${PROJECT_BINARY_DIR}/app_rl_pendulum_curve.csv)
+  add_test(NAME app_rl_pendulum_3ranks
+    COMMAND bash -c "csv=\"$1\"; shift; rm -f \"$csv\" && \"$@\" && rows=$(grep -c '^Pendulum-v1,' \"$csv\") && echo \"curve rows: $rows\" && test $rows -ge 2"
+            _ ${_pendulum_curve} ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:rl_cartpole> --env=Pendulum-v1 --runners=2
+            --envs-per-runner=4 --train-batch-size=1024 --minibatch-size=64 --num-epochs=6 --lr=3e-4
+            --gamma=0.95 --lambda=0.1 --vf-loss-coeff=1 --hidden=128,128 --stop-return=-900
+            --max-iterations=120 --eval-episodes=2 --curve=${_pendulum_curve}
+            --checkpoint-dir=${PROJECT_BINARY_DIR}/app_rl_pendulum_ckpt)
+  set_tests_properties(app_rl_pendulum_3ranks PROPERTIES TIMEOUT 240 LABELS "apps;rl")
 endif()
