@@ -2,7 +2,8 @@
 // actor, and the iteration loop on the driver. DQNConfig (prism/rl/dqn.h) builds the same
 // Algorithm around a dqn::DqnTrainer on the driver (Impl::dqn set; the PPO members unused).
 //
-// Runner i lives on worker rank 1 + i (hard node affinity, one CPU), restarts without limit
+// Runner i lives on worker rank 1 + i (hard node affinity, one CPU; with
+// RunnerPlacement::kAnyFreeCpu wherever a CPU is free), restarts without limit
 // when killed, and samples with the weights the driver Put once per iteration. The runner
 // keeps its VectorEnv between calls, so episodes continue across iterations (RLlib's
 // truncate_episodes batch mode); the learner sees each runner's copies as segments whose
@@ -207,6 +208,11 @@ PPOConfig& PPOConfig::Fault(double timeout_s) {
   return *this;
 }
 
+PPOConfig& PPOConfig::Placement(RunnerPlacement placement) {
+  env_runner_placement = placement;
+  return *this;
+}
+
 int64_t PPOConfig::ResolvedRolloutFragmentLength() const {
   if (rollout_fragment_length > 0) return rollout_fragment_length;
   const int64_t copies = static_cast<int64_t>(std::max(num_env_runners, 1)) * num_envs_per_env_runner;
@@ -279,6 +285,8 @@ std::string PPOConfig::ToJson() const {
   j["hidden"] = hidden;
   j["seed"] = seed;
   j["sample_timeout_s"] = sample_timeout_s;
+  j["env_runner_placement"] =
+      env_runner_placement == RunnerPlacement::kAnyFreeCpu ? "any_free_cpu" : "one_per_worker_rank";
   return j.dump();
 }
 
@@ -312,6 +320,17 @@ PPOConfig PPOConfig::FromJson(const std::string& text) {
     get("hidden", c.hidden);
     get("seed", c.seed);
     get("sample_timeout_s", c.sample_timeout_s);
+    if (j.contains("env_runner_placement")) {
+      const std::string placement = j.at("env_runner_placement").get<std::string>();
+      if (placement == "any_free_cpu") {
+        c.env_runner_placement = RunnerPlacement::kAnyFreeCpu;
+      } else if (placement == "one_per_worker_rank") {
+        c.env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
+      } else {
+        throw Error("prism::rl: PPOConfig::FromJson: env_runner_placement is \"" + placement +
+                    "\"; use \"one_per_worker_rank\" or \"any_free_cpu\"");
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("prism::rl: PPOConfig::FromJson: ") + e.what());
   }
@@ -368,19 +387,27 @@ struct Algorithm::Impl {
 Algorithm::Algorithm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Algorithm::Algorithm(Algorithm&&) noexcept = default;
 Algorithm& Algorithm::operator=(Algorithm&&) noexcept = default;
+namespace {
+
+/// Kills every actor for good and forgets them.
+template <typename Handles>
+void KillAll(Handles& actors) {
+  for (auto& a : actors) {
+    try {
+      a.Kill(/*no_restart=*/true);
+    } catch (const std::exception&) {
+      // The runtime is already down: the actors went with it.
+    }
+  }
+  actors.clear();
+}
+
+}  // namespace
+
 Algorithm::~Algorithm() {
   if (!impl_) return;
-  auto kill = [](auto& actors) {
-    for (auto& a : actors) {
-      try {
-        a.Kill(/*no_restart=*/true);
-      } catch (const std::exception&) {
-        // The runtime is already down: the actors went with it.
-      }
-    }
-  };
-  kill(impl_->runners);
-  kill(impl_->learners);
+  KillAll(impl_->runners);
+  KillAll(impl_->learners);
 }
 
 Algorithm PPOConfig::Build() const {
@@ -391,7 +418,7 @@ Algorithm PPOConfig::Build() const {
           " needs prism::Init first (or EnvRunners(0) to sample on the driver)");
     }
     const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
-    if (num_env_runners > workers) {
+    if (env_runner_placement == RunnerPlacement::kOnePerWorkerRank && num_env_runners > workers) {
       Bad("num_env_runners " + std::to_string(num_env_runners) + " is larger than the " +
           std::to_string(workers) + " worker ranks (one runner per rank 1..N-1): launch at least " +
           std::to_string(num_env_runners + 1) + " ranks or use fewer runners");
@@ -426,11 +453,11 @@ Algorithm PPOConfig::Build() const {
   } else {
     const std::string json = ToJson();
     for (int i = 0; i < num_env_runners; ++i) {
-      impl->runners.push_back(prism::Actor(internal::PpoEnvRunner::Create)
-                                  .SetResource("CPU", 1)
-                                  .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{1 + i, false})
-                                  .SetMaxRestarts(-1)
-                                  .Remote(json, i));
+      auto runner = prism::Actor(internal::PpoEnvRunner::Create).SetResource("CPU", 1).SetMaxRestarts(-1);
+      if (env_runner_placement == RunnerPlacement::kOnePerWorkerRank) {
+        runner.SetSchedulingStrategy(NodeAffinitySchedulingStrategy{1 + i, false});
+      }
+      impl->runners.push_back(runner.Remote(json, i));
     }
   }
   return Algorithm(std::move(impl));
@@ -614,71 +641,121 @@ void Algorithm::Save(const std::string& dir) const {
                    {"episode_window", window.dump()}});
 }
 
-Algorithm Algorithm::FromCheckpoint(const std::string& dir) {
-  const std::string file = dir + "/" + kCheckpointFile;
-  const std::string dqn_file = dir + "/" + dqn::DqnTrainer::kCheckpointFile;
-  const bool has_ppo = std::filesystem::exists(file), has_dqn = std::filesystem::exists(dqn_file);
+namespace {
+
+/// Which algorithm's checkpoint `dir` holds: "PPO" or "DQN". prism::Error (from `caller`)
+/// for none, both, or a DQN one without its config.
+std::string CheckpointKind(const std::string& dir, const std::string& caller) {
+  const bool has_ppo = std::filesystem::exists(dir + "/" + kCheckpointFile);
+  const bool has_dqn = std::filesystem::exists(dir + "/" + dqn::DqnTrainer::kCheckpointFile);
   if (has_ppo && has_dqn) {
-    throw Error("prism::rl: FromCheckpoint: " + dir + " holds both a PPO (" + kCheckpointFile + ") and a DQN (" +
+    throw Error("prism::rl: " + caller + ": " + dir + " holds both a PPO (" + kCheckpointFile + ") and a DQN (" +
                 dqn::DqnTrainer::kCheckpointFile + ") checkpoint: save each algorithm to its own directory");
   }
   if (has_dqn) {
-    const std::string config_path = dir + "/" + kDqnConfigFile;
-    std::ifstream in(config_path);
-    if (!in) {
-      throw Error("prism::rl: FromCheckpoint: " + dir + " holds " + dqn::DqnTrainer::kCheckpointFile + " but no " +
+    if (!std::filesystem::exists(dir + "/" + kDqnConfigFile)) {
+      throw Error("prism::rl: " + caller + ": " + dir + " holds " + dqn::DqnTrainer::kCheckpointFile + " but no " +
                   kDqnConfigFile + " (write both with Algorithm::Save)");
     }
+    return "DQN";
+  }
+  if (!has_ppo) {
+    throw Error("prism::rl: " + caller + ": " + dir + " holds no " + kCheckpointFile + " (PPO) or " +
+                dqn::DqnTrainer::kCheckpointFile + " (DQN) (write one with Algorithm::Save)");
+  }
+  return "PPO";
+}
+
+/// Every parameter group's learning rate set to `lr` (a loaded Adam state carries the rate
+/// it was saved with).
+void SetLearningRate(torch::optim::Adam& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+  }
+}
+
+}  // namespace
+
+Algorithm Algorithm::FromCheckpoint(const std::string& dir) {
+  if (CheckpointKind(dir, "FromCheckpoint") == "DQN") {
+    std::ifstream in(dir + "/" + kDqnConfigFile);
     std::stringstream text;
     text << in.rdbuf();
     Algorithm algo = DQNConfig::FromJson(text.str()).Build();
-    Impl& s = *algo.impl_;
+    algo.Restore(dir);
+    return algo;
+  }
+  const std::string file = dir + "/" + kCheckpointFile;
+  auto attrs = prism::train::ReadAttributes(file);
+  auto it = attrs.find("config");
+  if (it == attrs.end() || !std::holds_alternative<std::string>(it->second)) {
+    throw Error("prism::rl: FromCheckpoint: " + file + " has no \"config\" attribute");
+  }
+  Algorithm algo = PPOConfig::FromJson(std::get<std::string>(it->second)).Build();
+  algo.Restore(dir);
+  return algo;
+}
+
+void Algorithm::Restore(const std::string& dir) {
+  Impl& s = *impl_;
+  const std::string kind = CheckpointKind(dir, "Restore");
+  if (kind != algorithm_name()) {
+    throw Error("prism::rl: Restore: " + dir + " holds a " + kind + " checkpoint; this algorithm is " +
+                algorithm_name() + " (restore it into a " + kind + " algorithm, or use FromCheckpoint)");
+  }
+  if (s.dqn) {
+    const std::string dqn_file = dir + "/" + dqn::DqnTrainer::kCheckpointFile;
     s.dqn->Load(dir);
+    SetLearningRate(s.dqn->learner().optimizer(), s.dqn_config.lr);
     s.lifetime_steps = s.dqn->num_env_steps_sampled_lifetime();
     auto attrs = prism::train::ReadAttributes(dqn_file);
     if (auto it = attrs.find("training_iteration"); it != attrs.end() && std::holds_alternative<int64_t>(it->second)) {
       s.iteration = std::get<int64_t>(it->second);
     }
-    return algo;
+    return;
   }
-  if (!has_ppo) {
-    throw Error("prism::rl: FromCheckpoint: " + dir + " holds no " + kCheckpointFile + " (PPO) or " +
-                dqn::DqnTrainer::kCheckpointFile + " (DQN) (write one with Algorithm::Save)");
-  }
+  const std::string file = dir + "/" + kCheckpointFile;
   auto attrs = prism::train::ReadAttributes(file);
   auto text = [&](const std::string& key) -> std::string {
     auto it = attrs.find(key);
     if (it == attrs.end() || !std::holds_alternative<std::string>(it->second)) {
-      throw Error("prism::rl: FromCheckpoint: " + file + " has no \"" + key + "\" attribute");
+      throw Error("prism::rl: Restore: " + file + " has no \"" + key + "\" attribute");
     }
     return std::get<std::string>(it->second);
   };
   auto integer = [&](const std::string& key) -> int64_t {
     auto it = attrs.find(key);
     if (it == attrs.end() || !std::holds_alternative<int64_t>(it->second)) {
-      throw Error("prism::rl: FromCheckpoint: " + file + " has no \"" + key + "\" attribute");
+      throw Error("prism::rl: Restore: " + file + " has no \"" + key + "\" attribute");
     }
     return std::get<int64_t>(it->second);
   };
   if (text("rl_format") != kFormat) {
-    throw Error("prism::rl: FromCheckpoint: " + file + " is format " + text("rl_format") + ", not " + kFormat);
+    throw Error("prism::rl: Restore: " + file + " is format " + text("rl_format") + ", not " + kFormat);
   }
-  Algorithm algo = PPOConfig::FromJson(text("config")).Build();
-  Impl& s = *algo.impl_;
-  ppo::LoadModule(file, *s.module, &s.learner->optimizer());
+  std::deque<double> returns, lens;
+  try {
+    nlohmann::json window = nlohmann::json::parse(text("episode_window"));
+    for (double v : window.at("returns")) returns.push_back(v);
+    for (double v : window.at("lens")) lens.push_back(v);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("prism::rl: Restore: " + file + ": bad episode_window: " + e.what());
+  }
+  try {
+    ppo::LoadModule(file, *s.module, &s.learner->optimizer());
+  } catch (const Error& e) {
+    throw Error(std::string("prism::rl: Restore: ") + e.what() +
+                " (a checkpoint restores into an algorithm with the same environment and RLModule sizes)");
+  }
+  SetLearningRate(s.learner->optimizer(), s.config.lr);
   s.iteration = integer("iteration");
   s.lifetime_steps = integer("num_env_steps_sampled_lifetime");
   if (auto it = attrs.find("kl_coeff"); it != attrs.end() && std::holds_alternative<double>(it->second)) {
     s.learner->set_kl_coeff(std::get<double>(it->second));
   }
-  try {
-    nlohmann::json window = nlohmann::json::parse(text("episode_window"));
-    for (double v : window.at("returns")) s.recent_returns.push_back(v);
-    for (double v : window.at("lens")) s.recent_lens.push_back(v);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("prism::rl: FromCheckpoint: " + file + ": bad episode_window: " + e.what());
-  }
-  return algo;
+  s.recent_returns = std::move(returns);
+  s.recent_lens = std::move(lens);
+  KillAll(s.learners);  // a learner group (num_learners > 1) is made anew from these weights
 }
 
 Action Algorithm::ComputeSingleAction(const std::vector<float>& obs, bool explore) {

@@ -68,6 +68,17 @@ struct PPOTraining {
 class Algorithm;
 class DQNConfig;  // prism/rl/dqn.h
 
+/// Where PPO's env runner actors go.
+enum class RunnerPlacement {
+  /// Runner i on worker rank 1 + i (hard affinity): one algorithm owning the job's ranks,
+  /// each runner on a rank of its own. Needs num_env_runners <= world size - 1.
+  kOnePerWorkerRank,
+  /// Wherever the core finds a free CPU (any rank, the driver's too): what a Tune trial
+  /// uses (prism/rl/tune.h), where several algorithms share the ranks and the Tuner counts
+  /// their CPUs.
+  kAnyFreeCpu,
+};
+
 /// RLlib's PPOConfig as a builder. A value type: copy it freely. Not thread-safe.
 class PPOConfig {
  public:
@@ -94,6 +105,8 @@ class PPOConfig {
   /// How long Train() waits for a runner's sample before going on without it (RLlib's
   /// sample_timeout_s).
   PPOConfig& Fault(double sample_timeout_s);
+  /// Where the env runner actors go (default kOnePerWorkerRank).
+  PPOConfig& Placement(RunnerPlacement placement);
 
   /// Checks the config (prism::Error naming what to change: an unregistered environment
   /// with the registered ones, more runners than worker ranks, minibatch_size larger than
@@ -132,6 +145,7 @@ class PPOConfig {
   std::vector<int64_t> hidden = {64, 64};
   uint64_t seed = 0;
   double sample_timeout_s = 60;
+  RunnerPlacement env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
 
   /// The steps per env copy per iteration rollout_fragment_length resolves to.
   int64_t ResolvedRolloutFragmentLength() const;
@@ -184,6 +198,12 @@ class Algorithm {
   /// file there). prism::Error if the directory holds no checkpoint, a damaged one, or both
   /// a PPO and a DQN one.
   static Algorithm FromCheckpoint(const std::string& dir);
+  /// Loads Save's state (weights, optimizer moments, counters, episode window) from `dir`
+  /// into this algorithm, keeping this algorithm's config: its learning rate and the other
+  /// training settings stay as built (Ray's Algorithm.restore, how a Tune trial resumes with
+  /// a new config, e.g. PBT's). prism::Error if `dir` holds no checkpoint, one of the other
+  /// algorithm, or a module of another shape (a different environment or hidden sizes).
+  void Restore(const std::string& dir);
   /// The policy's action for one observation: its mode (explore false) or a sample.
   /// prism::Error for an observation of the wrong size.
   Action ComputeSingleAction(const std::vector<float>& obs, bool explore = false);

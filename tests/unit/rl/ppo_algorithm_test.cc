@@ -1,5 +1,6 @@
 // PPO's Algorithm without MPI: the config's RLlib defaults, its checks and JSON, local
-// sampling (num_env_runners 0), the metrics of an iteration, Save / FromCheckpoint.
+// sampling (num_env_runners 0), the metrics of an iteration, Save / FromCheckpoint, Restore
+// into an algorithm with another learning rate.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -122,6 +123,40 @@ TEST(PpoAlgorithm, LocalIterationsReportMetricsAndCheckpointsRestoreThePolicy) {
   std::ofstream(dir + "/algorithm.h5", std::ios::trunc) << "garbage";
   EXPECT_THROW(Algorithm::FromCheckpoint(dir), Error);
   std::filesystem::remove_all(dir);
+}
+
+TEST(PpoAlgorithm, RestoreLoadsTheStateAndKeepsTheNewConfig) {
+  Algorithm first = SmallLocal().Build();
+  first.Train();
+  first.Train();
+  const std::string dir = TempDir("restore");
+  first.Save(dir);
+
+  // A trial resuming with a mutated learning rate (PBT's explore): the state is the
+  // checkpoint's, the config the new one.
+  Algorithm second = SmallLocal().Training({.lr = 1e-3}).Debugging(5).Build();
+  second.Restore(dir);
+  EXPECT_EQ(second.iteration(), 2);
+  EXPECT_EQ(second.num_env_steps_sampled_lifetime(), first.num_env_steps_sampled_lifetime());
+  EXPECT_DOUBLE_EQ(second.config().lr, 1e-3);
+  torch::manual_seed(12);
+  for (int i = 0; i < 50; ++i) {
+    torch::Tensor o = torch::randn({4}) * 0.2;
+    std::vector<float> obs(o.data_ptr<float>(), o.data_ptr<float>() + 4);
+    EXPECT_EQ(second.ComputeSingleAction(obs).index, first.ComputeSingleAction(obs).index);
+  }
+  EXPECT_EQ(second.Train().training_iteration, 3);
+
+  // Another module shape, another algorithm, or nothing: clear errors.
+  Algorithm wide = SmallLocal().RLModule({32}).Build();
+  EXPECT_ERROR_HAS(wide.Restore(dir), "same environment and RLModule sizes");
+  const std::string dqn_dir = TempDir("restore_dqn");
+  Algorithm dqn = DQNConfig().Environment("CartPole-v1").Build();
+  dqn.Save(dqn_dir);
+  EXPECT_ERROR_HAS(second.Restore(dqn_dir), "holds a DQN checkpoint; this algorithm is PPO");
+  EXPECT_ERROR_HAS(second.Restore(TempDir("restore_none")), "holds no algorithm.h5");
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(dqn_dir);
 }
 
 }  // namespace
