@@ -10,6 +10,7 @@ packages=(
   libucx-dev ucx-utils zlib1g-dev
   libhdf5-openmpi-dev hdf5-tools
   libboost-serialization-dev nlohmann-json3-dev
+  libcli11-dev  # prism-train-script's flags
   libtorch-dev libopenblas0-pthread
   libpmix-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -8,6 +8,12 @@ src_dir=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
+# ScriptTrainer's Python module is installed with the libraries, and imports from there.
+if grep -q "PRISM_BUILD_TRAIN:BOOL=ON" "$build_dir/CMakeCache.txt"; then
+  module=$(find "$work/prefix" -path '*/prism/python/prism_train/__init__.py' | head -1)
+  [[ -n $module ]] || { echo "FAIL: prism_train is not installed under $work/prefix"; exit 1; }
+  PYTHONPATH=$(dirname "$(dirname "$module")") /usr/bin/python3 -c 'import prism_train; prism_train.get_context()'
+fi
 cmake -S "$src_dir/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" -j 2 >/dev/null
 "$work/build/consumer"
