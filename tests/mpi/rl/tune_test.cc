@@ -79,6 +79,34 @@ TEST(AlgorithmTrainable, DqnTrialsRunOnTheirOwnTask) {
   fs::remove_all(results.experiment_path());
 }
 
+TEST(AlgorithmTrainable, PbtExploitRestoresTheTopTrialsStateWithTheMutatedConfig) {
+  tune::PBTOptions options;
+  options.time_attr = "training_iteration";
+  options.perturbation_interval = 2;
+  options.hyperparam_mutations = {{"lr", tune::Choice({1e-4, 3e-4, 1e-3})}};
+  options.seed = 3;
+  auto pbt = std::make_shared<tune::PopulationBasedTraining>(options);
+  tune::RunConfig run = RunNamed("pbt");
+  run.stop = {{"training_iteration", 12}};  // a perturbation check every 2 iterations: the trials overlap for some
+  tune::Tuner tuner(tune::AlgorithmTrainable(SmallPpo()), {{"lr", tune::GridSearch({1e-4, 1e-3})}},
+                    {.metric = "episode_return_mean", .mode = "max", .scheduler = pbt}, run);
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 2u);
+  ASSERT_FALSE(pbt->PolicyLog().empty()) << "PBT never exploited";
+  const tune::PerturbationRecord& record = pbt->PolicyLog().back();
+  for (const auto& r : results) {
+    ASSERT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << ": " << r.error;
+    if (r.trial_id != record.trial) continue;
+    // The bottom trial went on from the top trial's algorithm (its iterations and steps,
+    // not a fresh start) with the explored learning rate.
+    Algorithm back = Algorithm::FromCheckpoint(r.checkpoint);
+    EXPECT_DOUBLE_EQ(back.config().lr, record.new_config.Get<double>("lr", 0));
+    EXPECT_GE(back.iteration(), 4);
+    EXPECT_GE(back.num_env_steps_sampled_lifetime(), 4 * 400);
+  }
+  fs::remove_all(results.experiment_path());
+}
+
 TEST(AlgorithmTrainable, BadInputIsAClearError) {
   tune::RunConfig run = RunNamed("bad");
   run.stop = {{"training_iteration", 1}};
