@@ -5,7 +5,61 @@
 namespace prism::internal {
 
 Scheduler::Scheduler(std::vector<ResourceSet> capacities) {
-  for (auto& c : capacities) ranks_.push_back({std::move(c), ResourceSet()});
+  std::unordered_map<std::string, std::vector<int>> holders;
+  for (auto& c : capacities) {
+    const int r = static_cast<int>(ranks_.size());
+    for (const auto& [name, units] : c.Entries()) {
+      if (units > 0) holders[name].push_back(r);
+    }
+    max_cpu_ = std::max(max_cpu_, FromUnits(c.Get("CPU")));
+    ranks_.push_back({std::move(c), ResourceSet()});
+    load_.push_back(0);
+    by_load_.emplace(0.0, r);
+  }
+  for (auto& [name, ranks] : holders) {
+    if (ranks.size() == ranks_.size()) {
+      held_by_all_.insert(name);
+    } else {
+      holders_.emplace(name, std::move(ranks));
+    }
+  }
+}
+
+void Scheduler::Commit(int rank, const ResourceSet& demand) {
+  ranks_[rank].committed.Add(demand);
+  Reindex(rank);
+}
+
+void Scheduler::Release(int rank, const ResourceSet& demand) {
+  ranks_[rank].committed.Subtract(demand);
+  Reindex(rank);
+}
+
+void Scheduler::Reindex(int rank) {
+  const double load = Load(rank);
+  if (load == load_[rank]) return;
+  auto node = by_load_.extract({load_[rank], rank});  // reuses the node: no allocation
+  node.value().first = load;
+  by_load_.insert(std::move(node));
+  load_[rank] = load;
+}
+
+template <typename Fits>
+int Scheduler::LeastLoadedOf(const std::vector<int>& candidates, Fits&& fits) const {
+  const size_t m = candidates.size();
+  const size_t start = static_cast<size_t>(
+      std::lower_bound(candidates.begin(), candidates.end(), next_) - candidates.begin());
+  int best = -1;
+  double best_load = 0;
+  for (size_t k = 0; k < m; ++k) {
+    const int r = candidates[(start + k) % m];
+    if (!fits(r)) continue;
+    if (best < 0 || load_[r] < best_load) {
+      best = r;
+      best_load = load_[r];
+    }
+  }
+  return best;
 }
 
 bool Scheduler::Feasible(const ResourceSet& demand) const {
@@ -30,7 +84,8 @@ double Scheduler::Load(int rank) const {
 }
 
 int Scheduler::Place(const std::string& function, const ResourceSet& demand, int submitter,
-                     const std::vector<uint64_t>& bytes_on_rank, const SchedulingStrategy& strategy) {
+                     const std::vector<uint64_t>& bytes_on_rank,
+                     const SchedulingStrategy& strategy) {
   const int64_t depth = PipelineDepth(function);
   auto fits = [&](int r) {
     const auto& cap = ranks_[r].capacity;
@@ -42,6 +97,11 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
     return true;
   };
   const int n = NumRanks();
+  // Past this load no rank can take the demand's CPUs, whatever its capacity: a rank of
+  // capacity c at load l has c * (depth - l) CPUs left (c >= 1), or less (c < 1).
+  const double cpu = FromUnits(demand.Get("CPU"));
+  const double max_load = static_cast<double>(depth) - cpu / std::max(max_cpu_, 1.0) + 1e-9;
+  if (cpu > 0 && !by_load_.empty() && by_load_.begin()->first > max_load) return -1;  // full
   using Kind = SchedulingStrategy::Kind;
   if (strategy.kind == Kind::kNodeAffinity) {
     const bool exists = strategy.rank >= 0 && strategy.rank < n;
@@ -70,14 +130,31 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
     }
   }
   if (best >= 0) return best;
-  double best_load = 0;
-  for (int k = 0; k < n; ++k) {
-    int r = (next_ + k) % n;
-    if (!fits(r)) continue;
-    double load = Load(r);
-    if (best < 0 || load < best_load) {
-      best = r;
-      best_load = load;
+  // A resource only some ranks hold: only they can fit, so look at them alone.
+  const std::vector<int>* few = nullptr;
+  for (const auto& [name, amount] : demand.Entries()) {
+    if (amount <= 0 || held_by_all_.count(name)) continue;
+    auto h = holders_.find(name);
+    if (h == holders_.end()) return -1;                  // no rank has it
+    if (h->second.size() * 2 > ranks_.size()) continue;  // most ranks: the walk below is as quick
+    if (few == nullptr || h->second.size() < few->size()) few = &h->second;
+  }
+  if (few != nullptr) {
+    best = LeastLoadedOf(*few, fits);
+  } else {
+    // The least loaded first; among equal loads, the first rank at or after next_.
+    for (auto level = by_load_.begin(); level != by_load_.end() && best < 0;) {
+      const double load = level->first;
+      if (cpu > 0 && load > max_load) break;
+      auto end = by_load_.lower_bound({load, n});
+      auto from = by_load_.lower_bound({load, next_});
+      for (auto it = from; it != end && best < 0; ++it) {
+        if (fits(it->second)) best = it->second;
+      }
+      for (auto it = level; it != from && best < 0; ++it) {
+        if (fits(it->second)) best = it->second;
+      }
+      level = end;
     }
   }
   if (best >= 0) next_ = (best + 1) % n;

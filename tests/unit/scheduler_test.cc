@@ -1,8 +1,12 @@
 // Scheduler and object directory as pure logic: no MPI, no threads.
+#include "scheduler/scheduler.h"
+
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+
 #include "head/object_directory.h"
-#include "scheduler/scheduler.h"
 
 namespace prism::internal {
 namespace {
@@ -78,7 +82,9 @@ TEST(SchedulerTest, FeasibilityLooksAtSingleRanks) {
 }
 
 SchedulingStrategy Spread() { return {SchedulingStrategy::Kind::kSpread, -1, false}; }
-SchedulingStrategy Affinity(int rank, bool soft) { return {SchedulingStrategy::Kind::kNodeAffinity, rank, soft}; }
+SchedulingStrategy Affinity(int rank, bool soft) {
+  return {SchedulingStrategy::Kind::kNodeAffinity, rank, soft};
+}
 
 TEST(SchedulerTest, SpreadPutsConsecutiveTasksOnDistinctRanks) {
   Scheduler s({Cpus(4), Cpus(4), Cpus(4)});
@@ -89,11 +95,13 @@ TEST(SchedulerTest, SpreadPutsConsecutiveTasksOnDistinctRanks) {
     s.Commit(r, Cpus(1));
     ranks.push_back(r);
   }
-  EXPECT_EQ(ranks, (std::vector<int>{0, 1, 2, 0, 1, 2})) << "round-robin, where the default packs the submitter";
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1, 2, 0, 1, 2}))
+      << "round-robin, where the default packs the submitter";
   Scheduler d({Cpus(4), Cpus(4), Cpus(4)});
   EXPECT_EQ(d.Place("f", Cpus(1), 0, {}), 0);
   d.Commit(0, Cpus(1));
-  EXPECT_EQ(d.Place("f", Cpus(1), 0, {}), 0) << "the default keeps the submitter while under half loaded";
+  EXPECT_EQ(d.Place("f", Cpus(1), 0, {}), 0)
+      << "the default keeps the submitter while under half loaded";
 }
 
 TEST(SchedulerTest, SpreadSkipsFullRanksAndWaitsWhenAllAreFull) {
@@ -121,7 +129,8 @@ TEST(SchedulerTest, SoftNodeAffinityPrefersItsRankThenFallsBack) {
   const int r = s.Place("f", Cpus(1), 0, {}, Affinity(1, true));
   EXPECT_TRUE(r == 0 || r == 2) << "rank 1 is full: elsewhere, got " << r;
   EXPECT_GE(s.Place("f", Cpus(1), 0, {}, Affinity(9, true)), 0) << "no such rank: elsewhere";
-  EXPECT_EQ(s.Place("f", ResourceSet({{"GPU", 1}}), 0, {}, Affinity(0, true)), -1) << "nowhere fits";
+  EXPECT_EQ(s.Place("f", ResourceSet({{"GPU", 1}}), 0, {}, Affinity(0, true)), -1)
+      << "nowhere fits";
 }
 
 TEST(SchedulerTest, SoftNodeAffinityIsNotPipelinedOntoABusyRank) {
@@ -147,6 +156,85 @@ TEST(ObjectDirectoryTest, FreedWhenLastHolderGoesAndNotBefore) {
   EXPECT_EQ(freed[0].id, id);
   EXPECT_EQ(freed[0].locations, (std::vector<int>{0, 2}));
   EXPECT_EQ(d.Find(id), nullptr);
+}
+
+// The rule Scheduler::Place had as a scan of every rank (before its load index): the
+// submitter while under half loaded, else the least loaded rank that fits, ties to the
+// first at or after the cursor. The index must choose exactly the same rank.
+struct ScanScheduler {
+  std::vector<ResourceSet> capacity, committed;
+  int next = 0;
+  double Load(int r) const {
+    return FromUnits(committed[r].Get("CPU")) / std::max(FromUnits(capacity[r].Get("CPU")), 1.0);
+  }
+  int Place(const ResourceSet& demand, int submitter, int64_t depth) {
+    auto fits = [&](int r) {
+      for (const auto& [name, amount] : demand.Entries()) {
+        const int64_t have = capacity[r].Get(name);
+        if (amount > have || committed[r].Get(name) + amount > have * depth) return false;
+      }
+      return true;
+    };
+    const int n = static_cast<int>(capacity.size());
+    if (Load(submitter) < 0.5 && fits(submitter)) return submitter;
+    int best = -1;
+    double best_load = 0;
+    for (int k = 0; k < n; ++k) {
+      const int r = (next + k) % n;
+      if (fits(r) && (best < 0 || Load(r) < best_load)) {
+        best = r;
+        best_load = Load(r);
+      }
+    }
+    if (best >= 0) next = (best + 1) % n;
+    return best;
+  }
+};
+
+TEST(SchedulerTest, LoadIndexChoosesWhatAScanOfEveryRankChose) {
+  // Uneven ranks (fractional, whole and large CPU counts, GPUs on a few, CPU-less ones),
+  // demands of every kind (zero-CPU, fractional, GPU, pinned with rank:N, impossible), some
+  // functions pipelined: thousands of decisions, each compared with the scan's.
+  std::mt19937 rng(7);
+  const int n = 37;
+  std::vector<ResourceSet> caps;
+  const double cpus[] = {0, 0.5, 1, 2, 4, 16};
+  for (int r = 0; r < n; ++r) {
+    std::map<std::string, double> c{{"CPU", cpus[rng() % 6]}, {"rank:" + std::to_string(r), 1}};
+    if (r % 5 == 0) c["GPU"] = 2;
+    caps.emplace_back(c);
+  }
+  Scheduler s(caps);
+  ScanScheduler scan{caps, std::vector<ResourceSet>(n)};
+  s.RecordRunTime("short", 20'000);  // pipelined up to 25 deep
+  std::vector<std::pair<int, ResourceSet>> running;
+  for (int step = 0; step < 20000; ++step) {
+    if (!running.empty() && rng() % 2 == 0) {
+      const size_t k = rng() % running.size();
+      s.Release(running[k].first, running[k].second);
+      scan.committed[running[k].first].Subtract(running[k].second);
+      running[k] = running.back();
+      running.pop_back();
+      continue;
+    }
+    std::map<std::string, double> d{{"CPU", cpus[rng() % 5] * (rng() % 3 == 0 ? 0.5 : 1)}};
+    if (rng() % 7 == 0) d["GPU"] = 1;
+    if (rng() % 9 == 0)
+      d["rank:" + std::to_string(rng() % (n + 2))] = 0.01;  // n, n+1: no such rank
+    if (rng() % 50 == 0) d["TPU"] = 1;
+    const ResourceSet demand(d);
+    const std::string function = rng() % 3 == 0 ? "short" : "long";
+    const int submitter = static_cast<int>(rng() % n);
+    const int want = scan.Place(demand, submitter, s.PipelineDepth(function));
+    const int got = s.Place(function, demand, submitter, {});
+    ASSERT_EQ(got, want) << "step " << step << ", demand " << demand.ToString() << " from rank "
+                         << submitter;
+    if (got >= 0) {
+      s.Commit(got, demand);
+      scan.committed[got].Add(demand);
+      running.emplace_back(got, demand);
+    }
+  }
 }
 
 TEST(ObjectDirectoryTest, PendingProducerAndTaskUsesKeepAlive) {
