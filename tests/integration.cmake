@@ -120,12 +120,18 @@ if(TARGET train_fashion_mnist)
   list(APPEND _slurm_cases array usr1 term timelimit early setup)  # the training demo: arrays, preemption
   list(APPEND _slurm_cases tune)  # the tuning demo preempted, requeued and restored
 endif()
+if(TARGET train_script)
+  list(APPEND _slurm_cases script)  # a Python DDP script preempted, requeued and resumed
+endif()
 foreach(_case IN LISTS _slurm_cases)
   add_test(NAME slurm_${_case}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_case})
   set_tests_properties(slurm_${_case} PROPERTIES TIMEOUT 600 LABELS slurm SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "PASS: slurm ${_case}" RUN_SERIAL TRUE)
 endforeach()
+if(TARGET train_script)
+  set_tests_properties(slurm_script PROPERTIES LABELS "slurm;script")
+endif()
 
 # Ray C++ compatibility: a Ray-style program, only its include line changed.
 add_executable(ray_style_program ${CMAKE_CURRENT_LIST_DIR}/compat/ray_style_program.cc)

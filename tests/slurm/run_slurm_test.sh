@@ -22,6 +22,10 @@
 #            the experiment's journal holds 2 results the batch shell gets USR1: running
 #            trials stop at a checkpoint, exit 75, requeue, and the requeued job restores the
 #            experiment and finishes it: every trial TERMINATED once, none lost or repeated
+#   script   jobs/train_script.sbatch: the Fashion-MNIST DDP Python script under
+#            prism-train-script on 2 workers, 5 short epochs; after epoch 1 the batch shell
+#            gets USR1: the scripts see should_stop(), checkpoint and return, exit 75, the job
+#            requeues, and the requeued job's scripts resume from get_checkpoint() and finish
 #
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
@@ -325,6 +329,30 @@ sys.exit(1 if errors else 0)
 EOF
 }
 
+# The Python DDP script under prism-train-script, preempted after epoch 1 and resumed.
+run_script() {
+  local jobid out run epochs=5
+  jobid=$(PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store WORKERS=2 \
+          SCRIPT="/usr/bin/python3 $root/apps/train_fashion_mnist_py/train.py --epochs=$epochs --train-samples=6000 --test-samples=1000" \
+          timeout 30 sbatch --parsable --time=00:10:00 --output="$work/script-%j.out" \
+          "$root/jobs/train_script.sbatch") || fail "sbatch refused jobs/train_script.sbatch"
+  out="$work/script-$jobid.out"
+  run="$work/store/ScriptTrainer_$jobid"
+  wait_for "$run/result.json" '"epoch": 1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
+  signal_job "$jobid" "$out" USR1 "after epoch 1" --batch
+  grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
+  grep -q "stopping after epoch [1-4]'s checkpoint" "$out" || fail "the Python scripts did not stop on should_stop()"
+  grep -q "stopped on SIGUSR1" "$out" || fail "the run did not end as preempted"
+  grep -q "requeueing job $jobid" "$out" || fail "the job script did not requeue the job"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "(worker 0) resuming after epoch [1-4] from $run/checkpoint_" "$out" || fail "the requeued scripts did not resume from a checkpoint"
+  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
+  local got
+  got=$(python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$run/result.json")
+  [[ $got == "$(seq -s ' ' 1 $epochs)" ]] || fail "epochs in $run/result.json are '$got', expected 1..$epochs once each"
+  echo "run $run: epochs $got"
+}
+
 # jobs/perf.sbatch in quick mode: the suite's MPI parts through srun, one well-formed JSON.
 run_perf() {
   local jobid out
@@ -349,6 +377,7 @@ case $case in
   setup) run_early setup ;;
   perf) run_perf ;;
   tune) run_tune ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune)"; exit 2 ;;
+  script) run_script ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
