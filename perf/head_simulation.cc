@@ -86,6 +86,8 @@ TaskId HeadSimulation::Submit(TaskSpec spec) {
   if (spec.name.empty()) spec.name = spec.function;
   if (spec.demand.Empty()) spec.demand.Set("CPU", internal::kResourceUnit);
   const TaskId id = spec.id;
+  // An actor lives while its handle does: the driver keeps the creation's ref.
+  if (spec.kind == internal::TaskKind::kActorCreation) actors_.insert(id);
   ++submitted_;
   const auto t0 = Clock::now();
   head_->Post(0, internal::SubmitTask{std::move(spec)});
@@ -119,12 +121,19 @@ void HeadSimulation::HandleSent() {
     if (auto* d = std::get_if<internal::DispatchTask>(&m)) {
       dispatches_.emplace_back(d->spec->id, dest);
       const int64_t at = NowNs() + options_.task_delay_ns;
-      due_.push({at, dest, d->spec->id, d->spec->attempt});
+      Due due{at, dest, d->spec->id, d->spec->attempt};
+      if (hold_) {
+        held_.emplace(due.id, due);
+      } else {
+        due_.push(due);
+      }
     } else if (auto* ready = std::get_if<internal::ObjectReady>(&m)) {
       if (dest == 0) {
         // The driver's Get returns, then its ref goes.
         ++completed_;
         if (ready->failed) ++failed_;
+        if (track_completed_) completed_ids_.insert(ready->id);
+        if (actors_.count(ready->id)) continue;
         internal::RefUpdate drop;
         drop.remove.push_back(ready->id);
         const auto t0 = Clock::now();
@@ -190,7 +199,7 @@ bool HeadSimulation::Round() {
   bool any = false;
   // 1. Simulated ranks report their due tasks, a batch per rank.
   std::vector<internal::TaskDone> rank0_done;
-  while (!hold_ && !due_.empty() && due_.top().at_ns <= now) {
+  while (!due_.empty() && due_.top().at_ns <= now) {
     Due d = due_.top();
     due_.pop();
     internal::TaskDone done;
@@ -244,6 +253,32 @@ bool HeadSimulation::Round() {
     HandleSent();
   }
   return any;
+}
+
+void HeadSimulation::Hold(bool hold) {
+  hold_ = hold;
+  track_completed_ |= hold;
+  if (hold) return;
+  for (auto& [id, due] : held_) due_.push(due);
+  held_.clear();
+}
+
+void HeadSimulation::Finish(TaskId id) {
+  auto it = held_.find(id);
+  if (it == held_.end())
+    throw std::invalid_argument("HeadSimulation::Finish: task " + id.Hex() + " is not held");
+  it->second.at_ns = NowNs();
+  due_.push(it->second);
+  held_.erase(it);
+}
+
+bool HeadSimulation::RunUntilCompleted(TaskId id, double timeout_s) {
+  const int64_t deadline = NowNs() + static_cast<int64_t>(timeout_s * 1e9);
+  while (completed_ids_.count(id) == 0) {
+    if (NowNs() > deadline) return false;
+    if (!Round()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
 }
 
 bool HeadSimulation::RunUntilDone(double timeout_s) {

@@ -15,7 +15,7 @@
 //   3. the messages the head sent are handed to their ranks: a DispatchTask starts a
 //      simulated task; the driver (rank 0) takes each ObjectReady of a task it submitted as
 //      its result and drops its ref (RefUpdate), as a Get followed by the ref going out of
-//      scope does.
+//      scope does; it keeps an actor creation's ref (the handle), so the actor lives on.
 // Rank 0's node passes structs to the head without encoding, as in the real runtime.
 // Heartbeats follow MpiTransport: every rank sends one to rank 0 when it sent nothing else
 // for rank_timeout/6, rank 0 sends one to each such rank, and rank 0 checks every rank's
@@ -32,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,13 @@ class HeadSimulation {
   /// Makes room for `tasks` dispatches in the simulation's own records, so that a
   /// memory reading around submits sees the head's growth only.
   void Reserve(size_t tasks);
-  /// While held, simulated ranks keep their dispatched tasks (nothing completes).
-  void Hold(bool hold) { hold_ = hold; }
+  /// While held, simulated ranks keep the tasks dispatched to them (nothing completes)
+  /// until Finish names one; Hold(false) lets every held task run.
+  void Hold(bool hold);
+  /// A held task ends now (its rank reports it in the next round).
+  void Finish(TaskId id);
+  /// Runs rounds until task `id`'s result reached the driver, up to `timeout_s`.
+  bool RunUntilCompleted(TaskId id, double timeout_s);
 
   // ---- What happened ----
   /// Rank of each dispatched task (its first dispatch), in dispatch order.
@@ -95,7 +101,7 @@ class HeadSimulation {
   uint64_t completed() const { return completed_; }
   uint64_t failed() const { return failed_; }
   /// Tasks dispatched and not yet reported, over all simulated ranks.
-  size_t running() const { return due_.size(); }
+  size_t running() const { return due_.size() + held_.size(); }
   /// Time spent on rank 0's side (decode, head, encode), seconds.
   double head_seconds() const { return head_ns_ * 1e-9; }
   const Traffic& to_head() const { return to_head_; }
@@ -125,6 +131,9 @@ class HeadSimulation {
   std::vector<internal::Buffer> in_batches_;             // rank r -> rank 0, this round
   std::vector<int> in_ranks_;                            // ranks with a batch this round
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> due_;
+  std::map<TaskId, Due> held_;  // dispatched while held
+  std::set<TaskId> completed_ids_;
+  std::set<TaskId> actors_;  // creations submitted: their handles stay with the driver
   std::vector<std::pair<TaskId, int>> dispatches_;
   std::vector<int64_t> rank_last_sent_;  // each rank's last send to rank 0
   std::vector<int64_t> head_last_sent_;  // rank 0's last send to each rank
@@ -135,6 +144,7 @@ class HeadSimulation {
   int64_t head_ns_ = 0;
   Traffic to_head_, from_head_;
   bool hold_ = false;
+  bool track_completed_ = false;  // completed_ids_ kept once Hold was used
 };
 
 /// Each simulated rank's capacity as Init builds it (CPU, memory, object_store_memory,

@@ -21,6 +21,8 @@
 //   placement group  creating one group of 4 {CPU: 1} bundles (PACK, then SPREAD) on the
 //                    idle cluster, and one with a bundle on every rank (SPREAD, one per
 //                    rank: a WorkerGroup over the whole job).
+//   actors           rank 0's time per actor creation ({CPU: 1}), N/2 actors (at most 2,000)
+//                    created one after another.
 //   heartbeats       an idle period with PRISM_RANK_TIMEOUT = 3 s (heartbeats every 0.5 s):
 //                    messages and bytes per second each way, and rank 0's time per second;
 //                    scaled to the default 30 s in the report.
@@ -31,9 +33,11 @@
 // --json writes every figure in bench_report.h's shape.
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,7 +72,7 @@ void Usage() {
       "  --ranks=LIST  simulated rank counts (default 100,1000,10000,100000)\n"
       "  --tasks=N     no-op tasks per throughput round and queued for memory (default 200000)\n"
       "  --rounds=R    throughput rounds per rank count (default 3)\n"
-      "  --parts=LIST  of throughput,decision,memory,pg,heartbeats (default all)\n"
+      "  --parts=LIST  of throughput,decision,memory,pg,actors,heartbeats (default all)\n"
       "  --quick       ranks 100,1000,10000, 5000 tasks, 1 round: a smoke run\n"
       "  --json=PATH   write the figures as JSON\n");
 }
@@ -216,6 +220,25 @@ GroupTimes RunGroups(int ranks, bool every_rank) {
   return t;
 }
 
+/// Rank 0's time per actor creation (placement, dispatch, the creation's completion) with
+/// `actors` actors of {CPU: 1} created one after another on N one-CPU ranks.
+double ActorCreationUs(int ranks, int actors) {
+  SimulationOptions o;
+  o.num_ranks = ranks;
+  HeadSimulation sim(o);
+  for (int i = 0; i < actors; ++i) {
+    prism::internal::TaskSpec spec;
+    spec.kind = prism::internal::TaskKind::kActorCreation;
+    spec.function = "Actor::Create";
+    spec.class_name = "Actor";
+    sim.Submit(std::move(spec));
+    if (i % 100 == 99) sim.Round();
+  }
+  if (!sim.RunUntilDone(600) || sim.failed() != 0)
+    throw std::runtime_error("actor creations did not all succeed");
+  return sim.head_seconds() * 1e6 / actors;
+}
+
 struct Heartbeats {
   double in_per_s = 0, out_per_s = 0, bytes_in_per_s = 0, bytes_out_per_s = 0;
   double head_cpu_fraction = 0;  // rank 0's time per second of wall time
@@ -295,7 +318,8 @@ int main(int argc, char** argv) {
   const int64_t tasks = std::atoll(value("tasks", quick ? "5000" : "200000").c_str());
   const int rounds = std::atoi(value("rounds", quick ? "1" : "3").c_str());
   const std::string json = value("json", "");
-  const std::string parts = "," + value("parts", "throughput,decision,memory,pg,heartbeats") + ",";
+  const std::string parts =
+      "," + value("parts", "throughput,decision,memory,pg,actors,heartbeats") + ",";
   auto wants = [&](const char* part) {
     return parts.find(std::string(",") + part + ",") != std::string::npos;
   };
@@ -394,8 +418,9 @@ int main(int argc, char** argv) {
       const double per_task = HeadBytesPerQueuedTask(n, tasks, &queued);
       std::printf(
           "  head memory: %.0f B per rank, %.0f B per submitted task (%zu of %lld queued, the rest "
-          "held by ranks)\n",
-          per_rank, per_task, queued, static_cast<long long>(tasks));
+          "held by ranks; sizeof TaskSpec %zu, ObjectEntry %zu)\n",
+          per_rank, per_task, queued, static_cast<long long>(tasks),
+          sizeof(prism::internal::TaskSpec), sizeof(prism::internal::ObjectEntry));
       auto* e = add("head_bytes_per_rank" + suffix, "bytes", {per_rank}, n,
                     "head heap per rank: Head over N ranks with its job info (mallinfo2)");
       e->target = prism_bench::Target{"<= 1024 bytes per rank", 1024, per_rank / 1024,
@@ -421,6 +446,13 @@ int main(int argc, char** argv) {
         add("pg_create_every_rank_ms" + suffix, "ms", {g.every_rank_ms}, 1,
             "CreatePlacementGroup, N x {CPU: 1}, SPREAD, one bundle per rank");
       }
+    }
+    if (wants("actors")) {
+      const int actors = std::min(n / 2, quick ? 200 : 2000);
+      const double us = ActorCreationUs(n, actors);
+      std::printf("  actor creation: %.1f us of rank 0 time each (%d actors)\n", us, actors);
+      add("actor_creation_us" + suffix, "us", {us}, actors,
+          "rank 0's time per actor creation, {CPU: 1} actors");
     }
     if (wants("heartbeats")) {
       // Heartbeats.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prism's regression suite: every benchmark (core, actors, transfer, training, checkpoint, tune, data, rl,
-# serve),
+# serve, scale),
 # the same run's reference figures (memcpy, MPI ping-pong, a matrix multiply) and callgrind's
 # instruction counts, merged into one JSON file in Google Benchmark's format plus a
 # Markdown table. This script builds nothing (see perf/README.md, "Regression suite").
@@ -11,7 +11,7 @@
 #   --quick         tiny sizes, a smoke run of about a minute (what CI runs)
 #   --out=DIR       where the files go (default perf/results/suite, or perf/results/suite_quick)
 #   --only=a,b      run only these parts: reference, micro, collective, train, checkpoint,
-#                   tune, data, rl, serve, callgrind (default: all of them)
+#                   tune, data, rl, serve, scale, callgrind (default: all of them)
 #   --no-callgrind  the same as leaving callgrind out of --only
 #
 # Environment:
@@ -34,7 +34,7 @@ usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 ranks=3
 quick=0
 out=""
-only="reference,micro,collective,train,checkpoint,tune,data,rl,serve,callgrind"
+only="reference,micro,collective,train,checkpoint,tune,data,rl,serve,scale,callgrind"
 for a in "$@"; do
   case "$a" in
     --ranks=*) ranks="${a#--ranks=}" ;;
@@ -52,8 +52,8 @@ if ! [[ "$ranks" =~ ^[0-9]+$ ]] || (( ranks < 1 )); then
 fi
 for part in ${only//,/ }; do
   case "$part" in
-    reference|micro|collective|train|checkpoint|tune|data|rl|serve|callgrind) ;;
-    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, rl, serve, callgrind)" >&2; exit 2 ;;
+    reference|micro|collective|train|checkpoint|tune|data|rl|serve|scale|callgrind) ;;
+    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, rl, serve, scale, callgrind)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
@@ -71,7 +71,7 @@ bin="$build_dir/perf"
 export BUILD_DIR="$build_dir"  # for run_callgrind.sh
 if [[ ! -d "$bin" ]]; then
   echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
-  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_rl_sampling_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_hotpath_benchmark" >&2
+  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_rl_sampling_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_head_simulation_benchmark prism_hotpath_benchmark" >&2
   exit 1
 fi
 
@@ -188,6 +188,10 @@ if wants serve; then
     "${L[@]}" "$bin/prism_serve_benchmark" "${quick_flag[@]}" --prism-num-cpus=2 \
     --json="$out/serve.json" --csv="$out/serve_autoscaling.csv"
 fi
+# Scale: the real head driven by simulated ranks, 100 to 100,000 of them (one process, no
+# MPI; quick: up to 10,000).
+wants scale && step scale "$out/scale.json" "$bin/prism_head_simulation_benchmark" \
+  "$bin/prism_head_simulation_benchmark" "${quick_flag[@]}" --json="$out/scale.json"
 if wants callgrind; then
   if command -v valgrind > /dev/null; then
     step callgrind "$out/callgrind/callgrind.json" "$bin/prism_hotpath_benchmark" \

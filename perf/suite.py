@@ -61,6 +61,8 @@ NORMALISATION_RULES = [
     (r"^serve_http_alone_|^serve_actor_call_", "reference",
      "Serve's same-run references (the HTTP layer alone, plain actor calls): reported, never judged"),
     (r"^serve_", None, "Serve requests/s, latencies and autoscaling times: raw, their own targets"),
+    (r"^head_|^scheduler_|^pg_create_|^actor_creation_|^heartbeat|^init_exchange_|^control_", None,
+     "the head simulation (one process, simulated ranks): raw, their own targets"),
     (r"gigabytes|^broadcast/", "memcpy", "object bandwidth (put, get, broadcast): memcpy GB/s"),
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
 ]
@@ -81,6 +83,7 @@ PART_GROUPS = {
     "rl_sampling": "rl",
     "serve_http": "serve",
     "serve": "serve",
+    "scale": "scale",
 }
 
 
