@@ -104,10 +104,10 @@ def should_stop():
     across ranks before stopping (e.g. all_reduce a flag with MAX), or ranks may stop at
     different steps."""
     global _stopping_sent
-    _poll_worker(0.0)
-    if not _stop.is_set():
-        return False
     with _lock:
+        _poll_worker(0.0)
+        if not _stop.is_set():
+            return False
         if not _stopping_sent and _to_worker is not None:
             _stopping_sent = True
             _send({"op": "stopping"})
@@ -243,6 +243,8 @@ def _install():
         # The worker starts the script with both blocked, so that one sent before this
         # handler existed waits instead of killing the interpreter: let it in now.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+    if under_prism:
+        _connect()  # now, so that programs the script starts never get the pipes
     worker_pid = os.environ.get("PRISM_TRAIN_WORKER_PID", "")
     if under_prism and worker_pid:
         # Die with the worker: a rank killed outright must not leave its script running.
