@@ -10,7 +10,8 @@ python3-torch), in one run, alternating the two launchers repetition by repetiti
 
     /usr/bin/python3 perf/script_trainer_benchmark.py --build=build --reps=5 [--json=out.json]
 
-Both runs use 2 workers, OMP_NUM_THREADS=1 (torchrun's default for several processes,
+torchrun is run as `python3 -c <TORCHRUN>`: torch.distributed.run with a one-line fix for
+Debian's torch 1.13 on Python 3.11 (see TORCHRUN below). Both runs use 2 workers, OMP_NUM_THREADS=1 (torchrun's default for several processes,
 Prism's for one CPU per worker) and the same flags. Prism runs on 3 ranks (rank 0 is the
 driver; mpirun --oversubscribe), torchrun with --standalone.
 """
@@ -28,6 +29,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SCRIPT = os.path.join(ROOT, "apps", "train_fashion_mnist_py", "train.py")
 PY = "/usr/bin/python3"
+# torchrun as `python3 -m torch.distributed.run`, with one fix: Debian's torch 1.13 on
+# Python 3.11 turns --redirects/--tee "0" (their defaults) into None, because iterating an
+# IntFlag no longer yields its zero member, and fails before starting anything. Std.from_str
+# is replaced by the plain conversion; nothing else changes.
+TORCHRUN = r"""
+import runpy
+from torch.distributed.elastic.multiprocessing import api
+def from_str(vm):
+    if ":" in vm:
+        return {int(i): api.Std(int(v)) for i, v in (m.split(":") for m in vm.split(","))}
+    return api.Std(int(vm))
+api.Std.from_str = staticmethod(from_str)
+runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+"""
 
 
 def run(cmd, env, timeout):
@@ -60,7 +75,7 @@ def main():
     launchers = {
         "prism": lambda rep: ["mpirun", "--oversubscribe", "-n", "3", app, "--num-workers=2", "--backend=torch",
                               "--storage-path=" + store, "--name=bench%d" % rep, "--quiet", "--", PY] + script_args,
-        "torchrun": lambda rep: [PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"] + script_args,
+        "torchrun": lambda rep: [PY, "-c", TORCHRUN, "--standalone", "--nproc_per_node=2"] + script_args,
     }
     results = {name: [] for name in launchers}
     for rep in range(args.reps):

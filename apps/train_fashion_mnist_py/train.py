@@ -26,7 +26,11 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-import prism_train
+try:
+    import prism_train
+except ImportError:  # run without Prism (torchrun) from the source tree: the module is in python/
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import prism_train
 
 START = time.time()
 
