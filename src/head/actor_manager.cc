@@ -27,22 +27,35 @@ bool ActorManager::OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation
 }
 
 int ActorManager::PickRank(const ResourceSet& demand, const SchedulingStrategy& strategy) const {
+  // Committed plus demand within capacity, entry by entry (no copy of the rank's sets).
   auto fits = [&](int r) {
-    ResourceSet after = scheduler_.Committed(r);
-    after.Add(demand);
-    return after.FitsIn(scheduler_.Capacity(r));
+    const ResourceSet& used = scheduler_.Committed(r);
+    const ResourceSet& cap = scheduler_.Capacity(r);
+    for (const auto& [name, units] : used.Entries()) {
+      if (units + demand.Get(name) > cap.Get(name)) return false;
+    }
+    for (const auto& [name, units] : demand.Entries()) {
+      if (used.Get(name) == 0 && units > cap.Get(name)) return false;
+    }
+    return true;
   };
   if (strategy.kind == SchedulingStrategy::Kind::kNodeAffinity) {
     const bool exists = strategy.rank >= 0 && strategy.rank < scheduler_.NumRanks();
     if (exists && fits(strategy.rank)) return strategy.rank;
     if (!strategy.soft) return -1;  // waits for its rank (the node checked it exists)
   }
-  int best = -1;
-  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
-    if (!fits(r)) continue;
-    if (best < 0 || per_rank_[r] < per_rank_[best]) best = r;
+  if (!scheduler_.MayHaveRoom(demand)) return -1;
+  for (const auto& [count, r] : by_count_) {
+    if (fits(r)) return r;
   }
-  return best;
+  return -1;
+}
+
+void ActorManager::Count(int rank, int delta) {
+  auto node = by_count_.extract({per_rank_[rank], rank});  // reuses the node
+  per_rank_[rank] += delta;
+  node.value().first = per_rank_[rank];
+  by_count_.insert(std::move(node));
 }
 
 std::vector<DispatchTask> ActorManager::OnCreationPlaced(ObjectId id, int rank, int bundle) {
@@ -50,7 +63,7 @@ std::vector<DispatchTask> ActorManager::OnCreationPlaced(ObjectId id, int rank, 
   if (a == actors_.end() || rank < 0) return {};
   a->second.rank = rank;
   a->second.bundle = bundle;
-  ++per_rank_[rank];
+  Count(rank, +1);
   std::vector<DispatchTask> calls;
   calls.swap(a->second.waiting_calls);
   return calls;
@@ -68,7 +81,7 @@ bool ActorManager::OnCreationDone(ObjectId id, const TaskDone& done, const TaskS
     return false;  // a live actor keeps what it holds
   }
   // The caller releases what the creation held; ActorDead must not release a second time.
-  if (actor.rank >= 0) --per_rank_[actor.rank];
+  if (actor.rank >= 0) Count(actor.rank, -1);
   actor.rank = -1;
   ActorDead(id, "the actor's factory " + creation.function + " threw " + done.error.type + ": " +
                     done.error.message);
@@ -145,7 +158,7 @@ void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
     send_(actor.rank, KillActor{id, /*restart=*/false, cause});
     // Give back what the live actor held (a failed creation gave it back already).
     groups_.Release({actor.rank, actor.creation->placement_group, actor.bundle}, actor.creation->demand);
-    --per_rank_[actor.rank];
+    Count(actor.rank, -1);
   }
   for (auto& call : actor.waiting_calls) {
     tasks_.Fail(call.spec->id, ErrorInfo::Of(ErrorKind::kActorError, cause, call.spec->name));

@@ -161,6 +161,12 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
   return best;
 }
 
+bool Scheduler::MayHaveRoom(const ResourceSet& demand) const {
+  const double cpu = FromUnits(demand.Get("CPU"));
+  return cpu <= 0 || by_load_.empty() ||
+         by_load_.begin()->first <= 1.0 - cpu / std::max(max_cpu_, 1.0) + 1e-9;
+}
+
 ResourceSet Scheduler::Free(int rank) const {
   ResourceSet free = ranks_[rank].capacity;
   for (const auto& [name, units] : ranks_[rank].committed.Entries()) {

@@ -69,6 +69,9 @@ class Scheduler {
   /// bytes of large arguments held per rank, for locality.
   int Place(const std::string& function, const ResourceSet& demand, int submitter,
             const std::vector<uint64_t>& bytes_on_rank, const SchedulingStrategy& strategy = {});
+  /// False when no rank can have room for `demand`'s CPUs now (no pipelining): the least
+  /// loaded rank is too full. True does not mean one has: a quick test before a search.
+  bool MayHaveRoom(const ResourceSet& demand) const;
   /// Capacity minus committed, never below zero (pipelining may over-commit a rank).
   ResourceSet Free(int rank) const;
   void Commit(int rank, const ResourceSet& demand);
