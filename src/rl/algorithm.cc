@@ -31,12 +31,76 @@
 #include "prism/errors.h"
 #include "prism/rl/dqn.h"
 #include "rl/dqn/dqn_trainer.h"
+#include "rl/dqn/module_bytes.h"
+#include "rl/dqn/sampler.h"
 #include "rl/ppo/learner.h"
 #include "rl/ppo/rl_module.h"
 #include "rl/ppo/sampler.h"
 
 namespace prism::rl {
+namespace {
+dqn::DqnConfig ToDqnConfig(const DQNConfig& c);  // below, with DQNConfig
+}  // namespace
+
 namespace internal {
+
+std::string PlacementName(RunnerPlacement p) {
+  return p == RunnerPlacement::kAnyFreeCpu ? "any_free_cpu" : "one_per_worker_rank";
+}
+
+RunnerPlacement ParsePlacement(const std::string& name, const std::string& config) {
+  if (name == "any_free_cpu") return RunnerPlacement::kAnyFreeCpu;
+  if (name == "one_per_worker_rank") return RunnerPlacement::kOnePerWorkerRank;
+  throw Error("prism::rl: " + config + "::FromJson: env_runner_placement is \"" + name +
+              "\"; use \"one_per_worker_rank\" or \"any_free_cpu\"");
+}
+
+/// Throws what to change when `runners` env runner actors cannot be made: no runtime, or
+/// (one per worker rank) fewer worker ranks than runners.
+void CheckRunnersFit(const std::string& config, int runners, RunnerPlacement placement) {
+  if (!prism::IsInitialized()) {
+    throw Error("prism::rl: " + config + ": num_env_runners " + std::to_string(runners) +
+                " needs prism::Init first (or EnvRunners(0) to sample on the driver)");
+  }
+  const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
+  if (placement == RunnerPlacement::kOnePerWorkerRank && runners > workers) {
+    throw Error("prism::rl: " + config + ": num_env_runners " + std::to_string(runners) + " is larger than the " +
+                std::to_string(workers) + " worker ranks (one runner per rank 1..N-1): launch at least " +
+                std::to_string(runners + 1) + " ranks or use fewer runners");
+  }
+}
+
+/// Runner `index`'s actor options: 1 CPU, restarts without limit, on rank 1 + index or
+/// wherever a CPU is free.
+template <typename F>
+auto RunnerCreator(F factory, RunnerPlacement placement, int index) {
+  auto creator = prism::Actor(factory).SetResource("CPU", 1).SetMaxRestarts(-1);
+  if (placement == RunnerPlacement::kOnePerWorkerRank) {
+    creator.SetSchedulingStrategy(NodeAffinitySchedulingStrategy{1 + index, false});
+  }
+  return creator;
+}
+
+/// Gets every runner's sample, in runner order, within `timeout_s` of now for all of them,
+/// handing each to `take`; a runner that died (it restarts) or is late is reported and
+/// skipped. Returns how many samples arrived.
+template <typename T, typename Take>
+int GatherSamples(const std::vector<ObjectRef<T>>& samples, double timeout_s, Take&& take) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int arrived = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    try {
+      take(prism::Get(samples[i], std::max<int64_t>(left.count(), 1)));
+      ++arrived;
+    } catch (const ActorError& e) {
+      std::fprintf(stderr, "prism::rl: env runner %zu failed this iteration (%s); it restarts\n", i, e.what());
+    } catch (const TimeoutError&) {
+      std::fprintf(stderr, "prism::rl: env runner %zu sent no sample within sample_timeout_s %g s\n", i, timeout_s);
+    }
+  }
+  return arrived;
+}
 
 /// An env runner actor: a Sampler with its own VectorEnv and RLModule copy.
 class PpoEnvRunner {
@@ -72,6 +136,34 @@ struct LearnerResult {
   void serialize(Archive& ar, unsigned) {
     ar & total_loss & policy_loss & vf_loss & entropy & mean_kl & kl_coeff & num_minibatches & weights;
   }
+};
+
+/// A DQN env runner actor: a DqnSampler with its own VectorEnv, Q-module copy, epsilon
+/// schedule and generator; returns replay rows for the driver's buffer.
+class DqnEnvRunner {
+ public:
+  static DqnEnvRunner* Create(std::string config_json, int index) {
+    torch::set_num_threads(1);  // as PpoEnvRunner: tiny MLPs, one CPU held
+    return new DqnEnvRunner(ToDqnConfig(DQNConfig::FromJson(config_json)), index);
+  }
+  dqn::DqnRows Sample(std::vector<uint8_t> weights, int64_t min_transitions, int64_t lifetime_steps) {
+    dqn::SetWeights(*module_, weights.data(), weights.size());
+    dqn::DqnRows rows;
+    sampler_.Sample(*module_, epsilon_, lifetime_steps, min_transitions, rng_, rows);
+    return rows;
+  }
+
+ private:
+  DqnEnvRunner(const dqn::DqnConfig& c, int index)
+      : sampler_(c.env, c.num_envs, c.env_config, c.seed + 1000 * static_cast<uint64_t>(index + 1), c.gamma,
+                 c.n_step),
+        module_(sampler_.env().observation_space(), sampler_.env().action_space(), c.model),
+        epsilon_(c.epsilon),
+        rng_(c.seed + 1000 * static_cast<uint64_t>(index + 1) + 2) {}
+  dqn::DqnSampler sampler_;
+  dqn::QModule module_;
+  PiecewiseSchedule epsilon_;
+  std::mt19937_64 rng_;
 };
 
 /// One learner of a group (num_learners > 1), on world rank ranks[index]: its own module
@@ -137,7 +229,8 @@ ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff) {
 }  // namespace prism::rl
 
 PRISM_REMOTE(prism::rl::internal::PpoEnvRunner::Create, &prism::rl::internal::PpoEnvRunner::Sample,
-             prism::rl::internal::PpoLearner::Create, &prism::rl::internal::PpoLearner::Update);
+             prism::rl::internal::PpoLearner::Create, &prism::rl::internal::PpoLearner::Update,
+             prism::rl::internal::DqnEnvRunner::Create, &prism::rl::internal::DqnEnvRunner::Sample);
 
 namespace prism::rl {
 namespace {
@@ -285,8 +378,7 @@ std::string PPOConfig::ToJson() const {
   j["hidden"] = hidden;
   j["seed"] = seed;
   j["sample_timeout_s"] = sample_timeout_s;
-  j["env_runner_placement"] =
-      env_runner_placement == RunnerPlacement::kAnyFreeCpu ? "any_free_cpu" : "one_per_worker_rank";
+  j["env_runner_placement"] = internal::PlacementName(env_runner_placement);
   return j.dump();
 }
 
@@ -321,15 +413,7 @@ PPOConfig PPOConfig::FromJson(const std::string& text) {
     get("seed", c.seed);
     get("sample_timeout_s", c.sample_timeout_s);
     if (j.contains("env_runner_placement")) {
-      const std::string placement = j.at("env_runner_placement").get<std::string>();
-      if (placement == "any_free_cpu") {
-        c.env_runner_placement = RunnerPlacement::kAnyFreeCpu;
-      } else if (placement == "one_per_worker_rank") {
-        c.env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
-      } else {
-        throw Error("prism::rl: PPOConfig::FromJson: env_runner_placement is \"" + placement +
-                    "\"; use \"one_per_worker_rank\" or \"any_free_cpu\"");
-      }
+      c.env_runner_placement = internal::ParsePlacement(j.at("env_runner_placement").get<std::string>(), "PPOConfig");
     }
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("prism::rl: PPOConfig::FromJson: ") + e.what());
@@ -376,6 +460,8 @@ struct Algorithm::Impl {
   std::unique_ptr<ppo::Sampler> local_sampler;  // num_env_runners == 0
   std::vector<ActorHandle<internal::PpoEnvRunner>> runners;
   std::vector<ActorHandle<internal::PpoLearner>> learners;  // num_learners > 1, made at the first Train
+  std::vector<ActorHandle<internal::DqnEnvRunner>> dqn_runners;  // DQN with num_env_runners > 0
+  int dqn_healthy_runners = 0;  // the fewest runners that answered a store step this iteration
   int64_t iteration = 0;
   int64_t lifetime_steps = 0;
   std::deque<double> recent_returns, recent_lens;
@@ -408,22 +494,12 @@ Algorithm::~Algorithm() {
   if (!impl_) return;
   KillAll(impl_->runners);
   KillAll(impl_->learners);
+  KillAll(impl_->dqn_runners);
 }
 
 Algorithm PPOConfig::Build() const {
   Validate();
-  if (num_env_runners > 0) {
-    if (!prism::IsInitialized()) {
-      Bad("num_env_runners " + std::to_string(num_env_runners) +
-          " needs prism::Init first (or EnvRunners(0) to sample on the driver)");
-    }
-    const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
-    if (env_runner_placement == RunnerPlacement::kOnePerWorkerRank && num_env_runners > workers) {
-      Bad("num_env_runners " + std::to_string(num_env_runners) + " is larger than the " +
-          std::to_string(workers) + " worker ranks (one runner per rank 1..N-1): launch at least " +
-          std::to_string(num_env_runners + 1) + " ranks or use fewer runners");
-    }
-  }
+  if (num_env_runners > 0) internal::CheckRunnersFit("PPOConfig", num_env_runners, env_runner_placement);
   if (num_learners > 1) {
     if (!prism::IsInitialized()) {
       Bad("num_learners " + std::to_string(num_learners) +
@@ -453,11 +529,8 @@ Algorithm PPOConfig::Build() const {
   } else {
     const std::string json = ToJson();
     for (int i = 0; i < num_env_runners; ++i) {
-      auto runner = prism::Actor(internal::PpoEnvRunner::Create).SetResource("CPU", 1).SetMaxRestarts(-1);
-      if (env_runner_placement == RunnerPlacement::kOnePerWorkerRank) {
-        runner.SetSchedulingStrategy(NodeAffinitySchedulingStrategy{1 + i, false});
-      }
-      impl->runners.push_back(runner.Remote(json, i));
+      impl->runners.push_back(
+          internal::RunnerCreator(internal::PpoEnvRunner::Create, env_runner_placement, i).Remote(json, i));
     }
   }
   return Algorithm(std::move(impl));
@@ -510,8 +583,10 @@ ppo::LearnerStats Algorithm::Impl::UpdateLearnerGroup(const ppo::SampleBatch& ba
 TrainResult Algorithm::Train() {
   Impl& s = *impl_;
   if (s.dqn) {
+    s.dqn_healthy_runners = static_cast<int>(s.dqn_runners.size());
     const dqn::DqnMetrics m = s.dqn->TrainIteration();
     TrainResult r;
+    r.num_healthy_env_runners = s.dqn_healthy_runners;
     r.training_iteration = m.training_iteration;
     r.episode_return_mean = m.episode_return_mean;
     r.episode_return_min = m.episode_return_min;
@@ -548,20 +623,8 @@ TrainResult Algorithm::Train() {
     for (auto& runner : s.runners) {
       samples.push_back(runner.Task(&internal::PpoEnvRunner::Sample).Remote(weights_ref, steps_per_runner));
     }
-    const auto deadline = start + std::chrono::duration<double>(c.sample_timeout_s);
-    for (size_t i = 0; i < samples.size(); ++i) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      try {
-        batch.Append(*prism::Get(samples[i], std::max<int64_t>(left.count(), 1)));
-        ++r.num_healthy_env_runners;
-      } catch (const ActorError& e) {
-        // The runner died (it restarts): go on with the others' samples.
-        std::fprintf(stderr, "prism::rl: env runner %zu failed this iteration (%s); it restarts\n", i, e.what());
-      } catch (const TimeoutError&) {
-        std::fprintf(stderr, "prism::rl: env runner %zu sent no sample within sample_timeout_s %g s\n", i,
-                     c.sample_timeout_s);
-      }
-    }
+    r.num_healthy_env_runners = internal::GatherSamples(
+        samples, c.sample_timeout_s, [&](std::shared_ptr<ppo::SampleBatch> b) { batch.Append(*b); });
     if (r.num_healthy_env_runners == 0) {
       throw Error("prism::rl: Train: none of the " + std::to_string(s.runners.size()) +
                   " env runners returned a sample this iteration");
@@ -778,11 +841,16 @@ int64_t Algorithm::iteration() const { return impl_->iteration; }
 int64_t Algorithm::num_env_steps_sampled_lifetime() const { return impl_->lifetime_steps; }
 
 void Algorithm::KillEnvRunner(int index) {
-  if (index < 0 || index >= static_cast<int>(impl_->runners.size())) {
+  const size_t count = impl_->dqn ? impl_->dqn_runners.size() : impl_->runners.size();
+  if (index < 0 || index >= static_cast<int>(count)) {
     throw Error("prism::rl: KillEnvRunner: no env runner " + std::to_string(index) + " (there are " +
-                std::to_string(impl_->runners.size()) + ")");
+                std::to_string(count) + ")");
   }
-  impl_->runners[index].Kill(/*no_restart=*/false);
+  if (impl_->dqn) {
+    impl_->dqn_runners[index].Kill(/*no_restart=*/false);
+  } else {
+    impl_->runners[index].Kill(/*no_restart=*/false);
+  }
 }
 
 // ---- DQNConfig ----------------------------------------------------------------------------
@@ -796,6 +864,8 @@ dqn::DqnConfig ToDqnConfig(const DQNConfig& c) {
   d.env = c.env;
   d.env_config = c.env_config;
   d.num_envs = c.num_envs_per_env_runner;
+  d.num_env_runners = c.num_env_runners;
+  d.rollout_fragment_length = c.rollout_fragment_length;
   d.seed = c.seed;
   d.gamma = c.gamma;
   d.lr = c.lr;
@@ -823,9 +893,20 @@ DQNConfig& DQNConfig::Environment(std::string env_name, EnvConfig config) {
   return *this;
 }
 
-DQNConfig& DQNConfig::EnvRunners(int runners, int envs) {
+DQNConfig& DQNConfig::EnvRunners(int runners, int envs, int64_t fragment) {
   num_env_runners = runners;
   num_envs_per_env_runner = envs;
+  rollout_fragment_length = fragment;
+  return *this;
+}
+
+DQNConfig& DQNConfig::Placement(RunnerPlacement placement) {
+  env_runner_placement = placement;
+  return *this;
+}
+
+DQNConfig& DQNConfig::Fault(double timeout_s) {
+  sample_timeout_s = timeout_s;
   return *this;
 }
 
@@ -860,11 +941,6 @@ DQNConfig& DQNConfig::Debugging(uint64_t s) {
 }
 
 void DQNConfig::Validate() const {
-  if (num_env_runners != 0) {
-    BadDqn("num_env_runners is " + std::to_string(num_env_runners) +
-           ": DQN samples on the driver in this version (one local env runner); pass "
-           "EnvRunners(0, num_envs_per_env_runner)");
-  }
   if (env.empty()) {
     std::string names;
     for (const auto& n : RegisteredEnvs()) names += (names.empty() ? "" : ", ") + n;
@@ -890,14 +966,38 @@ void DQNConfig::Validate() const {
   for (int64_t h : head_hiddens) {
     if (h < 1) BadDqn("RLModule head_hiddens sizes must be >= 1, got " + std::to_string(h));
   }
+  if (!(sample_timeout_s > 0)) BadDqn("sample_timeout_s must be > 0");
   ToDqnConfig(*this).Validate();  // the training values (its errors name the field)
 }
 
 Algorithm DQNConfig::Build() const {
   Validate();
+  if (num_env_runners > 0) internal::CheckRunnersFit("DQNConfig", num_env_runners, env_runner_placement);
   auto impl = std::make_unique<Algorithm::Impl>();
   impl->dqn_config = *this;
   impl->dqn = std::make_unique<dqn::DqnTrainer>(ToDqnConfig(*this));
+  if (num_env_runners == 0) return Algorithm(std::move(impl));
+  const std::string json = ToJson();
+  for (int i = 0; i < num_env_runners; ++i) {
+    impl->dqn_runners.push_back(
+        internal::RunnerCreator(internal::DqnEnvRunner::Create, env_runner_placement, i).Remote(json, i));
+  }
+  // The trainer calls this once per store step; Impl lives on the heap, so the pointer
+  // stays valid as the Algorithm moves.
+  Algorithm::Impl* s = impl.get();
+  impl->dqn->SetRemoteSampler([s](const std::vector<uint8_t>& weights, int64_t min_transitions,
+                                  int64_t lifetime_steps) {
+    ObjectRef<std::vector<uint8_t>> weights_ref = prism::Put(weights);
+    std::vector<ObjectRef<dqn::DqnRows>> refs;
+    for (auto& runner : s->dqn_runners) {
+      refs.push_back(runner.Task(&internal::DqnEnvRunner::Sample).Remote(weights_ref, min_transitions, lifetime_steps));
+    }
+    std::vector<dqn::DqnRows> rows;
+    const int arrived = internal::GatherSamples(refs, s->dqn_config.sample_timeout_s,
+                                                [&](std::shared_ptr<dqn::DqnRows> r) { rows.push_back(std::move(*r)); });
+    s->dqn_healthy_runners = std::min(s->dqn_healthy_runners, arrived);
+    return rows;
+  });
   return Algorithm(std::move(impl));
 }
 
@@ -908,6 +1008,9 @@ std::string DQNConfig::ToJson() const {
   j["env_config"] = env_config;
   j["num_env_runners"] = num_env_runners;
   j["num_envs_per_env_runner"] = num_envs_per_env_runner;
+  j["rollout_fragment_length"] = rollout_fragment_length;
+  j["env_runner_placement"] = internal::PlacementName(env_runner_placement);
+  j["sample_timeout_s"] = sample_timeout_s;
   j["lr"] = lr;
   j["gamma"] = gamma;
   j["train_batch_size"] = train_batch_size;
@@ -941,6 +1044,11 @@ DQNConfig DQNConfig::FromJson(const std::string& text) {
     get("env_config", c.env_config);
     get("num_env_runners", c.num_env_runners);
     get("num_envs_per_env_runner", c.num_envs_per_env_runner);
+    get("rollout_fragment_length", c.rollout_fragment_length);
+    if (j.contains("env_runner_placement")) {
+      c.env_runner_placement = internal::ParsePlacement(j.at("env_runner_placement").get<std::string>(), "DQNConfig");
+    }
+    get("sample_timeout_s", c.sample_timeout_s);
     get("lr", c.lr);
     get("gamma", c.gamma);
     get("train_batch_size", c.train_batch_size);

@@ -57,6 +57,10 @@ void SetFromText(nlohmann::json& field, const std::string& key, const std::strin
       field = v;
     } else if (field.is_string()) {
       field = value;
+    } else if (field.is_null()) {  // an unset optional (DQN's training_intensity): a number
+      want = "a number";
+      field = std::stod(value, &used);
+      if (used != value.size()) throw bad();
     } else {
       want = "JSON of the setting's type (e.g. [64, 64])";
       nlohmann::json parsed = nlohmann::json::parse(value);  // lists and objects as JSON text
@@ -147,8 +151,10 @@ Trainable AlgorithmTrainable(const rl::PPOConfig& config, AlgorithmTrainableOpti
 }
 
 Trainable AlgorithmTrainable(const rl::DQNConfig& config, AlgorithmTrainableOptions options) {
-  config.Validate();
-  return internal::MakeTrainable({"DQN", config.ToJson(), 1}, config.num_env_runners, options);
+  rl::DQNConfig c = config;
+  c.Placement(rl::RunnerPlacement::kAnyFreeCpu);
+  c.Validate();
+  return internal::MakeTrainable({"DQN", c.ToJson(), 1}, c.num_env_runners, options);
 }
 
 }  // namespace prism::tune

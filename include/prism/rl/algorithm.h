@@ -173,7 +173,7 @@ struct TrainResult {
   // Timers (seconds). DQN interleaves sampling and learning: its sample_s is 0 and learn_s
   // the whole iteration.
   double sample_s = 0, learn_s = 0;
-  int num_healthy_env_runners = 0;  // runners whose sample arrived this iteration
+  int num_healthy_env_runners = 0;  // runners whose sample arrived this iteration (DQN: the fewest in a training step)
   /// Every value by its RLlib-style name.
   std::map<std::string, double> ToMap() const;
 };

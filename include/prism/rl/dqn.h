@@ -57,9 +57,18 @@ class DQNConfig {
   DQNConfig() = default;
   /// The registered environment to learn (Discrete actions) and its env_config.
   DQNConfig& Environment(std::string env, EnvConfig env_config = {});
-  /// Env runner actors and env copies per runner. Only num_env_runners 0 is supported for
-  /// DQN now (sampling on the driver); Validate/Build throw prism::Error for more.
-  DQNConfig& EnvRunners(int num_env_runners, int num_envs_per_env_runner = 1);
+  /// Env runner actors (0: the driver samples), env copies per runner, and steps per copy
+  /// per training step (0, "auto": n_step). With runners, every training step Puts the
+  /// online weights once, each runner samples rollout_fragment_length x num_envs steps with
+  /// them (epsilon from the lifetime step count), and the driver adds their rows to the
+  /// replay buffer in runner order and trains (RLlib's synchronous DQN). A round trip per
+  /// training step: give runners fragments of tens of steps, and training_intensity to keep
+  /// RLlib's updates per step.
+  DQNConfig& EnvRunners(int num_env_runners, int num_envs_per_env_runner = 1, int64_t rollout_fragment_length = 0);
+  /// Where the env runner actors go (default kOnePerWorkerRank: runner i on rank 1 + i).
+  DQNConfig& Placement(RunnerPlacement placement);
+  /// How long a training step waits for a runner's sample before going on without it.
+  DQNConfig& Fault(double sample_timeout_s);
   DQNConfig& Training(const DQNTraining& training);
   /// The Q-module's encoder layer sizes (RLlib's fcnet_hiddens, tanh) and each head's hidden
   /// layer sizes (head_fcnet_hiddens, relu; empty: a linear head).
@@ -67,10 +76,12 @@ class DQNConfig {
   /// Seeds the module's initial weights, the env copies, the replay buffer and exploration.
   DQNConfig& Debugging(uint64_t seed);
 
-  /// Throws prism::Error naming what to change: num_env_runners > 0, an unregistered
-  /// environment (with the registered ones), a non-Discrete action space, a bad value.
+  /// Throws prism::Error naming what to change: an unregistered environment (with the
+  /// registered ones), a non-Discrete action space, a bad value.
   void Validate() const;
-  /// Validates and returns the algorithm (its env copies and networks made on the driver).
+  /// Validates and returns the algorithm (its networks on the driver; env runner actors on
+  /// the worker ranks when num_env_runners > 0, which needs prism::Init and, placed one per
+  /// rank, that many worker ranks).
   Algorithm Build() const;
 
   /// The config as JSON (what a checkpoint stores beside dqn.h5), and back (prism::Error
@@ -83,6 +94,9 @@ class DQNConfig {
   EnvConfig env_config;
   int num_env_runners = 0;
   int num_envs_per_env_runner = 1;
+  int64_t rollout_fragment_length = 0;
+  RunnerPlacement env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
+  double sample_timeout_s = 60;
   double lr = 5e-4;
   double gamma = 0.99;
   int64_t train_batch_size = 32;

@@ -42,6 +42,10 @@ void DqnConfig::Validate() const {
   if (!(tau > 0.0 && tau <= 1.0)) Bad("tau is " + std::to_string(tau) + "; it must lie in (0, 1]");
   if (num_steps_sampled_before_learning_starts < 0) Bad("num_steps_sampled_before_learning_starts must be >= 0");
   if (n_step < 1) Bad("n_step is " + std::to_string(n_step) + "; it must be >= 1");
+  if (num_env_runners < 0) Bad("num_env_runners must be >= 0, got " + std::to_string(num_env_runners));
+  if (rollout_fragment_length < 0) {
+    Bad("rollout_fragment_length must be >= 1 (or 0 for auto), got " + std::to_string(rollout_fragment_length));
+  }
   if (training_intensity && !(*training_intensity > 0)) Bad("training_intensity must be > 0");
   if (td_error_loss_fn != "huber" && td_error_loss_fn != "mse") {
     Bad("td_error_loss_fn must be 'huber' or 'mse', got '" + td_error_loss_fn + "'");
@@ -55,9 +59,15 @@ void DqnConfig::Validate() const {
   (void)check;
 }
 
+int64_t DqnConfig::ResolvedRolloutFragmentLength() const {
+  return rollout_fragment_length > 0 ? rollout_fragment_length : n_step;
+}
+
 std::pair<int64_t, int64_t> DqnConfig::RoundRobinWeights() const {
   if (!training_intensity) return {1, 1};
-  const double native_ratio = static_cast<double>(train_batch_size) / (static_cast<double>(n_step) * num_envs * 1);
+  const double native_ratio = static_cast<double>(train_batch_size) /
+                              (static_cast<double>(ResolvedRolloutFragmentLength()) * num_envs *
+                               std::max(num_env_runners, 1));
   const double w = *training_intensity / native_ratio;
   if (w < 1) return {static_cast<int64_t>(std::nearbyint(1.0 / w)), 1};
   return {1, static_cast<int64_t>(std::nearbyint(w))};
@@ -87,13 +97,15 @@ std::map<std::string, double> DqnMetrics::ToMap() const {
 
 DqnTrainer::DqnTrainer(DqnConfig config)
     : config_((config.Validate(), std::move(config))),
-      env_(config_.env, config_.num_envs, config_.env_config, config_.seed),
+      sampler_(config_.env, config_.num_envs, config_.env_config, config_.seed, config_.gamma, config_.n_step),
       epsilon_(config_.epsilon),
-      buffer_(config_.replay_capacity, env_.observation_space().size(), env_.action_space(), config_.seed + 1),
+      buffer_(config_.replay_capacity, sampler_.env().observation_space().size(), sampler_.env().action_space(),
+              config_.seed + 1),
       rng_(config_.seed + 2) {
   // Module initialisation draws from torch's global generator: seed it for reproducible runs.
   torch::manual_seed(config_.seed);
-  QModule online(env_.observation_space(), env_.action_space(), config_.model);
+  const VectorEnv& env = sampler_.env();
+  QModule online(env.observation_space(), env.action_space(), config_.model);
   LearnerOptions lo;
   lo.lr = config_.lr;
   lo.adam_epsilon = config_.adam_epsilon;
@@ -103,87 +115,54 @@ DqnTrainer::DqnTrainer(DqnConfig config)
   lo.loss.gamma = config_.gamma;
   lo.loss.double_q = config_.double_q;
   lo.loss.td_error_loss_fn = config_.td_error_loss_fn;
-  learner_ = std::make_unique<Learner>(std::move(online), env_.observation_space(), env_.action_space(), lo);
-  obs_ = env_.Reset();
-  const int n = config_.num_envs;
-  reset_next_.assign(n, 0);
-  episode_return_.assign(n, 0);
-  episode_len_.assign(n, 0);
-  pending_.assign(n, {});
+  learner_ = std::make_unique<Learner>(std::move(online), env.observation_space(), env.action_space(), lo);
   n_of_slot_.assign(config_.replay_capacity, 1.0f);
-}
-
-void DqnTrainer::StoreRow(Pending& p, const float* next_obs, bool terminated) {
-  double ret = 0, discount = 1;
-  for (double r : p.rewards) {
-    ret += discount * r;
-    discount *= config_.gamma;
-  }
-  n_of_slot_[buffer_.num_added() % config_.replay_capacity] = static_cast<float>(p.rewards.size());
-  buffer_.Add(p.obs.front().data(), Action::Discrete(p.actions.front()), ret, next_obs, terminated);
-  p.obs.pop_front();
-  p.actions.pop_front();
-  p.rewards.pop_front();
 }
 
 double DqnTrainer::epsilon() const { return epsilon_.Value(lifetime_steps_); }
 
-int64_t DqnTrainer::SampleIntoBuffer(int64_t min_transitions) {
-  torch::NoGradGuard no_grad;
-  QModuleImpl& m = *learner_->module();
-  const int n = config_.num_envs;
-  const int64_t os = m.obs_size();
-  int64_t collected = 0;
-  while (collected < min_transitions) {
-    actions_ = m.EpsilonGreedyActions(obs_.data(), n, epsilon_.Value(lifetime_steps_), rng_);
-    before_ = obs_;
-    env_.StepAll(actions_, step_);
-    const std::vector<float>& next = *step_.observations;
-    for (int i = 0; i < n; ++i) {
-      if (reset_next_[i]) {  // the autoreset step: no transition
-        reset_next_[i] = 0;
-        continue;
-      }
-      const bool terminated = step_.terminated[i] != 0;
-      const bool ended = terminated || step_.truncated[i];
-      Pending& p = pending_[i];
-      p.obs.emplace_back(before_.begin() + i * os, before_.begin() + (i + 1) * os);
-      p.actions.push_back(actions_[i]);
-      p.rewards.push_back(step_.rewards[i]);
-      // n steps pending: the oldest one's row is complete. An episode's end: every pending
-      // step's row ends here (with k <= n steps).
-      if (static_cast<int>(p.rewards.size()) == config_.n_step && !ended) StoreRow(p, next.data() + i * os, false);
-      while (ended && !p.rewards.empty()) StoreRow(p, next.data() + i * os, terminated);
-      ++collected;
-      ++lifetime_steps_;
-      episode_return_[i] += step_.rewards[i];
-      ++episode_len_[i];
-      if (ended) {
-        recent_episodes_.emplace_back(episode_return_[i], episode_len_[i]);
-        while (static_cast<int64_t>(recent_episodes_.size()) > config_.metrics_num_episodes_for_smoothing) {
-          recent_episodes_.pop_front();
-        }
-        ++lifetime_episodes_;
-        ++iteration_episodes_;
-        episode_return_[i] = 0;
-        episode_len_[i] = 0;
-        reset_next_[i] = 1;
-      }
-    }
-    obs_ = next;
+int64_t DqnTrainer::AddRows(const DqnRows& rows) {
+  const int64_t os = rows.obs_size;
+  for (int64_t r = 0; r < rows.size(); ++r) {
+    n_of_slot_[buffer_.num_added() % config_.replay_capacity] = rows.n[r];
+    buffer_.Add(rows.obs.data() + r * os, Action::Discrete(rows.actions[r]), rows.returns[r],
+                rows.next_obs.data() + r * os, rows.terminated[r] != 0);
   }
-  return collected;
+  for (size_t e = 0; e < rows.episode_returns.size(); ++e) {
+    recent_episodes_.emplace_back(rows.episode_returns[e], rows.episode_lens[e]);
+    while (static_cast<int64_t>(recent_episodes_.size()) > config_.metrics_num_episodes_for_smoothing) {
+      recent_episodes_.pop_front();
+    }
+    ++lifetime_episodes_;
+    ++iteration_episodes_;
+  }
+  lifetime_steps_ += rows.env_steps;
+  return rows.env_steps;
 }
 
 DqnMetrics DqnTrainer::TrainIteration() {
   const auto start = std::chrono::steady_clock::now();
   const auto [store_weight, train_weight] = config_.RoundRobinWeights();
-  const int64_t fragment = static_cast<int64_t>(config_.n_step) * config_.num_envs;
+  const int64_t fragment = config_.ResolvedRolloutFragmentLength() * config_.num_envs;
   DqnMetrics m;
   iteration_episodes_ = 0;
   double loss_sum = 0, q_sum = 0, td_sum = 0;
   while (m.num_env_steps_sampled < config_.min_sample_timesteps_per_iteration) {
-    for (int64_t s = 0; s < store_weight; ++s) m.num_env_steps_sampled += SampleIntoBuffer(fragment);
+    for (int64_t s = 0; s < store_weight; ++s) {
+      if (remote_) {
+        const int64_t before = m.num_env_steps_sampled;
+        for (const DqnRows& rows : remote_(GetWeights(), fragment, lifetime_steps_)) {
+          m.num_env_steps_sampled += AddRows(rows);
+        }
+        if (m.num_env_steps_sampled == before) {
+          throw Error("prism::rl: DQN: no env runner returned a sample in this training step");
+        }
+      } else {
+        rows_.Clear();
+        sampler_.Sample(*learner_->module(), epsilon_, lifetime_steps_, fragment, rng_, rows_);
+        m.num_env_steps_sampled += AddRows(rows_);
+      }
+    }
     if (lifetime_steps_ < config_.num_steps_sampled_before_learning_starts || buffer_.size() == 0) continue;
     for (int64_t t = 0; t < train_weight; ++t) {
       buffer_.Sample(config_.train_batch_size, batch_);

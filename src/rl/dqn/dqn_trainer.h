@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,7 @@
 #include "prism/rl/env.h"
 #include "rl/dqn/learner.h"
 #include "rl/dqn/q_module.h"
+#include "rl/dqn/sampler.h"
 #include "rl/replay_buffer.h"
 #include "rl/schedule.h"
 
@@ -62,6 +64,8 @@ struct DqnConfig {
   std::string env = "CartPole-v1";
   EnvConfig env_config;
   int num_envs = 1;                 // num_envs_per_env_runner
+  int num_env_runners = 0;          // 0: the trainer samples; n: SetRemoteSampler's n runners
+  int64_t rollout_fragment_length = 0;  // steps per env copy per store step; 0 ("auto"): n_step
   uint64_t seed = 0;
 
   double gamma = 0.99;
@@ -84,8 +88,11 @@ struct DqnConfig {
   int64_t metrics_num_episodes_for_smoothing = 100;
 
   void Validate() const;
-  /// [store weight, sample-and-train weight]: RLlib's calculate_rr_weights (above).
+  /// [store weight, sample-and-train weight]: RLlib's calculate_rr_weights (above, with
+  /// max(num_env_runners, 1) runners).
   std::pair<int64_t, int64_t> RoundRobinWeights() const;
+  /// rollout_fragment_length, "auto" resolved to n_step.
+  int64_t ResolvedRolloutFragmentLength() const;
 };
 
 /// What TrainIteration reports (RLlib's result keys in comments). Episode figures are over
@@ -123,6 +130,15 @@ class DqnTrainer {
   /// One RLlib training iteration (above).
   DqnMetrics TrainIteration();
 
+  /// Sampling on env runners elsewhere: called once per store step with the online
+  /// weights, the transitions each runner makes (rollout_fragment_length x num_envs) and the
+  /// lifetime env steps (the runners' epsilon counts from there); returns the rows of the
+  /// runners that answered, added to the buffer in the order given. Unset (the default):
+  /// the trainer samples itself.
+  using RemoteSampler = std::function<std::vector<DqnRows>(const std::vector<uint8_t>& weights,
+                                                           int64_t min_transitions, int64_t lifetime_steps)>;
+  void SetRemoteSampler(RemoteSampler sampler) { remote_ = std::move(sampler); }
+
   /// The greedy action (explore false) or an epsilon-greedy one at the current epsilon.
   /// Throws prism::Error for an observation of the wrong size.
   Action ComputeSingleAction(const std::vector<float>& obs, bool explore = false);
@@ -153,32 +169,19 @@ class DqnTrainer {
   static constexpr const char* kCheckpointFile = "dqn.h5";
 
  private:
-  // Steps the envs until at least `min_transitions` transitions went into the buffer.
-  int64_t SampleIntoBuffer(int64_t min_transitions);
+  // Rows into the buffer, their episodes into the window and counters. Returns env steps.
+  int64_t AddRows(const DqnRows& rows);
 
   DqnConfig config_;
-  VectorEnv env_;
+  DqnSampler sampler_;  // the trainer's own env runner (its env also gives the spaces)
   PiecewiseSchedule epsilon_;
   ReplayBuffer buffer_;
   std::unique_ptr<Learner> learner_;
   std::mt19937_64 rng_;
-  // One copy's steps whose n-step row is not stored yet (n_step > 1).
-  struct Pending {
-    std::deque<std::vector<float>> obs;
-    std::deque<int64_t> actions;
-    std::deque<double> rewards;
-  };
-  void StoreRow(Pending& p, const float* next_obs, bool terminated);
-
-  std::vector<float> obs_, before_;
-  std::vector<Pending> pending_;
+  RemoteSampler remote_;
+  DqnRows rows_;
   std::vector<float> n_of_slot_;     // each buffer slot's n
   std::vector<float> batch_n_;
-  std::vector<int64_t> actions_;
-  std::vector<uint8_t> reset_next_;
-  std::vector<double> episode_return_;
-  std::vector<int64_t> episode_len_;
-  VectorEnv::Step step_;
   TransitionBatch batch_;
   std::deque<std::pair<double, int64_t>> recent_episodes_;  // (return, length)
   int64_t lifetime_steps_ = 0, lifetime_trained_ = 0, lifetime_episodes_ = 0, iteration_ = 0;

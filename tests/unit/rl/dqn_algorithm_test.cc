@@ -99,8 +99,10 @@ TEST(DqnAlgorithm, JsonRoundTrip) {
 }
 
 TEST(DqnAlgorithm, BadConfigsGiveClearErrors) {
-  EXPECT_ERROR_HAS(SmallCartPole().EnvRunners(2).Build(), "DQN samples on the driver");
-  EXPECT_ERROR_HAS(SmallCartPole().EnvRunners(2).Validate(), "pass EnvRunners(0");
+  // Runners need the runtime (this binary never calls prism::Init).
+  EXPECT_ERROR_HAS(SmallCartPole().EnvRunners(2).Build(), "num_env_runners 2 needs prism::Init");
+  EXPECT_ERROR_HAS(SmallCartPole().EnvRunners(1, 1, -1).Validate(), "rollout_fragment_length must be >= 1");
+  EXPECT_ERROR_HAS(SmallCartPole().Fault(0).Validate(), "sample_timeout_s must be > 0");
   EXPECT_ERROR_HAS(SmallCartPole().Environment("NoSuchEnv-v0").Build(), "NoSuchEnv-v0");
   EXPECT_ERROR_HAS(SmallCartPole().Environment("NoSuchEnv-v0").Build(), "CartPole-v1");  // the registered ones
   EXPECT_ERROR_HAS(DQNConfig().Build(), "no environment");
