@@ -1,10 +1,11 @@
 #pragma once
-// DQN behind prism::rl::Algorithm (RLlib's DQNConfig, new API stack). In this version DQN
-// samples on the driver: one local env runner (a VectorEnv of num_envs_per_env_runner
-// copies) steps with epsilon-greedy actions into a uniform replay buffer (RLlib's default is
-// prioritized replay; priorities are not implemented), and the local learner updates the
-// online Q-network with double-Q, dueling heads and a target network. Needs a Discrete
-// action space. No prism::Init needed.
+// DQN behind prism::rl::Algorithm (RLlib's DQNConfig, new API stack). Env runners (a
+// VectorEnv of num_envs_per_env_runner copies each) step with epsilon-greedy actions: on the
+// driver (EnvRunners(0), no prism::Init needed) or as actors on the worker ranks, which
+// return their replay rows each training step. The rows go into a uniform replay buffer on
+// the driver (RLlib's default is prioritized replay; priorities are not implemented), and
+// the local learner updates the online Q-network with double-Q, dueling heads and a target
+// network. Needs a Discrete action space.
 //
 //   auto algo = prism::rl::DQNConfig()
 //                   .Environment("CartPole-v1")

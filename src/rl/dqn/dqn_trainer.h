@@ -1,6 +1,7 @@
 #pragma once
-// DqnTrainer: RLlib's DQN (new API stack) in one process, without MPI: one local env runner
-// stepping a VectorEnv with epsilon-greedy actions, a uniform replay buffer (RLlib's default
+// DqnTrainer: RLlib's DQN (new API stack) without MPI: its own env runner (a DqnSampler
+// stepping a VectorEnv with epsilon-greedy actions) or rows from remote ones
+// (SetRemoteSampler), a uniform replay buffer (RLlib's default
 // is a PrioritizedEpisodeReplayBuffer; priorities are not implemented here), and the local
 // Learner. prism::rl::Algorithm built from a DQNConfig runs it on the driver (src/rl/algorithm.cc).
 //
@@ -18,7 +19,7 @@
 // min_sample_timesteps_per_iteration (1000) env steps were sampled in it. One training step
 // is DQN._training_step_new_api_stack with calculate_rr_weights
 // (rllib/algorithms/dqn/dqn.py):
-//   native_ratio = train_batch_size / (rollout_fragment_length * num_envs * (0 runners + 1)),
+//   native_ratio = train_batch_size / (rollout_fragment_length * num_envs * max(runners, 1)),
 //   rollout_fragment_length "auto" = n_step;
 //   training_intensity unset: [store 1, train 1]; else w = training_intensity / native_ratio,
 //   w < 1: [round(1 / w), 1], else [1, round(w)];
