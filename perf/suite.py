@@ -67,7 +67,10 @@ NORMALISATION_RULES = [
     (r".", "pingpong_latency", "tasks, actors, objects, placement groups: MPI ping-pong 8 B latency"),
 ]
 
-LOWER_IS_BETTER_UNITS = {"ns", "us", "ms", "s", "%", "instructions/op"}
+# Bytes (memory, traffic, spilled), batches and messages per second (control traffic) and a
+# fraction of a core: less is better.
+LOWER_IS_BETTER_UNITS = {"ns", "us", "ms", "s", "%", "instructions/op", "bytes", "bytes/s", "batches",
+                         "messages/s", "fraction"}
 PART_GROUPS = {
     "reference": "reference",
     "micro": None,  # decided per benchmark below
