@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3-distributed python3-mpi4py python3-torch python3-numpy python3-pandas
+  pybind11-dev python3-cloudpickle python3-pytest  # the prism Python package and its tests
   valgrind python3-matplotlib python3-optuna
   wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
 )

@@ -1,0 +1,222 @@
+"""Prism for Python: Ray's programming model inside one MPI job, over Prism's C++ core.
+
+    import prism
+
+    @prism.remote
+    def square(x):
+        return x * x
+
+    prism.init()          # rank 0 returns; other ranks serve tasks and exit at shutdown
+    print(prism.get([square.remote(i) for i in range(4)]))
+    prism.shutdown()
+
+Launch it like the C++ programs: ``mpirun -n 4 python3 app.py``, ``srun --mpi=pmix python3
+app.py``, or ``python3 app.py`` (a one-rank cluster). Every rank runs the same script: code
+before ``prism.init()`` runs on every rank, code after it on rank 0 only (the driver).
+"""
+
+import atexit
+import os
+import sys
+
+# RTLD_GLOBAL: Open MPI's plugins need libmpi's symbols, and C++ libraries loaded with
+# load_library register their functions in this module's registry.
+_flags = sys.getdlopenflags()
+sys.setdlopenflags(_flags | os.RTLD_GLOBAL)
+try:
+    from . import _prism
+finally:
+    sys.setdlopenflags(_flags)
+
+from . import _serialization, exceptions  # noqa: E402
+from ._remote import ActorClass, ActorHandle, RemoteFunction, remote  # noqa: E402
+from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
+                         _task_error)
+from ._worker import MARKER as _MARKER  # noqa: E402
+
+ObjectRef = _prism.ObjectRef
+
+__all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel",
+           "get_actor", "kill", "cluster_resources", "available_resources",
+           "get_runtime_context", "get_gpu_ids", "cpp_function", "load_library", "ObjectRef",
+           "ActorHandle", "exceptions", "kv", "util"]
+
+
+def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_level=None,
+         ignore_reinit_error=False):
+    """Starts Prism. On rank 0 it returns and the rest of the script is the driver; on every
+    other rank it serves tasks until the driver's shutdown, then exits the process (status
+    0). Options apply to this rank's resources (as in C++, per rank: num_cpus, num_gpus,
+    custom resources). Raises PrismRuntimeError if already initialized (unless
+    ignore_reinit_error)."""
+    if _prism.is_initialized():
+        if ignore_reinit_error:
+            return
+        raise PrismRuntimeError("prism.init() was called twice: Prism is already running in "
+                                "this process (call prism.shutdown() first, or pass "
+                                "ignore_reinit_error=True)")
+    _prism.init(list(sys.argv), dict(resources or {}), num_cpus, num_gpus, namespace, log_level)
+    atexit.register(_shutdown_at_exit)
+
+
+def _shutdown_at_exit():
+    if _prism.is_initialized():
+        shutdown()
+
+
+def shutdown():
+    """Stops every rank (the driver only). Outstanding tasks are abandoned. A no-op when
+    not initialized. Called at exit if the script did not."""
+    _prism.shutdown()
+
+
+def is_initialized():
+    """True between init and shutdown."""
+    return _prism.is_initialized()
+
+
+def _raise_task_failure(fields):
+    original_type, message, task_name, rank, what = fields
+    at = message.rfind(_MARKER)
+    if at < 0:  # a C++ task failed
+        raise TaskError(what, None, original_type, "", task_name, rank) from None
+    import base64
+    import cloudpickle
+    try:
+        cause, cause_type, text = cloudpickle.loads(
+            base64.b64decode(message[at + len(_MARKER):].rstrip("]")))
+    except Exception:
+        cause, cause_type, text = None, original_type, message[:at]
+    header = f"{cause_type} in task {task_name} on rank {rank}; the worker's traceback:\n"
+    raise _task_error(header + text.rstrip("\n"), cause, cause_type, text, task_name, rank) from None
+
+
+def _refs_of(refs, what):
+    if isinstance(refs, ObjectRef):
+        return [refs], True
+    if not isinstance(refs, (list, tuple)):
+        raise TypeError(f"prism.{what} takes an ObjectRef or a list of ObjectRefs, not "
+                        f"{type(refs).__name__}")
+    refs = list(refs)
+    for r in refs:
+        if not isinstance(r, ObjectRef):
+            raise TypeError(f"prism.{what}: an element is a {type(r).__name__}, not an ObjectRef")
+    return refs, False
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return -1
+    if timeout < 0:
+        raise ValueError(f"prism: timeout must be >= 0 seconds or None, not {timeout}")
+    return int(timeout * 1000)
+
+
+def get(refs, *, timeout=None):
+    """The value of an ObjectRef, or the values of a list of them, waiting up to `timeout`
+    seconds (None: until ready; a lost rank ends the job, so this cannot wait forever on a
+    lost object). Raises the task's exception as a TaskError that is also an instance of
+    its type, GetTimeoutError after the timeout. Arrays are read-only views of the object
+    store's memory when the object is on this rank."""
+    lst, single = _refs_of(refs, "get")
+    try:
+        views = _prism.get(lst, _timeout_ms(timeout))
+    except _prism.TaskFailure as e:
+        _raise_task_failure(e.args)
+    values = [_serialization.decode(v, r._cpp_type) for v, r in zip(views, lst)]
+    return values[0] if single else values
+
+
+def put(value):
+    """Stores a value in the object store and returns its ObjectRef. NumPy arrays (and CPU
+    torch tensors) are copied once, into the store."""
+    if isinstance(value, ObjectRef):
+        raise TypeError("prism.put of an ObjectRef: pass the ref itself instead")
+    parts, contained = _serialization.encode(value)
+    return _prism.put(parts, contained)
+
+
+def wait(refs, *, num_returns=1, timeout=None):
+    """(ready, not_ready): the first num_returns refs that are ready (in input order) once
+    that many are, or those ready after `timeout` seconds. A failed task counts as ready."""
+    lst, _ = _refs_of(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
+    if not 0 <= num_returns <= len(lst):
+        raise ValueError(f"prism.wait: num_returns is {num_returns} but there are {len(lst)} refs")
+    if len(set(lst)) != len(lst):
+        raise ValueError("prism.wait: the refs repeat")
+    flags = _prism.wait(lst, num_returns, _timeout_ms(timeout))
+    ready, not_ready = [], []
+    for r, f in zip(lst, flags):
+        (ready if f and len(ready) < num_returns else not_ready).append(r)
+    return ready, not_ready
+
+
+def cancel(ref, *, recursive=True):
+    """Cancels the task that makes `ref` (its get raises TaskCancelledError)."""
+    _prism.cancel(ref, recursive)
+
+
+def get_actor(name, namespace=None):
+    """The handle of the live actor named `name`. Raises ValueError if there is none."""
+    found = _prism.lookup_actor(name, namespace or "")
+    if found is None:
+        raise ValueError(f"prism.get_actor: no live actor named {name!r}")
+    ref, class_name = found
+    return ActorHandle(ref, class_name)
+
+
+def kill(actor, *, no_restart=True):
+    """Kills an actor; calls on it then raise ActorDiedError. With no_restart=False it is
+    restarted if its max_restarts allows."""
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"prism.kill takes an actor handle, not {type(actor).__name__}")
+    _prism.kill_actor(actor._ref.id(), no_restart)
+
+
+def cluster_resources():
+    """Total resources of the cluster, summed over ranks."""
+    return _prism.cluster_resources()
+
+
+def available_resources():
+    """Resources not held by running tasks right now."""
+    return _prism.available_resources()
+
+
+class RuntimeContext:
+    """Where the caller runs (Ray's get_runtime_context())."""
+
+    def __init__(self, d):
+        self._d = d
+
+    rank = property(lambda self: self._d["rank"])
+    world_size = property(lambda self: self._d["world_size"])
+    namespace = property(lambda self: self._d["namespace"])
+
+    def get_node_id(self):
+        return self._d["node_id"]
+
+    def get_job_id(self):
+        return self._d["job_id"]
+
+    def get_task_id(self):
+        return self._d["task_id"]
+
+    def is_driver(self):
+        return self._d["is_driver"]
+
+    def __repr__(self):
+        return f"RuntimeContext({self._d})"
+
+
+def get_runtime_context():
+    return RuntimeContext(_prism.runtime_context())
+
+
+def get_gpu_ids():
+    """The GPUs the running task or actor holds."""
+    return _prism.gpu_ids()
+
+
+from ._cpp import cpp_function, load_library  # noqa: E402
+from . import kv, util  # noqa: E402

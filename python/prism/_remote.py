@@ -1,0 +1,273 @@
+"""@prism.remote: remote functions, actor classes and actor handles.
+
+A call is submitted through one registered C++ function (prism.python.task) or actor class
+(prism.python.actor / actor_call) with these arguments:
+
+    [function blob, call spec, ObjectRef...]
+
+The function blob names the function: b"R" + module + "\\0" + qualified name when the
+worker can import it by name (a module other than __main__), else b"P" + its cloudpickled
+bytes (functions of the script itself, lambdas, closures). The call spec is the encoded
+(args, kwargs, slots); each ObjectRef passed at the top level is replaced by None and listed
+in slots, and travels as a reference the core resolves before the call (the function gets
+the value, as in Ray). Values larger than 100 KiB are put in the object store first, so a
+worker reads them without a copy.
+"""
+
+import importlib
+import sys
+
+import cloudpickle
+
+from . import _prism, _serialization
+from .exceptions import SerializationError
+
+ObjectRef = _prism.ObjectRef
+_INLINE_LIMIT = 100 * 1024
+
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions",
+                 "placement_group", "bundle_index", "scheduling_strategy", "memory"}
+_ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "namespace", "max_restarts",
+                  "max_task_retries", "max_concurrency", "placement_group", "bundle_index",
+                  "scheduling_strategy", "lifetime", "memory"}
+
+
+def function_blob(target, wrapper):
+    """How a worker finds `target`: by reference if its module is importable there and names
+    `wrapper` (or the target), else by value (cloudpickle)."""
+    module_name = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", "")
+    if module_name and module_name != "__main__" and "<" not in qualname:
+        module = sys.modules.get(module_name)
+        obj = module
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is wrapper or obj is target:
+            return b"R" + f"{module_name}\0{qualname}".encode()
+    try:
+        return b"P" + cloudpickle.dumps(target)
+    except Exception as e:
+        raise SerializationError(
+            f"prism: cannot send {qualname or target!r} to the workers: cloudpickle failed "
+            f"({type(e).__name__}: {e}); define it at module level or drop unpicklable state "
+            "from its closure") from e
+
+
+def pack_args(args, kwargs):
+    """The call's arguments as the C++ side takes them, and the ids of nested refs."""
+    if not args and not kwargs:
+        return [b""], []
+    slots = []
+    refs = []
+    if any(isinstance(a, ObjectRef) for a in args):
+        args = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, ObjectRef):
+                slots.append((i, a._cpp_type))
+                refs.append(a)
+                args[i] = None
+    if any(isinstance(v, ObjectRef) for v in kwargs.values()):
+        kwargs = dict(kwargs)
+        for k, v in list(kwargs.items()):
+            if isinstance(v, ObjectRef):
+                slots.append((k, v._cpp_type))
+                refs.append(v)
+                kwargs[k] = None
+    parts, contained = _serialization.encode((tuple(args), kwargs, slots))
+    if len(parts) > 1 or _serialization.encoded_size(parts) > _INLINE_LIMIT:
+        # Large or with arrays: through the store, so the worker reads it without a copy.
+        spec_ref = _prism.put(parts, contained)
+        return [spec_ref] + refs, []
+    return [parts[0]] + refs, contained
+
+
+def _check_options(options, allowed, what):
+    unknown = set(options) - allowed
+    if unknown:
+        raise ValueError(f"prism: unknown option(s) {sorted(unknown)} for {what}; valid: {sorted(allowed)}")
+
+
+def _resources(options):
+    res = dict(options.get("resources") or {})
+    if "num_cpus" in options and options["num_cpus"] is not None:
+        res["CPU"] = float(options["num_cpus"])
+    if "num_gpus" in options and options["num_gpus"] is not None:
+        res["GPU"] = float(options["num_gpus"])
+    if options.get("memory"):
+        res["memory"] = float(options["memory"])
+    return res
+
+
+def _placement(options):
+    pg = options.get("placement_group")
+    bundle = options.get("bundle_index", -1)
+    strategy = options.get("scheduling_strategy")
+    node_rank, soft, spread = None, False, False
+    if strategy is not None and strategy != "DEFAULT":
+        if strategy == "SPREAD":
+            spread = True
+        elif hasattr(strategy, "placement_group"):
+            pg = strategy.placement_group
+            bundle = getattr(strategy, "placement_group_bundle_index", -1)
+        elif hasattr(strategy, "rank"):
+            node_rank, soft = strategy.rank, strategy.soft
+        else:
+            raise ValueError(f"prism: unknown scheduling_strategy {strategy!r}")
+    pg_id = "" if pg is None else (pg if isinstance(pg, str) else pg.id)
+    return dict(placement_group=pg_id, bundle_index=-1 if bundle is None else int(bundle),
+                node_rank=node_rank, node_soft=soft, spread=spread)
+
+
+class RemoteFunction:
+    """A function decorated with @prism.remote: f.remote(...) runs it as a task and returns
+    an ObjectRef; f.options(...) gives a copy with other options."""
+
+    def __init__(self, function, options, blob=None):
+        _check_options(options, _TASK_OPTIONS, f"remote function {function.__qualname__}")
+        self._prism_target = function
+        self._options = options
+        self._blob = blob
+        self._template = None
+        self.__name__ = function.__name__
+        self.__qualname__ = function.__qualname__
+        self.__module__ = function.__module__
+        self.__doc__ = function.__doc__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"prism: remote function {self.__qualname__} cannot be called directly; "
+                        f"use {self.__name__}.remote(...)")
+
+    def __reduce__(self):
+        return RemoteFunction, (self._prism_target, self._options)
+
+    def options(self, **options):
+        return RemoteFunction(self._prism_target, {**self._options, **options}, self._blob)
+
+    def _make_template(self):
+        if self._blob is None:
+            self._blob = function_blob(self._prism_target, self)
+        o = self._options
+        self._template = _prism.RequestTemplate(
+            "task", _prism.task_function_name(), name=o.get("name") or self.__qualname__,
+            resources=_resources(o), max_retries=int(o.get("max_retries", 3)),
+            retry_exceptions=bool(o.get("retry_exceptions", False)), **_placement(o))
+
+    def remote(self, *args, **kwargs):
+        if self._template is None:
+            self._make_template()
+        packed, contained = pack_args(args, kwargs)
+        packed[0:0] = [self._blob]
+        return self._template.submit(packed, contained)
+
+
+class ActorMethod:
+    """handle.method: .remote(...) calls it on the actor; .options(name=...) renames the call."""
+
+    def __init__(self, handle, name):
+        self._handle = handle
+        self._name = name
+        self._template = None
+
+    def remote(self, *args, **kwargs):
+        if self._template is None:
+            self._template = _prism.RequestTemplate(
+                "actor_call", _prism.actor_method_name(),
+                name=f"{self._handle._class_name.rsplit('.', 1)[-1]}.{self._name}",
+                actor=self._handle._ref.id(), max_retries=0)
+        packed, contained = pack_args(args, kwargs)
+        packed[0:0] = [self._name.encode()]
+        return self._template.submit(packed, contained)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"prism: actor method {self._name} cannot be called directly; "
+                        f"use .{self._name}.remote(...)")
+
+
+class ActorHandle:
+    """A handle to an actor: handle.method.remote(...). Cheap; picklable (pass it to tasks)."""
+
+    def __init__(self, creation_ref, class_name):
+        self._ref = creation_ref
+        self._class_name = class_name
+        self._methods = {}
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_ref", "_class_name", "_methods"):
+            raise AttributeError(name)
+        method = self._methods.get(name)
+        if method is None:
+            method = self._methods[name] = ActorMethod(self, name)
+        return method
+
+    def __reduce__(self):
+        return ActorHandle, (self._ref, self._class_name)
+
+    def __repr__(self):
+        return f"ActorHandle({self._class_name}, {self._ref.hex()})"
+
+    def __eq__(self, other):
+        return isinstance(other, ActorHandle) and self._ref == other._ref
+
+    def __hash__(self):
+        return hash(self._ref)
+
+
+class ActorClass:
+    """A class decorated with @prism.remote: Cls.remote(...) creates an actor and returns
+    its handle; Cls.options(...) gives a copy with other options."""
+
+    def __init__(self, cls, options, blob=None):
+        _check_options(options, _ACTOR_OPTIONS, f"actor class {cls.__qualname__}")
+        self._prism_target = cls
+        self._options = options
+        self._blob = blob
+        self.__name__ = cls.__name__
+        self.__qualname__ = cls.__qualname__
+        self.__module__ = cls.__module__
+        self.__doc__ = cls.__doc__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"prism: actor class {self.__qualname__} cannot be instantiated directly; "
+                        f"use {self.__name__}.remote(...)")
+
+    def __reduce__(self):
+        return ActorClass, (self._prism_target, self._options)
+
+    def options(self, **options):
+        return ActorClass(self._prism_target, {**self._options, **options}, self._blob)
+
+    def remote(self, *args, **kwargs):
+        if self._blob is None:
+            self._blob = function_blob(self._prism_target, self)
+        o = self._options
+        class_name = f"python:{self.__module__}.{self.__qualname__}"
+        res = _resources(o)
+        res.setdefault("CPU", 0.0)
+        template = _prism.RequestTemplate(
+            "actor", _prism.actor_factory_name(), name=o.get("name") or "", resources=res,
+            max_retries=0, max_restarts=int(o.get("max_restarts", 0)),
+            max_task_retries=int(o.get("max_task_retries", 0)),
+            max_concurrency=int(o.get("max_concurrency", 1)), class_name=class_name, **_placement(o))
+        packed, contained = pack_args(args, kwargs)
+        packed[0:0] = [self._blob]
+        return ActorHandle(template.submit(packed, contained), class_name)
+
+
+def remote(*args, **options):
+    """@prism.remote or @prism.remote(num_cpus=..., ...) on a function or a class."""
+    if len(args) == 1 and not options and callable(args[0]):
+        return _make(args[0], {})
+    if args:
+        raise TypeError("prism.remote takes a function or class, or only keyword options")
+
+    def decorate(target):
+        return _make(target, options)
+    return decorate
+
+
+def _make(target, options):
+    if isinstance(target, type):
+        return ActorClass(target, options)
+    if callable(target):
+        return RemoteFunction(target, options)
+    raise TypeError(f"prism.remote: {target!r} is neither a function nor a class")

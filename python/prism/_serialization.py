@@ -1,0 +1,125 @@
+"""Python values as Prism objects, and back.
+
+Layout of one value (all integers little-endian):
+
+    b"PRPY" | u32 number of out-of-band buffers n | u64 pickle length
+    | n x (u64 offset, u64 length) | pickle stream (protocol 5) | buffers, 64-byte aligned
+
+The pickle is made by cloudpickle (lambdas and closures travel by value) with
+``buffer_callback``: a NumPy array's data (and a CPU torch tensor's, through NumPy) is an
+out-of-band buffer, copied once into the object store's buffer by the C++ side; decoding
+passes read-only memoryviews of the stored bytes as the buffers, so the arrays a get returns
+are views of the store's memory, not copies.
+"""
+
+import copyreg
+import io
+import pickle
+import struct
+import sys
+import warnings
+
+import cloudpickle
+
+from . import _prism
+from .exceptions import SerializationError
+
+MAGIC = b"PRPY"
+_HEAD = struct.Struct("<4sIQ")
+_SLOT = struct.Struct("<QQ")
+ALIGN = 64
+
+
+def _tensor_from_numpy(array):
+    import torch
+    with warnings.catch_warnings():  # a read-only view: torch warns that it is not writable
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
+
+
+def _reduce_tensor(tensor):
+    if tensor.device.type != "cpu" or tensor.requires_grad or not tensor.is_contiguous() \
+            or tensor.is_sparse or tensor.dtype not in _TORCH_NUMPY:
+        return tensor.__reduce_ex__(5)
+    return _tensor_from_numpy, (tensor.numpy(),)
+
+
+_TORCH_NUMPY = set()
+
+
+def _dispatch_table():
+    torch = sys.modules.get("torch")  # only if the program uses torch: never imported here
+    if torch is None:
+        return None
+    if not _TORCH_NUMPY:
+        _TORCH_NUMPY.update({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
+                             torch.int16, torch.int8, torch.uint8, torch.bool})
+    table = copyreg.dispatch_table.copy()
+    table[torch.Tensor] = _reduce_tensor
+    return table
+
+
+def _pickle(value):
+    buffers = []
+    out = io.BytesIO()
+    pickler = cloudpickle.CloudPickler(out, protocol=5, buffer_callback=buffers.append)
+    table = _dispatch_table()
+    if table is not None:
+        pickler.dispatch_table = table
+    try:
+        pickler.dump(value)
+    except Exception as e:
+        raise SerializationError(
+            f"prism: cannot pickle a value of type {type(value).__name__}: {e} (values that cross "
+            "ranks must be picklable: no locks, open files, sockets or generators)") from e
+    return out.getbuffer(), buffers
+
+
+def encode(value):
+    """(parts, contained): the value's bytes as a list of buffers, and the ids of the
+    ObjectRefs inside it (the object keeps them alive)."""
+    (data, buffers), contained = _prism.pickle_refs(lambda: _pickle(value))
+    n = len(buffers)
+    header_len = _HEAD.size + n * _SLOT.size
+    if n == 0:
+        return [_HEAD.pack(MAGIC, 0, len(data)) + bytes(data)], contained
+    raws = [b.raw() for b in buffers]
+    slots = []
+    offset = header_len + len(data)
+    parts = [None, data]
+    for raw in raws:
+        pad = (-offset) % ALIGN
+        if pad:
+            parts.append(bytes(pad))
+            offset += pad
+        slots.append(_SLOT.pack(offset, raw.nbytes))
+        parts.append(raw)
+        offset += raw.nbytes
+    parts[0] = _HEAD.pack(MAGIC, n, len(data)) + b"".join(slots)
+    return parts, contained
+
+
+def encoded_size(parts):
+    return sum(memoryview(p).nbytes for p in parts)
+
+
+def decode(view, cpp_type=""):
+    """The value in `view` (a _prism.PayloadView): a C++ value of `cpp_type`, else a Python
+    value, whose arrays are read-only views of the view's memory."""
+    if cpp_type:
+        return _prism.decode_cpp(cpp_type, view)
+    mv = memoryview(view)
+    if mv.nbytes < _HEAD.size or mv[:4] != MAGIC:
+        raise SerializationError(
+            "prism: this object was not made by Python (a C++ task's result or Put): read it "
+            "through prism.cpp_function's ObjectRef, which knows its C++ type")
+    _, n, pickle_len = _HEAD.unpack_from(mv)
+    start = _HEAD.size + n * _SLOT.size
+    buffers = []
+    for i in range(n):
+        offset, length = _SLOT.unpack_from(mv, _HEAD.size + i * _SLOT.size)
+        buffers.append(mv[offset:offset + length])
+    try:
+        return pickle.loads(mv[start:start + pickle_len], buffers=buffers)
+    except Exception as e:
+        raise SerializationError(f"prism: cannot unpickle a value: {type(e).__name__}: {e}") from e

@@ -1,0 +1,144 @@
+"""The worker's side of a Python task: called by prism._prism on an executor thread that
+holds the GIL. Finds the function (by module and qualified name, or from its cloudpickled
+bytes, cached), decodes the arguments, calls it and encodes the result. An exception goes
+back as ("error", text): the traceback, then the pickled exception after a marker, which
+prism.get turns back into the same exception type on the driver."""
+
+import base64
+import importlib
+import sys
+import traceback
+
+import cloudpickle
+
+from . import _serialization
+from .exceptions import FunctionNotFoundError
+
+MARKER = "\n[prism-python-exception:"
+_cache = {}  # function blob -> function or class
+
+
+def _rank():
+    try:
+        from . import _prism
+        return _prism.runtime_context()["rank"]
+    except Exception:
+        return -1
+
+
+def _unwrap(obj):
+    return getattr(obj, "_prism_target", obj)  # a @prism.remote wrapper: what it wraps
+
+
+def resolve(blob):
+    """The function or class `blob` names (see _remote.function_blob). Cached."""
+    target = _cache.get(blob)
+    if target is not None:
+        return target
+    kind, body = blob[:1], blob[1:]
+    if kind == b"R":
+        module_name, qualname = body.decode().split("\0")
+        try:
+            target = importlib.import_module(module_name)
+        except Exception as e:
+            raise FunctionNotFoundError(
+                f"prism: {module_name}.{qualname} is not on rank {_rank()}: importing "
+                f"{module_name!r} failed ({type(e).__name__}: {e}); every rank must run the same "
+                "program with the same PYTHONPATH") from None
+        for part in qualname.split("."):
+            try:
+                target = getattr(target, part)
+            except AttributeError:
+                raise FunctionNotFoundError(
+                    f"prism: {module_name}.{qualname} is not on rank {_rank()}: module "
+                    f"{module_name!r} has no {part!r} there (defined only on the driver?)") from None
+        target = _unwrap(target)
+    elif kind == b"P":
+        try:
+            target = _unwrap(cloudpickle.loads(body))
+        except Exception as e:
+            raise FunctionNotFoundError(
+                f"prism: cannot unpickle a remote function on rank {_rank()}: "
+                f"{type(e).__name__}: {e}") from None
+    else:
+        raise FunctionNotFoundError(f"prism: a corrupt function reference ({blob[:16]!r})")
+    _cache[blob] = target
+    return target
+
+
+def decode_args(views):
+    """(args, kwargs) from a call's views: [spec, resolved refs...]."""
+    if not views or len(views[0]) == 0:
+        return (), {}
+    args, kwargs, slots = _serialization.decode(views[0])
+    if slots:
+        args = list(args)
+        for (where, cpp_type), view in zip(slots, views[1:]):
+            value = _serialization.decode(view, cpp_type)
+            if isinstance(where, int):
+                args[where] = value
+            else:
+                kwargs[where] = value
+    return args, kwargs
+
+
+def describe(exc):
+    """The text a failed task leaves with: traceback, then the pickled exception."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    cause_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    try:
+        pickled = cloudpickle.dumps((exc, cause_type, text))
+    except Exception:
+        pickled = cloudpickle.dumps((None, cause_type, text))
+    return text + MARKER + base64.b64encode(pickled).decode() + "]"
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _ok(result):
+    parts, contained = _serialization.encode(result)
+    return ("ok", parts, contained)
+
+
+def run_task(blob, views):
+    try:
+        function = resolve(blob)
+        args, kwargs = decode_args(views)
+        return _ok(function(*args, **kwargs))
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _flush()
+
+
+def create_actor(blob, views):
+    try:
+        cls = resolve(blob)
+        args, kwargs = decode_args(views)
+        return ("ok", cls(*args, **kwargs))
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _flush()
+
+
+def call_actor(instance, method_name, views):
+    try:
+        name = method_name.decode()
+        try:
+            method = getattr(instance, name)
+        except AttributeError:
+            raise AttributeError(
+                f"prism: actor {type(instance).__qualname__} has no method {name!r}") from None
+        args, kwargs = decode_args(views)
+        return _ok(method(*args, **kwargs))
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _flush()

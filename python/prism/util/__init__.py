@@ -1,0 +1,9 @@
+"""Utilities over the core API: ActorPool, placement groups, the state API."""
+
+from .actor_pool import ActorPool
+from .placement_group import (PlacementGroup, PlacementGroupSchedulingStrategy,
+                              placement_group, remove_placement_group, get_placement_group)
+from . import state
+
+__all__ = ["ActorPool", "PlacementGroup", "PlacementGroupSchedulingStrategy", "placement_group",
+           "remove_placement_group", "get_placement_group", "state"]

@@ -1,0 +1,658 @@
+// prism._prism: the C++ half of Prism for Python (python/prism/ is the other half).
+//
+// Python tasks and actors go through three functions registered here, on every rank, when
+// the extension is imported (every rank runs the same script, so every rank imports it):
+//
+//   prism.python.task        a Python function call: args[0] names the function (module and
+//                            qualified name, or cloudpickled bytes), args[1..] are its
+//                            encoded arguments, by value or as resolved ObjectRefs
+//   prism.python.actor       an actor factory: the same layout, for a class
+//   prism.python.actor_call  a method call: args[0] is the method's name
+//
+// Each runs the call in this rank's interpreter, on the executor's thread, holding the GIL
+// (prism._worker does the decoding, the call and the encoding), and writes the encoded
+// result into the task's result buffer. A Python exception leaves as a C++ exception whose
+// message carries the cloudpickled exception and the worker's traceback; the driver's get
+// turns the TaskError it becomes back into the same Python type (prism.exceptions).
+//
+// Objects made by Python are Prism objects of raw bytes in prism._serialization's layout: a
+// header, the pickle stream (protocol 5), then each out-of-band buffer (NumPy arrays, torch
+// tensors) 64-byte aligned. A get returns a read-only Python buffer over the store's own
+// payload (PayloadView), so arrays decoded from it are views of the store's memory.
+//
+// Values of C++ functions (prism.cpp_function) use Prism's own serialization; the types
+// both languages know are converted here (EncodeCpp / DecodeCpp), by the demangled
+// parameter and return types of the registered function pointer.
+#include <cxxabi.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "prism/api.h"
+#include "prism/platform/invoke.h"
+
+namespace py = pybind11;
+
+namespace prism::python {
+namespace {
+
+using internal::Buffer;
+using internal::ByteView;
+using internal::CoreApi;
+using prism::ObjectId;
+using internal::Payload;
+using internal::TaskRequest;
+
+constexpr const char* kTaskFunction = "prism.python.task";
+constexpr const char* kActorFactory = "prism.python.actor";
+constexpr const char* kActorMethod = "prism.python.actor_call";
+
+/// Read-only bytes of an object, kept alive by the payload they lie in (or owned, for bytes
+/// that came without an owner). Exposes the buffer protocol; never writable.
+struct PayloadView {
+  Payload payload;   // the store's buffer, or null when `owned` holds the bytes
+  std::string owned;
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
+PayloadView MakeView(const ByteView& v) {
+  PayloadView view;
+  if (v.owner != nullptr && *v.owner) {
+    view.payload = *v.owner;
+    view.data = v.data;
+  } else {
+    view.owned.assign(v.data, v.size);
+    view.data = view.owned.data();
+  }
+  view.size = v.size;
+  return view;
+}
+
+/// An ObjectRef held by Python: counts as a local reference while alive.
+struct PyObjectRef {
+  internal::ObjectRefBase ref;
+  std::string cpp_type;  // the C++ type of a C++ function's result; empty: a Python object
+};
+
+/// The ObjectRefs a value being pickled contains (ObjectRef.__reduce__ records them here).
+thread_local std::vector<uint64_t>* g_contained = nullptr;
+
+/// Holds the GIL on an executor thread. The first use on a thread makes its Python thread
+/// state and keeps it (one PyGILState_Ensure never released), so each later task costs a
+/// GIL switch, not a thread state's creation and deletion.
+class TaskGil {
+ public:
+  TaskGil() {
+    thread_local bool made = false;
+    if (!made) {
+      PyGILState_Ensure();
+      PyEval_SaveThread();
+      made = true;
+    }
+    state_ = PyGILState_Ensure();
+  }
+  ~TaskGil() { PyGILState_Release(state_); }
+  TaskGil(const TaskGil&) = delete;
+  TaskGil& operator=(const TaskGil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+/// A Python exception leaving a task: what() is the traceback and the pickled exception.
+class PythonTaskError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Appends the parts Python gave (bytes, memoryviews, PickleBuffers: anything with the
+/// buffer protocol) to `out`, one copy each.
+void AppendParts(const py::handle& parts, Buffer& out) {
+  std::vector<py::buffer_info> infos;
+  size_t total = 0;
+  for (py::handle part : parts) {
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(part).request();
+    total += static_cast<size_t>(info.size * info.itemsize);
+    infos.push_back(std::move(info));
+  }
+  out.Reserve(out.size() + total);
+  for (const auto& info : infos) out.Append(info.ptr, static_cast<size_t>(info.size * info.itemsize));
+}
+
+/// What prism._worker returned: ("ok", parts, contained ids) or ("error", message).
+void TakeWorkerResult(const py::tuple& result, Buffer& out) {
+  std::string status = result[0].cast<std::string>();
+  if (status != "ok") throw PythonTaskError(result[1].cast<std::string>());
+  AppendParts(result[1], out);
+  for (py::handle id : result[2]) internal::ContainedRefScope::Record(ObjectId(id.cast<uint64_t>()));
+}
+
+py::list ArgViews(const std::vector<ByteView>& args, size_t from) {
+  py::list views;
+  for (size_t i = from; i < args.size(); ++i) views.append(py::cast(MakeView(args[i])));
+  return views;
+}
+
+std::string FirstArg(const std::vector<ByteView>& args, const char* what) {
+  if (args.empty()) throw Error(std::string("prism: a ") + what + " without its function");
+  return std::string(args[0].data, args[0].size);
+}
+
+py::object Worker() { return py::module_::import("prism._worker"); }
+
+void RunTask(const std::vector<ByteView>& args, Buffer& out) {
+  internal::DeferRefReleases defer;  // a result may hold the last reference to an object
+  TaskGil gil;
+  py::tuple result = Worker().attr("run_task")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1));
+  TakeWorkerResult(result, out);
+}
+
+/// A Python actor: the instance, destroyed under the GIL.
+struct PyActor {
+  py::object instance;
+};
+
+void* CreateActor(const std::vector<ByteView>& args) {
+  TaskGil gil;
+  py::tuple result =
+      Worker().attr("create_actor")(py::bytes(FirstArg(args, "Python actor")), ArgViews(args, 1));
+  if (result[0].cast<std::string>() != "ok") throw PythonTaskError(result[1].cast<std::string>());
+  return new PyActor{result[1]};
+}
+
+void DestroyActor(void* p) {
+  TaskGil gil;
+  delete static_cast<PyActor*>(p);
+}
+
+void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
+  internal::DeferRefReleases defer;
+  TaskGil gil;
+  py::tuple result = Worker().attr("call_actor")(static_cast<PyActor*>(self)->instance,
+                                                  py::bytes(FirstArg(args, "Python actor call")),
+                                                  ArgViews(args, 1));
+  TakeWorkerResult(result, out);
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  auto& registry = internal::FunctionRegistry::Instance();
+  internal::RemoteFunction task;
+  task.name = kTaskFunction;
+  task.invoke = RunTask;
+  registry.Add(std::string("key:") + kTaskFunction, std::move(task));
+  internal::RemoteFunction factory;
+  factory.name = kActorFactory;
+  factory.create = CreateActor;
+  factory.destroy = DestroyActor;
+  registry.Add(std::string("key:") + kActorFactory, std::move(factory));
+  internal::RemoteFunction method;
+  method.name = kActorMethod;
+  method.method = CallActor;
+  registry.Add(std::string("key:") + kActorMethod, std::move(method));
+  return true;
+}();
+
+// ---- submitting -------------------------------------------------------------------------
+
+/// The options of one remote function, actor class or actor method (its .options()),
+/// ready to submit many calls with.
+struct RequestTemplate {
+  TaskRequest request;
+};
+
+void AddArg(TaskRequest& request, const py::handle& arg) {
+  internal::TaskArg packed;
+  if (py::isinstance<PyObjectRef>(arg)) {
+    const auto& ref = arg.cast<const PyObjectRef&>();
+    if (ref.ref.IsNil()) throw Error("prism: an empty ObjectRef passed as an argument");
+    packed.is_ref = true;
+    packed.ref = ref.ref.ID();
+  } else if (py::isinstance<py::bytes>(arg)) {
+    char* data = nullptr;
+    Py_ssize_t size = 0;
+    PyBytes_AsStringAndSize(arg.ptr(), &data, &size);
+    packed.value = Buffer(data, static_cast<size_t>(size));
+  } else {
+    AppendParts(arg, packed.value);  // a list of parts
+  }
+  request.args.push_back(std::move(packed));
+}
+
+PyObjectRef Submit(const RequestTemplate& tmpl, const py::list& args, const std::vector<uint64_t>& contained,
+                   const std::string& name) {
+  CoreApi& core = internal::RequireCore("remote()");
+  TaskRequest request = tmpl.request;
+  if (!name.empty()) request.name = name;
+  request.args.reserve(args.size());
+  for (py::handle a : args) AddArg(request, a);
+  for (uint64_t id : contained) request.contained.push_back(ObjectId(id));
+  ObjectId id;
+  {
+    py::gil_scoped_release release;
+    id = core.Submit(std::move(request));
+  }
+  return PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}};
+}
+
+// ---- C++ values -------------------------------------------------------------------------
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || out == nullptr) return name;
+  std::string s(out);
+  std::free(out);
+  return s;
+}
+
+/// The demangled type of the function pointer registered as `name`, e.g. "int (*)(int,
+/// double)". Throws Error if there is none (an actor method, or no such function).
+std::string CppSignature(const std::string& name) {
+  const internal::RemoteFunction* fn = internal::FunctionRegistry::Instance().FindByName(name);
+  if (fn == nullptr) {
+    throw Error("prism: no C++ function registered as \"" + name +
+                "\" in this process (PRISM_REMOTE in a library loaded with "
+                "prism.load_library on every rank, before prism.init)");
+  }
+  if (fn->pointer_type == nullptr) {
+    throw Error("prism: \"" + name + "\" is not a free C++ function (an actor factory, method or "
+                "generator): prism.cpp_function calls free functions");
+  }
+  return Demangle(fn->pointer_type->name());
+}
+
+const std::string kString = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
+
+template <typename T>
+std::string VectorName(const char* element) {
+  return std::string("std::vector<") + element + ", std::allocator<" + element + "> >";
+}
+
+/// Prism's bytes of `value` as C++ type `type` (a demangled name). Throws TypeError for a
+/// type Python cannot make.
+py::bytes EncodeCpp(const std::string& type, const py::handle& value) {
+  auto bytes = [](const auto& v) {
+    std::string s = platform::ToBytes(v);
+    return py::bytes(s);
+  };
+  if (type == "int") return bytes(value.cast<int>());
+  if (type == "long" || type == "long long") return bytes(value.cast<int64_t>());
+  if (type == "unsigned int") return bytes(value.cast<unsigned>());
+  if (type == "unsigned long" || type == "unsigned long long") return bytes(value.cast<uint64_t>());
+  if (type == "double") return bytes(value.cast<double>());
+  if (type == "float") return bytes(value.cast<float>());
+  if (type == "bool") return bytes(value.cast<bool>());
+  if (type == kString) {
+    if (py::isinstance<py::bytes>(value)) return bytes(value.cast<std::string>());
+    return bytes(py::str(value).cast<std::string>());
+  }
+  auto array = [&](auto zero, const char* dtype) {
+    using T = decltype(zero);
+    py::object np = py::module_::import("numpy");
+    py::object a = np.attr("ascontiguousarray")(value, py::arg("dtype") = dtype);
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(a).request();
+    Buffer out;
+    internal::Writer w(out);
+    w.Bytes(info.ptr, static_cast<uint64_t>(info.size) * sizeof(T));
+    return py::bytes(out.data(), out.size());
+  };
+  if (type == VectorName<double>("double")) return array(double{}, "float64");
+  if (type == VectorName<float>("float")) return array(float{}, "float32");
+  if (type == VectorName<int>("int")) return array(int{}, "int32");
+  if (type == VectorName<int64_t>("long")) return array(int64_t{}, "int64");
+  throw py::type_error("prism: cannot pass a Python value as C++ type " + type +
+                       " (Python and C++ share int, long, double, float, bool, std::string and "
+                       "std::vector of double, float, int and long)");
+}
+
+/// The Python value of C++ type `type` in `view` (a NumPy array for vectors: a read-only
+/// view of the bytes, no copy).
+py::object DecodeCpp(const std::string& type, const py::object& view_object) {
+  const auto& view = view_object.cast<const PayloadView&>();
+  std::string_view bytes(view.data, view.size);
+  if (type == "void") return py::none();
+  if (type == "int") return py::cast(platform::FromBytes<int>(bytes));
+  if (type == "long" || type == "long long") return py::cast(platform::FromBytes<int64_t>(bytes));
+  if (type == "unsigned int") return py::cast(platform::FromBytes<unsigned>(bytes));
+  if (type == "unsigned long" || type == "unsigned long long") return py::cast(platform::FromBytes<uint64_t>(bytes));
+  if (type == "double") return py::cast(platform::FromBytes<double>(bytes));
+  if (type == "float") return py::cast(platform::FromBytes<float>(bytes));
+  if (type == "bool") return py::cast(platform::FromBytes<bool>(bytes));
+  if (type == kString) {
+    std::string s = platform::FromBytes<std::string>(bytes);
+    PyObject* text = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
+    if (text == nullptr) {
+      PyErr_Clear();
+      return py::bytes(s);  // not text: the bytes
+    }
+    return py::reinterpret_steal<py::object>(text);
+  }
+  auto array = [&](const char* dtype, size_t element) -> py::object {
+    if (view.size < sizeof(uint64_t)) throw SerializationError("prism: a C++ vector's bytes are truncated");
+    uint64_t n = 0;
+    std::memcpy(&n, view.data, sizeof n);
+    if (n != view.size - sizeof n || n % element != 0) {
+      throw SerializationError("prism: a C++ vector's length does not match its bytes");
+    }
+    py::object np = py::module_::import("numpy");
+    py::object mv = py::memoryview(view_object);
+    return np.attr("frombuffer")(mv, py::arg("dtype") = dtype, py::arg("offset") = sizeof n);
+  };
+  if (type == VectorName<double>("double")) return array("float64", 8);
+  if (type == VectorName<float>("float")) return array("float32", 4);
+  if (type == VectorName<int>("int")) return array("int32", 4);
+  if (type == VectorName<int64_t>("long")) return array("int64", 8);
+  throw py::type_error("prism: cannot read C++ type " + type + " from Python");
+}
+
+// ---- errors -----------------------------------------------------------------------------
+
+/// Raises prism.exceptions.<name>(message) (the Python half defines the classes).
+[[noreturn]] void Raise(const char* name, const std::string& message) {
+  py::object cls = py::module_::import("prism.exceptions").attr(name);
+  PyErr_SetObject(cls.ptr(), py::str(message).ptr());
+  throw py::error_already_set();
+}
+
+std::vector<ObjectId> IdsOf(const py::list& refs) {
+  std::vector<ObjectId> ids;
+  ids.reserve(refs.size());
+  for (py::handle r : refs) {
+    const auto& ref = r.cast<const PyObjectRef&>();
+    if (ref.ref.IsNil()) throw Error("prism: get/wait on an empty ObjectRef");
+    ids.push_back(ref.ref.ID());
+  }
+  return ids;
+}
+
+}  // namespace
+}  // namespace prism::python
+
+PYBIND11_MODULE(_prism, m) {
+  using namespace prism;
+  using namespace prism::python;
+  m.doc() = "Prism's C++ core for the prism Python package (use prism, not this module)";
+
+  // Python exceptions for the core's errors. A TaskError arrives as _prism.TaskFailure with
+  // its fields; prism.get turns it into the task's own exception type.
+  static py::exception<TaskError> task_failure(m, "TaskFailure");
+  py::register_exception_translator([](std::exception_ptr p) {
+    if (!p) return;
+    try {
+      std::rethrow_exception(p);
+    } catch (const TaskCancelledError& e) {
+      try { Raise("TaskCancelledError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const TaskError& e) {
+      py::tuple fields = py::make_tuple(e.OriginalType(), e.OriginalMessage(), e.TaskName(), e.Rank(), std::string(e.what()));
+      PyErr_SetObject(task_failure.ptr(), fields.ptr());
+    } catch (const TimeoutError& e) {
+      try { Raise("GetTimeoutError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const ActorError& e) {
+      try { Raise("ActorDiedError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const ObjectLostError& e) {
+      try { Raise("ObjectLostError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const ResourceError& e) {
+      try { Raise("ResourceError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const SerializationError& e) {
+      try { Raise("SerializationError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const RuntimeError& e) {
+      try { Raise("PrismRuntimeError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    } catch (const Error& e) {
+      try { Raise("PrismError", e.what()); } catch (py::error_already_set& err) { err.restore(); }
+    }
+  });
+
+  py::class_<PayloadView>(m, "PayloadView", py::buffer_protocol())
+      .def_buffer([](PayloadView& v) {
+        return py::buffer_info(const_cast<char*>(v.data), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(v.size)}, {1}, /*readonly=*/true);
+      })
+      .def_property_readonly("address", [](const PayloadView& v) { return reinterpret_cast<uintptr_t>(v.data); },
+                             "Address of the first byte (for tests of zero-copy reads)")
+      .def_property_readonly("store_owned", [](const PayloadView& v) { return static_cast<bool>(v.payload); },
+                             "True if the bytes are the object store's payload (not a copy)")
+      .def("__len__", [](const PayloadView& v) { return v.size; });
+
+  py::class_<PyObjectRef>(m, "ObjectRef")
+      .def("id", [](const PyObjectRef& r) { return r.ref.ID().Value(); })
+      .def("hex", [](const PyObjectRef& r) { return r.ref.ID().Hex(); })
+      .def_readonly("_cpp_type", &PyObjectRef::cpp_type)
+      .def("__eq__", [](const PyObjectRef& a, const py::object& b) {
+        return py::isinstance<PyObjectRef>(b) && a.ref == b.cast<const PyObjectRef&>().ref;
+      })
+      .def("__hash__", [](const PyObjectRef& r) { return std::hash<uint64_t>()(r.ref.ID().Value()); })
+      .def("__repr__", [](const PyObjectRef& r) { return "ObjectRef(" + r.ref.ID().Hex() + ")"; })
+      .def("__reduce__", [](const PyObjectRef& r) {
+        // Inside a value being pickled: the value contains the object (kept alive with it).
+        if (g_contained != nullptr) g_contained->push_back(r.ref.ID().Value());
+        return py::make_tuple(py::module_::import("prism._prism").attr("_ref_from_id"),
+                              py::make_tuple(r.ref.ID().Value(), r.cpp_type));
+      });
+  m.def("_ref_from_id", [](uint64_t id, const std::string& cpp_type) {
+    return PyObjectRef{internal::ObjectRefBase(prism::ObjectId(id)), cpp_type};
+  });
+  m.def("_with_cpp_type", [](const PyObjectRef& r, const std::string& cpp_type) {
+    return PyObjectRef{r.ref, cpp_type};
+  });
+
+  m.def("pickle_refs", [](const py::function& dump) {
+    // Runs dump() and returns (its result, ids of the ObjectRefs it pickled).
+    std::vector<uint64_t> ids;
+    std::vector<uint64_t>* previous = g_contained;
+    g_contained = &ids;
+    py::object out;
+    try {
+      out = dump();
+    } catch (...) {
+      g_contained = previous;
+      throw;
+    }
+    g_contained = previous;
+    return py::make_tuple(out, ids);
+  }, "Calls dump() and returns (its result, the ids of the ObjectRefs pickled inside it)");
+
+  m.def("init", [](const std::vector<std::string>& argv, std::map<std::string, double> resources,
+                   std::optional<double> num_cpus, std::optional<double> num_gpus,
+                   std::optional<std::string> ray_namespace, std::optional<std::string> log_level) {
+    Config config;
+    config.resources = std::move(resources);
+    config.num_cpus = num_cpus;
+    config.num_gpus = num_gpus;
+    if (ray_namespace) config.ray_namespace = *ray_namespace;
+    config.log_level = log_level;
+    std::vector<char*> args;
+    static std::vector<std::string> kept;  // Init may keep argv's pointers
+    kept = argv;
+    for (auto& a : kept) args.push_back(a.data());
+    args.push_back(nullptr);
+    // Released: on a worker Init serves tasks (which take the GIL) and exits the process.
+    py::gil_scoped_release release;
+    Init(config, static_cast<int>(kept.size()), args.data());
+  }, "Starts Prism: returns on rank 0; on other ranks serves tasks and exits at shutdown");
+  m.def("shutdown", [] {
+    py::gil_scoped_release release;
+    Shutdown();
+  });
+  m.def("is_initialized", &IsInitialized);
+
+  py::class_<RequestTemplate>(m, "RequestTemplate")
+      .def(py::init([](const std::string& kind, const std::string& function, const std::string& name,
+                       std::map<std::string, double> resources, int max_retries, bool retry_exceptions,
+                       const std::string& placement_group, int bundle_index, int max_restarts,
+                       int max_task_retries, int max_concurrency, const std::string& class_name,
+                       uint64_t actor, std::optional<int> node_rank, bool node_soft, bool spread) {
+             RequestTemplate t;
+             TaskRequest& r = t.request;
+             if (kind == "task") {
+               r.kind = TaskRequest::Kind::kTask;
+             } else if (kind == "actor") {
+               r.kind = TaskRequest::Kind::kActorCreation;
+               r.class_name = class_name;
+               r.max_restarts = max_restarts;
+               r.max_task_retries = max_task_retries;
+               r.max_concurrency = max_concurrency;
+               r.resources["CPU"] = 0;  // Ray's default for actors
+             } else if (kind == "actor_call") {
+               r.kind = TaskRequest::Kind::kActorCall;
+               r.actor = ObjectId(actor);
+               r.resources["CPU"] = 0;  // methods run on the actor's own threads
+             } else {
+               throw Error("prism: unknown request kind " + kind);
+             }
+             r.function = function;
+             r.name = name;
+             for (const auto& [k, v] : resources) r.resources[k] = v;
+             r.max_retries = max_retries;
+             r.retry_exceptions = retry_exceptions;
+             r.placement_group = placement_group;
+             r.bundle_index = bundle_index;
+             if (node_rank) {
+               r.strategy = internal::SchedulingStrategy{internal::SchedulingStrategy::Kind::kNodeAffinity, *node_rank, node_soft};
+             } else if (spread) {
+               r.strategy = internal::SchedulingStrategy{internal::SchedulingStrategy::Kind::kSpread, -1, false};
+             }
+             return t;
+           }),
+           py::arg("kind"), py::arg("function"), py::arg("name") = "", py::arg("resources") = std::map<std::string, double>{},
+           py::arg("max_retries") = 3, py::arg("retry_exceptions") = false, py::arg("placement_group") = "",
+           py::arg("bundle_index") = -1, py::arg("max_restarts") = 0, py::arg("max_task_retries") = 0,
+           py::arg("max_concurrency") = 1, py::arg("class_name") = "", py::arg("actor") = 0,
+           py::arg("node_rank") = py::none(), py::arg("node_soft") = false, py::arg("spread") = false)
+      .def("submit", &Submit, py::arg("args"), py::arg("contained"), py::arg("name") = "",
+           "Submits one call: args are bytes, lists of buffer parts, or ObjectRefs (resolved first)");
+
+  m.def("put", [](const py::list& parts, const std::vector<uint64_t>& contained) {
+    CoreApi& core = internal::RequireCore("put");
+    Buffer bytes;
+    AppendParts(parts, bytes);
+    std::vector<ObjectId> ids;
+    for (uint64_t id : contained) ids.push_back(ObjectId(id));
+    ObjectId id;
+    {
+      py::gil_scoped_release release;
+      id = core.Put(std::move(bytes), std::move(ids));
+    }
+    return PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}};
+  });
+  m.def("get", [](const py::list& refs, int64_t timeout_ms) {
+    CoreApi& core = internal::RequireCore("get");
+    std::vector<ObjectId> ids = IdsOf(refs);
+    std::vector<Payload> payloads;
+    {
+      py::gil_scoped_release release;
+      payloads = core.Get(ids, timeout_ms);
+    }
+    py::list views;
+    for (auto& p : payloads) {
+      PayloadView v;
+      v.data = p->data();
+      v.size = p->size();
+      v.payload = std::move(p);
+      views.append(py::cast(std::move(v)));
+    }
+    return views;
+  }, "The stored bytes of each ref, as read-only views of the store's payloads");
+  m.def("wait", [](const py::list& refs, int num_returns, int64_t timeout_ms) {
+    CoreApi& core = internal::RequireCore("wait");
+    std::vector<ObjectId> ids = IdsOf(refs);
+    py::gil_scoped_release release;
+    return core.Wait(ids, num_returns, timeout_ms);
+  });
+  m.def("cancel", [](const PyObjectRef& ref, bool recursive) {
+    internal::RequireCore("cancel").Cancel(ref.ref.ID(), recursive);
+  });
+  m.def("kill_actor", [](uint64_t actor, bool no_restart) {
+    internal::RequireCore("kill").KillActor(ObjectId(actor), no_restart);
+  });
+  m.def("lookup_actor", [](const std::string& name, const std::string& ray_namespace) -> py::object {
+    auto [id, class_name] = internal::RequireCore("get_actor").LookupActor(name, ray_namespace);
+    if (id.IsNil()) return py::none();
+    return py::make_tuple(PyObjectRef{internal::ObjectRefBase(id), {}}, class_name);
+  });
+
+  m.def("cpp_signature", &CppSignature);
+  m.def("encode_cpp", &EncodeCpp);
+  m.def("decode_cpp", &DecodeCpp);
+  m.def("task_function_name", [] { return std::string(kTaskFunction); });
+  m.def("actor_factory_name", [] { return std::string(kActorFactory); });
+  m.def("actor_method_name", [] { return std::string(kActorMethod); });
+
+  m.def("cluster_resources", &ClusterResources);
+  m.def("available_resources", &AvailableResources);
+  m.def("runtime_context", [] {
+    RuntimeContext c = GetRuntimeContext();
+    py::dict d;
+    d["rank"] = c.GetRank();
+    d["world_size"] = c.GetWorldSize();
+    d["node_id"] = c.GetNodeId();
+    d["job_id"] = c.GetJobId();
+    d["task_id"] = c.GetTaskId().Hex();
+    d["is_driver"] = c.IsDriver();
+    d["namespace"] = internal::RequireCore("get_runtime_context").Namespace();
+    return d;
+  });
+  m.def("gpu_ids", &GetGpuIds);
+
+  m.def("kv_put", [](const std::string& k, const py::bytes& v, bool overwrite) { return kv::Put(k, v, overwrite); });
+  m.def("kv_get", [](const std::string& k) -> py::object {
+    auto v = kv::Get(k);
+    if (!v) return py::none();
+    return py::bytes(*v);
+  });
+  m.def("kv_exists", &kv::Exists);
+  m.def("kv_delete", &kv::Delete, py::arg("key"), py::arg("by_prefix") = false);
+  m.def("kv_list", &kv::List, py::arg("prefix") = "");
+
+  m.def("create_placement_group", [](const std::vector<std::unordered_map<std::string, double>>& bundles,
+                                     const std::string& strategy, const std::string& name) {
+    PlacementGroupCreationOptions o;
+    o.bundles = bundles;
+    o.name = name;
+    if (strategy == "PACK") o.strategy = PlacementStrategy::PACK;
+    else if (strategy == "SPREAD") o.strategy = PlacementStrategy::SPREAD;
+    else if (strategy == "STRICT_PACK") o.strategy = PlacementStrategy::STRICT_PACK;
+    else if (strategy == "STRICT_SPREAD") o.strategy = PlacementStrategy::STRICT_SPREAD;
+    else throw py::value_error("prism: placement strategy must be PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, not " + strategy);
+    return CreatePlacementGroup(o).GetID();
+  });
+  m.def("wait_placement_group", [](const std::string& id, int64_t timeout_ms) {
+    py::gil_scoped_release release;
+    return internal::RequireCore("placement_group.wait").WaitPlacementGroup(id, timeout_ms);
+  });
+  m.def("remove_placement_group", &RemovePlacementGroup);
+  m.def("placement_group_id_by_name", [](const std::string& name) { return GetPlacementGroup(name).GetID(); });
+
+  m.def("list_tasks", [] {
+    py::list out;
+    for (const auto& t : state::ListTasks()) {
+      py::dict d;
+      d["task_id"] = t.task_id;
+      d["name"] = t.name;
+      d["state"] = t.state;
+      d["rank"] = t.rank;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("list_actors", [] {
+    py::list out;
+    for (const auto& a : state::ListActors()) {
+      py::dict d;
+      d["actor_id"] = a.actor_id;
+      d["name"] = a.name;
+      d["class_name"] = a.class_name;
+      d["state"] = a.state;
+      d["rank"] = a.rank;
+      out.append(d);
+    }
+    return out;
+  });
+}
