@@ -23,7 +23,7 @@
 //
 // What it leaves out, so the figures are rank 0's CPU for decoding, the head and encoding:
 // MPI itself (MPI_Isend/MPI_Improbe per batch, the network) and rank 0's node manager
-// beyond the driver's submit, result and ref drop. `head_seconds` is the time spent in
+// beyond the driver's submit, result and ref drop. `head_seconds` is the CPU time of
 // steps 2 and the driver's calls into the head; the simulated ranks' own work (building and
 // encoding their TaskDone) is not in it.
 
@@ -71,6 +71,9 @@ class HeadSimulation {
   /// The driver (rank 0) submits `spec` (its id and submitter are filled in); returns the
   /// id. The head may dispatch it at once.
   TaskId Submit(internal::TaskSpec spec);
+  /// `count` tasks of `function` ({CPU: 1}), posted in one go (rank 0's time is read
+  /// once around them, not per task).
+  void SubmitMany(int count, const std::string& function);
   /// A task of `function` asking for `demand` (default {CPU: 1}).
   TaskId Submit(const std::string& function, internal::ResourceSet demand = {},
                 internal::SchedulingStrategy strategy = {});
@@ -102,7 +105,8 @@ class HeadSimulation {
   uint64_t failed() const { return failed_; }
   /// Tasks dispatched and not yet reported, over all simulated ranks.
   size_t running() const { return due_.size() + held_.size(); }
-  /// Time spent on rank 0's side (decode, head, encode), seconds.
+  /// Rank 0's side's CPU time (decode, head, encode: this thread's CPU clock around
+  /// those steps, so time the machine gave to other processes is not in it), seconds.
   double head_seconds() const { return head_ns_ * 1e-9; }
   const Traffic& to_head() const { return to_head_; }
   const Traffic& from_head() const { return from_head_; }
@@ -118,6 +122,10 @@ class HeadSimulation {
     bool operator>(const Due& o) const { return at_ns > o.at_ns; }
   };
   int64_t NowNs() const;
+  static int64_t ThreadCpuNs();
+  /// Hands what the head sent to its ranks (and the driver); HandleSent repeats it until
+  /// the driver has dropped every result it got.
+  void HandOn();
   /// Rank 0's side of one round: incoming batches to the head, then the head's sends out.
   void Deliver(int from, internal::Message&& m);
   void HandleSent();
@@ -127,6 +135,7 @@ class HeadSimulation {
   Clock::time_point start_;
   std::unique_ptr<internal::Head> head_;
   std::vector<std::pair<int, internal::Message>> sent_;  // by the head, not yet handed on
+  std::vector<ObjectId> drops_;                          // results the driver got, to drop
   std::vector<internal::Buffer> out_batches_;            // rank 0 -> rank r, this round
   std::vector<internal::Buffer> in_batches_;             // rank r -> rank 0, this round
   std::vector<int> in_ranks_;                            // ranks with a batch this round
