@@ -70,6 +70,26 @@ void CheckRunnersFit(const std::string& config, int runners, RunnerPlacement pla
   }
 }
 
+/// Adam's state as bytes (LibTorch's archive), and back into an optimizer over a module of
+/// the same shape.
+std::vector<uint8_t> OptimizerBytes(torch::optim::Adam& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::vector<uint8_t> bytes;
+  archive.save_to([&bytes](const void* data, size_t size) -> size_t {
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + size);
+    return size;
+  });
+  return bytes;
+}
+
+void LoadOptimizerBytes(torch::optim::Adam& optimizer, const std::vector<uint8_t>& bytes) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  optimizer.load(archive);
+}
+
 /// Runner `index`'s actor options: 1 CPU, restarts without limit, on rank 1 + index or
 /// wherever a CPU is free.
 template <typename F>
@@ -171,12 +191,18 @@ class DqnEnvRunner {
 /// every copy takes the same steps.
 class PpoLearner {
  public:
+  /// `optimizer`: Adam's state as OptimizerBytes wrote it (the driver's, restored from a
+  /// checkpoint or fetched from the group before), or empty for a fresh Adam.
   static PpoLearner* Create(std::string config_json, int index, std::vector<int> ranks, std::string group_key,
-                            std::vector<uint8_t> weights, double kl_coeff) {
+                            std::vector<uint8_t> weights, double kl_coeff, std::vector<uint8_t> optimizer) {
     torch::set_num_threads(1);
-    return new PpoLearner(PPOConfig::FromJson(config_json), index, std::move(ranks), std::move(group_key),
-                          weights, kl_coeff);
+    auto* l = new PpoLearner(PPOConfig::FromJson(config_json), index, std::move(ranks), std::move(group_key),
+                             weights, kl_coeff);
+    if (!optimizer.empty()) LoadOptimizerBytes(l->learner_.optimizer(), optimizer);
+    return l;
   }
+  /// This learner's Adam state (the group's members agree: they take the same averaged steps).
+  std::vector<uint8_t> OptimizerState() { return OptimizerBytes(learner_.optimizer()); }
   LearnerResult Update(ppo::LearnerShard shard) {
     if (!group_.valid()) {
       // The first update: every learner is running it, so the group forms.
@@ -230,6 +256,7 @@ ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff) {
 
 PRISM_REMOTE(prism::rl::internal::PpoEnvRunner::Create, &prism::rl::internal::PpoEnvRunner::Sample,
              prism::rl::internal::PpoLearner::Create, &prism::rl::internal::PpoLearner::Update,
+             &prism::rl::internal::PpoLearner::OptimizerState,
              prism::rl::internal::DqnEnvRunner::Create, &prism::rl::internal::DqnEnvRunner::Sample);
 
 namespace prism::rl {
@@ -549,11 +576,13 @@ ppo::LearnerStats Algorithm::Impl::UpdateLearnerGroup(const ppo::SampleBatch& ba
     const std::string key = "prism-rl-ppo-learners-" + std::to_string(entropy()) + std::to_string(entropy());
     const std::string json = c.ToJson();
     const std::vector<uint8_t> weights = ppo::GetWeights(*s.module);
+    // The driver's Adam state: restored from a checkpoint, or fresh (then zero moments).
+    const std::vector<uint8_t> optimizer = internal::OptimizerBytes(s.learner->optimizer());
     for (int i = 0; i < c.num_learners; ++i) {
       s.learners.push_back(prism::Actor(internal::PpoLearner::Create)
                                .SetResource("CPU", 1)
                                .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{ranks[i], false})
-                               .Remote(json, i, ranks, key, weights, s.learner->kl_coeff()));
+                               .Remote(json, i, ranks, key, weights, s.learner->kl_coeff(), optimizer));
     }
   }
   std::vector<ppo::LearnerShard> shards = ppo::Postprocess(batch, c.gamma, c.lambda_, c.num_learners);
@@ -694,6 +723,13 @@ void Algorithm::Save(const std::string& dir) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("prism::rl: Save: cannot create " + dir + ": " + ec.message());
+  if (!s.learners.empty()) {
+    // A learner group holds Adam's state: bring it to the driver's optimizer (over the same
+    // parameters, in the same order) so the checkpoint carries it.
+    auto state = prism::Get(s.learners[0].Task(&internal::PpoLearner::OptimizerState).Remote(),
+                            /*timeout_ms=*/10 * 60 * 1000);
+    internal::LoadOptimizerBytes(s.learner->optimizer(), *state);
+  }
   nlohmann::json window = {{"returns", s.recent_returns}, {"lens", s.recent_lens}};
   ppo::SaveModule(dir + "/" + kCheckpointFile, *s.module, &s.learner->optimizer(),
                   {{"rl_format", std::string(kFormat)},

@@ -93,8 +93,9 @@ class PPOConfig {
   /// worker ranks 1..n (RLlib's LearnerGroup), each updating on its 1/n of the train batch
   /// with minibatches of minibatch_size / n rows, gradients averaged over a
   /// prism::collective group every step (so the group takes the local learner's steps). The
-  /// learners keep Adam's state: a checkpoint stores the weights and kl_coeff, and Adam's
-  /// moments start from zero after FromCheckpoint.
+  /// learners keep Adam's state; Save fetches it from the group, and the learners of a
+  /// restored algorithm start from it. Learner actors are not restarted: a dead learner
+  /// fails Train().
   PPOConfig& Learners(int num_learners);
   PPOConfig& Training(const PPOTraining& training);
   /// Hidden layer sizes of the policy and value MLPs (tanh).

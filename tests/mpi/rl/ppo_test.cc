@@ -190,6 +190,13 @@ TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("prism_rl_ppo_learners_" + std::to_string(getpid()))).string();
   algo.Save(dir);
+  // The checkpoint carries the group's Adam moments (two per weight), not the driver's
+  // never-stepped optimizer: it is about 3x the size of one saved before any update.
+  const std::string fresh_dir = dir + "_fresh";
+  CartPole().EnvRunners(0).Learners(2).Build().Save(fresh_dir);
+  EXPECT_GT(std::filesystem::file_size(dir + "/algorithm.h5"),
+            2 * std::filesystem::file_size(fresh_dir + "/algorithm.h5"));
+  std::filesystem::remove_all(fresh_dir);
   const int64_t iterations = algo.iteration();
   std::vector<float> probe = env->Reset(5);
   const int64_t greedy = algo.ComputeSingleAction(probe).index;
