@@ -32,7 +32,7 @@ from . import _serialization, exceptions  # noqa: E402
 from ._remote import ActorClass, ActorHandle, RemoteFunction, remote  # noqa: E402
 from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
                          _task_error)
-from ._worker import MARKER as _MARKER  # noqa: E402
+from ._worker import MARKER as _MARKER, rebuild_exception as _rebuild_exception  # noqa: E402
 
 ObjectRef = _prism.ObjectRef
 
@@ -83,8 +83,9 @@ def _raise_task_failure(fields):
     import base64
     import cloudpickle
     try:
-        cause, cause_type, text = cloudpickle.loads(
+        cls, args, attributes, cause_type, text = cloudpickle.loads(
             base64.b64decode(message[at + len(_MARKER):].rstrip("]")))
+        cause = _rebuild_exception(cls, args, attributes)
     except Exception:
         cause, cause_type, text = None, original_type, message[:at]
     header = f"{cause_type} in task {task_name} on rank {rank}; the worker's traceback:\n"

@@ -42,7 +42,7 @@ def function_blob(target, wrapper):
         obj = module
         for part in qualname.split("."):
             obj = getattr(obj, part, None)
-        if obj is wrapper or obj is target:
+        if obj is wrapper or getattr(obj, "_prism_target", obj) is target:
             return b"R" + f"{module_name}\0{qualname}".encode()
     try:
         return b"P" + cloudpickle.dumps(target)

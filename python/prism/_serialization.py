@@ -12,7 +12,6 @@ passes read-only memoryviews of the stored bytes as the buffers, so the arrays a
 are views of the store's memory, not copies.
 """
 
-import copyreg
 import io
 import pickle
 import struct
@@ -47,27 +46,25 @@ def _reduce_tensor(tensor):
 _TORCH_NUMPY = set()
 
 
-def _dispatch_table():
-    torch = sys.modules.get("torch")  # only if the program uses torch: never imported here
-    if torch is None:
-        return None
-    if not _TORCH_NUMPY:
-        _TORCH_NUMPY.update({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
-                             torch.int16, torch.int8, torch.uint8, torch.bool})
-    table = copyreg.dispatch_table.copy()
-    table[torch.Tensor] = _reduce_tensor
-    return table
+class _Pickler(cloudpickle.CloudPickler):
+    """cloudpickle, with CPU torch tensors sent as NumPy arrays (out-of-band buffers). The
+    override is per type; torch is looked up, never imported here."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is not None and type(obj) is torch.Tensor:
+            if not _TORCH_NUMPY:
+                _TORCH_NUMPY.update({torch.float64, torch.float32, torch.float16, torch.int64,
+                                     torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool})
+            return _reduce_tensor(obj)
+        return super().reducer_override(obj)
 
 
 def _pickle(value):
     buffers = []
     out = io.BytesIO()
-    pickler = cloudpickle.CloudPickler(out, protocol=5, buffer_callback=buffers.append)
-    table = _dispatch_table()
-    if table is not None:
-        pickler.dispatch_table = table
     try:
-        pickler.dump(value)
+        _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(value)
     except Exception as e:
         raise SerializationError(
             f"prism: cannot pickle a value of type {type(value).__name__}: {e} (values that cross "
@@ -123,3 +120,9 @@ def decode(view, cpp_type=""):
         return pickle.loads(mv[start:start + pickle_len], buffers=buffers)
     except Exception as e:
         raise SerializationError(f"prism: cannot unpickle a value: {type(e).__name__}: {e}") from e
+
+
+def ref_from_id(object_id, cpp_type):
+    """An unpickled ObjectRef (ObjectRef.__reduce__ names this function: pickle cannot name
+    the extension's own functions)."""
+    return _prism._ref_from_id(object_id, cpp_type)

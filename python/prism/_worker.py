@@ -86,11 +86,36 @@ def describe(exc):
     """The text a failed task leaves with: traceback, then the pickled exception."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     cause_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    # The class, args and attributes apart: an exception whose __init__ takes other
+    # arguments than its args cannot be unpickled whole (see rebuild_exception).
     try:
-        pickled = cloudpickle.dumps((exc, cause_type, text))
+        pickled = cloudpickle.dumps((type(exc), exc.args, dict(getattr(exc, "__dict__", {})),
+                                     cause_type, text))
     except Exception:
-        pickled = cloudpickle.dumps((None, cause_type, text))
+        try:
+            pickled = cloudpickle.dumps((type(exc), tuple(str(a) for a in exc.args), {}, cause_type, text))
+        except Exception:
+            pickled = cloudpickle.dumps((None, (), {}, cause_type, text))
     return text + MARKER + base64.b64encode(pickled).decode() + "]"
+
+
+def rebuild_exception(cls, args, attributes):
+    """The exception describe() pickled: cls(*args), else one made without __init__."""
+    if cls is None:
+        return None
+    try:
+        exc = cls(*args)
+    except Exception:
+        try:
+            exc = cls.__new__(cls)
+            exc.args = args
+        except Exception:
+            return None
+    try:
+        exc.__dict__.update(attributes)
+    except Exception:
+        pass
+    return exc
 
 
 def _flush():

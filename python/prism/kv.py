@@ -5,7 +5,7 @@ from . import _prism
 
 
 def put(key, value, overwrite=True):
-    """Stores bytes (or str, as UTF-8) under key; returns True if the key was new."""
+    """Stores bytes (or str, as UTF-8) under key; returns True if the key already existed."""
     if isinstance(value, str):
         value = value.encode()
     return _prism.kv_put(key, bytes(value), overwrite)

@@ -87,10 +87,13 @@ thread_local std::vector<uint64_t>* g_contained = nullptr;
 
 /// Holds the GIL on an executor thread. The first use on a thread makes its Python thread
 /// state and keeps it (one PyGILState_Ensure never released), so each later task costs a
-/// GIL switch, not a thread state's creation and deletion.
+/// GIL switch, not a thread state's creation and deletion. A no-op on a thread that holds
+/// the GIL already (an actor destroyed when a Python thread drops its last handle).
 class TaskGil {
  public:
   TaskGil() {
+    if (PyGILState_Check()) return;
+    held_ = true;
     thread_local bool made = false;
     if (!made) {
       PyGILState_Ensure();
@@ -99,12 +102,15 @@ class TaskGil {
     }
     state_ = PyGILState_Ensure();
   }
-  ~TaskGil() { PyGILState_Release(state_); }
+  ~TaskGil() {
+    if (held_) PyGILState_Release(state_);
+  }
   TaskGil(const TaskGil&) = delete;
   TaskGil& operator=(const TaskGil&) = delete;
 
  private:
-  PyGILState_STATE state_;
+  bool held_ = false;
+  PyGILState_STATE state_ = PyGILState_UNLOCKED;
 };
 
 /// A Python exception leaving a task: what() is the traceback and the pickled exception.
@@ -433,7 +439,7 @@ PYBIND11_MODULE(_prism, m) {
       .def("__reduce__", [](const PyObjectRef& r) {
         // Inside a value being pickled: the value contains the object (kept alive with it).
         if (g_contained != nullptr) g_contained->push_back(r.ref.ID().Value());
-        return py::make_tuple(py::module_::import("prism._prism").attr("_ref_from_id"),
+        return py::make_tuple(py::module_::import("prism._serialization").attr("ref_from_id"),
                               py::make_tuple(r.ref.ID().Value(), r.cpp_type));
       });
   m.def("_ref_from_id", [](uint64_t id, const std::string& cpp_type) {
