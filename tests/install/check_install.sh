@@ -14,6 +14,13 @@ if grep -q "PRISM_BUILD_TRAIN:BOOL=ON" "$build_dir/CMakeCache.txt"; then
   [[ -n $module ]] || { echo "FAIL: prism_train is not installed under $work/prefix"; exit 1; }
   PYTHONPATH=$(dirname "$(dirname "$module")") /usr/bin/python3 -c 'import prism_train; prism_train.get_context()'
 fi
+# The prism Python package is installed under lib/python3/dist-packages, and runs from there.
+if grep -q "PRISM_BUILD_PYTHON:BOOL=ON" "$build_dir/CMakeCache.txt"; then
+  package=$(find "$work/prefix" -path '*/dist-packages/prism/__init__.py' | head -1)
+  [[ -n $package ]] || { echo "FAIL: the prism Python package is not installed under $work/prefix"; exit 1; }
+  PYTHONPATH=$(dirname "$(dirname "$package")") /usr/bin/python3 -c \
+    'import prism; prism.init(); assert prism.get(prism.remote(lambda: 6 * 7).remote(), timeout=60) == 42; prism.shutdown()'
+fi
 cmake -S "$src_dir/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" -j 2 >/dev/null
 "$work/build/consumer"
