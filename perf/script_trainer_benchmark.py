@@ -47,7 +47,8 @@ runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 
 def run(cmd, env, timeout):
     t0 = time.time()
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    p = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=timeout)  # mpirun forwards stdin: give it none
     if p.returncode != 0:
         sys.exit("failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stdout[-4000:]))
     first = re.search(r"first step done at ([0-9.]+)", p.stdout)

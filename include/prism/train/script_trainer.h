@@ -69,6 +69,8 @@ class ScriptTrainer {
   /// cluster can place, an unwritable storage path), TrainingFailedError after too many
   /// failures (with the failed script's exit status and last lines of stderr),
   /// TrainingPreemptedError when a SIGUSR1/SIGTERM stopped the scripts after a checkpoint.
+  /// Call it on the driver (rank 0's main, after prism::Init); several Fits may run at once
+  /// (each reserves its own workers), but not two of one ScriptTrainer.
   Result Fit();
 
  private:
@@ -78,7 +80,9 @@ class ScriptTrainer {
 
 /// The directory the scripts' PYTHONPATH gets, which holds the prism_train module:
 /// $PRISM_PYTHON_DIR if set, else this build's python/ folder if it is still there, else
-/// the installed one (<prefix>/lib/prism/python). Throws prism::Error when none holds it.
+/// the installed one (<prefix>/lib/prism/python, the prefix Prism was configured with; after
+/// `cmake --install --prefix` elsewhere, set PRISM_PYTHON_DIR). Throws prism::Error when
+/// none holds it. Thread-safe.
 std::string PrismPythonDir();
 
 }  // namespace prism::train
