@@ -5,7 +5,8 @@
 
 Each system runs in its own child process (MPI cannot be started twice in one process):
   prism    mpirun -n RANKS python3 perf/python_benchmark.py --child=prism   (PYTHONPATH=<build>/python)
-  dask     a distributed.LocalCluster of RANKS worker processes, 1 thread each
+  dask     a distributed.LocalCluster of RANKS-1 worker processes, 1 thread each (its
+           scheduler lives in the client process: RANKS processes in all, as perf/run_peers.sh)
   mpi4py   mpirun -n RANKS python3 -m mpi4py.futures perf/python_benchmark.py --child=mpi4py
            (an MPIPoolExecutor of RANKS-1 workers)
 
@@ -116,7 +117,7 @@ def child_dask(ranks, n_sync, n_async, rounds, big):
     from distributed import Client, LocalCluster
 
     out = {}
-    with LocalCluster(n_workers=ranks, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=max(1, ranks - 1), threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         client.gather([client.submit(noop, pure=False) for _ in range(200)])
 

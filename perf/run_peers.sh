@@ -180,6 +180,17 @@ else
   skip mpi4py "python3 cannot import mpi4py.futures (Debian: python3-mpi4py)"
 fi
 
+# ---- Python: Prism for Python against Dask and mpi4py.futures, from the same Python -----
+# (its own table in the log and prism_python.json; perf/python_benchmark.py)
+if [[ -f "$build_dir/python/prism/__init__.py" ]] && py="$(find_python distributed mpi4py.futures numpy)"; then
+  py_quick=()
+  ((quick)) && py_quick=(--quick)
+  step prism_python prism "$py" perf/python_benchmark.py --build="$build_dir" --ranks="$ranks" \
+    "${py_quick[@]}" --json="$work/prism_python.json"
+else
+  skip prism_python "the prism Python package is not built, or python3 lacks distributed/mpi4py/numpy"
+fi
+
 # ---- training -------------------------------------------------------------------------
 torch_py="$(find_python torch torch.distributed || true)"
 built_step prism_train "$train" "${mpirun_cmd[@]}" -n 3 "$train" "${train_args[@]}" \

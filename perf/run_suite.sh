@@ -11,7 +11,7 @@
 #   --quick         tiny sizes, a smoke run of about a minute (what CI runs)
 #   --out=DIR       where the files go (default perf/results/suite, or perf/results/suite_quick)
 #   --only=a,b      run only these parts: reference, micro, collective, train, checkpoint,
-#                   tune, data, rl, serve, scale, callgrind (default: all of them)
+#                   tune, data, rl, serve, scale, python, callgrind (default: all of them)
 #   --no-callgrind  the same as leaving callgrind out of --only
 #
 # Environment:
@@ -34,7 +34,7 @@ usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 ranks=3
 quick=0
 out=""
-only="reference,micro,collective,train,checkpoint,tune,data,rl,serve,scale,callgrind"
+only="reference,micro,collective,train,checkpoint,tune,data,rl,serve,scale,python,callgrind"
 for a in "$@"; do
   case "$a" in
     --ranks=*) ranks="${a#--ranks=}" ;;
@@ -52,8 +52,8 @@ if ! [[ "$ranks" =~ ^[0-9]+$ ]] || (( ranks < 1 )); then
 fi
 for part in ${only//,/ }; do
   case "$part" in
-    reference|micro|collective|train|checkpoint|tune|data|rl|serve|scale|callgrind) ;;
-    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, rl, serve, scale, callgrind)" >&2; exit 2 ;;
+    reference|micro|collective|train|checkpoint|tune|data|rl|serve|scale|python|callgrind) ;;
+    *) echo "run_suite.sh: unknown part '$part' in --only (known: reference, micro, collective, train, checkpoint, tune, data, rl, serve, scale, python, callgrind)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
@@ -192,6 +192,20 @@ fi
 # MPI; quick: up to 10,000).
 wants scale && step scale "$out/scale.json" "$bin/prism_head_simulation_benchmark" \
   "$bin/prism_head_simulation_benchmark" "${quick_flag[@]}" --json="$out/scale.json"
+# Python: Prism for Python's no-op tasks (sync, async), actor calls and a 100 MiB NumPy
+# put/get, with Dask and mpi4py.futures from the same Python (quick: Prism alone, 8 MiB).
+if wants python; then
+  if [[ -f "$build_dir/python/prism/__init__.py" ]]; then
+    py_only=prism,dask,mpi4py
+    (( quick )) && py_only=prism
+    step python "$out/python.json" "$root/perf/python_benchmark.py" \
+      /usr/bin/python3 "$root/perf/python_benchmark.py" --build="$build_dir" --ranks="$ranks" \
+      --only="$py_only" "${quick_flag[@]}" --json="$out/python.json"
+  else
+    echo "== python: skipped, the prism Python package is not built (PRISM_BUILD_PYTHON, pybind11-dev)" >&2
+    skipped+=(python)
+  fi
+fi
 if wants callgrind; then
   if command -v valgrind > /dev/null; then
     step callgrind "$out/callgrind/callgrind.json" "$bin/prism_hotpath_benchmark" \

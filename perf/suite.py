@@ -87,6 +87,7 @@ PART_GROUPS = {
     "serve_http": "serve",
     "serve": "serve",
     "scale": "scale",
+    "python": "python",
 }
 
 
@@ -265,7 +266,7 @@ def fmt(v):
 
 
 GROUP_ORDER = ["reference", "core", "actors", "transfer", "collective", "training", "checkpoint", "tune",
-               "data", "rl", "serve", "callgrind"]
+               "data", "rl", "serve", "python", "callgrind"]
 
 
 def check_suite(d, path):

@@ -247,7 +247,8 @@ class ActorClass:
             "actor", _prism.actor_factory_name(), name=o.get("name") or "", resources=res,
             max_retries=0, max_restarts=int(o.get("max_restarts", 0)),
             max_task_retries=int(o.get("max_task_retries", 0)),
-            max_concurrency=int(o.get("max_concurrency", 1)), class_name=class_name, **_placement(o))
+            max_concurrency=int(o.get("max_concurrency", 1)), class_name=class_name,
+            namespace=o.get("namespace") or "", **_placement(o))
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._blob]
         return ActorHandle(template.submit(packed, contained), class_name)

@@ -494,7 +494,8 @@ PYBIND11_MODULE(_prism, m) {
                        std::map<std::string, double> resources, int max_retries, bool retry_exceptions,
                        const std::string& placement_group, int bundle_index, int max_restarts,
                        int max_task_retries, int max_concurrency, const std::string& class_name,
-                       uint64_t actor, std::optional<int> node_rank, bool node_soft, bool spread) {
+                       uint64_t actor, std::optional<int> node_rank, bool node_soft, bool spread,
+                       const std::string& ray_namespace) {
              RequestTemplate t;
              TaskRequest& r = t.request;
              if (kind == "task") {
@@ -505,6 +506,7 @@ PYBIND11_MODULE(_prism, m) {
                r.max_restarts = max_restarts;
                r.max_task_retries = max_task_retries;
                r.max_concurrency = max_concurrency;
+               r.ray_namespace = ray_namespace;
                r.resources["CPU"] = 0;  // Ray's default for actors
              } else if (kind == "actor_call") {
                r.kind = TaskRequest::Kind::kActorCall;
@@ -531,7 +533,8 @@ PYBIND11_MODULE(_prism, m) {
            py::arg("max_retries") = 3, py::arg("retry_exceptions") = false, py::arg("placement_group") = "",
            py::arg("bundle_index") = -1, py::arg("max_restarts") = 0, py::arg("max_task_retries") = 0,
            py::arg("max_concurrency") = 1, py::arg("class_name") = "", py::arg("actor") = 0,
-           py::arg("node_rank") = py::none(), py::arg("node_soft") = false, py::arg("spread") = false)
+           py::arg("node_rank") = py::none(), py::arg("node_soft") = false, py::arg("spread") = false,
+           py::arg("namespace") = "")
       .def("submit", &Submit, py::arg("args"), py::arg("contained"), py::arg("name") = "",
            "Submits one call: args are bytes, lists of buffer parts, or ObjectRefs (resolved first)");
 

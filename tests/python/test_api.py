@@ -178,3 +178,28 @@ def test_init_twice_is_a_clear_error():
     with pytest.raises(prism.exceptions.PrismRuntimeError, match="called twice"):
         prism.init()
     prism.init(ignore_reinit_error=True)
+
+
+def test_retry_exceptions():
+    # Fails on its first attempt (a KV key marks it), succeeds on the retry.
+    @prism.remote
+    def flaky():
+        if not prism.kv.exists("py/flaky"):
+            prism.kv.put("py/flaky", b"1")
+            raise OSError("first attempt fails")
+        return "second attempt"
+
+    prism.kv.delete("py/flaky")
+    assert prism.get(flaky.options(max_retries=2, retry_exceptions=True).remote(), timeout=60) == "second attempt"
+    prism.kv.delete("py/flaky")
+    with pytest.raises(OSError, match="first attempt fails"):
+        prism.get(flaky.options(max_retries=2).remote(), timeout=60)  # exceptions not retried
+    prism.kv.delete("py/flaky")
+
+
+def test_named_actor_in_a_namespace():
+    c = Counter.options(name="ns-counter", namespace="py-ns").remote(3)
+    assert prism.get(prism.get_actor("ns-counter", namespace="py-ns").get.remote(), timeout=30) == 3
+    with pytest.raises(ValueError):
+        prism.get_actor("ns-counter")  # not in the job's namespace
+    prism.kill(c)
