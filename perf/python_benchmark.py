@@ -13,6 +13,8 @@ Each system runs in its own child process (MPI cannot be started twice in one pr
 Figures, each the median of --rounds rounds (per system, where it has the feature):
   tasks_sync_us        one no-op task submitted and waited for, in a loop (latency)
   tasks_async_per_s    N no-op tasks submitted, then all waited for (throughput)
+  tasks_*_remote       Prism: the same with every task pinned to the last rank (where the
+                       scheduler puts them otherwise: rank 0 first, the driver's own rank)
   actor_sync_us / actor_async_per_s   the same with calls on one actor
   numpy_put_100MiB_ms  a 100 MiB float64 array into the object store (Dask: scatter)
   numpy_get_100MiB_us  reading it back on the same rank (Prism: a view, no copy; Dask: the
@@ -74,6 +76,11 @@ def child_prism(n_sync, n_async, rounds, big):
 
     out["tasks_sync_us"] = rounds_of(sync, rounds)
     out["tasks_async_per_s"] = rounds_of(asynchronous, rounds)
+    world = prism.get_runtime_context().world_size
+    if world > 1:  # every task on the last rank: a round trip over MPI each
+        f = f.options(resources={f"rank:{world - 1}": 0.001})
+        out["tasks_sync_remote_us"] = rounds_of(sync, rounds)
+        out["tasks_async_remote_per_s"] = rounds_of(asynchronous, rounds)
     a = A.remote()
     prism.get(a.noop.remote(), timeout=60)
 
@@ -198,7 +205,8 @@ def noop_arg(_):
 
 # ---- driver ------------------------------------------------------------------------------
 
-UNITS = {"tasks_sync_us": "us", "tasks_async_per_s": "tasks/s", "actor_sync_us": "us",
+UNITS = {"tasks_sync_us": "us", "tasks_async_per_s": "tasks/s", "tasks_sync_remote_us": "us",
+         "tasks_async_remote_per_s": "tasks/s", "actor_sync_us": "us",
          "actor_async_per_s": "calls/s", "numpy_put_100MiB_ms": "ms", "numpy_get_100MiB_us": "us"}
 
 
