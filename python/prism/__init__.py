@@ -38,7 +38,7 @@ ObjectRef = _prism.ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel",
            "get_actor", "kill", "cluster_resources", "available_resources",
-           "get_runtime_context", "get_gpu_ids", "cpp_function", "load_library", "ObjectRef",
+           "get_runtime_context", "get_gpu_ids", "cpp_function", "cpp_actor", "load_library", "ObjectRef",
            "ActorHandle", "exceptions", "kv", "util"]
 
 
@@ -219,5 +219,5 @@ def get_gpu_ids():
     return _prism.gpu_ids()
 
 
-from ._cpp import cpp_function, load_library  # noqa: E402
+from ._cpp import cpp_actor, cpp_function, load_library  # noqa: E402
 from . import kv, util  # noqa: E402

@@ -14,7 +14,11 @@ import ctypes
 import os
 
 from . import _prism
+from .exceptions import PrismError
 from ._remote import ObjectRef, _check_options, _placement, _resources, _TASK_OPTIONS
+
+
+_STRING = "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >"
 
 
 def load_library(path):
@@ -107,3 +111,106 @@ def cpp_function(name):
     """The C++ function registered (PRISM_REMOTE) as `name`. Raises PrismError if there is
     none in this process, or it is not a free function."""
     return CppFunction(name)
+
+
+# C++ actors: a registered factory's and methods' types are not recorded in the registry
+# (only free functions keep their pointer type), so the caller names them, in these short
+# forms or as demangled C++ names.
+_ALIASES = {
+    "str": _STRING, "string": _STRING, "std::string": _STRING, "bytes": _STRING,
+    "vector<double>": "std::vector<double, std::allocator<double> >",
+    "vector<float>": "std::vector<float, std::allocator<float> >",
+    "vector<int>": "std::vector<int, std::allocator<int> >",
+    "vector<long>": "std::vector<long, std::allocator<long> >",
+    "int64": "long", "int32": "int", "float64": "double", "float32": "float", "None": "void",
+}
+
+
+def _cpp_type(name):
+    return _ALIASES.get(name, name)
+
+
+def _pack_cpp(what, types, args):
+    if len(args) != len(types):
+        raise TypeError(f"prism: {what} takes {len(types)} argument(s), {len(args)} given")
+    packed = []
+    for i, (a, t) in enumerate(zip(args, types)):
+        if isinstance(a, ObjectRef):
+            if a._cpp_type != t:
+                raise TypeError(f"prism: argument {i} of {what} is a {t}, but the ObjectRef holds "
+                                f"{a._cpp_type or 'a Python object'}")
+            packed.append(a)
+            continue
+        try:
+            packed.append(_prism.encode_cpp(t, a))
+        except (TypeError, RuntimeError) as e:
+            raise TypeError(f"prism: argument {i} of {what}: cannot pass {type(a).__name__} as {t}: {e}") from None
+    return packed
+
+
+class CppActorMethod:
+    """handle.method("Class::Method", arg_types, return_type).remote(args...)."""
+
+    def __init__(self, handle, name, arg_types, return_type):
+        self._name = name
+        self._types = [_cpp_type(t) for t in arg_types]
+        self._return = _cpp_type(return_type)
+        self._template = _prism.RequestTemplate("actor_call", name, name=name,
+                                                actor=handle._ref.id(), max_retries=0)
+
+    def remote(self, *args):
+        ref = self._template.submit(_pack_cpp(self._name, self._types, args), [])
+        return _prism._with_cpp_type(ref, self._return)
+
+
+class CppActorHandle:
+    """A C++ actor made from Python. Keeps it alive while referenced."""
+
+    def __init__(self, creation_ref, factory):
+        self._ref = creation_ref
+        self._factory = factory
+
+    def method(self, name, arg_types=(), return_type="void"):
+        """The method registered as `name` (PRISM_REMOTE(&Class::Method)), taking
+        `arg_types` and returning `return_type` (e.g. ("int",), "int")."""
+        return CppActorMethod(self, name, arg_types, return_type)
+
+    def __repr__(self):
+        return f"CppActorHandle({self._factory}, {self._ref.hex()})"
+
+
+class CppActorClass:
+    """prism.cpp_actor("Class::FactoryCreate", arg_types).remote(args...) -> CppActorHandle."""
+
+    def __init__(self, factory, arg_types, options=None):
+        options = dict(options or {})
+        _check_options(options, {"name", "namespace", "max_restarts", "max_concurrency", "num_cpus",
+                                 "num_gpus", "resources", "placement_group", "bundle_index",
+                                 "scheduling_strategy", "memory"}, f"C++ actor {factory}")
+        self._factory = factory
+        self._types = [_cpp_type(t) for t in arg_types]
+        self._options = options
+
+    def options(self, **options):
+        return CppActorClass(self._factory, self._types, {**self._options, **options})
+
+    def remote(self, *args):
+        o = self._options
+        res = _resources(o)
+        res.setdefault("CPU", 0.0)
+        template = _prism.RequestTemplate(
+            "actor", self._factory, name=o.get("name") or "", resources=res, max_retries=0,
+            max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
+            namespace=o.get("namespace") or "", **_placement(o))
+        ref = template.submit(_pack_cpp(self._factory, self._types, args), [])
+        return CppActorHandle(ref, self._factory)
+
+
+def cpp_actor(factory, arg_types=()):
+    """A C++ actor class by its registered factory (PRISM_REMOTE(Class::FactoryCreate)) and
+    the factory's parameter types. Raises PrismError if no factory is registered as that."""
+    if not _prism.is_cpp_factory(factory):
+        raise PrismError(f"prism: no C++ actor factory registered as {factory!r} in this process "
+                         "(PRISM_REMOTE(Class::FactoryCreate) in a library loaded with "
+                         "prism.load_library on every rank, before prism.init)")
+    return CppActorClass(factory, arg_types)

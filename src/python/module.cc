@@ -588,6 +588,10 @@ PYBIND11_MODULE(_prism, m) {
   });
 
   m.def("cpp_signature", &CppSignature);
+  m.def("is_cpp_factory", [](const std::string& name) {
+    const internal::RemoteFunction* fn = internal::FunctionRegistry::Instance().FindByName(name);
+    return fn != nullptr && static_cast<bool>(fn->create);
+  }, "True if an actor factory is registered as `name`");
   m.def("encode_cpp", &EncodeCpp);
   m.def("decode_cpp", &DecodeCpp);
   m.def("task_function_name", [] { return std::string(kTaskFunction); });

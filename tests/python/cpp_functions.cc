@@ -21,6 +21,26 @@ std::vector<double> Ramp(int n) {
 }
 int Fail(int x) { throw std::out_of_range("Fail(" + std::to_string(x) + ") was asked to fail"); }
 
+/// A C++ actor: a running sum, with a name and a history.
+class Accumulator {
+ public:
+  static Accumulator* FactoryCreate(std::string name, double start) { return new Accumulator(name, start); }
+  double Add(double x) {
+    total_ += x;
+    history_.push_back(total_);
+    return total_;
+  }
+  std::vector<double> History() { return history_; }
+  std::string Name() { return name_; }
+
+ private:
+  Accumulator(std::string name, double start) : name_(std::move(name)), total_(start) {}
+  std::string name_;
+  double total_;
+  std::vector<double> history_;
+};
+
 }  // namespace
 
 PRISM_REMOTE(AddInts, Scale, Greet, SumVector, Ramp, Fail);
+PRISM_REMOTE(Accumulator::FactoryCreate, &Accumulator::Add, &Accumulator::History, &Accumulator::Name);

@@ -39,3 +39,16 @@ def test_cpp_errors():
         prism.cpp_function("AddInts").remote(1)
     with pytest.raises(TypeError, match="cannot pass"):
         prism.cpp_function("AddInts").remote("x", 1)
+
+
+def test_cpp_actor():
+    acc = prism.cpp_actor("Accumulator::FactoryCreate", ("str", "double")).remote("acc", 1.0)
+    add = acc.method("Accumulator::Add", ("double",), "double")
+    assert prism.get([add.remote(1), add.remote(2.5)], timeout=30) == [2.0, 4.5]
+    history = prism.get(acc.method("Accumulator::History", (), "vector<double>").remote(), timeout=30)
+    assert history.tolist() == [2.0, 4.5]
+    assert prism.get(acc.method("Accumulator::Name", (), "str").remote(), timeout=30) == "acc"
+    with pytest.raises(prism.exceptions.PrismError, match="no C\\+\\+ actor factory"):
+        prism.cpp_actor("NoSuch::FactoryCreate")
+    with pytest.raises(TypeError, match="takes 2 argument"):
+        prism.cpp_actor("Accumulator::FactoryCreate", ("str", "double")).remote("x")
