@@ -203,3 +203,13 @@ def test_named_actor_in_a_namespace():
     with pytest.raises(ValueError):
         prism.get_actor("ns-counter")  # not in the job's namespace
     prism.kill(c)
+
+
+def test_refs_returned_inside_values_stay_alive(world_size):
+    # The task's own handle to the inner object is gone when it returns: the result keeps it.
+    make = prism.remote(lambda n: [prism.put(list(range(n)))])
+    for rank in {0, world_size - 1}:
+        outer = make.options(resources={f"rank:{rank}": 0.01}).remote(5)
+        inner = prism.get(outer, timeout=30)[0]
+        del outer
+        assert prism.get(inner, timeout=30) == [0, 1, 2, 3, 4]
