@@ -14,6 +14,7 @@ compares the two). Data: the IDX files of Debian's dataset-fashion-mnist.
 """
 import argparse
 import datetime
+import gc
 import gzip
 import os
 import sys
@@ -153,6 +154,14 @@ def main():
             if chief:
                 print("stopping after epoch %d's checkpoint (preemption or time limit)" % epoch, flush=True)
             break
+    # Tear down DDP's reducer while the process group is still registered, after a barrier
+    # (which waits for every earlier collective), then the group. torch 1.13's
+    # ProcessGroupGloo destructor joins its threads while holding the GIL; run from the
+    # reducer's destructor at main()'s return (the group already unregistered) it
+    # deadlocked once here, a gloo thread waiting for the GIL to free a tensor.
+    dist.barrier()
+    del ddp
+    gc.collect()
     dist.destroy_process_group()
     if args.min_accuracy > 0 and not accuracy >= args.min_accuracy:
         sys.exit("error: test accuracy %.4f is below --min-accuracy %.4f" % (accuracy, args.min_accuracy))

@@ -332,7 +332,7 @@ EOF
 # The Python DDP script under prism-train-script, preempted after epoch 1 and resumed.
 run_script() {
   local jobid out run epochs=5
-  jobid=$(PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store WORKERS=2 \
+  jobid=$(PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store WORKERS=2 EXTRA_ARGS="--report-timeout=120" \
           SCRIPT="/usr/bin/python3 $root/apps/train_fashion_mnist_py/train.py --epochs=$epochs --train-samples=6000 --test-samples=1000" \
           timeout 30 sbatch --parsable --time=00:10:00 --output="$work/script-%j.out" \
           "$root/jobs/train_script.sbatch") || fail "sbatch refused jobs/train_script.sbatch"
