@@ -651,6 +651,53 @@ PYBIND11_MODULE(_prism, m) {
       d["name"] = t.name;
       d["state"] = t.state;
       d["rank"] = t.rank;
+      d["type"] = t.type;
+      d["func_name"] = t.func_name;
+      d["attempt"] = t.attempt;
+      d["error_type"] = t.error_type;
+      d["error_message"] = t.error_message;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("list_nodes", [] {
+    py::list out;
+    for (const auto& n : state::ListNodes()) {
+      py::dict d;
+      d["rank"] = n.rank;
+      d["node_id"] = n.node_id;
+      d["host"] = n.host;
+      d["state"] = n.state;
+      d["is_head"] = n.is_head;
+      d["resources_total"] = n.resources_total;
+      d["resources_available"] = n.resources_available;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("list_placement_groups", [] {
+    py::list out;
+    for (const auto& g : state::ListPlacementGroups()) {
+      py::dict d;
+      d["placement_group_id"] = g.placement_group_id;
+      d["name"] = g.name;
+      d["strategy"] = g.strategy;
+      d["state"] = g.state;
+      d["bundles"] = g.bundles;
+      d["bundle_ranks"] = g.bundle_ranks;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("list_errors", [](size_t limit) {
+    py::list out;
+    for (const auto& e : state::ListErrors(limit)) {
+      py::dict d;
+      d["time_ns"] = e.time_ns;
+      d["type"] = e.type;
+      d["message"] = e.message;
+      d["id"] = e.id;
+      d["rank"] = e.rank;
       out.append(d);
     }
     return out;
@@ -664,6 +711,8 @@ PYBIND11_MODULE(_prism, m) {
       d["class_name"] = a.class_name;
       d["state"] = a.state;
       d["rank"] = a.rank;
+      d["num_restarts"] = a.num_restarts;
+      d["death_cause"] = a.death_cause;
       out.append(d);
     }
     return out;

@@ -160,10 +160,19 @@ def test_kv():
     assert prism.kv.get("py/key") is None
 
 
-def test_state_api():
+def test_state_api(world_size):
+    from prism.util import state
     prism.get(add.options(name="state-probe").remote(1, 1), timeout=30)
-    names = {t["name"] for t in prism.util.state.list_tasks()}
+    names = {t["name"] for t in state.list_tasks()}
     assert "state-probe" in names
+    assert state.summarize_tasks()["summary"]["state-probe"]["state_counts"]["FINISHED"] >= 1
+    nodes = state.list_nodes()
+    assert sorted(n["rank"] for n in nodes) == list(range(world_size))
+    assert [n["rank"] for n in nodes if n["is_head"]] == [0]
+    c = Counter.options(name="state-actor").remote(0)
+    prism.get(c.get.remote(), timeout=30)
+    assert any(a["name"] == "state-actor" and a["state"] == "ALIVE" for a in state.list_actors())
+    prism.kill(c)
 
 
 def test_actor_pool():
