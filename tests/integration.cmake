@@ -123,6 +123,9 @@ endif()
 if(TARGET train_script)
   list(APPEND _slurm_cases script)  # a Python DDP script preempted, requeued and resumed
 endif()
+if(PRISM_BUILD_PYTHON)
+  list(APPEND _slurm_cases python)  # import prism on 3 ranks through srun
+endif()
 foreach(_case IN LISTS _slurm_cases)
   add_test(NAME slurm_${_case}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_case})
@@ -131,6 +134,9 @@ foreach(_case IN LISTS _slurm_cases)
 endforeach()
 if(TARGET train_script)
   set_tests_properties(slurm_script PROPERTIES LABELS "slurm;script")
+endif()
+if(PRISM_BUILD_PYTHON)
+  set_tests_properties(slurm_python PROPERTIES LABELS "slurm;python")
 endif()
 
 # Ray C++ compatibility: a Ray-style program, only its include line changed.

@@ -26,6 +26,8 @@
 #            prism-train-script on 2 workers, 5 short epochs; after epoch 1 the batch shell
 #            gets USR1: the scripts see should_stop(), checkpoint and return, exit 75, the job
 #            requeues, and the requeued job's scripts resume from get_checkpoint() and finish
+#   python   jobs/python_demo.sbatch: Prism for Python (import prism) on 3 ranks through srun
+#            --mpi=pmix; every prediction of its ActorPool checked against the driver's
 #
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
@@ -367,6 +369,18 @@ run_perf() {
   grep -q "train_" "$work/suite/suite.md" || fail "no training benchmark in the suite table"
 }
 
+# jobs/python_demo.sbatch: the Python package from the build tree on 3 ranks.
+run_python() {
+  local jobid out
+  jobid=$(cd "$root" && PRISM_BUILD=$build timeout 30 sbatch --parsable --output="$work/python-%j.out" \
+          "$root/jobs/python_demo.sbatch") || fail "sbatch refused jobs/python_demo.sbatch"
+  wait_gone "$jobid" 240 || { cat "$work/python-$jobid.out"; fail "python job $jobid did not finish within 240 s"; }
+  out="$work/python-$jobid.out"
+  cat "$out"
+  grep -q "prism: 3 rank(s)" "$out" || fail "the Python demo did not run on 3 ranks"
+  grep -q "mismatches vs the driver: 0" "$out" || fail "the Python demo's predictions were not checked clean"
+}
+
 case $case in
   core) run_core ;;
   array) run_array ;;
@@ -378,6 +392,7 @@ case $case in
   perf) run_perf ;;
   tune) run_tune ;;
   script) run_script ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script)"; exit 2 ;;
+  python) run_python ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script, python)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
