@@ -84,7 +84,10 @@ def decode_args(views):
 
 def describe(exc):
     """The text a failed task leaves with: traceback, then the pickled exception."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # from the user's code on: this module's frame says nothing
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
     cause_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
     # The class, args and attributes apart: an exception whose __init__ takes other
     # arguments than its args cannot be unpickled whole (see rebuild_exception).

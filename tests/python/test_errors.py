@@ -18,6 +18,7 @@ def test_exception_keeps_type_and_traceback():
     assert err.cause.code == 7
     assert "raise CustomError(code" in str(err)      # the worker's source line
     assert "helpers.py" in err.traceback_str
+    assert "_worker.py" not in err.traceback_str  # Prism's own frame is left out
     assert err.task_name == "raise_custom"
 
 
