@@ -27,6 +27,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -368,6 +370,32 @@ py::object DecodeCpp(const std::string& type, const py::object& view_object) {
   throw py::error_already_set();
 }
 
+/// Runs `attempt(slice_ms)` (which releases the GIL while it blocks) in slices of at most
+/// 200 ms until it returns true, or until timeout_ms (< 0: no limit) passed; between slices
+/// it runs Python's signal handlers, so Ctrl-C interrupts a long get or wait with
+/// KeyboardInterrupt. A TimeoutError of a slice is not an error unless the whole timeout
+/// passed (then it propagates). Returns the last attempt's result.
+template <typename Attempt>
+bool WaitInSlices(int64_t timeout_ms, Attempt&& attempt) {
+  constexpr int64_t kSliceMs = 200;
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    int64_t left = kSliceMs;
+    if (timeout_ms >= 0) {
+      int64_t spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+      left = std::max<int64_t>(0, std::min(kSliceMs, timeout_ms - spent));
+    }
+    bool last = timeout_ms >= 0 && left < kSliceMs;
+    try {
+      if (attempt(left) || last) return true;
+    } catch (const TimeoutError&) {
+      if (last) throw;
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
 std::vector<ObjectId> IdsOf(const py::list& refs) {
   std::vector<ObjectId> ids;
   ids.reserve(refs.size());
@@ -555,10 +583,11 @@ PYBIND11_MODULE(_prism, m) {
     CoreApi& core = internal::RequireCore("get");
     std::vector<ObjectId> ids = IdsOf(refs);
     std::vector<Payload> payloads;
-    {
+    WaitInSlices(timeout_ms, [&](int64_t slice) {
       py::gil_scoped_release release;
-      payloads = core.Get(ids, timeout_ms);
-    }
+      payloads = core.Get(ids, slice);
+      return true;
+    });
     py::list views;
     for (auto& p : payloads) {
       PayloadView v;
@@ -572,8 +601,14 @@ PYBIND11_MODULE(_prism, m) {
   m.def("wait", [](const py::list& refs, int num_returns, int64_t timeout_ms) {
     CoreApi& core = internal::RequireCore("wait");
     std::vector<ObjectId> ids = IdsOf(refs);
-    py::gil_scoped_release release;
-    return core.Wait(ids, num_returns, timeout_ms);
+    std::vector<bool> ready;
+    bool done = WaitInSlices(timeout_ms, [&](int64_t slice) {
+      py::gil_scoped_release release;
+      ready = core.Wait(ids, num_returns, slice);
+      return std::count(ready.begin(), ready.end(), true) >= num_returns;
+    });
+    (void)done;  // after the timeout: the flags of the last slice
+    return ready;
   });
   m.def("cancel", [](const PyObjectRef& ref, bool recursive) {
     internal::RequireCore("cancel").Cancel(ref.ref.ID(), recursive);

@@ -90,3 +90,36 @@ def test_direct_call_and_bad_get():
         prism.get(42)
     with pytest.raises(ValueError):
         prism.get(prism.put(1), timeout=-1)
+
+
+def test_ctrl_c_interrupts_a_long_get(world_size, tmp_path):
+    # A driver of its own (one rank, in a child process) blocked in get on a 60 s task:
+    # SIGINT must end the get with KeyboardInterrupt at once, and the job must end cleanly.
+    if world_size > 1:
+        pytest.skip("the child cluster runs outside MPI: run at one rank")
+    import os
+    import signal
+    import subprocess
+    import time
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import time, prism\n"
+        "prism.init()\n"
+        "ref = prism.remote(lambda: time.sleep(60)).remote()\n"
+        "print('waiting', flush=True)\n"
+        "try:\n"
+        "    prism.get(ref)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        time.sleep(0.5)
+        t = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=30)
+        assert "interrupted" in out
+        assert time.monotonic() - t < 10  # not the task's 60 s
+    finally:
+        child.kill()
