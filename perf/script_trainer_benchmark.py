@@ -66,6 +66,8 @@ def main():
     ap.add_argument("--train-samples", type=int, default=30000)
     ap.add_argument("--test-samples", type=int, default=1000)
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--launchers", default="prism,torchrun",
+                    help="which to run, in order: prism, torchrun, manual (two processes started by hand)")
     args = ap.parse_args()
     app = os.path.join(os.path.abspath(args.build), "apps", "prism-train-script")
     store = tempfile.mkdtemp(prefix="prism-script-bench-")
@@ -78,9 +80,15 @@ def main():
                               "--storage-path=" + store, "--name=bench%d" % rep, "--quiet", "--", PY] + script_args,
         "torchrun": lambda rep: [PY, "-c", TORCHRUN, "--standalone", "--nproc_per_node=2"] + script_args,
     }
-    results = {name: [] for name in launchers}
+    # Two plain processes with torchrun's variables set by hand: what the launchers add.
+    manual = ("port=$(%s -c 'import socket; s=socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])'); "
+              "for r in 0 1; do MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r "
+              "LOCAL_WORLD_SIZE=2 %s %s & pids+=($!); done; wait ${pids[0]} && wait ${pids[1]}") % (PY, PY, " ".join(script_args))
+    launchers["manual"] = lambda rep: ["bash", "-c", manual]
+    names = args.launchers.split(",")
+    results = {name: [] for name in names}
     for rep in range(args.reps):
-        for name in (["prism", "torchrun"] if rep % 2 == 0 else ["torchrun", "prism"]):
+        for name in (names if rep % 2 == 0 else names[::-1]):
             r = run(launchers[name](rep), env, 900)
             results[name].append(r)
             print("rep %d %-8s samples/s %8.1f  start-up to first step %6.2f s  wall %6.1f s"
@@ -88,15 +96,23 @@ def main():
     summary = {}
     for name, rs in results.items():
         summary[name] = {k: statistics.median(r[k] for r in rs) for k in ("samples_per_s", "startup_s", "wall_s")}
-    ratio = summary["prism"]["samples_per_s"] / summary["torchrun"]["samples_per_s"]
+    base = "torchrun" if "torchrun" in summary else names[-1]
+    ratio = summary["prism"]["samples_per_s"] / summary[base]["samples_per_s"] if "prism" in summary else float("nan")
     print("\nmedians over %d repetitions (2 workers, %d training samples, 1 epoch):" % (args.reps, args.train_samples))
     print("| launcher | samples/s | start-up to first step (s) | wall (s) |")
     print("| --- | --- | --- | --- |")
-    for name in ("torchrun", "prism"):
+    for name in names:
         s = summary[name]
         print("| %s | %.1f | %.2f | %.1f |" % (name, s["samples_per_s"], s["startup_s"], s["wall_s"]))
-    print("prism / torchrun samples/s: %.3f (%+.1f%%); start-up difference %+.2f s"
-          % (ratio, 100 * (ratio - 1), summary["prism"]["startup_s"] - summary["torchrun"]["startup_s"]))
+    if "prism" in summary and base != "prism":
+        # Each repetition runs the launchers back to back: the ratio within a repetition
+        # sees the same background load, so its median is steadier on a shared machine.
+        paired = statistics.median(p["samples_per_s"] / b["samples_per_s"]
+                                   for p, b in zip(results["prism"], results[base]))
+        summary["paired_ratio_median"] = paired
+        print("median of the per-repetition prism / %s samples/s ratios: %.3f" % (base, paired))
+        print("prism / %s samples/s: %.3f (%+.1f%%); start-up difference %+.2f s"
+              % (base, ratio, 100 * (ratio - 1), summary["prism"]["startup_s"] - summary[base]["startup_s"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": results, "medians": summary, "samples_per_s_ratio": ratio}, f, indent=1)
