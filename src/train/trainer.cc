@@ -65,8 +65,13 @@ Result TorchTrainer::Fit() {
   spec.run = run;
   spec.resume_from_checkpoint = options_.resume_from_checkpoint;
   spec.loop_entry = platform::RegisteredName(internal::PrismTrainWorkerLoop);
+  // The attempt's dataset shards stay alive here for the attempt: the driver's copies hold
+  // each split's coordinator actor, which dies when every handle to it is gone, and the
+  // workers may not have read theirs yet when make_config returns.
+  internal::WorkerSpec live;
   spec.make_config = [&](const internal::AttemptInfo& attempt) {
-    internal::WorkerSpec worker;
+    internal::WorkerSpec& worker = live;
+    worker.dataset_shards.clear();
     worker.run_id = attempt.run_id;
     worker.experiment_name = attempt.name;
     worker.trial_dir = attempt.trial_dir;
