@@ -238,10 +238,12 @@ TEST(PpoSampler, SegmentsPerCopyWithTruncationBootstraps) {
   int segments = 0, truncations = 0;
   for (int64_t i = 0; i < b.size(); ++i) {
     segments += b.segment_end[i];
-    if (b.truncated[i]) {
+    if (b.truncated[i] && !b.terminated[i]) {
       ++truncations;
       EXPECT_NE(b.bootstrap_values[i], 0.0f) << "row " << i;  // V(final observation)
     }
+    // The pole can fall on the 10th step too: terminated wins, nothing to bootstrap.
+    if (b.terminated[i]) EXPECT_EQ(b.bootstrap_values[i], 0.0f) << "row " << i;
     if (!b.truncated[i] && !b.segment_end[i]) {
       EXPECT_EQ(b.bootstrap_values[i], 0.0f);
     }
