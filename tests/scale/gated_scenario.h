@@ -6,8 +6,10 @@
 // ranks they free. Each waits for a gate the test opens and then runs 2 ms, long next to
 // Scheduler::kPipelineWindowNs, so the scheduler never pipelines them.
 #include <array>
+#include <string>
 #include <vector>
 
+#include "head_simulation.h"
 #include "prism/internal/core_api.h"
 
 namespace prism_scale {
@@ -28,6 +30,29 @@ inline SchedulingStrategy StrategyOf(int i) {
   if (i == 7) s = {Kind::kNodeAffinity, 2, false};
   if (i == 8) s = {Kind::kNodeAffinity, 1, true};
   return s;
+}
+
+/// The scenario on the head simulation, the tasks named `function`: the rank each task was
+/// dispatched to, in submission order; empty if a task did not complete when its gate opened.
+inline std::vector<int> SimulatedRun(const std::string& function) {
+  prism::sim::SimulationOptions o;
+  o.num_ranks = kRanks;
+  o.reported_exec_ns = 2'000'000;
+  prism::sim::HeadSimulation sim(o);
+  sim.Hold(true);
+  std::vector<prism::TaskId> ids;
+  for (int i = 0; i < kTasks; ++i) ids.push_back(sim.Submit(function, {}, StrategyOf(i)));
+  for (int i : kFinishOrder) {
+    sim.Finish(ids[static_cast<size_t>(i)]);
+    if (!sim.RunUntilCompleted(ids[static_cast<size_t>(i)], 10)) return {};
+  }
+  std::vector<int> ranks(kTasks, -1);
+  for (const auto& [id, rank] : sim.dispatches()) {
+    for (int i = 0; i < kTasks; ++i) {
+      if (ids[static_cast<size_t>(i)] == id) ranks[static_cast<size_t>(i)] = rank;
+    }
+  }
+  return ranks;
 }
 
 }  // namespace prism_scale

@@ -40,28 +40,6 @@ std::string Show(const std::vector<int>& v) {
   return s;
 }
 
-std::vector<int> SimulatedRun() {
-  prism::sim::SimulationOptions o;
-  o.num_ranks = prism_scale::kRanks;
-  o.reported_exec_ns = 2'000'000;
-  prism::sim::HeadSimulation sim(o);
-  sim.Hold(true);
-  std::vector<prism::TaskId> ids;
-  for (int i = 0; i < prism_scale::kTasks; ++i) {
-    ids.push_back(sim.Submit("MpiGated", {}, prism_scale::StrategyOf(i)));
-  }
-  for (int i : prism_scale::kFinishOrder) {
-    sim.Finish(ids[static_cast<size_t>(i)]);
-    if (!sim.RunUntilCompleted(ids[static_cast<size_t>(i)], 10)) return {};
-  }
-  std::vector<int> ranks(prism_scale::kTasks, -1);
-  for (const auto& [id, rank] : sim.dispatches()) {
-    for (int i = 0; i < prism_scale::kTasks; ++i) {
-      if (ids[static_cast<size_t>(i)] == id) ranks[static_cast<size_t>(i)] = rank;
-    }
-  }
-  return ranks;
-}
 
 }  // namespace
 
@@ -102,7 +80,7 @@ int main(int argc, char** argv) {
     status = 1;
   }
   std::filesystem::remove_all(dir);
-  const std::vector<int> simulated = SimulatedRun();
+  const std::vector<int> simulated = prism_scale::SimulatedRun("MpiGated");
   std::printf("MPI job:    %s\nsimulation: %s\nexpected:   %s\n", Show(real).c_str(),
               Show(simulated).c_str(), Show(prism_scale::kExpectedRanks).c_str());
   if (real != simulated || real != prism_scale::kExpectedRanks) {

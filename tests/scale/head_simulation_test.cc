@@ -56,29 +56,10 @@ std::vector<int> RealRun() {
   return ranks;
 }
 
-std::vector<int> SimulatedRun() {
-  prism::sim::SimulationOptions o;
-  o.num_ranks = prism_scale::kRanks;
-  o.reported_exec_ns = 2'000'000;
-  prism::sim::HeadSimulation sim(o);
-  sim.Hold(true);
-  std::vector<prism::TaskId> ids;
-  for (int i = 0; i < kTasks; ++i) ids.push_back(sim.Submit("ScaleGated", {}, StrategyOf(i)));
-  for (int i : kFinishOrder) {
-    sim.Finish(ids[static_cast<size_t>(i)]);
-    EXPECT_TRUE(sim.RunUntilCompleted(ids[static_cast<size_t>(i)], 10)) << "task " << i;
-  }
-  std::vector<int> ranks(kTasks, -1);
-  for (const auto& [id, rank] : sim.dispatches()) {
-    for (int i = 0; i < kTasks; ++i) {
-      if (ids[static_cast<size_t>(i)] == id) ranks[static_cast<size_t>(i)] = rank;
-    }
-  }
-  return ranks;
-}
 
 TEST(HeadSimulation, PlacesTasksAsARealRunDoes) {
-  const std::vector<int> simulated = SimulatedRun();
+  const std::vector<int> simulated = prism_scale::SimulatedRun("ScaleGated");
+  ASSERT_FALSE(simulated.empty()) << "a simulated task did not complete when its gate opened";
   const std::vector<int> real = RealRun();
   EXPECT_EQ(simulated, real);
   EXPECT_EQ(real, kExpectedRanks);
