@@ -1,5 +1,7 @@
 #include "object_store/memory_store.h"
 
+#include "common/spin_wait.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -148,7 +150,10 @@ void MemoryStore::Arrived(ObjectId id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
   for (Waiter* w : it->second) {
-    if (++w->have == w->need) w->cv.notify_one();
+    if (++w->have == w->need) {
+      w->done.store(true, std::memory_order_release);
+      w->cv.notify_one();
+    }
   }
   waiters_.erase(it);
 }
@@ -431,6 +436,18 @@ PresenceFlags MemoryStore::WaitFor(
   auto done = [&] {
     return w.have >= w.need || (abort != nullptr && abort->load(std::memory_order_acquire));
   };
+  // A result usually comes within microseconds (a short task, a value on its way): look
+  // again for a while before paying for a sleep and a wake-up (a futex round trip costs
+  // several microseconds here), yielding the core to the threads producing it.
+  lock.unlock();
+  SpinWhile(
+      [&] {
+        return !w.done.load(std::memory_order_acquire) &&
+               !(abort != nullptr && abort->load(std::memory_order_acquire)) &&
+               (!deadline || std::chrono::steady_clock::now() < *deadline);
+      },
+      kWaitSpinUs);
+  lock.lock();
   if (deadline) {
     w.cv.wait_until(lock, *deadline, done);
   } else {

@@ -48,6 +48,8 @@ using FoundObjects = boost::container::small_vector<std::optional<StoredObject>,
 
 class MemoryStore {
  public:
+  /// How long WaitFor looks again before it sleeps (see WaitFor).
+  static constexpr int kWaitSpinUs = 50;
   /// `capacity` bytes in memory; `spill_dir` is created on first spill (empty: never spill).
   explicit MemoryStore(uint64_t capacity = UINT64_MAX, std::string spill_dir = "");
   ~MemoryStore();
@@ -109,6 +111,7 @@ class MemoryStore {
     size_t need = 0;
     size_t have = 0;
     const std::atomic<bool>* abort = nullptr;
+    std::atomic<bool> done{false};  // have reached need: read by the spin before the sleep
     std::condition_variable_any cv;
   };
   struct Entry {
