@@ -108,10 +108,11 @@ void HeadSimulation::SubmitMany(int count, const std::string& function) {
   // The specs are the driver's node's work; posting them is the head's.
   std::vector<internal::SubmitTask> submits(static_cast<size_t>(count));
   for (auto& m : submits) {
-    m.spec.id = ObjectId::Make(0, next_id_++);
-    m.spec.function = function;
-    m.spec.name = function;
-    m.spec.demand.Set("CPU", internal::kResourceUnit);
+    m.spec = std::make_shared<internal::TaskSpec>();
+    m.spec->id = ObjectId::Make(0, next_id_++);
+    m.spec->function = function;
+    m.spec->name = function;
+    m.spec->demand.Set("CPU", internal::kResourceUnit);
   }
   submitted_ += static_cast<uint64_t>(count);
   const int64_t t0 = ThreadCpuNs();

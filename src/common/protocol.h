@@ -35,7 +35,12 @@
 namespace prism::internal {
 
 struct SubmitTask {
-  TaskSpec spec;
+  SubmitTask() = default;
+  explicit SubmitTask(TaskSpec s) : spec(std::make_shared<TaskSpec>(std::move(s))) {}
+  explicit SubmitTask(std::shared_ptr<TaskSpec> s) : spec(std::move(s)) {}
+  // Made once by the submitting node and kept by the head's task table: a message holding
+  // the spec itself would move its many fields at every hand-over.
+  std::shared_ptr<TaskSpec> spec;
 };
 struct DispatchTask {
   std::shared_ptr<const TaskSpec> spec;  // shared with the head's task table: no copy
@@ -82,6 +87,9 @@ struct ObjectReady {
   std::vector<int> holders;
   bool failed = false;
   ErrorInfo error;
+  // A large result, ready, told to its submitter (which does not subscribe to its own
+  // results: ObjectPuller::ExpectResults): no value, no holders; subscribe to read it.
+  bool notice = false;
 };
 struct FetchRequest {
   ObjectId id;

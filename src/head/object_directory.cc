@@ -9,7 +9,7 @@
 namespace prism::internal {
 
 namespace {
-void InsertUnique(std::vector<int>& v, int x) {
+void InsertUnique(RankList& v, int x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 }  // namespace

@@ -14,25 +14,30 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "prism/internal/core_api.h"
 #include "prism/internal/ids.h"
 #include "common/protocol.h"
 
 namespace prism::internal {
 
+/// Ranks, usually one or two: kept inline, so an entry's lists allocate nothing per task.
+using RankList = boost::container::small_vector<int, 2>;
+
 struct ObjectEntry {
   enum class State : uint8_t { kPending, kReady, kFailed };
   State state = State::kPending;
   Payload inline_value;
   uint64_t size = 0;
-  std::vector<int> locations;    // ranks with a copy (large objects and cached inline ones)
+  RankList locations;            // ranks with a copy (large objects and cached inline ones)
   std::shared_ptr<ErrorInfo> error;
-  std::vector<int> holders;      // ranks with >= 1 local ObjectRef
+  RankList holders;              // ranks with >= 1 local ObjectRef
   int32_t task_uses = 0;
   int32_t container_refs = 0;
   bool producer_pending = false;
   std::vector<ObjectId> contained;
-  std::vector<int> subscribers;  // ranks waiting for it to become ready
+  RankList subscribers;          // ranks waiting for it to become ready
   std::vector<TaskId> dependents;  // tasks waiting for it as an argument
   // Fan-out of a large object: which rank each reader pulls from, readers waiting for a
   // free source (every copy is already serving its share), and transfers per source.
@@ -42,7 +47,7 @@ struct ObjectEntry {
 
 struct FreedObject {
   ObjectId id;
-  std::vector<int> locations;
+  RankList locations;
 };
 
 class ObjectDirectory {

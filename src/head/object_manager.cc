@@ -87,12 +87,20 @@ std::vector<TaskId> ObjectManager::Resolve(ObjectId id, TaskDone& done,
     e->error = failure;
   }
   objects_.SetContained(id, std::move(done.contained));
-  // Small results go straight to the submitter while it holds a ref (Ray's owner), so its
-  // Get finds them locally without asking.
-  if ((e->inline_value || !done.ok) &&
+  // The submitter hears of its results while it holds a ref (Ray's owner), so its Get
+  // never asks: small ones and failures come along, a large one is a notice (it then
+  // subscribes, to be assigned a copy, only if something reads it).
+  const bool submitter_holds =
       std::find(e->holders.begin(), e->holders.end(), submitter) != e->holders.end() &&
-      std::find(e->subscribers.begin(), e->subscribers.end(), submitter) == e->subscribers.end()) {
+      std::find(e->subscribers.begin(), e->subscribers.end(), submitter) == e->subscribers.end();
+  if (submitter_holds && (e->inline_value || !done.ok)) {
     e->subscribers.push_back(submitter);
+  } else if (submitter_holds) {
+    ObjectReady notice;
+    notice.id = id;
+    notice.size = e->size;
+    notice.notice = true;
+    send_(submitter, std::move(notice));
   }
   NotifyReady(id, *e);
   dependents.swap(e->dependents);
@@ -104,7 +112,7 @@ ObjectReady ObjectManager::ReadyMessage(ObjectId id, const ObjectEntry& e) const
   r.id = id;
   r.size = e.size;
   r.inline_value = e.inline_value;
-  if (!e.inline_value) r.holders = e.locations;
+  if (!e.inline_value) r.holders.assign(e.locations.begin(), e.locations.end());
   if (e.state == ObjectEntry::State::kFailed) {
     r.failed = true;
     r.error = *e.error;

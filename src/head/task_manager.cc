@@ -26,14 +26,15 @@ std::string TaskManager::ClassKey(const TaskSpec& spec) {
   return key;
 }
 
-void TaskManager::OnSubmit(int from, TaskSpec&& spec) {
-  TaskId id = spec.id;
-  for (int i = 0; i < spec.num_returns; ++i) objects_.CreateResult(ReturnId(id, i), from);
-  if (spec.streaming) generators_.emplace(id, Generator{});
-  for (ObjectId c : spec.contained) objects_.AddTaskUse(c);
+void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
+  TaskId id = spec->id;
+  for (int i = 0; i < spec->num_returns; ++i) objects_.CreateResult(ReturnId(id, i), from);
+  if (spec->streaming) generators_.emplace(id, Generator{});
+  for (ObjectId c : spec->contained) objects_.AddTaskUse(c);
   Task& task = tasks_[id];
-  task.spec = std::make_shared<TaskSpec>(std::move(spec));
-  task.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = WallNowNs();
+  task.spec = std::move(spec);
+  const int64_t now = WallNowNs();
+  task.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = now;
   // Count every use first: however the task ends, Complete drops exactly these.
   for (const auto& arg : task.spec->args) {
     if (arg.is_ref) objects_.AddTaskUse(arg.ref);
@@ -76,7 +77,7 @@ void TaskManager::OnSubmit(int from, TaskSpec&& spec) {
       return;
     }
   }
-  if (task.unresolved == 0) Enqueue(id);
+  if (task.unresolved == 0) Enqueue(id, now);
 }
 
 void TaskManager::RouteActorCall(Task& task) {
@@ -101,18 +102,19 @@ void TaskManager::RouteActorCall(Task& task) {
   send_(route.rank, std::move(out));
 }
 
-void TaskManager::Enqueue(TaskId id) {
+void TaskManager::Enqueue(TaskId id, int64_t now) {
   Task& task = tasks_.at(id);
-  task.times[static_cast<size_t>(TaskPhase::kPendingNode)] = WallNowNs();
-  if (queued_ == 0 && TryDispatch(task)) return;  // common case: nothing ahead of it
+  if (now == 0) now = WallNowNs();
+  task.times[static_cast<size_t>(TaskPhase::kPendingNode)] = now;
+  if (queued_ == 0 && TryDispatch(task, now)) return;  // common case: nothing ahead of it
   auto key = ClassKey(*task.spec);
   auto it = queues_.find(key);
-  if ((it == queues_.end() || it->second.empty()) && TryDispatch(task)) return;
+  if ((it == queues_.end() || it->second.empty()) && TryDispatch(task, now)) return;
   queues_[key].push_back(id);
   ++queued_;
 }
 
-bool TaskManager::TryDispatch(Task& task) {
+bool TaskManager::TryDispatch(Task& task, int64_t now) {
   const TaskSpec& spec = *task.spec;
   DispatchTask out;
   std::vector<uint64_t> bytes_on_rank;
@@ -141,7 +143,7 @@ bool TaskManager::TryDispatch(Task& task) {
   }
   out.spec = task.spec;
   send_(task.rank, std::move(out));
-  const int64_t now = WallNowNs();
+  if (now == 0) now = WallNowNs();
   task.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
   if (spec.kind == TaskKind::kActorCreation) {
     // The creation is on its way: calls that waited for a rank follow it, in order.
@@ -192,14 +194,19 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     done.contained.clear();
     done.error = *task.cancelled;
   }
-  ResourceSet held = task.spec->demand;
-  if (task.blocked) held.Set("CPU", 0);
+  const ResourceSet* held = &task.spec->demand;
+  ResourceSet unblocked;  // a task blocked in Get gave its CPU back already
+  if (task.blocked) {
+    unblocked = *held;
+    unblocked.Set("CPU", 0);
+    held = &unblocked;
+  }
   // An actor call runs with what its actor holds: it holds nothing itself.
   bool release = task.spec->kind != TaskKind::kActorCall;
   if (task.spec->kind == TaskKind::kActorCreation) {
     release = actors_.OnCreationDone(done.id, done, *task.spec);
   }
-  if (release) groups_.Release(task.holding(), held);
+  if (release) groups_.Release(task.holding(), *held);
   task.bundle = -1;
   scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
   auto generator = generators_.find(done.id);
@@ -316,7 +323,7 @@ void TaskManager::RecordEnded(const Task& task, const TaskDone& done,
   r.phase = done.ok ? TaskPhase::kFinished : TaskPhase::kFailed;
   r.actor = spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId();
   if (spec.kind == TaskKind::kActorCreation) r.actor = spec.id;
-  r.function = tables_.tasks().Intern(spec.function);
+  r.function = &spec.function;  // TaskTable::Ended interns it
   if (spec.name != spec.function) r.name = spec.name;
   r.placement_group = spec.placement_group;
   r.rank = from >= 0 ? from : task.rank;

@@ -32,7 +32,7 @@ class TaskManager {
       : send_(std::move(send)), scheduler_(scheduler), objects_(objects), groups_(groups),
         actors_(actors), tables_(tables) {}
 
-  void OnSubmit(int from, TaskSpec&& spec);
+  void OnSubmit(int from, std::shared_ptr<TaskSpec> spec);
   void OnTaskDone(int from, TaskDone&& done);
   void OnTaskBlocked(int from, const TaskBlocked& m);
   /// prism::Cancel or a timeout (see CancelTask): a task not yet sent to a rank fails now
@@ -90,9 +90,10 @@ class TaskManager {
   /// that (it yielded its limit beyond what it heard) and there is news.
   void AckIfWaiting(TaskId id, const TaskSpec& spec, Generator& g, int rank);
   void RouteActorCall(Task& task);
-  void Enqueue(TaskId id);
+  /// `now`: WallNowNs() if the caller just read it (0: read it here).
+  void Enqueue(TaskId id, int64_t now = 0);
   /// Places and sends the task; false if it must wait for room.
-  bool TryDispatch(Task& task);
+  bool TryDispatch(Task& task, int64_t now = 0);
   /// Records the task's result (or failure) and finishes its bookkeeping.
   void Complete(TaskId id, TaskDone&& done, int from);
   /// Moves an ended task's record into the state tables.

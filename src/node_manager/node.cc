@@ -28,6 +28,7 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       timeouts_([this](TaskId id, int64_t ms) {
         to_head_(CancelTask{id, true, static_cast<uint64_t>(ms)});
       }) {
+  refs_.SetReleasedHook([this](ObjectId id) { puller_.Released(id); });
   store_.SetCallbackSink([this](std::vector<MemoryStore::ReadyCallback>&& ready) {
     callbacks_.Post(std::move(ready));
   });
@@ -120,7 +121,8 @@ void Node::CheckFeasible(const TaskSpec& spec) const {
 }
 
 ObjectId Node::Submit(TaskRequest&& request) {
-  TaskSpec spec;
+  auto shared_spec = std::make_shared<TaskSpec>();
+  TaskSpec& spec = *shared_spec;
   spec.function = std::move(request.function);
   const bool named = !request.name.empty();
   spec.name = named ? std::move(request.name) : spec.function;
@@ -184,7 +186,8 @@ ObjectId Node::Submit(TaskRequest&& request) {
   const int num_returns = spec.num_returns;
   // Its values may come back as soon as the head has the task: listen first.
   if (spec.streaming) streams_.Register(id, spec.generator_backpressure);
-  refs_.Adopt(id, SubmitTask{std::move(spec)}, num_returns);  // the returned ObjectRefs'
+  puller_.ExpectResults(id, num_returns);  // the head tells us of them: Get need not ask
+  refs_.Adopt(id, SubmitTask{std::move(shared_spec)}, num_returns);  // the returned ObjectRefs'
   if (request.timeout_ms >= 0) timeouts_.Add(id, request.timeout_ms);
   return id;
 }

@@ -24,13 +24,31 @@ void ThrowStored(MemoryStore& store, ObjectId id, const ErrorInfo& e) {
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }
 
+void ObjectPuller::ExpectResults(ObjectId first, int count) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  for (int i = 0; i < count; ++i) expected_.emplace(ReturnId(first, i), false);
+}
+
+void ObjectPuller::Released(ObjectId id) {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  if (!expected_.empty()) expected_.erase(id);
+}
+
 void ObjectPuller::Request(std::span<const ObjectId> ids) {
   Subscribe sub;
   {
     auto here = store_.Contains(ids);
     std::lock_guard<AdaptiveMutex> lock(mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (here[i] || !requested_.insert(ids[i]).second) continue;
+      if (here[i]) continue;
+      if (!expected_.empty()) {
+        auto e = expected_.find(ids[i]);
+        if (e != expected_.end()) {
+          e->second = true;  // the head's word is on its way
+          continue;
+        }
+      }
+      if (!requested_.insert(ids[i]).second) continue;
       sub.ids.push_back(ids[i]);
     }
   }
@@ -44,6 +62,23 @@ void ObjectPuller::Forget(ObjectId id, bool fetching) {
 }
 
 void ObjectPuller::OnObjectReady(ObjectReady&& m) {
+  bool waited = false;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mu_);
+    if (!expected_.empty()) {
+      auto e = expected_.find(m.id);
+      if (e != expected_.end()) {
+        waited = e->second;
+        expected_.erase(e);
+      }
+    }
+  }
+  if (m.notice) {
+    // A large result of ours is ready elsewhere: subscribe now if something waits for it
+    // (the head assigns a copy); a later Get subscribes itself.
+    if (waited) Request({&m.id, 1});
+    return;
+  }
   if (m.failed) {
     Forget(m.id, false);
     store_.PutError(m.id, std::move(m.error));

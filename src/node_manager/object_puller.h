@@ -6,6 +6,7 @@
 // back (AddLocation), so the copy it drew from can serve the next reader. Thread-safe.
 
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -22,7 +23,14 @@ class ObjectPuller {
   ObjectPuller(int rank, MemoryStore& store, ObjectFetcher* fetcher, ToHead to_head)
       : rank_(rank), store_(store), fetcher_(fetcher), to_head_(std::move(to_head)) {}
 
-  /// Makes sure each id not held here is on its way (one subscription per id).
+  /// Results of tasks this rank submitted: the head tells this rank of each (the value, the
+  /// failure, or a notice that a large one is ready) while it holds a ref, so Request
+  /// does not subscribe to them. Call before the task is sent.
+  void ExpectResults(ObjectId first, int count);
+  /// This rank let go of its last ref to `id`: the head will not tell it of the result.
+  void Released(ObjectId id);
+  /// Makes sure each id not held here is on its way (one subscription per id; none for
+  /// an expected result).
   void Request(std::span<const ObjectId> ids);
   /// The head's answer to a subscription: a value, a failure, or where to pull from.
   void OnObjectReady(ObjectReady&& m);
@@ -40,6 +48,8 @@ class ObjectPuller {
   AdaptiveMutex mu_;
   std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
   std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank
+  // Expected results not heard of yet; true once a reader waits for one.
+  std::unordered_map<ObjectId, bool> expected_;
 };
 
 /// Throws the prism exception for an object's stored error (ObjectLostError, ActorError,

@@ -36,6 +36,7 @@ void ReferenceCounter::Remove(ObjectId id, bool defer) {
   if (--it->second == 0) {
     refs_.erase(it);
     to_head_(RefUpdate{{}, {id}});
+    if (released_) released_(id);
   }
 }
 

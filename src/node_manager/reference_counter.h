@@ -17,6 +17,8 @@ class ReferenceCounter {
  public:
   using ToHead = std::function<void(Message&&)>;
   explicit ReferenceCounter(ToHead to_head) : to_head_(std::move(to_head)) {}
+  /// Called (under this table's lock) with each id whose last ref here went.
+  void SetReleasedHook(std::function<void(ObjectId)> hook) { released_ = std::move(hook); }
 
   /// A new object made here, with the one ObjectRef the caller returns. `announce` (its
   /// SubmitTask or PutObject) goes to the head under the lock, so no release of the object
@@ -36,6 +38,7 @@ class ReferenceCounter {
 
  private:
   ToHead to_head_;
+  std::function<void(ObjectId)> released_;
   AdaptiveMutex mu_;
   std::unordered_map<ObjectId, int64_t> refs_;
 };

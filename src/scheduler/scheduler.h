@@ -102,7 +102,10 @@ class Scheduler {
   // A resource in neither this nor held_by_all_ is on no rank.
   std::unordered_map<std::string, std::vector<int>> holders_;
   std::set<std::string> held_by_all_;
+  /// mean_ns_'s entry for `function`, or nullptr.
+  const std::pair<const std::string, double>* FindMean(const std::string& function) const;
   std::unordered_map<std::string, double> mean_ns_;  // EWMA of run time per function
+  mutable const std::pair<const std::string, double>* last_mean_ = nullptr;  // FindMean's last
   int next_ = 0;
   int next_spread_ = 0;  // where the next SPREAD task starts looking
 };

@@ -65,6 +65,7 @@ struct Enc {
     }
   }
   void operator()(const std::shared_ptr<const TaskSpec>& t) { (*this)(*t); }
+  void operator()(const std::shared_ptr<TaskSpec>& t) { (*this)(*t); }
 };
 
 struct Dec {
@@ -134,6 +135,10 @@ struct Dec {
     (*this)(*spec);
     t = std::move(spec);
   }
+  void operator()(std::shared_ptr<TaskSpec>& t) {
+    t = std::make_shared<TaskSpec>();
+    (*this)(*t);
+  }
 };
 
 template <typename F> void Fields(SubmitTask& m, F&& f) { f(m.spec); }
@@ -149,7 +154,7 @@ template <typename F> void Fields(PutObject& m, F&& f) {
 template <typename F> void Fields(RefUpdate& m, F&& f) { f(m.add); f(m.remove); }
 template <typename F> void Fields(Subscribe& m, F&& f) { f(m.ids); }
 template <typename F> void Fields(ObjectReady& m, F&& f) {
-  f(m.id); f(m.inline_value); f(m.size); f(m.holders); f(m.failed); f(m.error);
+  f(m.id); f(m.inline_value); f(m.size); f(m.holders); f(m.failed); f(m.error); f(m.notice);
 }
 template <typename F> void Fields(FetchRequest& m, F&& f) { f(m.id); f(m.tag); }
 template <typename F> void Fields(FetchReply& m, F&& f) { f(m.id); f(m.tag); f(m.found); f(m.size); }

@@ -27,9 +27,13 @@ TEST_F(GeneratorHead, EachReturnIsAnObjectWithItsOwnLifetime) {
   done.more_returns = {large, small};
   head_.Handle(rank, std::move(done));
   auto pushed = Take<ObjectReady>();
-  ASSERT_EQ(pushed.size(), 2u) << "the small returns go to the submitter, which holds them";
+  ASSERT_EQ(pushed.size(), 3u) << "the submitter, which holds them, hears of every return";
   EXPECT_EQ(pushed[0].second.id, ObjectId(10));
-  EXPECT_EQ(pushed[1].second.id, ObjectId(12));
+  EXPECT_TRUE(pushed[0].second.inline_value);
+  EXPECT_EQ(pushed[1].second.id, ObjectId(11));
+  EXPECT_TRUE(pushed[1].second.notice) << "the large one stays where it is: a notice";
+  EXPECT_EQ(pushed[2].second.id, ObjectId(12));
+  EXPECT_TRUE(pushed[2].second.inline_value);
   EXPECT_EQ(head_.NumObjects(), 3u);
   // Dropping return 1 frees it alone, on the rank that holds it.
   head_.Handle(0, RefUpdate{{}, {ObjectId(11)}});

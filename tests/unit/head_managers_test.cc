@@ -23,6 +23,8 @@
 namespace prism::internal {
 namespace {
 
+std::vector<int> Ranks(const RankList& ranks) { return {ranks.begin(), ranks.end()}; }
+
 Payload Bytes(const char* s) { return std::make_shared<const Buffer>(s, std::char_traits<char>::length(s)); }
 ResourceSet Cpus(double n) { return ResourceSet({{"CPU", n}}); }
 
@@ -123,11 +125,16 @@ TEST_F(ObjectManagerTest, SubscriberToAPendingObjectIsToldWhenResolveMarksItRead
   TaskDone large = LargeResult(2);
   objects_.Resolve(ObjectId(2), large, nullptr, /*from=*/1, 0);
   ready = Take<ObjectReady>();
-  ASSERT_EQ(ready.size(), 1u) << "large results are not pushed to the submitter";
-  EXPECT_EQ(ready[0].first, 3);
-  EXPECT_EQ(ready[0].second.holders, std::vector<int>{1});
-  EXPECT_EQ(ready[0].second.size, uint64_t{64} << 20);
-  EXPECT_EQ(objects_.Find(ObjectId(2))->locations, std::vector<int>{1});
+  ASSERT_EQ(ready.size(), 2u) << "the submitter gets a notice, the subscriber a copy to pull";
+  EXPECT_EQ(ready[0].first, 0);
+  EXPECT_TRUE(ready[0].second.notice) << "a large result is not pushed to its submitter";
+  EXPECT_FALSE(ready[0].second.inline_value);
+  EXPECT_TRUE(ready[0].second.holders.empty()) << "it subscribes if something reads it";
+  EXPECT_EQ(ready[1].first, 3);
+  EXPECT_FALSE(ready[1].second.notice);
+  EXPECT_EQ(ready[1].second.holders, std::vector<int>{1});
+  EXPECT_EQ(ready[1].second.size, uint64_t{64} << 20);
+  EXPECT_EQ(Ranks(objects_.Find(ObjectId(2))->locations), std::vector<int>{1});
 }
 
 TEST_F(ObjectManagerTest, FailedResultReachesSubscribersAndTheSubmitterWithItsError) {
@@ -164,7 +171,7 @@ TEST_F(ObjectManagerTest, InlineResultIsPushedToTheSubmitterWhichIsThenFreedLike
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].first, 3);
   ASSERT_TRUE(ready[0].second.inline_value);
-  EXPECT_EQ(objects_.Find(ObjectId(1))->locations, std::vector<int>{3})
+  EXPECT_EQ(Ranks(objects_.Find(ObjectId(1))->locations), std::vector<int>{3})
       << "the submitter caches the value: it is a location";
 
   std::vector<FreedObject> freed;
@@ -216,7 +223,7 @@ TEST_F(ObjectManagerTest, LargeObjectReadByFiveRanksIsServedAsATree) {
 
   // Rank 1 has a copy now: the waiting readers spread over both copies.
   objects_.OnPullDone(1, AddLocation{ObjectId(9), true});
-  EXPECT_EQ(e->locations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(Ranks(e->locations), (std::vector<int>{0, 1}));
   ready = Take<ObjectReady>();
   ASSERT_EQ(ready.size(), 3u) << "2 copies x 2 slots, 1 of them still busy: 3 free";
   EXPECT_EQ(ready[0].first, 3);
@@ -234,11 +241,11 @@ TEST_F(ObjectManagerTest, LargeObjectReadByFiveRanksIsServedAsATree) {
 
   // A failed pull frees its slot without adding a copy.
   objects_.OnPullDone(2, AddLocation{ObjectId(9), false});
-  EXPECT_EQ(e->locations, (std::vector<int>{0, 1}));
+  EXPECT_EQ(Ranks(e->locations), (std::vector<int>{0, 1}));
   EXPECT_EQ(e->pulls.size(), 3u);
   for (int r : {3, 4, 5}) objects_.OnPullDone(r, AddLocation{ObjectId(9), true});
   EXPECT_TRUE(e->pulls.empty());
-  EXPECT_EQ(e->locations, (std::vector<int>{0, 1, 3, 4, 5}));
+  EXPECT_EQ(Ranks(e->locations), (std::vector<int>{0, 1, 3, 4, 5}));
   // A reader with a copy is answered at once, with every copy, and pulls nothing.
   objects_.OnSubscribe(4, Subscribe{{ObjectId(9)}});
   ready = Take<ObjectReady>();
@@ -322,7 +329,7 @@ TEST_F(ObjectManagerTest, TaskUsesKeepAnObjectAliveUntilTheLastOneGoes) {
   objects_.RemoveTaskUse(ObjectId(5), freed);
   ASSERT_EQ(freed.size(), 1u);
   EXPECT_EQ(freed[0].id, ObjectId(5));
-  EXPECT_EQ(freed[0].locations, std::vector<int>{2});
+  EXPECT_EQ(Ranks(freed[0].locations), std::vector<int>{2});
   objects_.Free(freed);
   auto frees = Take<FreeObjects>();
   ASSERT_EQ(frees.size(), 1u);

@@ -154,7 +154,7 @@ TEST(ObjectDirectoryTest, FreedWhenLastHolderGoesAndNotBefore) {
   d.RemoveHolder(id, 1, freed);
   ASSERT_EQ(freed.size(), 1u);
   EXPECT_EQ(freed[0].id, id);
-  EXPECT_EQ(freed[0].locations, (std::vector<int>{0, 2}));
+  EXPECT_EQ(std::vector<int>(freed[0].locations.begin(), freed[0].locations.end()), (std::vector<int>{0, 2}));
   EXPECT_EQ(d.Find(id), nullptr);
 }
 

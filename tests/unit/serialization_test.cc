@@ -258,7 +258,7 @@ TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
   EncodeMessage(Heartbeat{}, batch);
   auto msgs = DecodeBatch(batch.data(), batch.size());
   ASSERT_EQ(msgs.size(), 3u);
-  const auto& s = std::get<SubmitTask>(msgs[0]).spec;
+  const auto& s = *std::get<SubmitTask>(msgs[0]).spec;
   EXPECT_EQ(s.id, spec.id);
   EXPECT_EQ(s.name, "my add");
   EXPECT_EQ(s.args[1].ref, ObjectId(9));
@@ -281,7 +281,7 @@ TEST(MessageCodecTest, StrategyNamespaceAndCallRetriesTravelAndUnknownStrategies
   EncodeMessage(SubmitTask{spec}, batch);
   auto msgs = DecodeBatch(batch.data(), batch.size());
   ASSERT_EQ(msgs.size(), 1u);
-  const auto& s = std::get<SubmitTask>(msgs[0]).spec;
+  const auto& s = *std::get<SubmitTask>(msgs[0]).spec;
   EXPECT_EQ(s.strategy.kind, SchedulingStrategy::Kind::kNodeAffinity);
   EXPECT_EQ(s.strategy.rank, 2);
   EXPECT_TRUE(s.strategy.soft);
