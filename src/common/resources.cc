@@ -43,13 +43,28 @@ bool ResourceSet::FitsInScaled(const ResourceSet& capacity, int64_t scale) const
   return true;
 }
 
-void ResourceSet::Add(const ResourceSet& other) {
-  for (const auto& [name, amount] : other.entries_) Set(name, Get(name) + amount);
+void ResourceSet::Combine(const ResourceSet& other, int64_t sign) {
+  // Both sorted: one merge pass, updating in place (no zeros kept).
+  size_t i = 0;
+  for (const auto& [name, amount] : other.entries_) {
+    while (i < entries_.size() && entries_[i].first < name) ++i;
+    if (i < entries_.size() && entries_[i].first == name) {
+      entries_[i].second += sign * amount;
+      if (entries_[i].second == 0) {
+        entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    } else if (amount != 0) {
+      entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(i), {name, sign * amount});
+      ++i;
+    }
+  }
 }
 
-void ResourceSet::Subtract(const ResourceSet& other) {
-  for (const auto& [name, amount] : other.entries_) Set(name, Get(name) - amount);
-}
+void ResourceSet::Add(const ResourceSet& other) { Combine(other, 1); }
+
+void ResourceSet::Subtract(const ResourceSet& other) { Combine(other, -1); }
 
 std::map<std::string, double> ResourceSet::ToMap() const {
   std::map<std::string, double> out;

@@ -22,6 +22,9 @@ inline int64_t ToUnits(double amount) {
 }
 inline double FromUnits(int64_t units) { return static_cast<double>(units) / kResourceUnit; }
 
+/// "CPU", made once (a literal would build a std::string per look-up on hot paths).
+inline const std::string kCpuName = "CPU";
+
 class ResourceSet {
  public:
   ResourceSet() = default;
@@ -46,6 +49,7 @@ class ResourceSet {
   }
 
  private:
+  void Combine(const ResourceSet& other, int64_t sign);
   std::vector<std::pair<std::string, int64_t>> entries_;  // sorted by name, no zeros kept
 };
 

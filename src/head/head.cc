@@ -52,6 +52,15 @@ void Head::Post(int from, Message&& msg) {
     OnHeadCall(from, std::move(*call));  // its caller waits for the answer anyway
     return;
   }
+  if (!has_posted_.load(std::memory_order_seq_cst) && mu_.try_lock()) {
+    // Nobody holds the head and nothing waits in the queue: handle it now, without
+    // queueing. (A message this thread posted earlier was drained already: the queue was
+    // empty, and the thread that drained it has let go of the lock.)
+    DrainPosted();  // what others posted between the look and the lock goes first
+    HandleLocked(from, std::move(msg));
+    UnlockAndDrain();
+    return;
+  }
   {
     std::lock_guard<AdaptiveMutex> lock(posted_mu_);
     posted_.emplace_back(from, std::move(msg));

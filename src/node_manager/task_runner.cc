@@ -24,7 +24,7 @@ struct ThreadTask {
   int depth = 0;
   TaskId id;
   const std::string* name = nullptr;  // the running spec's
-  ResourceSet demand;
+  const ResourceSet* demand = nullptr;  // the running spec's
   CoreApi* core = nullptr;
   // What the task or its actor holds: Execute's own grant (a pointer, so that ThreadTask
   // stays trivially destructible and its accesses need no thread_local init guard).
@@ -116,7 +116,7 @@ bool TaskRunner::InTask() { return t_task.active; }
 
 bool TaskRunner::Block() {
   if (!t_task.active || t_task.in_actor) return false;  // actor threads hold no executor slot
-  if (!executor_->Block(t_task.demand)) {
+  if (!executor_->Block(*t_task.demand)) {
     throw RuntimeError(
         "prism: task " + *t_task.name + " (nesting depth " + std::to_string(t_task.depth) +
         ") cannot wait in Get/Wait on rank " + std::to_string(rank_) + ": " +
@@ -130,7 +130,7 @@ bool TaskRunner::Block() {
 }
 
 void TaskRunner::Unblock() {
-  executor_->Unblock(t_task.demand);
+  executor_->Unblock(*t_task.demand);
   to_head_(TaskBlocked{t_task.id, false});
 }
 
@@ -429,7 +429,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   t_task.actor_restarted = host != nullptr && host->incarnation() > 0;
   t_task.id = spec.id;
   t_task.name = &spec.name;
-  t_task.demand = spec.demand;
+  t_task.demand = &spec.demand;
   t_task.core = core_;
   GpuGrant gpus;  // filled once the arguments are here
   t_task.gpus = &gpus;

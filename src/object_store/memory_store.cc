@@ -1,6 +1,6 @@
 #include "object_store/memory_store.h"
 
-#include "common/spin_wait.h"
+#include <sched.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -140,6 +140,7 @@ void MemoryStore::RemoveSpillFiles() {
 std::string MemoryStore::PathOf(ObjectId id) const { return spill_dir_ + "/" + id.Hex(); }
 
 void MemoryStore::Arrived(ObjectId id) {
+  arrivals_.fetch_add(1, std::memory_order_release);  // wakes WaitFor's look
   if (!callbacks_.empty()) {
     auto cb = callbacks_.find(id);
     if (cb != callbacks_.end()) {
@@ -150,15 +151,16 @@ void MemoryStore::Arrived(ObjectId id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
   for (Waiter* w : it->second) {
-    if (++w->have == w->need) {
-      w->done.store(true, std::memory_order_release);
-      w->cv.notify_one();
-    }
+    if (++w->have == w->need) w->cv.notify_one();
   }
   waiters_.erase(it);
 }
 
 void MemoryStore::Touch(Entry& e, ObjectId id) {
+  // Spilling a small value frees next to nothing (Ray keeps such values in the owner's
+  // memory store, never spilled): they stay out of the LRU, which saves a list node per
+  // task result.
+  if (e.size < kMinSpillBytes) return;
   if (e.in_lru) {
     lru_.splice(lru_.end(), lru_, e.lru);
   } else {
@@ -264,8 +266,7 @@ void MemoryStore::Put(ObjectId id, Payload value) {
   for (bool made_room = false;; made_room = true) {
     {
       std::lock_guard<AdaptiveMutex> lock(mu_);
-      auto it = objects_.find(id);
-      if (it != objects_.end()) return;  // a copy is here already
+      if (objects_.count(id) > 0) return;  // a copy is here already
       if (bytes_ + size <= capacity_ || made_room) {
         Entry& e = objects_[id];
         bytes_ += size;
@@ -425,6 +426,31 @@ PresenceFlags MemoryStore::WaitFor(
   if (count >= need) return present;
   if (deadline && *deadline <= std::chrono::steady_clock::now()) return present;
   if (abort != nullptr && abort->load(std::memory_order_acquire)) return present;
+  // A result usually comes within microseconds (a short task, a value on its way): look
+  // again for a while before registering to sleep (a futex wake-up costs several
+  // microseconds here), yielding the core to the threads producing it. Only an arrival
+  // (arrivals_ moved) is worth a look under the lock.
+  {
+    uint64_t seen = arrivals_.load(std::memory_order_acquire);
+    lock.unlock();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kWaitSpinUs);
+    for (;;) {
+      if (abort != nullptr && abort->load(std::memory_order_acquire)) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until || (deadline && now >= *deadline)) break;
+      if (arrivals_.load(std::memory_order_acquire) != seen) {
+        lock.lock();
+        present = Present(ids, count);
+        if (count >= need) return present;
+        seen = arrivals_.load(std::memory_order_acquire);
+        lock.unlock();
+      }
+      sched_yield();
+    }
+    lock.lock();
+    present = Present(ids, count);
+    if (count >= need) return present;
+  }
   Waiter w;
   w.need = need;
   w.have = count;
@@ -436,18 +462,6 @@ PresenceFlags MemoryStore::WaitFor(
   auto done = [&] {
     return w.have >= w.need || (abort != nullptr && abort->load(std::memory_order_acquire));
   };
-  // A result usually comes within microseconds (a short task, a value on its way): look
-  // again for a while before paying for a sleep and a wake-up (a futex round trip costs
-  // several microseconds here), yielding the core to the threads producing it.
-  lock.unlock();
-  SpinWhile(
-      [&] {
-        return !w.done.load(std::memory_order_acquire) &&
-               !(abort != nullptr && abort->load(std::memory_order_acquire)) &&
-               (!deadline || std::chrono::steady_clock::now() < *deadline);
-      },
-      kWaitSpinUs);
-  lock.lock();
   if (deadline) {
     w.cv.wait_until(lock, *deadline, done);
   } else {

@@ -50,6 +50,8 @@ class MemoryStore {
  public:
   /// How long WaitFor looks again before it sleeps (see WaitFor).
   static constexpr int kWaitSpinUs = 50;
+  /// Values smaller than this are never spilled (see Touch).
+  static constexpr uint64_t kMinSpillBytes = 4096;
   /// `capacity` bytes in memory; `spill_dir` is created on first spill (empty: never spill).
   explicit MemoryStore(uint64_t capacity = UINT64_MAX, std::string spill_dir = "");
   ~MemoryStore();
@@ -111,7 +113,6 @@ class MemoryStore {
     size_t need = 0;
     size_t have = 0;
     const std::atomic<bool>* abort = nullptr;
-    std::atomic<bool> done{false};  // have reached need: read by the spin before the sleep
     std::condition_variable_any cv;
   };
   struct Entry {
@@ -139,6 +140,7 @@ class MemoryStore {
   AdaptiveMutex mu_;
   std::unordered_map<ObjectId, Entry> objects_;
   std::unordered_map<ObjectId, std::vector<Waiter*>> waiters_;
+  std::atomic<uint64_t> arrivals_{0};  // objects stored or failed so far (WaitFor's spin)
   std::vector<Waiter*> abortable_;  // waits with an abort flag (a cancel wakes them)
   std::unordered_map<ObjectId, std::vector<ReadyCallback>> callbacks_;
   std::function<void(std::vector<ReadyCallback>&&)> sink_;

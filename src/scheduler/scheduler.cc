@@ -78,8 +78,8 @@ std::string Scheduler::DescribeInfeasible(const ResourceSet& demand) const {
 
 double Scheduler::Load(int rank) const {
   const auto& r = ranks_[rank];
-  double cap = FromUnits(r.capacity.Get("CPU"));
-  double used = FromUnits(r.committed.Get("CPU"));
+  double cap = FromUnits(r.capacity.Get(kCpuName));
+  double used = FromUnits(r.committed.Get(kCpuName));
   return used / std::max(cap, 1.0);
 }
 
@@ -99,7 +99,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
   const int n = NumRanks();
   // Past this load no rank can take the demand's CPUs, whatever its capacity: a rank of
   // capacity c at load l has c * (depth - l) CPUs left (c >= 1), or less (c < 1).
-  const double cpu = FromUnits(demand.Get("CPU"));
+  const double cpu = FromUnits(demand.Get(kCpuName));
   const double max_load = static_cast<double>(depth) - cpu / std::max(max_cpu_, 1.0) + 1e-9;
   if (cpu > 0 && !by_load_.empty() && by_load_.begin()->first > max_load) return -1;  // full
   using Kind = SchedulingStrategy::Kind;
@@ -162,7 +162,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
 }
 
 bool Scheduler::MayHaveRoom(const ResourceSet& demand) const {
-  const double cpu = FromUnits(demand.Get("CPU"));
+  const double cpu = FromUnits(demand.Get(kCpuName));
   return cpu <= 0 || by_load_.empty() ||
          by_load_.begin()->first <= 1.0 - cpu / std::max(max_cpu_, 1.0) + 1e-9;
 }
