@@ -102,15 +102,27 @@ void TaskManager::RouteActorCall(Task& task) {
   send_(route.rank, std::move(out));
 }
 
+std::deque<TaskId>& TaskManager::QueueOf(const TaskSpec& spec) {
+  const ClassFields& c = last_class_;
+  if (last_queue_ != nullptr && spec.function == c.function && spec.demand == c.demand &&
+      spec.placement_group == c.placement_group && spec.bundle_index == c.bundle_index &&
+      spec.strategy.kind == c.strategy.kind && spec.strategy.rank == c.strategy.rank &&
+      spec.strategy.soft == c.strategy.soft) {
+    return *last_queue_;
+  }
+  last_queue_ = &queues_[ClassKey(spec)];
+  last_class_ = {spec.function, spec.demand, spec.placement_group, spec.bundle_index, spec.strategy};
+  return *last_queue_;
+}
+
 void TaskManager::Enqueue(TaskId id, int64_t now) {
   Task& task = tasks_.at(id);
   if (now == 0) now = WallNowNs();
   task.times[static_cast<size_t>(TaskPhase::kPendingNode)] = now;
   if (queued_ == 0 && TryDispatch(task, now)) return;  // common case: nothing ahead of it
-  auto key = ClassKey(*task.spec);
-  auto it = queues_.find(key);
-  if ((it == queues_.end() || it->second.empty()) && TryDispatch(task, now)) return;
-  queues_[key].push_back(id);
+  std::deque<TaskId>& queue = QueueOf(*task.spec);
+  if (queue.empty() && TryDispatch(task, now)) return;
+  queue.push_back(id);
   ++queued_;
 }
 

@@ -100,6 +100,9 @@ class TaskManager {
   void RecordEnded(const Task& task, const TaskDone& done, const std::shared_ptr<ErrorInfo>& failure,
                    int from);
   static std::string ClassKey(const TaskSpec& spec);
+  /// The queue of `spec`'s scheduling class. Tasks come in runs of one class: the last
+  /// class's queue is found by comparing fields, without building its key.
+  std::deque<TaskId>& QueueOf(const TaskSpec& spec);
   void Cancel(TaskId id, bool recursive, const ErrorInfo& error);
 
   SendFn send_;
@@ -111,8 +114,17 @@ class TaskManager {
   std::unordered_map<TaskId, Task> tasks_;
   std::unordered_map<TaskId, Generator> generators_;  // live streaming generator tasks
   // Ready tasks that found no room, FIFO per scheduling class (function + demand).
-  std::map<std::string, std::deque<TaskId>> queues_;
+  std::map<std::string, std::deque<TaskId>> queues_;  // never erased: QueueOf keeps a pointer
   size_t queued_ = 0;
+  struct ClassFields {
+    std::string function;
+    ResourceSet demand;
+    std::string placement_group;
+    int bundle_index = -1;
+    SchedulingStrategy strategy;
+  };
+  ClassFields last_class_;  // QueueOf's last class, whose queue is last_queue_
+  std::deque<TaskId>* last_queue_ = nullptr;
 };
 
 }  // namespace prism::internal

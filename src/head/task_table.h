@@ -90,7 +90,11 @@ class TaskTable {
     uint64_t failed = 0;
   };
   std::pair<const std::string, Counts>& Slot(const std::string& function) {
-    return *counts_.try_emplace(function).first;
+    // Tasks end in runs of one function: compare with the last one before hashing.
+    if (last_slot_ == nullptr || last_slot_->first != function) {
+      last_slot_ = &*counts_.try_emplace(function).first;  // nodes never move
+    }
+    return *last_slot_;
   }
   /// Ended records, oldest first.
   template <typename F>
@@ -103,6 +107,7 @@ class TaskTable {
   std::vector<TaskRecord> ended_;
   size_t next_ = 0;
   std::unordered_map<std::string, Counts> counts_;  // by function; nodes never move
+  std::pair<const std::string, Counts>* last_slot_ = nullptr;  // Slot's last
 };
 
 }  // namespace prism::internal
