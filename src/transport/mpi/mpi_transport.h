@@ -9,7 +9,8 @@
 //   * Fetch(): FetchRequest to the holder, which answers FetchReply(size) and then the
 //     bytes on a tag private to that fetch, in chunks of at most kChunkBytes (so objects
 //     over 2 GiB work despite MPI's int counts).
-//   * Idle back-off: after kSpinNs without work the thread sleeps on a condition variable
+//   * Idle back-off: after kSpinNs without work (up to kMaxSpinNs, yielding, when traffic
+//     came back after a pause of up to half that: see Loop) the thread sleeps on a condition variable
 //     for growing periods (up to kMaxSleepNs, and kLongIdleSleepNs after a quiet second),
 //     woken early by Send/Fetch. An idle rank thus costs about one MPI_Improbe per 10 ms
 //     (measured: ~0.2% of a core). Open MPI's blocking receives busy-poll, so they cannot
@@ -41,6 +42,7 @@ class MpiTransport : public ObjectFetcher {
   static constexpr int kFirstDataTag = 100;
   static constexpr uint64_t kChunkBytes = 1ULL << 28;  // 256 MiB
   static constexpr int64_t kSpinNs = 500'000;
+  static constexpr int64_t kMaxSpinNs = 4'000'000;  // the spin widened for periodic traffic
   static constexpr int64_t kMaxSleepNs = 2'000'000;
   static constexpr int64_t kLongIdleNs = 1'000'000'000;
   static constexpr int64_t kLongIdleSleepNs = 10'000'000;
@@ -104,6 +106,7 @@ class MpiTransport : public ObjectFetcher {
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
 
+  bool one_core_ = false;  // this process may run on one core only (Start)
   // Progress-thread only:
   std::vector<PendingSend> pending_sends_;
   std::unordered_map<uint32_t, PendingFetch> fetches_;  // by tag
