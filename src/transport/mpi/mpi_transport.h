@@ -11,7 +11,8 @@
 //     over 2 GiB work despite MPI's int counts).
 //   * Idle back-off: after kSpinNs without work (up to kMaxSpinNs, yielding, when traffic
 //     came back after a pause of up to half that: see Loop) the thread sleeps on a condition variable
-//     for growing periods (up to kMaxSleepNs, and kLongIdleSleepNs after a quiet second),
+//     for growing periods (up to kMaxSleepNs, kLongIdleSleepNs after a quiet second, twice
+//     that after 5 s),
 //     woken early by Send/Fetch. An idle rank thus costs about one MPI_Improbe per 10 ms
 //     (measured: ~0.2% of a core). Open MPI's blocking receives busy-poll, so they cannot
 //     be used for waiting.
@@ -100,6 +101,7 @@ class MpiTransport : public ObjectFetcher {
 
   std::mutex out_mu_;
   std::map<int, Buffer> outbox_;
+  bool outbox_work_ = false;  // the outbox holds more than heartbeats (out_mu_)
   std::deque<PendingFetch> queued_fetches_;
   std::atomic<bool> has_work_{false};
   std::atomic<bool> sleeping_{false};
