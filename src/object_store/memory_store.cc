@@ -429,8 +429,9 @@ PresenceFlags MemoryStore::WaitFor(
   // A result usually comes within microseconds (a short task, a value on its way): look
   // again for a while before registering to sleep (a futex wake-up costs several
   // microseconds here), yielding the core to the threads producing it. Only an arrival
-  // (arrivals_ moved) is worth a look under the lock.
-  {
+  // (arrivals_ moved) is worth a look under the lock. Not for a wait on many objects:
+  // those take longer, and each look goes over every id.
+  if (need - count <= kWaitSpinMaxMissing) {
     uint64_t seen = arrivals_.load(std::memory_order_acquire);
     lock.unlock();
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kWaitSpinUs);

@@ -50,6 +50,8 @@ class MemoryStore {
  public:
   /// How long WaitFor looks again before it sleeps (see WaitFor).
   static constexpr int kWaitSpinUs = 50;
+  /// WaitFor spins only when at most this many objects are missing.
+  static constexpr size_t kWaitSpinMaxMissing = 16;
   /// Values smaller than this are never spilled (see Touch).
   static constexpr uint64_t kMinSpillBytes = 4096;
   /// `capacity` bytes in memory; `spill_dir` is created on first spill (empty: never spill).
