@@ -163,7 +163,7 @@ echo "start: $(uptime | sed 's/^ *//')"
 
 # ---- tasks, actors, objects -----------------------------------------------------------
 step prism_micro prism "${mpirun_cmd[@]}" -n "$ranks" "$micro" "${micro_args[@]}" \
-  --filter=single_client_tasks_async,single_client_tasks_sync,1_1_actor_calls_sync,single_client_put_gigabytes,cross_rank_get \
+  --filter=single_client_tasks_async,single_client_tasks_sync,1_1_actor_calls_sync,1_1_actor_calls_async,single_client_put_gigabytes,cross_rank_get,idle_rank_cpu \
   --async-batch="$tasks" --put-bytes="$object_bytes" --json="$work/prism_micro.json"
 
 if py="$(find_python distributed numpy)"; then

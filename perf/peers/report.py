@@ -329,6 +329,15 @@ def main():
     print("Notes:")
     for i, r in enumerate(rows, 1):
         print(f"  {i:2}. {r['workload']} vs {r['peer']}: {r['note']}")
+    targets = [b for b in (micro or {}).get("benchmarks", []) if b.get("target")]
+    if targets:
+        print()
+        print("Prism's own targets (prism_microbenchmark, same run):")
+        for b in targets:
+            verdict = ("MET" if b.get("target_met") else "NOT MET") if b.get("target_verdict_valid", True) \
+                else "no verdict (quick mode)"
+            print(f"  {b['name']:<32} {b['median']:>12,.4g} {b.get('unit', ''):<12} "
+                  f"{b['target']:<48} {verdict}")
     print()
     print("Steps (seconds, load average before -> after):")
     for s in steps:
