@@ -167,7 +167,7 @@ void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
   auto named = names_.find({actor.creation->actor_namespace, actor.name});
   if (!actor.name.empty() && named != names_.end() && named->second == id) {
     names_.erase(named);
-    std::vector<FreedObject> freed;
+    FreedList freed;
     objects_.RemoveHolder(id, -1, freed);
     objects_.Free(freed);
   }

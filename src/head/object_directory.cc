@@ -47,7 +47,7 @@ void ObjectDirectory::SetContained(ObjectId id, std::vector<ObjectId> contained)
   e->contained = std::move(contained);
 }
 
-void ObjectDirectory::RemoveHolder(ObjectId id, int rank, std::vector<FreedObject>& freed) {
+void ObjectDirectory::RemoveHolder(ObjectId id, int rank, FreedList& freed) {
   auto* e = Find(id);
   if (e == nullptr) return;
   auto it = std::find(e->holders.begin(), e->holders.end(), rank);
@@ -56,21 +56,21 @@ void ObjectDirectory::RemoveHolder(ObjectId id, int rank, std::vector<FreedObjec
   MaybeFree(id, freed);
 }
 
-void ObjectDirectory::RemoveTaskUse(ObjectId id, std::vector<FreedObject>& freed) {
+void ObjectDirectory::RemoveTaskUse(ObjectId id, FreedList& freed) {
   auto* e = Find(id);
   if (e == nullptr) return;
   --e->task_uses;
   MaybeFree(id, freed);
 }
 
-void ObjectDirectory::ProducerDone(ObjectId id, std::vector<FreedObject>& freed) {
+void ObjectDirectory::ProducerDone(ObjectId id, FreedList& freed) {
   auto* e = Find(id);
   if (e == nullptr) return;
   e->producer_pending = false;
   MaybeFree(id, freed);
 }
 
-void ObjectDirectory::MaybeFree(ObjectId id, std::vector<FreedObject>& freed) {
+void ObjectDirectory::MaybeFree(ObjectId id, FreedList& freed) {
   // Iterative: freeing a container may free what it contained, to any depth. Inline room
   // for a few: the usual object contains nothing.
   boost::container::small_vector<ObjectId, 8> work{id};

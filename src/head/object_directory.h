@@ -49,6 +49,8 @@ struct FreedObject {
   ObjectId id;
   RankList locations;
 };
+/// Objects freed by one step: usually one (a result whose last ref went), kept inline.
+using FreedList = boost::container::small_vector<FreedObject, 2>;
 
 class ObjectDirectory {
  public:
@@ -61,13 +63,13 @@ class ObjectDirectory {
   /// Records the refs nested in the object's value; each gets one container ref.
   void SetContained(ObjectId id, std::vector<ObjectId> contained);
   // The calls below may free objects; those are appended to `freed`.
-  void RemoveHolder(ObjectId id, int rank, std::vector<FreedObject>& freed);
-  void RemoveTaskUse(ObjectId id, std::vector<FreedObject>& freed);
-  void ProducerDone(ObjectId id, std::vector<FreedObject>& freed);
+  void RemoveHolder(ObjectId id, int rank, FreedList& freed);
+  void RemoveTaskUse(ObjectId id, FreedList& freed);
+  void ProducerDone(ObjectId id, FreedList& freed);
   size_t Size() const { return objects_.size(); }
 
  private:
-  void MaybeFree(ObjectId id, std::vector<FreedObject>& freed);
+  void MaybeFree(ObjectId id, FreedList& freed);
   std::unordered_map<ObjectId, ObjectEntry> objects_;
 };
 

@@ -33,7 +33,7 @@ void ObjectManager::AddStreamValue(ObjectId id, int consumer, int producer, cons
 
 void ObjectManager::OnRefUpdate(int from, const RefUpdate& m) {
   for (ObjectId id : m.add) objects_.AddHolder(id, from);
-  std::vector<FreedObject> freed;
+  FreedList freed;
   for (ObjectId id : m.remove) objects_.RemoveHolder(id, from, freed);
   Free(freed);
 }
@@ -184,7 +184,7 @@ void ObjectManager::OnPullDone(int from, const AddLocation& m) {
   for (int reader : waiting) AssignPull(m.id, *e, reader);
 }
 
-void ObjectManager::Free(std::vector<FreedObject>& freed) {
+void ObjectManager::Free(FreedList& freed) {
   if (freed.empty()) return;
   if (freed_hook_) {
     for (const auto& f : freed) freed_hook_(f.id);

@@ -58,16 +58,16 @@ class ObjectManager {
   // the list to Free once the caller's own bookkeeping is done.
   void AddTaskUse(ObjectId id) { objects_.AddTaskUse(id); }
   void AddHolder(ObjectId id, int rank) { objects_.AddHolder(id, rank); }
-  void RemoveTaskUse(ObjectId id, std::vector<FreedObject>& freed) { objects_.RemoveTaskUse(id, freed); }
-  void RemoveHolder(ObjectId id, int rank, std::vector<FreedObject>& freed) {
+  void RemoveTaskUse(ObjectId id, FreedList& freed) { objects_.RemoveTaskUse(id, freed); }
+  void RemoveHolder(ObjectId id, int rank, FreedList& freed) {
     objects_.RemoveHolder(id, rank, freed);
   }
-  void ProducerDone(ObjectId id, std::vector<FreedObject>& freed) { objects_.ProducerDone(id, freed); }
+  void ProducerDone(ObjectId id, FreedList& freed) { objects_.ProducerDone(id, freed); }
   void SetContained(ObjectId id, std::vector<ObjectId> contained) {
     objects_.SetContained(id, std::move(contained));
   }
   /// Runs the freed hook for each object, then tells every rank with a copy to drop it.
-  void Free(std::vector<FreedObject>& freed);
+  void Free(FreedList& freed);
 
   size_t Size() const { return objects_.Size(); }
 

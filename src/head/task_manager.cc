@@ -266,7 +266,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
 }
 
 void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
-  std::vector<FreedObject> freed;
+  FreedList freed;
   std::vector<TaskId> failed_dependents;
   std::shared_ptr<ErrorInfo> failure;
   if (!done.ok) failure = std::make_shared<ErrorInfo>(std::move(done.error));

@@ -174,7 +174,7 @@ TEST_F(ObjectManagerTest, InlineResultIsPushedToTheSubmitterWhichIsThenFreedLike
   EXPECT_EQ(Ranks(objects_.Find(ObjectId(1))->locations), std::vector<int>{3})
       << "the submitter caches the value: it is a location";
 
-  std::vector<FreedObject> freed;
+  FreedList freed;
   objects_.ProducerDone(ObjectId(1), freed);
   EXPECT_TRUE(freed.empty()) << "rank 3 still holds a ref";
   objects_.OnRefUpdate(3, RefUpdate{{}, {ObjectId(1)}});
@@ -311,7 +311,7 @@ TEST_F(ObjectManagerTest, FreedHookRunsForEachFreedObjectBeforeFreeObjectsAreSen
   EXPECT_EQ(objects_.Size(), 0u);
 
   // Free of nothing runs no hook and sends nothing.
-  std::vector<FreedObject> none;
+  FreedList none;
   objects_.Free(none);
   EXPECT_EQ(hooked.size(), 2u);
   EXPECT_TRUE(sent_.empty());
@@ -323,7 +323,7 @@ TEST_F(ObjectManagerTest, TaskUsesKeepAnObjectAliveUntilTheLastOneGoes) {
   objects_.AddTaskUse(ObjectId(5));
   objects_.OnRefUpdate(2, RefUpdate{{}, {ObjectId(5)}});
   ASSERT_NE(objects_.Find(ObjectId(5)), nullptr);
-  std::vector<FreedObject> freed;
+  FreedList freed;
   objects_.RemoveTaskUse(ObjectId(5), freed);
   EXPECT_TRUE(freed.empty());
   objects_.RemoveTaskUse(ObjectId(5), freed);

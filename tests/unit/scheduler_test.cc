@@ -146,7 +146,7 @@ TEST(ObjectDirectoryTest, FreedWhenLastHolderGoesAndNotBefore) {
   ObjectId id(1);
   d.Create(id, /*holder=*/0, /*producer_pending=*/false).locations = {0, 2};
   d.AddHolder(id, 1);
-  std::vector<FreedObject> freed;
+  FreedList freed;
   d.RemoveHolder(id, 0, freed);
   EXPECT_TRUE(freed.empty());
   d.RemoveHolder(id, 0, freed);  // a second remove from the same rank is a no-op
@@ -242,7 +242,7 @@ TEST(ObjectDirectoryTest, PendingProducerAndTaskUsesKeepAlive) {
   ObjectId id(7);
   d.Create(id, 0, /*producer_pending=*/true);
   d.AddTaskUse(id);
-  std::vector<FreedObject> freed;
+  FreedList freed;
   d.RemoveHolder(id, 0, freed);
   d.ProducerDone(id, freed);
   EXPECT_TRUE(freed.empty()) << "a pending task still uses it";
@@ -256,7 +256,7 @@ TEST(ObjectDirectoryTest, ContainersKeepNestedObjectsAliveAndFreeThemInCascade) 
   d.Create(inner, 0, false);
   d.Create(outer, 0, false);
   d.SetContained(outer, {inner});
-  std::vector<FreedObject> freed;
+  FreedList freed;
   d.RemoveHolder(inner, 0, freed);
   EXPECT_TRUE(freed.empty()) << "outer's value holds a ref to inner";
   d.RemoveHolder(outer, 0, freed);
