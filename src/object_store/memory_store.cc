@@ -1,6 +1,6 @@
 #include "object_store/memory_store.h"
 
-#include <sched.h>
+#include "common/spin_wait.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -433,21 +433,21 @@ PresenceFlags MemoryStore::WaitFor(
   // those take longer, and each look goes over every id.
   if (need - count <= kWaitSpinMaxMissing) {
     uint64_t seen = arrivals_.load(std::memory_order_acquire);
+    bool ready = false;
     lock.unlock();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kWaitSpinUs);
-    for (;;) {
-      if (abort != nullptr && abort->load(std::memory_order_acquire)) break;
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= until || (deadline && now >= *deadline)) break;
-      if (arrivals_.load(std::memory_order_acquire) != seen) {
-        lock.lock();
-        present = Present(ids, count);
-        if (count >= need) return present;
-        seen = arrivals_.load(std::memory_order_acquire);
-        lock.unlock();
-      }
-      sched_yield();
-    }
+    SpinWhile(
+        [&] {
+          if (abort != nullptr && abort->load(std::memory_order_acquire)) return false;
+          if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
+          if (arrivals_.load(std::memory_order_acquire) == seen) return true;
+          std::lock_guard<AdaptiveMutex> look(mu_);
+          seen = arrivals_.load(std::memory_order_acquire);
+          present = Present(ids, count);
+          ready = count >= need;
+          return !ready;
+        },
+        kWaitSpinUs);
+    if (ready) return present;
     lock.lock();
     present = Present(ids, count);
     if (count >= need) return present;
