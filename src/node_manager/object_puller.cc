@@ -64,6 +64,8 @@ void ObjectPuller::Forget(ObjectId id, bool fetching) {
 void ObjectPuller::OnObjectReady(ObjectReady&& m) {
   bool waited = false;
   {
+    // One look under the lock per result: no longer expected, and, for a value or a
+    // failure (stored just below), no longer requested.
     std::lock_guard<AdaptiveMutex> lock(mu_);
     if (!expected_.empty()) {
       auto e = expected_.find(m.id);
@@ -72,6 +74,7 @@ void ObjectPuller::OnObjectReady(ObjectReady&& m) {
         expected_.erase(e);
       }
     }
+    if (!m.notice && (m.failed || m.inline_value)) requested_.erase(m.id);
   }
   if (m.notice) {
     // A large result of ours is ready elsewhere: subscribe now if something waits for it
@@ -80,10 +83,8 @@ void ObjectPuller::OnObjectReady(ObjectReady&& m) {
     return;
   }
   if (m.failed) {
-    Forget(m.id, false);
     store_.PutError(m.id, std::move(m.error));
   } else if (m.inline_value) {
-    Forget(m.id, false);
     StoreArrived(m.id, std::move(m.inline_value));
   } else {
     StartFetch(m.id, m.holders);
