@@ -8,6 +8,8 @@
 
 namespace prism::internal {
 
+// A class is its function, placement group and bundle, strategy and demand; QueueOf
+// compares the same fields: change both together.
 std::string TaskManager::ClassKey(const TaskSpec& spec) {
   std::string key = spec.function;
   if (!spec.placement_group.empty()) {
