@@ -108,12 +108,10 @@ class ActorTaskCaller : public internal::RequestOptions<ActorTaskCaller<M, kSpli
   }
   /// The same options (SetNumReturns's result).
   explicit ActorTaskCaller(const internal::TaskRequest& request) { request_ = request; }
-  /// As TaskCaller::SetNumReturns: one ref per element of the returned tuple or pair.
+  /// As TaskCaller::SetNumReturns: one ref per element of the returned tuple, pair or
+  /// vector.
   ActorTaskCaller<M, true> SetNumReturns(int n) const {
-    static_assert(internal::TupleLike<ReturnType>::value,
-                  "prism: SetNumReturns(n) needs a method returning a std::tuple or std::pair "
-                  "of n values");
-    internal::CheckNumReturns(request_.function, n, static_cast<int>(std::tuple_size_v<ReturnType>));
+    internal::CheckNumReturns<ReturnType>(request_.function, n);
     internal::TaskRequest request = request_;
     request.num_returns = n;
     return ActorTaskCaller<M, true>(request);
@@ -135,7 +133,7 @@ class ActorTaskCaller : public internal::RequestOptions<ActorTaskCaller<M, kSpli
                   "prism: Remote() got a different number of arguments than the method takes");
     ObjectId id = internal::SubmitRequest<typename Traits::Params>(
         request_, "actor Task(...).Remote", std::forward<Args>(args)...);
-    return internal::RemoteResult<Traits, kSplitReturns>(id);
+    return internal::RemoteResult<Traits, kSplitReturns>(id, request_.num_returns);
   }
 
  private:

@@ -52,7 +52,7 @@ struct RemoteFunction {
   MethodInvoker method;   // &Class::Method
   std::function<void(void*)> destroy;  // deletes what `create` made
   PartsInvoker invoke_parts;  // functions and methods returning a tuple or pair
-  size_t num_parts = 0;       // its size
+  size_t num_parts = 0;       // a tuple's size (0: a vector, n given per call)
   GeneratorInvoker generate;  // streaming generators (first parameter StreamWriter<T>&)
   /// Free functions: the pointer itself and its type, for a caller on this rank that knows
   /// the signature and calls it directly (platform::Invoke: no serialization).
@@ -66,21 +66,46 @@ template <typename... Ts>
 struct TupleLike<std::tuple<Ts...>> : std::true_type {};
 template <typename A, typename B>
 struct TupleLike<std::pair<A, B>> : std::true_type {};
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T, typename A>
+struct IsVector<std::vector<T, A>> : std::true_type {};
+/// A return type SetNumReturns can split into objects of their own: a std::tuple or
+/// std::pair (as many objects as elements), or a std::vector (n given with each call).
+template <typename R>
+inline constexpr bool kSplittable = TupleLike<R>::value || IsVector<R>::value;
 
-/// Serializes each element of a tuple or pair on its own, collecting the refs nested in each.
+/// Serializes each element of a tuple, pair or vector on its own, collecting the refs nested
+/// in each.
 template <typename R>
 void SerializeParts(const R& value, std::vector<Buffer>& parts,
                     std::vector<std::vector<ObjectId>>& contained) {
-  std::apply(
-      [&](const auto&... element) {
-        auto one = [&](const auto& e) {
-          ContainedRefScope scope;
-          parts.push_back(Serialize(e));
-          contained.push_back(scope.Take());
-        };
-        (one(element), ...);
-      },
-      value);
+  auto one = [&](const auto& e) {
+    ContainedRefScope scope;
+    parts.push_back(Serialize(e));
+    contained.push_back(scope.Take());
+  };
+  if constexpr (IsVector<R>::value) {
+    parts.reserve(value.size());
+    contained.reserve(value.size());
+    for (size_t i = 0; i < value.size(); ++i) {
+      const typename R::value_type& e = value[i];  // a copy for std::vector<bool>'s proxies
+      one(e);
+    }
+  } else {
+    std::apply([&](const auto&... element) { (one(element), ...); }, value);
+  }
+}
+
+/// How many objects a split return of type R makes: the tuple's size, or 0 for a vector
+/// (each call gives its own n).
+template <typename R>
+constexpr size_t NumParts() {
+  if constexpr (TupleLike<R>::value) {
+    return std::tuple_size_v<R>;
+  } else {
+    return 0;
+  }
 }
 
 /// Process-wide table of remote functions: name -> function, and function pointer -> name.
@@ -189,8 +214,8 @@ RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
     };
     fn.pointer = reinterpret_cast<void (*)()>(f);
     fn.pointer_type = &typeid(R (*)(Args...));
-    if constexpr (TupleLike<R>::value) {
-      fn.num_parts = std::tuple_size_v<R>;
+    if constexpr (kSplittable<R>) {
+      fn.num_parts = NumParts<R>();
       fn.invoke_parts = [f, name](void*, const std::vector<ByteView>& args, std::vector<Buffer>& parts,
                                   std::vector<std::vector<ObjectId>>& contained) {
         CheckArity(name, sizeof...(Args), args.size());
@@ -236,8 +261,8 @@ RemoteFunction MakeMethod(const std::string& name, Call call) {
     InvokeMethod<C, R, Args...>(call, static_cast<C*>(self), args, out,
                                 std::index_sequence_for<Args...>{});
   };
-  if constexpr (TupleLike<R>::value) {
-    fn.num_parts = std::tuple_size_v<R>;
+  if constexpr (kSplittable<R>) {
+    fn.num_parts = NumParts<R>();
     fn.invoke_parts = [call, name](void* self, const std::vector<ByteView>& args, std::vector<Buffer>& parts,
                                    std::vector<std::vector<ObjectId>>& contained) {
       CheckArity(name, sizeof...(Args), args.size());

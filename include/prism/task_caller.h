@@ -2,6 +2,8 @@
 // prism::Task(f).SetName("x").SetResource("CPU", 2).Remote(args...) -> ObjectRef<R>
 // prism::Task(g).SetNumReturns(2).Remote(args...) -> std::tuple<ObjectRef<A>, ObjectRef<B>>
 //   (g returns std::tuple<A, B>; a std::pair<A, B> gives a std::pair of refs)
+// prism::Task(h).SetNumReturns(n).Remote(args...) -> std::vector<ObjectRef<T>> of n refs
+//   (h returns std::vector<T> of exactly n elements)
 // prism::Task(gen).SetGeneratorBackpressure(8).Remote(args...) -> ObjectRefGenerator<T>
 //   (gen is void(prism::StreamWriter<T>&, Args...): a streaming generator)
 
@@ -9,6 +11,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "prism/generator.h"
 #include "prism/internal/call_options.h"
@@ -47,7 +50,7 @@ template <typename... Ts>
 struct ReturnParts<std::tuple<Ts...>> {
   static constexpr int kCount = sizeof...(Ts);
   using Refs = std::tuple<ObjectRef<Ts>...>;
-  static Refs Make(ObjectId task) {
+  static Refs Make(ObjectId task, int /*n*/) {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return Refs(ObjectRef<Ts>(ReturnId(task, static_cast<int>(I)), ObjectRefBase::Adopt{})...);
     }(std::index_sequence_for<Ts...>{});
@@ -57,14 +60,38 @@ template <typename A, typename B>
 struct ReturnParts<std::pair<A, B>> {
   static constexpr int kCount = 2;
   using Refs = std::pair<ObjectRef<A>, ObjectRef<B>>;
-  static Refs Make(ObjectId task) {
+  static Refs Make(ObjectId task, int /*n*/) {
     return Refs(ObjectRef<A>(ReturnId(task, 0), ObjectRefBase::Adopt{}),
                 ObjectRef<B>(ReturnId(task, 1), ObjectRefBase::Adopt{}));
   }
 };
 
-/// Checks SetNumReturns(n) against the tuple size the function returns.
-inline void CheckNumReturns(const std::string& function, int n, int tuple_size) {
+template <typename T, typename Alloc>
+struct ReturnParts<std::vector<T, Alloc>> {
+  using Refs = std::vector<ObjectRef<T>>;
+  static Refs Make(ObjectId task, int n) {
+    Refs refs;
+    refs.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) refs.emplace_back(ReturnId(task, i), ObjectRefBase::Adopt{});
+    return refs;
+  }
+};
+
+/// Checks SetNumReturns(n) against what the function returns: a tuple's size, or for a
+/// std::vector any n of at least 1 (the task then must return exactly n elements).
+template <typename R>
+void CheckNumReturns(const std::string& function, int n) {
+  static_assert(kSplittable<R>,
+                "prism: SetNumReturns(n) needs a function (or method) returning a std::tuple, "
+                "a std::pair or a std::vector of values");
+  if constexpr (IsVector<R>::value) {
+    if (n < 1) {
+      throw Error("prism: SetNumReturns(" + std::to_string(n) + ") on " + function +
+                  ": n is how many elements the returned std::vector has, at least 1");
+    }
+    return;
+  }
+  const int tuple_size = static_cast<int>(NumParts<R>());
   if (n != tuple_size) {
     throw Error("prism: SetNumReturns(" + std::to_string(n) + ") on " + function +
                 ", which returns " + std::to_string(tuple_size) +
@@ -85,11 +112,11 @@ inline uint64_t GeneratorBackpressure(int64_t n) {
 /// What Remote returns: the generator of a streaming generator, the refs of each value of
 /// a split tuple, else the ref of the one result. Adopts the local references Submit made.
 template <typename Traits, bool kSplit>
-auto RemoteResult(ObjectId id) {
+auto RemoteResult(ObjectId id, int num_returns) {
   if constexpr (Traits::kGenerator) {
     return ObjectRefGenerator<typename Traits::Yielded>(id, ObjectRefBase::Adopt{});
   } else if constexpr (kSplit) {
-    return ReturnParts<typename Traits::Return>::Make(id);
+    return ReturnParts<typename Traits::Return>::Make(id, num_returns);
   } else {
     return ObjectRef<typename Traits::Return>(id, ObjectRefBase::Adopt{});
   }
@@ -168,16 +195,14 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F, kSplitReturns>> {
   /// The same options (SetNumReturns's result).
   explicit TaskCaller(const internal::TaskRequest& request) { request_ = request; }
 
-  /// Makes each element of the returned std::tuple (or std::pair) an object of its own
-  /// (Ray's num_returns): Remote then returns a std::tuple (std::pair) of ObjectRefs, each
-  /// with its own lifetime. n must equal the tuple's size (Error otherwise); it is checked
-  /// here so that the count is written where the call is. A failed task fails every ref
-  /// with the same error; retries keep the refs.
+  /// Makes each element of the returned std::tuple, std::pair or std::vector an object of
+  /// its own (Ray's num_returns): Remote then returns a std::tuple (std::pair) of
+  /// ObjectRefs, or a std::vector of n ObjectRefs, each with its own lifetime. For a tuple n
+  /// must equal its size (Error here, where the count is written); a vector may have any n
+  /// from 1 to 100,000, and a task that returns another count fails every ref saying so. A
+  /// failed task fails every ref with the same error; retries keep the refs.
   TaskCaller<F, true> SetNumReturns(int n) const {
-    static_assert(internal::TupleLike<ReturnType>::value,
-                  "prism: SetNumReturns(n) needs a function returning a std::tuple or std::pair "
-                  "of n values");
-    internal::CheckNumReturns(request_.function, n, static_cast<int>(std::tuple_size_v<ReturnType>));
+    internal::CheckNumReturns<ReturnType>(request_.function, n);
     internal::TaskRequest request = request_;
     request.num_returns = n;
     return TaskCaller<F, true>(request);
@@ -229,7 +254,7 @@ class TaskCaller : public internal::CallOptions<TaskCaller<F, kSplitReturns>> {
                   "takes");
     ObjectId id = internal::SubmitRequest<typename Traits::Params>(request_, "Task(...).Remote",
                                                                    std::forward<Args>(args)...);
-    return internal::RemoteResult<Traits, kSplitReturns>(id);
+    return internal::RemoteResult<Traits, kSplitReturns>(id, request_.num_returns);
   }
 
  private:

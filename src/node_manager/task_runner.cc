@@ -357,8 +357,8 @@ void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* se
   if (spec.num_returns > 1) {
     if (!fn.invoke_parts) {
       throw FunctionNotFound("prism: " + spec.function +
-                             " does not return a std::tuple or std::pair in this binary, so "
-                             "SetNumReturns cannot split its result");
+                             " does not return a std::tuple, std::pair or std::vector in this "
+                             "binary, so SetNumReturns cannot split its result");
     }
     std::vector<Buffer> parts;
     std::vector<std::vector<ObjectId>> contained;
@@ -367,7 +367,7 @@ void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* se
     if (parts.size() != static_cast<size_t>(spec.num_returns)) {
       throw Error("prism: " + spec.function + " returned " + std::to_string(parts.size()) +
                   " values but the call asked for " + std::to_string(spec.num_returns) +
-                  " (SetNumReturns)");
+                  " (SetNumReturns): return exactly n values");
     }
     std::vector<ObjectId> stored;  // large parts kept here, dropped again if a later one fails
     try {

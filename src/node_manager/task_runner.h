@@ -60,9 +60,10 @@ inline constexpr std::chrono::milliseconds kGpuWait{60000};
 /// process runs out (each level's parent waits in Get holding its thread).
 inline constexpr int kMaxTaskDepth = 1000;
 
-/// Most objects one task may return (SetNumReturns): far beyond any tuple, and it bounds
-/// the ids one submission takes.
-inline constexpr int kMaxNumReturns = 1000;
+/// Most objects one task may return (SetNumReturns on a std::vector): ten times the 10,000
+/// of Ray's published envelope; it bounds the ids one submission takes and the entries
+/// one TaskDone carries.
+inline constexpr int kMaxNumReturns = 100000;
 
 class TaskRunner {
  public:

@@ -36,6 +36,13 @@ inline std::pair<int, int> GenDivMod(int a, int b) {
   return {a / b, a % b};
 }
 inline int GenAdd(int a, int b) { return a + b; }
+/// n values i * 3; with `large` the last one is 1 MiB (stored, not inline).
+inline std::vector<std::vector<int32_t>> GenMany(int n, bool large) {
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) out.push_back({i * 3});
+  if (large && n > 0) out.back().assign(1 << 18, n);
+  return out;
+}
 /// n values in order; every `large_every`-th one is 1 MiB, the rest one int.
 inline void GenCount(prism::StreamWriter<std::vector<int32_t>>& out, int n, int large_every) {
   for (int i = 0; i < n; ++i) {
@@ -89,12 +96,18 @@ class GenActor {
     ++calls;
   }
   std::pair<int, int> State() { return {base, calls}; }
+  std::vector<int> Range(int n) {
+    std::vector<int> out;
+    for (int i = 0; i < n; ++i) out.push_back(base + i);
+    return out;
+  }
   int base;
   int calls = 0;
 };
 
-PRISM_REMOTE(GenSplit, GenDivMod, GenAdd, GenCount, GenInts, GenFailAfter, GenEndless, GenWatched,
-             GenRetried, GenSumInTask, GenActor::Create, &GenActor::Emit, &GenActor::State);
+PRISM_REMOTE(GenSplit, GenDivMod, GenAdd, GenMany, GenCount, GenInts, GenFailAfter, GenEndless, GenWatched,
+             GenRetried, GenSumInTask, GenActor::Create, &GenActor::Emit, &GenActor::State,
+             &GenActor::Range);
 
 inline void TupleReturnsAreObjectsOfTheirOwn() {
   auto [n, big, s] = prism::Task(GenSplit).SetNumReturns(3).SetResource(OnLast(), 0.01).Remote(7);
@@ -131,6 +144,50 @@ inline void TupleReturnsAreObjectsOfTheirOwn() {
   // Without SetNumReturns the tuple is one object.
   EXPECT_EQ(prism::Task(GenDivMod).Remote(17, 5).Get()->second, 2);
   EXPECT_THROW(prism::Task(GenDivMod).SetNumReturns(3), prism::Error);
+}
+
+inline void VectorReturnsAreObjectsOfTheirOwn() {
+  // 10,000 returns from one task (Ray's published envelope), the last one large.
+  const int n = 10000;
+  std::vector<prism::ObjectRef<std::vector<int32_t>>> refs =
+      prism::Task(GenMany).SetNumReturns(n).SetResource(OnLast(), 0.01).Remote(n, true);
+  ASSERT_EQ(refs.size(), static_cast<size_t>(n));
+  EXPECT_EQ(refs[0].ID(), refs[0].ID());
+  EXPECT_NE(refs[0].ID(), refs[1].ID());
+  const auto values = prism::Get(refs);
+  ASSERT_EQ(values.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n - 1; ++i) ASSERT_EQ(*values[i], std::vector<int32_t>{i * 3}) << i;
+  ASSERT_EQ(values.back()->size(), size_t{1} << 18);
+  EXPECT_EQ(values.back()->at(7), n);
+  // Dropping the refs frees the objects: a task of 10,000 more returns runs after.
+  refs.clear();
+  EXPECT_EQ(*prism::Task(GenMany).SetNumReturns(n).Remote(n, false).back().Get(),
+            std::vector<int32_t>{(n - 1) * 3});
+
+  // The task returning another count fails every ref and says what to do.
+  auto wrong = prism::Task(GenMany).SetNumReturns(3).SetResource(OnLast(), 0.01).Remote(2, false);
+  ASSERT_EQ(wrong.size(), 3u);
+  for (auto& ref : wrong) {
+    try {
+      ref.Get();
+      ADD_FAILURE() << "a task returning 2 of 3 values succeeded";
+    } catch (const prism::TaskError& e) {
+      EXPECT_NE(std::string(e.what()).find("returned 2 values but the call asked for 3"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // n is checked where it is written.
+  EXPECT_THROW(prism::Task(GenMany).SetNumReturns(0), prism::Error);
+  EXPECT_THROW(prism::Task(GenMany).SetNumReturns(-1), prism::Error);
+  EXPECT_THROW(prism::Task(GenMany).SetNumReturns(100001).Remote(1, false), prism::Error);
+
+  // Actor methods split a vector too.
+  auto actor = prism::Actor(GenActor::Create).Remote(40);
+  auto parts = actor.Task(&GenActor::Range).SetNumReturns(4).Remote(4);
+  ASSERT_EQ(parts.size(), 4u);
+  EXPECT_EQ(*parts[3].Get(), 43);
+  EXPECT_EQ(*parts[0].Get(), 40);
 }
 
 inline void AFailedTaskFailsEveryReturnWithTheSameError() {

@@ -8,6 +8,7 @@ namespace {
 using namespace generator_cases;
 
 TEST(Generators, TupleReturnsAreObjectsOfTheirOwn) { TupleReturnsAreObjectsOfTheirOwn(); }
+TEST(Generators, VectorReturnsAreObjectsOfTheirOwn) { VectorReturnsAreObjectsOfTheirOwn(); }
 TEST(Generators, AFailedTaskFailsEveryReturnWithTheSameError) {
   AFailedTaskFailsEveryReturnWithTheSameError();
 }

@@ -16,6 +16,7 @@ class Generators : public ::testing::TestWithParam<int> {
 using namespace generator_cases;
 
 TEST_P(Generators, TupleReturnsAreObjectsOfTheirOwn) { TupleReturnsAreObjectsOfTheirOwn(); }
+TEST_P(Generators, VectorReturnsAreObjectsOfTheirOwn) { VectorReturnsAreObjectsOfTheirOwn(); }
 TEST_P(Generators, AFailedTaskFailsEveryReturnWithTheSameError) {
   AFailedTaskFailsEveryReturnWithTheSameError();
 }
