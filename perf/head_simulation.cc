@@ -92,7 +92,6 @@ TaskId HeadSimulation::Submit(TaskSpec spec) {
   next_id_ += static_cast<uint64_t>(std::max(1, spec.num_returns));
   spec.submitter = 0;
   if (spec.name.empty()) spec.name = spec.function;
-  if (spec.demand.Empty()) spec.demand.Set("CPU", internal::kResourceUnit);
   const TaskId id = spec.id;
   // An actor lives while its handle does: the driver keeps the creation's ref.
   if (spec.kind == internal::TaskKind::kActorCreation) actors_.insert(id);
@@ -126,6 +125,7 @@ TaskId HeadSimulation::Submit(const std::string& function, ResourceSet demand,
   TaskSpec spec;
   spec.function = function;
   spec.demand = std::move(demand);
+  if (spec.demand.Empty()) spec.demand.Set("CPU", internal::kResourceUnit);
   spec.strategy = strategy;
   return Submit(std::move(spec));
 }

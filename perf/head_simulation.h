@@ -68,8 +68,8 @@ class HeadSimulation {
   internal::Head& head() { return *head_; }
   int num_ranks() const { return options_.num_ranks; }
 
-  /// The driver (rank 0) submits `spec` (its id and submitter are filled in); returns the
-  /// id. The head may dispatch it at once.
+  /// The driver (rank 0) submits `spec` (its id and submitter are filled in; its demand as
+  /// given, empty for none); returns the id. The head may dispatch it at once.
   TaskId Submit(internal::TaskSpec spec);
   /// `count` tasks of `function` ({CPU: 1}), posted in one go (rank 0's time is read
   /// once around them, not per task).

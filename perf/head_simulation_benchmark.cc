@@ -24,6 +24,9 @@
 //                    idle cluster, and one with a bundle on every rank (SPREAD, one per
 //                    rank: a WorkerGroup over the whole job).
 //   actors           rank 0's CPU time per actor creation ({CPU: 1}), N/2 actors (at most 2,000)
+//   alive            --actors-alive actors of {CPU: 0} created and all kept alive: rank 0's
+//                    CPU time per creation and heap per live actor (the simulation's own
+//                    bookkeeping of the handles included)
 //                    created one after another.
 //   heartbeats       an idle period with PRISM_RANK_TIMEOUT = 3 s (heartbeats every 0.5 s):
 //                    messages and bytes per second each way, and rank 0's CPU time per second;
@@ -82,7 +85,8 @@ void Usage() {
       "  --ranks=LIST  simulated rank counts (default 100,1000,10000,100000)\n"
       "  --tasks=N     no-op tasks per throughput round and queued for memory (default 200000)\n"
       "  --rounds=R    throughput rounds per rank count (default 3)\n"
-      "  --parts=LIST  of throughput,decision,memory,pg,actors,heartbeats (default all)\n"
+      "  --parts=LIST  of throughput,decision,memory,pg,actors,alive,heartbeats (default all)\n"
+      "  --actors-alive=N  actors alive at once in the alive part (default 100000)\n"
       "  --quick       ranks 100,1000,10000, 5000 tasks, 1 round: a smoke run\n"
       "  --json=PATH   write the figures as JSON\n");
 }
@@ -241,12 +245,42 @@ double ActorCreationUs(int ranks, int actors) {
     spec.kind = prism::internal::TaskKind::kActorCreation;
     spec.function = "Actor::Create";
     spec.class_name = "Actor";
+    spec.demand.Set("CPU", prism::internal::kResourceUnit);
     sim.Submit(std::move(spec));
     if (i % 100 == 99) sim.Round();
   }
   if (!sim.RunUntilDone(600) || sim.failed() != 0)
     throw std::runtime_error("actor creations did not all succeed");
   return sim.head_seconds() * 1e6 / actors;
+}
+
+struct ActorsAlive {
+  double us_per_creation = 0;  // rank 0's CPU time
+  double head_bytes_per_actor = 0;
+};
+
+/// `actors` actors of {CPU: 0} (as many per rank as the head places) created and all kept
+/// alive: rank 0's CPU time per creation and the head's heap per live actor.
+ActorsAlive RunActorsAlive(int ranks, int actors) {
+  SimulationOptions o;
+  o.num_ranks = ranks;
+  HeadSimulation sim(o);
+  malloc_trim(0);
+  const int64_t before = HeapInUse();
+  for (int i = 0; i < actors; ++i) {
+    prism::internal::TaskSpec spec;
+    spec.kind = prism::internal::TaskKind::kActorCreation;
+    spec.function = "Actor::Create";
+    spec.class_name = "Actor";
+    sim.Submit(std::move(spec));
+    if (i % 1000 == 999) sim.Round();
+  }
+  if (!sim.RunUntilDone(600) || sim.failed() != 0)
+    throw std::runtime_error("actor creations did not all succeed");
+  ActorsAlive a;
+  a.us_per_creation = sim.head_seconds() * 1e6 / actors;
+  a.head_bytes_per_actor = static_cast<double>(HeapInUse() - before) / actors;
+  return a;
 }
 
 struct Heartbeats {
@@ -327,9 +361,10 @@ int main(int argc, char** argv) {
   }
   const int64_t tasks = std::atoll(value("tasks", quick ? "5000" : "200000").c_str());
   const int rounds = std::atoi(value("rounds", quick ? "1" : "3").c_str());
+  const int actors_alive = std::atoi(value("actors-alive", quick ? "2000" : "100000").c_str());
   const std::string json = value("json", "");
   const std::string parts =
-      "," + value("parts", "throughput,decision,memory,pg,actors,heartbeats") + ",";
+      "," + value("parts", "throughput,decision,memory,pg,actors,alive,heartbeats") + ",";
   auto wants = [&](const char* part) {
     return parts.find(std::string(",") + part + ",") != std::string::npos;
   };
@@ -467,6 +502,16 @@ int main(int argc, char** argv) {
       std::printf("  actor creation: %.1f us of rank 0 CPU time each (%d actors)\n", us, actors);
       add("actor_creation_us" + suffix, "us", {us}, actors,
           "rank 0's CPU time per actor creation, {CPU: 1} actors");
+    }
+    if (wants("alive")) {
+      const ActorsAlive a = RunActorsAlive(n, actors_alive);
+      std::printf("  actors alive: %d created ({CPU: 0}), %.1f us of rank 0 CPU time each, %.0f B "
+                  "of head heap per live actor\n",
+                  actors_alive, a.us_per_creation, a.head_bytes_per_actor);
+      add("actors_alive_us_per_creation" + suffix, "us", {a.us_per_creation}, actors_alive,
+          "rank 0's CPU time per creation, all actors kept alive");
+      add("actors_alive_head_bytes_per_actor" + suffix, "bytes", {a.head_bytes_per_actor},
+          actors_alive, "head heap per live actor (mallinfo2)");
     }
     if (wants("heartbeats")) {
       // Heartbeats.
