@@ -41,10 +41,11 @@ void ObjectDirectory::AddLocation(ObjectId id, int rank) {
 void ObjectDirectory::SetContained(ObjectId id, std::vector<ObjectId> contained) {
   auto* e = Find(id);
   if (e == nullptr) return;
+  if (contained.empty() && !e->extra) return;
   for (ObjectId c : contained) {
     if (auto* ce = Find(c)) ++ce->container_refs;
   }
-  e->contained = std::move(contained);
+  e->More().contained = std::move(contained);
 }
 
 void ObjectDirectory::RemoveHolder(ObjectId id, int rank, FreedList& freed) {
@@ -83,10 +84,12 @@ void ObjectDirectory::MaybeFree(ObjectId id, FreedList& freed) {
     if (!e.holders.empty() || e.task_uses > 0 || e.container_refs > 0 || e.producer_pending) {
       continue;
     }
-    for (ObjectId c : e.contained) {
-      if (auto* ce = Find(c)) {
-        --ce->container_refs;
-        work.push_back(c);
+    if (e.extra) {
+      for (ObjectId c : e.extra->contained) {
+        if (auto* ce = Find(c)) {
+          --ce->container_refs;
+          work.push_back(c);
+        }
       }
     }
     freed.push_back({cur, std::move(e.locations)});

@@ -25,24 +25,40 @@ namespace prism::internal {
 /// Ranks, usually one or two: kept inline, so an entry's lists allocate nothing per task.
 using RankList = boost::container::small_vector<int, 2>;
 
+/// What few objects need: kept out of line, so the common entry (a task's result, a Put
+/// value) stays small (issue 22: head memory per queued task).
+struct ObjectExtra {
+  std::shared_ptr<ErrorInfo> error;  // kFailed
+  std::vector<ObjectId> contained;   // refs nested in its value
+  std::vector<TaskId> dependents;    // tasks waiting for it as an argument
+  // Fan-out of a large object: which rank each reader pulls from, readers waiting for a
+  // free source (every copy is already serving its share), and transfers per source.
+  std::vector<std::pair<int, int>> pulls;  // (reader, source)
+  std::vector<int> waiting_readers;
+};
+
 struct ObjectEntry {
   enum class State : uint8_t { kPending, kReady, kFailed };
   State state = State::kPending;
-  Payload inline_value;
-  uint64_t size = 0;
-  RankList locations;            // ranks with a copy (large objects and cached inline ones)
-  std::shared_ptr<ErrorInfo> error;
-  RankList holders;              // ranks with >= 1 local ObjectRef
+  bool producer_pending = false;
   int32_t task_uses = 0;
   int32_t container_refs = 0;
-  bool producer_pending = false;
-  std::vector<ObjectId> contained;
+  uint64_t size = 0;
+  Payload inline_value;
+  RankList locations;            // ranks with a copy (large objects and cached inline ones)
+  RankList holders;              // ranks with >= 1 local ObjectRef
   RankList subscribers;          // ranks waiting for it to become ready
-  std::vector<TaskId> dependents;  // tasks waiting for it as an argument
-  // Fan-out of a large object: which rank each reader pulls from, readers waiting for a
-  // free source (every copy is already serving its share), and transfers per source.
-  std::vector<std::pair<int, int>> pulls;      // (reader, source)
-  std::vector<int> waiting_readers;
+  std::unique_ptr<ObjectExtra> extra;  // null until one of its fields is needed
+
+  /// The rare fields, made on first use.
+  ObjectExtra& More() {
+    if (!extra) extra = std::make_unique<ObjectExtra>();
+    return *extra;
+  }
+  const std::shared_ptr<ErrorInfo>& error() const {
+    static const std::shared_ptr<ErrorInfo> kNone;
+    return extra ? extra->error : kNone;
+  }
 };
 
 struct FreedObject {

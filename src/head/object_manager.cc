@@ -84,7 +84,7 @@ std::vector<TaskId> ObjectManager::Resolve(ObjectId id, TaskDone& done,
     if (!e->inline_value) e->locations.push_back(from);
   } else {
     e->state = ObjectEntry::State::kFailed;
-    e->error = failure;
+    e->More().error = failure;
   }
   objects_.SetContained(id, std::move(done.contained));
   // The submitter hears of its results while it holds a ref (Ray's owner), so its Get
@@ -103,7 +103,7 @@ std::vector<TaskId> ObjectManager::Resolve(ObjectId id, TaskDone& done,
     send_(submitter, std::move(notice));
   }
   NotifyReady(id, *e);
-  dependents.swap(e->dependents);
+  if (e->extra) dependents.swap(e->extra->dependents);
   return dependents;
 }
 
@@ -115,7 +115,7 @@ ObjectReady ObjectManager::ReadyMessage(ObjectId id, const ObjectEntry& e) const
   if (!e.inline_value) r.holders.assign(e.locations.begin(), e.locations.end());
   if (e.state == ObjectEntry::State::kFailed) {
     r.failed = true;
-    r.error = *e.error;
+    r.error = *e.error();
   }
   return r;
 }
@@ -137,8 +137,9 @@ void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e) {
 }
 
 void ObjectManager::AssignPull(ObjectId id, ObjectEntry& e, int reader) {
+  auto& pulls = e.More().pulls;
   auto pulling = [&](int rank) {
-    return std::any_of(e.pulls.begin(), e.pulls.end(), [&](const auto& p) { return p.first == rank; });
+    return std::any_of(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == rank; });
   };
   if (pulling(reader)) return;  // one pull per rank at a time
   ObjectReady ready = ReadyMessage(id, e);
@@ -152,7 +153,7 @@ void ObjectManager::AssignPull(ObjectId id, ObjectEntry& e, int reader) {
   int source = -1;
   size_t load = 0;
   for (int rank : e.locations) {
-    size_t n = static_cast<size_t>(std::count_if(e.pulls.begin(), e.pulls.end(),
+    size_t n = static_cast<size_t>(std::count_if(pulls.begin(), pulls.end(),
                                                  [&](const auto& p) { return p.second == rank; }));
     if (source < 0 || n < load) {
       source = rank;
@@ -160,10 +161,10 @@ void ObjectManager::AssignPull(ObjectId id, ObjectEntry& e, int reader) {
     }
   }
   if (source < 0 || load >= kMaxPullsPerCopy) {
-    e.waiting_readers.push_back(reader);
+    e.extra->waiting_readers.push_back(reader);
     return;
   }
-  e.pulls.emplace_back(reader, source);
+  pulls.emplace_back(reader, source);
   ready.holders = {source};
   send_(reader, std::move(ready));
 }
@@ -176,11 +177,12 @@ void ObjectManager::OnPullDone(int from, const AddLocation& m) {
     return;
   }
   if (m.stored) objects_.AddLocation(m.id, from);
-  e->pulls.erase(std::remove_if(e->pulls.begin(), e->pulls.end(),
-                                [&](const auto& p) { return p.first == from; }),
-                 e->pulls.end());
+  if (!e->extra) return;  // no pull was assigned (its copy was already there)
+  auto& pulls = e->extra->pulls;
+  pulls.erase(std::remove_if(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == from; }),
+              pulls.end());
   std::vector<int> waiting;
-  waiting.swap(e->waiting_readers);
+  waiting.swap(e->extra->waiting_readers);
   for (int reader : waiting) AssignPull(m.id, *e, reader);
 }
 

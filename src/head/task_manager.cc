@@ -55,12 +55,12 @@ void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
       return;
     }
     if (e->state == ObjectEntry::State::kFailed) {
-      Fail(id, *e->error);
+      Fail(id, *e->error());
       return;
     }
     if (e->state == ObjectEntry::State::kPending &&
         std::find(seen.begin(), seen.end(), arg.ref) == seen.end()) {
-      e->dependents.push_back(id);
+      e->More().dependents.push_back(id);
       ++task.unresolved;
       seen.push_back(arg.ref);
     }

@@ -78,7 +78,7 @@ class ObjectManagerTest : public ::testing::Test {
   /// Readers pulling from each copy right now.
   std::map<int, size_t> PullsPerSource(uint64_t id) {
     std::map<int, size_t> n;
-    for (const auto& [reader, source] : objects_.Find(ObjectId(id))->pulls) ++n[source];
+    for (const auto& [reader, source] : objects_.Find(ObjectId(id))->More().pulls) ++n[source];
     return n;
   }
   void ExpectTreeBound(uint64_t id) {
@@ -97,7 +97,7 @@ TEST_F(ObjectManagerTest, SubscriberToAPendingObjectIsToldWhenResolveMarksItRead
   EXPECT_TRUE(sent_.empty()) << "nothing to say while the object is pending";
   ASSERT_NE(objects_.Find(ObjectId(1)), nullptr);
   EXPECT_EQ(objects_.Find(ObjectId(1))->state, ObjectEntry::State::kPending);
-  objects_.Find(ObjectId(1))->dependents.push_back(TaskId(7));
+  objects_.Find(ObjectId(1))->More().dependents.push_back(TaskId(7));
 
   TaskDone done = SmallResult(1);
   auto dependents = objects_.Resolve(ObjectId(1), done, nullptr, /*from=*/1, /*submitter=*/0);
@@ -115,7 +115,7 @@ TEST_F(ObjectManagerTest, SubscriberToAPendingObjectIsToldWhenResolveMarksItRead
     EXPECT_TRUE(r.holders.empty()) << "inline: nothing to pull";
   }
   EXPECT_TRUE(objects_.Find(ObjectId(1))->subscribers.empty());
-  EXPECT_TRUE(objects_.Find(ObjectId(1))->dependents.empty()) << "handed out once";
+  EXPECT_TRUE(objects_.Find(ObjectId(1))->More().dependents.empty()) << "handed out once";
   EXPECT_TRUE(objects_.LocationOf(ObjectId(1)).inline_value);
 
   // A large result: the subscriber is pointed at the rank that ran the task.
@@ -212,14 +212,14 @@ TEST_F(ObjectManagerTest, LargeObjectReadByFiveRanksIsServedAsATree) {
     EXPECT_EQ(ready[i].first, static_cast<int>(i) + 1);
     EXPECT_EQ(ready[i].second.holders, std::vector<int>{0});
   }
-  EXPECT_EQ(e->pulls.size(), ObjectManager::kMaxPullsPerCopy);
-  EXPECT_EQ(e->waiting_readers, (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(e->More().pulls.size(), ObjectManager::kMaxPullsPerCopy);
+  EXPECT_EQ(e->More().waiting_readers, (std::vector<int>{3, 4, 5}));
   ExpectTreeBound(9);
 
   // Subscribing again while pulling neither adds a pull nor sends anything.
   objects_.OnSubscribe(1, Subscribe{{ObjectId(9)}});
   EXPECT_TRUE(sent_.empty());
-  EXPECT_EQ(e->pulls.size(), ObjectManager::kMaxPullsPerCopy);
+  EXPECT_EQ(e->More().pulls.size(), ObjectManager::kMaxPullsPerCopy);
 
   // Rank 1 has a copy now: the waiting readers spread over both copies.
   objects_.OnPullDone(1, AddLocation{ObjectId(9), true});
@@ -235,23 +235,23 @@ TEST_F(ObjectManagerTest, LargeObjectReadByFiveRanksIsServedAsATree) {
     source_of[reader] = r.holders[0];
   }
   EXPECT_EQ(source_of.size(), 3u);
-  EXPECT_TRUE(e->waiting_readers.empty());
-  EXPECT_EQ(e->pulls.size(), 4u);
+  EXPECT_TRUE(e->More().waiting_readers.empty());
+  EXPECT_EQ(e->More().pulls.size(), 4u);
   ExpectTreeBound(9);
 
   // A failed pull frees its slot without adding a copy.
   objects_.OnPullDone(2, AddLocation{ObjectId(9), false});
   EXPECT_EQ(Ranks(e->locations), (std::vector<int>{0, 1}));
-  EXPECT_EQ(e->pulls.size(), 3u);
+  EXPECT_EQ(e->More().pulls.size(), 3u);
   for (int r : {3, 4, 5}) objects_.OnPullDone(r, AddLocation{ObjectId(9), true});
-  EXPECT_TRUE(e->pulls.empty());
+  EXPECT_TRUE(e->More().pulls.empty());
   EXPECT_EQ(Ranks(e->locations), (std::vector<int>{0, 1, 3, 4, 5}));
   // A reader with a copy is answered at once, with every copy, and pulls nothing.
   objects_.OnSubscribe(4, Subscribe{{ObjectId(9)}});
   ready = Take<ObjectReady>();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].second.holders, (std::vector<int>{0, 1, 3, 4, 5}));
-  EXPECT_TRUE(e->pulls.empty());
+  EXPECT_TRUE(e->More().pulls.empty());
 
   // Freeing it tells every copy to go.
   objects_.OnRefUpdate(0, RefUpdate{{}, {ObjectId(9)}});
