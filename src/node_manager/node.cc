@@ -29,6 +29,7 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
         to_head_(CancelTask{id, true, static_cast<uint64_t>(ms)});
       }) {
   refs_.SetReleasedHook([this](ObjectId id) { puller_.Released(id); });
+  refs_.SetBatchReleases(options_.batch_releases);
   store_.SetCallbackSink([this](std::vector<MemoryStore::ReadyCallback>&& ready) {
     callbacks_.Post(std::move(ready));
   });
@@ -230,6 +231,7 @@ PresenceFlags Node::Await(std::span<const ObjectId> ids, size_t need, int64_t ti
   if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) {
     return now_flags;
   }
+  refs_.SendReleases();  // about to wait: what this rank dropped goes to the head now
   const std::atomic<bool>* cancel = TaskRunner::InTask() ? Executor::CurrentCancelFlag() : nullptr;
   const bool blocked = runner_.Block();
   auto flags = store_.WaitFor(ids, need, deadline, cancel);

@@ -47,6 +47,9 @@ struct NodeOptions {
   std::string job_id;
   std::string ray_namespace;  // the job's namespace; "" = "anonymous-<job id>"
   GpuDevices gpus;  // the devices this rank's GPU capacity stands for
+  /// Tell the head of dropped refs in batches (ReferenceCounter): set where something calls
+  /// SendReleases periodically (the MPI progress loop); else each release goes at once.
+  bool batch_releases = false;
 };
 
 class Node : public CoreApi {
@@ -98,6 +101,9 @@ class Node : public CoreApi {
   void Handle(Message&& msg);
   /// Looks up a local object for a peer's fetch.
   Payload LocalValue(ObjectId id);
+  /// Sends the releases of refs batched so far (options.batch_releases); the MPI progress
+  /// loop calls it every 100 ms.
+  void SendReleases() { refs_.SendReleases(); }
   /// Stops running new tasks. Returns false if some task is still running user code.
   bool Stop();
 

@@ -10,6 +10,7 @@ thread_local std::vector<ObjectId> t_deferred_releases;
 
 void ReferenceCounter::Adopt(ObjectId id, Message&& announce, int count) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
+  SendReleasesLocked();  // a release of an earlier object reaches the head first
   // The head counts this rank as a holder from the announcement on.
   for (int i = 0; i < count; ++i) refs_[ReturnId(id, i)] = 1;
   to_head_(std::move(announce));
@@ -22,7 +23,10 @@ void ReferenceCounter::AdoptHeld(ObjectId id) {
 
 void ReferenceCounter::Add(ObjectId id) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
-  if (refs_[id]++ == 0) to_head_(RefUpdate{{id}, {}});
+  if (refs_[id]++ == 0) {
+    SendReleasesLocked();  // this id's own release, if pending, goes before its new ref
+    to_head_(RefUpdate{{id}, {}});
+  }
 }
 
 void ReferenceCounter::Remove(ObjectId id, bool defer) {
@@ -35,15 +39,30 @@ void ReferenceCounter::Remove(ObjectId id, bool defer) {
   if (it == refs_.end()) return;
   if (--it->second == 0) {
     refs_.erase(it);
-    to_head_(RefUpdate{{}, {id}});
     if (released_) released_(id);
+    releases_.push_back(id);
+    if (!batch_ || releases_.size() >= kReleaseBatch) SendReleasesLocked();
   }
+}
+
+void ReferenceCounter::SendReleases() {
+  std::lock_guard<AdaptiveMutex> lock(mu_);
+  SendReleasesLocked();
+}
+
+void ReferenceCounter::SendReleasesLocked() {
+  if (releases_.empty()) return;
+  RefUpdate update;
+  update.remove.swap(releases_);
+  releases_.reserve(kReleaseBatch);
+  to_head_(std::move(update));
 }
 
 void ReferenceCounter::FlushDeferred() {
   std::vector<ObjectId> ids;
   ids.swap(t_deferred_releases);
   for (ObjectId id : ids) Remove(id, false);
+  SendReleases();  // a finished task's releases go now, not with the next burst
 }
 
 size_t ReferenceCounter::Size() {

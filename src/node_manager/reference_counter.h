@@ -19,6 +19,9 @@ class ReferenceCounter {
   explicit ReferenceCounter(ToHead to_head) : to_head_(std::move(to_head)) {}
   /// Called (under this table's lock) with each id whose last ref here went.
   void SetReleasedHook(std::function<void(ObjectId)> hook) { released_ = std::move(hook); }
+  /// Batch releases (below) instead of sending each at once. Set before use, and only where
+  /// SendReleases is called periodically.
+  void SetBatchReleases(bool batch) { batch_ = batch; }
 
   /// A new object made here, with the one ObjectRef the caller returns. `announce` (its
   /// SubmitTask or PutObject) goes to the head under the lock, so no release of the object
@@ -31,16 +34,28 @@ class ReferenceCounter {
   void Add(ObjectId id);
   /// Drops one ref. With `defer`, the release waits for FlushDeferred on this thread: a
   /// running task's result may hold the last ref, and the head must learn that first.
+  /// With SetBatchReleases, the head hears of last refs in batches (one RefUpdate for a
+  /// burst of drops, as when a vector of refs goes): a batch goes when it has kReleaseBatch
+  /// ids, before the next message this counter sends (Adopt, Add), and on SendReleases.
   void Remove(ObjectId id, bool defer);
+  /// Sends the releases batched so far. The node calls it before it waits (Get, Wait) and
+  /// its progress loop calls it when idle, so a release waits at most one loop turn.
+  void SendReleases();
   /// Releases what this thread deferred (after its task's completion was sent).
   void FlushDeferred();
   size_t Size();
 
+  static constexpr size_t kReleaseBatch = 256;
+
  private:
+  void SendReleasesLocked();
+
   ToHead to_head_;
   std::function<void(ObjectId)> released_;
+  bool batch_ = false;
   AdaptiveMutex mu_;
   std::unordered_map<ObjectId, int64_t> refs_;
+  std::vector<ObjectId> releases_;  // last refs dropped, not yet told to the head
 };
 
 }  // namespace prism::internal

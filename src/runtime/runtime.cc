@@ -346,6 +346,7 @@ void Build(Runtime& rt) {
   options.job_id = rt.settings.job_id;
   options.ray_namespace = rt.settings.ray_namespace;
   options.gpus = rt.settings.gpus;
+  options.batch_releases = rt.world > 1;  // the progress loop's on_tick sends them
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -360,6 +361,10 @@ void Build(Runtime& rt) {
     };
     handlers.lookup = [self](ObjectId id) { return self->node->LocalValue(id); };
     handlers.on_fatal = [](const std::string& why) { AbortJob(why + "; ending the job", 3); };
+    // Dropped refs reach the head in batches; this bounds how long one waits.
+    handlers.on_tick = [self] {
+      if (self->node) self->node->SendReleases();
+    };
     rt.transport =
         std::make_unique<MpiTransport>(MPI_COMM_WORLD, rt.settings.rank_timeout_s, handlers);
   }

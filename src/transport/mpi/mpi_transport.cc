@@ -95,6 +95,7 @@ void MpiTransport::Loop() {
     if (now - last_liveness_check_ > std::chrono::milliseconds(100)) {
       last_liveness_check_ = now;
       CheckLiveness();
+      if (handlers_.on_tick) handlers_.on_tick();
     }
     if (active) {
       // Traffic that pauses a little longer than the spin (a request every millisecond or

@@ -52,6 +52,8 @@ class MpiTransport : public ObjectFetcher {
     std::function<void(int from, Message&& msg)> on_message;
     std::function<Payload(ObjectId id)> lookup;
     std::function<void(const std::string& why)> on_fatal;
+    /// Called on the progress thread every 100 ms (with the liveness check); may be empty.
+    std::function<void()> on_tick;
   };
 
   MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handlers);
