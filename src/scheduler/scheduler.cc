@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace prism::internal {
 
@@ -14,8 +15,12 @@ Scheduler::Scheduler(std::vector<ResourceSet> capacities) {
     max_cpu_ = std::max(max_cpu_, FromUnits(c.Get("CPU")));
     ranks_.push_back({std::move(c), ResourceSet()});
     load_.push_back(0);
-    by_load_.emplace(0.0, r);
   }
+  while (leaves_ < ranks_.size()) leaves_ *= 2;
+  tree_.assign(2 * leaves_, std::numeric_limits<double>::infinity());
+  for (size_t r = 0; r < ranks_.size(); ++r) tree_[leaves_ + r] = 0;
+  for (size_t k = leaves_ - 1; k >= 1; --k) tree_[k] = std::min(tree_[2 * k], tree_[2 * k + 1]);
+  if (!ranks_.empty()) levels_[0.0] = static_cast<int>(ranks_.size());
   for (auto& [name, ranks] : holders) {
     if (ranks.size() == ranks_.size()) {
       held_by_all_.insert(name);
@@ -37,11 +42,57 @@ void Scheduler::Release(int rank, const ResourceSet& demand) {
 
 void Scheduler::Reindex(int rank) {
   const double load = Load(rank);
-  if (load == load_[rank]) return;
-  auto node = by_load_.extract({load_[rank], rank});  // reuses the node: no allocation
-  node.value().first = load;
-  by_load_.insert(std::move(node));
+  const double old = load_[rank];
+  if (load == old) return;
   load_[rank] = load;
+  auto level = levels_.find(old);
+  if (--level->second == 0) levels_.erase(level);
+  ++levels_[load];
+  size_t k = leaves_ + static_cast<size_t>(rank);
+  tree_[k] = load;
+  for (k /= 2; k >= 1; k /= 2) {
+    const double m = std::min(tree_[2 * k], tree_[2 * k + 1]);
+    if (m == tree_[k]) break;  // the ancestors' minimums stand
+    tree_[k] = m;
+  }
+}
+
+int Scheduler::FirstAtLoad(int from, double load) const {
+  const size_t n = ranks_.size();
+  if (from < 0 || static_cast<size_t>(from) >= n) return -1;
+  // Climb from `from`'s leaf: at each step, a right sibling whose minimum is <= load may
+  // hold the rank; descend into the first such subtree that does (its minimum may be a
+  // lower load only, when lower loads were passed over because nothing there fit).
+  auto descend = [&](size_t k) -> int {
+    // Leftmost leaf == load under k (tree_[k] <= load), or -1.
+    if (tree_[k] > load) return -1;
+    if (k >= leaves_) return tree_[k] == load ? static_cast<int>(k - leaves_) : -1;
+    // Depth-first, left before right, pruning subtrees whose minimum is above `load`.
+    size_t stack[64];
+    int top = 0;
+    stack[top++] = k;
+    while (top > 0) {
+      const size_t j = stack[--top];
+      if (tree_[j] > load) continue;
+      if (j >= leaves_) {
+        if (tree_[j] == load) return static_cast<int>(j - leaves_);
+        continue;
+      }
+      stack[top++] = 2 * j + 1;
+      stack[top++] = 2 * j;
+    }
+    return -1;
+  };
+  size_t k = leaves_ + static_cast<size_t>(from);
+  if (tree_[k] == load) return from;
+  while (k > 1) {
+    if ((k & 1) == 0) {  // a left child: its right sibling holds the ranks after it
+      const int r = descend(k + 1);
+      if (r >= 0) return r;
+    }
+    k /= 2;
+  }
+  return -1;
 }
 
 template <typename Fits>
@@ -101,7 +152,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
   // capacity c at load l has c * (depth - l) CPUs left (c >= 1), or less (c < 1).
   const double cpu = FromUnits(demand.Get(kCpuName));
   const double max_load = static_cast<double>(depth) - cpu / std::max(max_cpu_, 1.0) + 1e-9;
-  if (cpu > 0 && !by_load_.empty() && by_load_.begin()->first > max_load) return -1;  // full
+  if (cpu > 0 && LeastLoad() > max_load) return -1;  // full
   using Kind = SchedulingStrategy::Kind;
   if (strategy.kind == Kind::kNodeAffinity) {
     const bool exists = strategy.rank >= 0 && strategy.rank < n;
@@ -143,18 +194,16 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
     best = LeastLoadedOf(*few, fits);
   } else {
     // The least loaded first; among equal loads, the first rank at or after next_.
-    for (auto level = by_load_.begin(); level != by_load_.end() && best < 0;) {
+    for (auto level = levels_.begin(); level != levels_.end() && best < 0; ++level) {
       const double load = level->first;
       if (cpu > 0 && load > max_load) break;
-      auto end = by_load_.lower_bound({load, n});
-      auto from = by_load_.lower_bound({load, next_});
-      for (auto it = from; it != end && best < 0; ++it) {
-        if (fits(it->second)) best = it->second;
+      for (int r = FirstAtLoad(next_, load); r >= 0 && best < 0; r = FirstAtLoad(r + 1, load)) {
+        if (fits(r)) best = r;
       }
-      for (auto it = level; it != from && best < 0; ++it) {
-        if (fits(it->second)) best = it->second;
+      for (int r = FirstAtLoad(0, load); r >= 0 && r < next_ && best < 0;
+           r = FirstAtLoad(r + 1, load)) {
+        if (fits(r)) best = r;
       }
-      level = end;
     }
   }
   if (best >= 0) next_ = (best + 1) % n;
@@ -163,8 +212,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
 
 bool Scheduler::MayHaveRoom(const ResourceSet& demand) const {
   const double cpu = FromUnits(demand.Get(kCpuName));
-  return cpu <= 0 || by_load_.empty() ||
-         by_load_.begin()->first <= 1.0 - cpu / std::max(max_cpu_, 1.0) + 1e-9;
+  return cpu <= 0 || ranks_.empty() || LeastLoad() <= 1.0 - cpu / std::max(max_cpu_, 1.0) + 1e-9;
 }
 
 ResourceSet Scheduler::Free(int rank) const {

@@ -31,15 +31,21 @@
 // a busy rank while another rank idles. The node runs queued tasks as slots free up.
 //
 // Cost of one decision, with N ranks: the least loaded rank comes from an index of the
-// ranks by load (a std::set of (load, rank), updated by Commit and Release), walked from
-// the least loaded until a rank fits, and cut short once the load is past what any rank
-// could take the demand's CPUs at; a demand naming a resource only some ranks hold (e.g.
-// "rank:7", "GPU" on a few) looks at those ranks only. A decision is thus O(log N) where
-// a scan of every rank was O(N): 624 us at 10,000 ranks before, measured by
-// perf/head_simulation_benchmark.cc (perf/README.md, "Scale"). Same choice as the scan:
-// the least loaded rank that fits, ties to the first at or after the round-robin cursor.
+// ranks by load, walked from the least loaded until a rank fits, and cut short once the
+// load is past what any rank could take the demand's CPUs at; a demand naming a resource
+// only some ranks hold (e.g. "rank:7", "GPU" on a few) looks at those ranks only. The
+// index is a min segment tree over the ranks' loads (an array: the next rank at a load,
+// from the round-robin cursor on, is one descent; Commit and Release rewrite a leaf and
+// its ancestors while their minimum changes) and the count of ranks at each distinct load
+// (few: 0, 1, 2, ... on ranks of one size). A decision is O(log N) where a scan of every
+// rank was O(N): 624 us at 10,000 ranks before, measured by
+// perf/head_simulation_benchmark.cc (perf/README.md, "Scale"); the tree replaced a
+// std::set of (load, rank), whose cache misses made a task cost more as ranks grew. Same
+// choice as the scan: the least loaded rank that fits, ties to the first at or after the
+// round-robin cursor.
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -88,15 +94,23 @@ class Scheduler {
   };
   /// Load of a rank in [0, inf): committed CPU over capacity CPU (or over 1 if it has none).
   double Load(int rank) const;
-  /// Moves `rank` to its current load in by_load_.
+  /// Moves `rank` to its current load in the index (tree_, levels_).
   void Reindex(int rank);
+  /// The first rank at or after `from` whose load is exactly `load`, or -1.
+  int FirstAtLoad(int from, double load) const;
+  /// The least load of any rank (+inf with no ranks).
+  double LeastLoad() const { return tree_[1]; }
   /// The least loaded rank among `candidates` (sorted) that fits, ties to the first at or
   /// after next_; -1 if none.
   template <typename Fits>
   int LeastLoadedOf(const std::vector<int>& candidates, Fits&& fits) const;
   std::vector<RankState> ranks_;
-  std::vector<double> load_;                  // Load(r), as indexed in by_load_
-  std::set<std::pair<double, int>> by_load_;  // (load, rank), every rank
+  std::vector<double> load_;  // Load(r), as indexed
+  // Min segment tree over load_: leaf of rank r at leaves_ + r (padding leaves +inf),
+  // tree_[k] = min of its children, tree_[1] the least load.
+  size_t leaves_ = 1;
+  std::vector<double> tree_;
+  std::map<double, int> levels_;  // each distinct load: how many ranks are at it
   double max_cpu_ = 0;                        // the largest CPU capacity of any rank
   // Resources some ranks lack (rank:N, GPU on a few): the ranks holding each, sorted.
   // A resource in neither this nor held_by_all_ is on no rank.

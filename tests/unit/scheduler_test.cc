@@ -191,12 +191,11 @@ struct ScanScheduler {
   }
 };
 
-TEST(SchedulerTest, LoadIndexChoosesWhatAScanOfEveryRankChose) {
-  // Uneven ranks (fractional, whole and large CPU counts, GPUs on a few, CPU-less ones),
-  // demands of every kind (zero-CPU, fractional, GPU, pinned with rank:N, impossible), some
-  // functions pipelined: thousands of decisions, each compared with the scan's.
-  std::mt19937 rng(7);
-  const int n = 37;
+// Uneven ranks (fractional, whole and large CPU counts, GPUs on a few, CPU-less ones),
+// demands of every kind (zero-CPU, fractional, GPU, pinned with rank:N, impossible), some
+// functions pipelined: thousands of decisions, each compared with the scan's.
+void CompareWithScan(int n, int steps, unsigned seed) {
+  std::mt19937 rng(seed);
   std::vector<ResourceSet> caps;
   const double cpus[] = {0, 0.5, 1, 2, 4, 16};
   for (int r = 0; r < n; ++r) {
@@ -208,7 +207,7 @@ TEST(SchedulerTest, LoadIndexChoosesWhatAScanOfEveryRankChose) {
   ScanScheduler scan{caps, std::vector<ResourceSet>(n)};
   s.RecordRunTime("short", 20'000);  // pipelined up to 25 deep
   std::vector<std::pair<int, ResourceSet>> running;
-  for (int step = 0; step < 20000; ++step) {
+  for (int step = 0; step < steps; ++step) {
     if (!running.empty() && rng() % 2 == 0) {
       const size_t k = rng() % running.size();
       s.Release(running[k].first, running[k].second);
@@ -227,7 +226,7 @@ TEST(SchedulerTest, LoadIndexChoosesWhatAScanOfEveryRankChose) {
     const int submitter = static_cast<int>(rng() % n);
     const int want = scan.Place(demand, submitter, s.PipelineDepth(function));
     const int got = s.Place(function, demand, submitter, {});
-    ASSERT_EQ(got, want) << "step " << step << ", demand " << demand.ToString() << " from rank "
+    ASSERT_EQ(got, want) << n << " ranks, step " << step << ", demand " << demand.ToString() << " from rank "
                          << submitter;
     if (got >= 0) {
       s.Commit(got, demand);
@@ -235,6 +234,17 @@ TEST(SchedulerTest, LoadIndexChoosesWhatAScanOfEveryRankChose) {
       running.emplace_back(got, demand);
     }
   }
+}
+
+TEST(SchedulerTest, LoadIndexChoosesWhatAScanOfEveryRankChose) {
+  CompareWithScan(37, 20000, 7);
+  // The index's edges: one rank (its leaf is the tree's root), two, a power of two and
+  // one past it (a padded tree), and enough ranks for long runs of equal loads.
+  CompareWithScan(1, 2000, 11);
+  CompareWithScan(2, 2000, 12);
+  CompareWithScan(64, 5000, 13);
+  CompareWithScan(65, 5000, 14);
+  CompareWithScan(500, 20000, 15);
 }
 
 TEST(ObjectDirectoryTest, PendingProducerAndTaskUsesKeepAlive) {
