@@ -181,6 +181,20 @@ struct Context {
   std::string statistic;
 };
 
+/// The context of a program run under mpirun that reads no MPI version itself: its path,
+/// the load average at its start, the rank count, quick or not, and its rounds.
+inline Context MpiRunContext(const char* executable, const double load_avg[3], int ranks,
+                             bool quick, int rounds) {
+  Context c;
+  c.executable = executable;
+  c.load_avg_at_start = std::vector<double>(load_avg, load_avg + 3);
+  c.mpi_ranks = ranks;
+  c.mpi_library_version = "see mpirun --version";
+  c.quick = quick;
+  c.rounds = rounds;
+  return c;
+}
+
 /// A benchmark's target, with the measured value's ratio to it.
 struct Target {
   std::string text;

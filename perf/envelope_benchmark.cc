@@ -363,13 +363,7 @@ int main(int argc, char** argv) {
     status = 1;
   }
   if (!json.empty() && status == 0) {
-    prism_bench::Context c;
-    c.executable = argv[0];
-    c.load_avg_at_start = std::vector<double>(load_start, load_start + 3);
-    c.mpi_ranks = world;
-    c.mpi_library_version = "see mpirun --version";
-    c.quick = quick;
-    c.rounds = 1;
+    prism_bench::Context c = prism_bench::MpiRunContext(argv[0], load_start, world, quick, 1);
     c.statistic = "one run; returns, get and broadcast the median of 3";
     try {
       prism_bench::WriteReport(json, c, f.entries);

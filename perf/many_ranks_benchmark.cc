@@ -162,13 +162,7 @@ int main(int argc, char** argv) {
 
   int status = 0;
   if (!json.empty()) {
-    prism_bench::Context c;
-    c.executable = argv[0];
-    c.load_avg_at_start = std::vector<double>(load_start, load_start + 3);
-    c.mpi_ranks = world;
-    c.mpi_library_version = "see mpirun --version";
-    c.quick = quick;
-    c.rounds = rounds;
+    prism_bench::Context c = prism_bench::MpiRunContext(argv[0], load_start, world, quick, rounds);
     c.fields.push_back({"broadcast_bytes", prism_bench::JsonNumber(static_cast<double>(bytes))});
     c.statistic = "median of rounds";
     std::vector<prism_bench::Entry> entries;
