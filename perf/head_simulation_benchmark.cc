@@ -234,23 +234,29 @@ GroupTimes RunGroups(int ranks, bool every_rank) {
   return t;
 }
 
+/// Creates `actors` actors of `cpu_units` CPU ({CPU: 0} for 0) one after another, a round
+/// of the simulated ranks after every `per_round`, and runs until every creation is done.
+void CreateActors(HeadSimulation& sim, int actors, int64_t cpu_units, int per_round) {
+  for (int i = 0; i < actors; ++i) {
+    prism::internal::TaskSpec spec;
+    spec.kind = prism::internal::TaskKind::kActorCreation;
+    spec.function = "Actor::Create";
+    spec.class_name = "Actor";
+    if (cpu_units > 0) spec.demand.Set("CPU", cpu_units);
+    sim.Submit(std::move(spec));
+    if (i % per_round == per_round - 1) sim.Round();
+  }
+  if (!sim.RunUntilDone(600) || sim.failed() != 0)
+    throw std::runtime_error("actor creations did not all succeed");
+}
+
 /// Rank 0's time per actor creation (placement, dispatch, the creation's completion) with
 /// `actors` actors of {CPU: 1} created one after another on N one-CPU ranks.
 double ActorCreationUs(int ranks, int actors) {
   SimulationOptions o;
   o.num_ranks = ranks;
   HeadSimulation sim(o);
-  for (int i = 0; i < actors; ++i) {
-    prism::internal::TaskSpec spec;
-    spec.kind = prism::internal::TaskKind::kActorCreation;
-    spec.function = "Actor::Create";
-    spec.class_name = "Actor";
-    spec.demand.Set("CPU", prism::internal::kResourceUnit);
-    sim.Submit(std::move(spec));
-    if (i % 100 == 99) sim.Round();
-  }
-  if (!sim.RunUntilDone(600) || sim.failed() != 0)
-    throw std::runtime_error("actor creations did not all succeed");
+  CreateActors(sim, actors, prism::internal::kResourceUnit, 100);
   return sim.head_seconds() * 1e6 / actors;
 }
 
@@ -267,16 +273,7 @@ ActorsAlive RunActorsAlive(int ranks, int actors) {
   HeadSimulation sim(o);
   malloc_trim(0);
   const int64_t before = HeapInUse();
-  for (int i = 0; i < actors; ++i) {
-    prism::internal::TaskSpec spec;
-    spec.kind = prism::internal::TaskKind::kActorCreation;
-    spec.function = "Actor::Create";
-    spec.class_name = "Actor";
-    sim.Submit(std::move(spec));
-    if (i % 1000 == 999) sim.Round();
-  }
-  if (!sim.RunUntilDone(600) || sim.failed() != 0)
-    throw std::runtime_error("actor creations did not all succeed");
+  CreateActors(sim, actors, 0, 1000);
   ActorsAlive a;
   a.us_per_creation = sim.head_seconds() * 1e6 / actors;
   a.head_bytes_per_actor = static_cast<double>(HeapInUse() - before) / actors;

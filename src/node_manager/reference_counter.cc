@@ -54,7 +54,7 @@ void ReferenceCounter::SendReleasesLocked() {
   if (releases_.empty()) return;
   RefUpdate update;
   update.remove.swap(releases_);
-  releases_.reserve(kReleaseBatch);
+  if (batch_) releases_.reserve(kReleaseBatch);  // unbatched, each release is one id
   to_head_(std::move(update));
 }
 

@@ -38,8 +38,8 @@ class ReferenceCounter {
   /// burst of drops, as when a vector of refs goes): a batch goes when it has kReleaseBatch
   /// ids, before the next message this counter sends (Adopt, Add), and on SendReleases.
   void Remove(ObjectId id, bool defer);
-  /// Sends the releases batched so far. The node calls it before it waits (Get, Wait) and
-  /// its progress loop calls it when idle, so a release waits at most one loop turn.
+  /// Sends the releases batched so far. The node calls it before it waits (Get, Wait), and
+  /// the MPI progress loop every 100 ms, so a release waits at most that long.
   void SendReleases();
   /// Releases what this thread deferred (after its task's completion was sent).
   void FlushDeferred();

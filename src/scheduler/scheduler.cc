@@ -64,10 +64,8 @@ int Scheduler::FirstAtLoad(int from, double load) const {
   // hold the rank; descend into the first such subtree that does (its minimum may be a
   // lower load only, when lower loads were passed over because nothing there fit).
   auto descend = [&](size_t k) -> int {
-    // Leftmost leaf == load under k (tree_[k] <= load), or -1.
-    if (tree_[k] > load) return -1;
-    if (k >= leaves_) return tree_[k] == load ? static_cast<int>(k - leaves_) : -1;
-    // Depth-first, left before right, pruning subtrees whose minimum is above `load`.
+    // The leftmost leaf == load under k, or -1: depth-first, left before right, pruning
+    // subtrees whose minimum is above `load`.
     size_t stack[64];
     int top = 0;
     stack[top++] = k;
