@@ -316,6 +316,8 @@ PreemptionHook::~PreemptionHook() {
   internal::g_hooks.erase(it_);
 }
 
+bool Guarded() { return internal::g_users.load() > 0; }
+
 const char* SignalName(int signal) { return internal::StopSignalName(signal); }
 
 }  // namespace platform

@@ -46,13 +46,16 @@ TEST(Preemption, HooksHearTheSignalAndRankZeroAcknowledgesIt) {
   heard = 0;
   {
     // A guard keeps SIGTERM from ending rank 0: the library stops on its own.
+    EXPECT_FALSE(prism::platform::Guarded());
     prism::platform::PreemptionGuard guard;
+    EXPECT_TRUE(prism::platform::Guarded());
     prism::platform::PreemptionHook hook([&](int sig) { heard = sig; });
     std::raise(SIGTERM);
     ASSERT_TRUE(Within(std::chrono::seconds(5), [&] { return heard.load() != 0; }));
     EXPECT_EQ(heard.load(), SIGTERM);
     EXPECT_EQ(prism::PreemptionSignal(), SIGUSR1) << "the first signal since Init is kept";
   }
+  EXPECT_FALSE(prism::platform::Guarded());
   prism::internal::UninstallStopSignals();
   unsetenv("PRISM_SIGNAL_ACK_FILE");
   std::remove(ack.c_str());

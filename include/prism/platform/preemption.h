@@ -45,6 +45,11 @@ class PreemptionHook {
   std::list<std::function<void(int)>>::iterator it_;
 };
 
+/// Whether a PreemptionGuard is alive in this process now: on rank 0, SIGTERM would not
+/// end it but ask the guarding library to stop. For a program or test that must send
+/// itself a signal only once a run is guarded.
+bool Guarded();
+
 /// "SIGUSR1" or "SIGTERM" (else "signal"), for messages.
 const char* SignalName(int signal);
 

@@ -4,6 +4,7 @@
 // handles), and a graceful drain on SIGTERM (with its message).
 #include <gtest/gtest.h>
 #include <prism/api.h>
+#include <prism/platform/preemption.h>
 #include <prism/serve.h>
 
 #include <unistd.h>
@@ -379,9 +380,13 @@ TEST(Serve, SigtermDrainsInFlightRequestsThenStops) {
   auto h = serve::GetDeploymentHandle<Echo>("echo");
   std::vector<serve::DeploymentResponse<int>> in_flight;
   for (int i = 0; i < 10; ++i) in_flight.push_back(h.Method<&Echo::Sleep>(300));
+  // Only once RunUntilStopped holds its guard: an unguarded SIGTERM ends rank 0, as it should.
   std::thread signaller([] {
-    std::this_thread::sleep_for(100ms);
-    std::raise(SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!prism::platform::Guarded() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(100ms);  // the calls are in flight
+    if (prism::platform::Guarded()) std::raise(SIGTERM);
+    else serve::Shutdown();  // never guarded: the expectations below fail instead of the job
   });
   // Rank 0's signal watcher writes to stderr: catch it in a file for the run.
   char path[] = "/tmp/prism_serve_sigterm_XXXXXX";
