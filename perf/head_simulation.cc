@@ -91,7 +91,7 @@ TaskId HeadSimulation::Submit(TaskSpec spec) {
   spec.id = ObjectId::Make(0, next_id_);
   next_id_ += static_cast<uint64_t>(std::max(1, spec.num_returns));
   spec.submitter = 0;
-  if (spec.name.empty()) spec.name = spec.function;
+  if (spec.options->name.empty()) spec.Edit().name = spec.options->function;
   const TaskId id = spec.id;
   // An actor lives while its handle does: the driver keeps the creation's ref.
   if (spec.kind == internal::TaskKind::kActorCreation) actors_.insert(id);
@@ -105,13 +105,12 @@ TaskId HeadSimulation::Submit(TaskSpec spec) {
 
 void HeadSimulation::SubmitMany(int count, const std::string& function) {
   // The specs are the driver's node's work; posting them is the head's.
+  auto options = OptionsOf(function, ResourceSet(), {});
   std::vector<internal::SubmitTask> submits(static_cast<size_t>(count));
   for (auto& m : submits) {
     m.spec = std::make_shared<internal::TaskSpec>();
     m.spec->id = ObjectId::Make(0, next_id_++);
-    m.spec->function = function;
-    m.spec->name = function;
-    m.spec->demand.Set("CPU", internal::kResourceUnit);
+    m.spec->options = options;
   }
   submitted_ += static_cast<uint64_t>(count);
   const int64_t t0 = ThreadCpuNs();
@@ -120,13 +119,25 @@ void HeadSimulation::SubmitMany(int count, const std::string& function) {
   HandleSent();
 }
 
+std::shared_ptr<const internal::TaskOptions> HeadSimulation::OptionsOf(const std::string& function, ResourceSet demand,
+                                                                       internal::SchedulingStrategy strategy) {
+  // As a driver's node does: one copy for a run of calls with the same options.
+  internal::TaskOptions o;
+  o.function = function;
+  o.name = function;
+  o.demand = std::move(demand);
+  if (o.demand.Empty()) o.demand.Set("CPU", internal::kResourceUnit);
+  o.strategy = strategy;
+  if (last_options_ == nullptr || !(*last_options_ == o)) {
+    last_options_ = std::make_shared<const internal::TaskOptions>(std::move(o));
+  }
+  return last_options_;
+}
+
 TaskId HeadSimulation::Submit(const std::string& function, ResourceSet demand,
                               internal::SchedulingStrategy strategy) {
   TaskSpec spec;
-  spec.function = function;
-  spec.demand = std::move(demand);
-  if (spec.demand.Empty()) spec.demand.Set("CPU", internal::kResourceUnit);
-  spec.strategy = strategy;
+  spec.options = OptionsOf(function, std::move(demand), strategy);
   return Submit(std::move(spec));
 }
 

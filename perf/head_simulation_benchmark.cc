@@ -240,9 +240,9 @@ void CreateActors(HeadSimulation& sim, int actors, int64_t cpu_units, int per_ro
   for (int i = 0; i < actors; ++i) {
     prism::internal::TaskSpec spec;
     spec.kind = prism::internal::TaskKind::kActorCreation;
-    spec.function = "Actor::Create";
-    spec.class_name = "Actor";
-    if (cpu_units > 0) spec.demand.Set("CPU", cpu_units);
+    spec.Edit().function = "Actor::Create";
+    spec.Edit().class_name = "Actor";
+    if (cpu_units > 0) spec.Edit().demand.Set("CPU", cpu_units);
     sim.Submit(std::move(spec));
     if (i % per_round == per_round - 1) sim.Round();
   }

@@ -4,6 +4,11 @@
 
 namespace prism::internal {
 
+const std::shared_ptr<const TaskOptions>& DefaultTaskOptions() {
+  static const auto* options = new std::shared_ptr<const TaskOptions>(std::make_shared<TaskOptions>());
+  return *options;
+}
+
 const char* ErrorKindName(ErrorKind kind) {
   static const char* const kNames[] = {"TaskException", "ObjectLost",     "ActorError",
                                        "ObjectStoreFull", "CopyDidNotFit", "ResourceError",

@@ -40,6 +40,8 @@ class ResourceSet {
   void Add(const ResourceSet& other);
   void Subtract(const ResourceSet& other);
   bool Empty() const { return entries_.empty(); }
+  /// Removes every amount (keeping the storage, for a set refilled in a loop).
+  void Clear() { entries_.clear(); }
   const std::vector<std::pair<std::string, int64_t>>& Entries() const { return entries_; }
   std::map<std::string, double> ToMap() const;
   /// "{CPU: 1, GPU: 0.5}"

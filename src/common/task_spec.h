@@ -21,34 +21,54 @@ struct TaskSpecArg {
 
 enum class TaskKind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
 
+/// What the tasks of one caller with one set of options share: the function, its
+/// resources, where it may run, its retries and, for an actor's creation, the actor's
+/// settings. Immutable once a spec points to it: a caller's tasks share one (a million
+/// queued tasks of one function carry one copy), and the codec reuses the last one it
+/// decoded while they are equal. Change one spec's options with TaskSpec::Edit.
+struct TaskOptions {
+  std::string function;
+  std::string name;  // display name (SetName, else function)
+  ResourceSet demand;
+  SchedulingStrategy strategy;  // where it may run (DEFAULT, SPREAD, node affinity)
+  std::string placement_group;  // empty: none
+  int bundle_index = -1;        // -1: any bundle of the group
+  int max_retries = 3;
+  bool retry_exceptions = false;
+  bool streaming = false;               // a streaming generator: values reported as they are yielded
+  uint64_t generator_backpressure = 0;  // streaming: most unconsumed values, 0 = no limit
+  // An actor's creation:
+  std::string actor_name;       // SetName (named actors outlive their handles)
+  std::string actor_namespace;  // a named actor's namespace (never "")
+  std::string class_name;       // typeid name of the class
+  int max_restarts = 0;
+  int max_concurrency = 1;
+  int max_task_retries = 0;  // resends of calls failed by a restart; -1: no limit
+
+  bool operator==(const TaskOptions&) const = default;
+};
+
+/// The options of a spec made without any (shared; never changed).
+const std::shared_ptr<const TaskOptions>& DefaultTaskOptions();
+
 struct TaskSpec {
   TaskId id;
   TaskKind kind = TaskKind::kTask;
-  ObjectId actor;         // actor calls: the actor (= id of its creation task)
-  std::string actor_name; // creation: SetName (named actors outlive their handles)
-  std::string class_name; // creation: typeid name of the class
-  int max_restarts = 0;   // creation
-  int max_concurrency = 1;  // creation
-  std::string function;
-  std::string name;  // display name (SetName, else function)
+  ObjectId actor;  // actor calls: the actor (= id of its creation task)
+  std::shared_ptr<const TaskOptions> options = DefaultTaskOptions();  // never null
   std::vector<TaskSpecArg> args;
-  ResourceSet demand;
-  int max_retries = 3;
-  bool retry_exceptions = false;
   std::vector<ObjectId> contained;  // refs nested in argument values
   int submitter = 0;
   int attempt = 0;
-  std::string placement_group;  // empty: none
-  int bundle_index = -1;        // -1: any bundle of the group
-  int depth = 1;                // nesting: 1 from the driver, a task's children its depth + 1
-  TaskId parent;                // the task that submitted it (nil: the driver); recursive Cancel
-  // Ray compatibility (issue 15):
-  SchedulingStrategy strategy;  // where it may run (DEFAULT, SPREAD, node affinity)
-  std::string actor_namespace;  // creation of a named actor: its namespace (never "")
-  int max_task_retries = 0;     // creation: resends of calls failed by a restart; -1: no limit
-  int num_returns = 1;          // its objects: ReturnId(id, 0..num_returns-1)
-  bool streaming = false;       // a streaming generator: values reported as they are yielded
-  uint64_t generator_backpressure = 0;  // streaming: most unconsumed values, 0 = no limit
+  int depth = 1;        // nesting: 1 from the driver, a task's children its depth + 1
+  int num_returns = 1;  // its objects: ReturnId(id, 0..num_returns-1)
+  TaskId parent;        // the task that submitted it (nil: the driver); recursive Cancel
+
+  /// This spec's options, to change: copied first unless this spec is their only user.
+  TaskOptions& Edit() {
+    if (options.use_count() != 1) options = std::make_shared<TaskOptions>(*options);
+    return const_cast<TaskOptions&>(*options);
+  }
 };
 
 /// A by-reference argument as the head knows it at dispatch time: small objects travel

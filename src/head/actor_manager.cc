@@ -11,14 +11,14 @@ bool ActorManager::OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation
   const ObjectId id = creation->id;
   Actor& actor = actors_[id];
   actor.creation = creation;
-  actor.name = creation->actor_name;
+  actor.name = creation->options->actor_name;
   if (actor.name.empty()) return true;
-  const auto key = std::make_pair(creation->actor_namespace, actor.name);
+  const auto key = std::make_pair(creation->options->actor_namespace, actor.name);
   if (names_.count(key)) {
     const std::string cause = "an actor named \"" + actor.name + "\" already exists in namespace \"" +
-                              creation->actor_namespace + "\"";
+                              creation->options->actor_namespace + "\"";
     ActorDead(id, cause);
-    *error = ErrorInfo::Of(ErrorKind::kActorError, cause, creation->name, -1);
+    *error = ErrorInfo::Of(ErrorKind::kActorError, cause, creation->options->name, -1);
     return false;
   }
   names_[key] = id;
@@ -83,7 +83,7 @@ bool ActorManager::OnCreationDone(ObjectId id, const TaskDone& done, const TaskS
   // The caller releases what the creation held; ActorDead must not release a second time.
   if (actor.rank >= 0) Count(actor.rank, -1);
   actor.rank = -1;
-  ActorDead(id, "the actor's factory " + creation.function + " threw " + done.error.type + ": " +
+  ActorDead(id, "the actor's factory " + creation.options->function + " threw " + done.error.type + ": " +
                     done.error.message);
   return true;
 }
@@ -116,7 +116,7 @@ bool ActorManager::RetryCall(ObjectId id, int attempts) const {
   if (a == actors_.end() || a->second.state == Actor::State::kDead) return false;
   // Only a restart fails the calls of an actor that lives on.
   if (a->second.restarts == 0) return false;
-  const int limit = a->second.creation->max_task_retries;
+  const int limit = a->second.creation->options->max_task_retries;
   return limit < 0 || attempts < limit;
 }
 
@@ -124,12 +124,12 @@ void ActorManager::OnKillRequest(const KillActorRequest& m) {
   auto a = actors_.find(m.actor);
   if (a == actors_.end() || a->second.state == Actor::State::kDead) return;
   Actor& actor = a->second;
-  const int max_restarts = actor.creation->max_restarts;
+  const int max_restarts = actor.creation->options->max_restarts;
   if (!m.no_restart && (max_restarts < 0 || actor.restarts < max_restarts) && actor.rank >= 0) {
     ++actor.restarts;
     actor.state = Actor::State::kRestarting;
     PRISM_LOG_INFO("restarting actor " << m.actor.Hex() << " (" << actor.restarts << "/"
-                                       << actor.creation->max_restarts << ")");
+                                       << actor.creation->options->max_restarts << ")");
     send_(actor.rank, KillActor{m.actor, /*restart=*/true, "the actor was killed and is restarting"});
     DispatchTask again;
     again.spec = actor.creation;
@@ -138,7 +138,7 @@ void ActorManager::OnKillRequest(const KillActorRequest& m) {
   }
   if (tasks_.IsWaitingForRank(m.actor)) {  // creation not placed yet
     ActorDead(m.actor, "killed by ActorHandle::Kill() before it started");
-    tasks_.Fail(m.actor, ErrorInfo::Of(ErrorKind::kActorError, "killed before it started", actor.creation->name));
+    tasks_.Fail(m.actor, ErrorInfo::Of(ErrorKind::kActorError, "killed before it started", actor.creation->options->name));
     return;
   }
   ActorDead(m.actor, "killed by ActorHandle::Kill()");
@@ -157,14 +157,14 @@ void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
   if (actor.rank >= 0) {
     send_(actor.rank, KillActor{id, /*restart=*/false, cause});
     // Give back what the live actor held (a failed creation gave it back already).
-    groups_.Release({actor.rank, actor.creation->placement_group, actor.bundle}, actor.creation->demand);
+    groups_.Release({actor.rank, actor.creation->options->placement_group, actor.bundle}, actor.creation->options->demand);
     Count(actor.rank, -1);
   }
   for (auto& call : actor.waiting_calls) {
-    tasks_.Fail(call.spec->id, ErrorInfo::Of(ErrorKind::kActorError, cause, call.spec->name));
+    tasks_.Fail(call.spec->id, ErrorInfo::Of(ErrorKind::kActorError, cause, call.spec->options->name));
   }
   actor.waiting_calls.clear();
-  auto named = names_.find({actor.creation->actor_namespace, actor.name});
+  auto named = names_.find({actor.creation->options->actor_namespace, actor.name});
   if (!actor.name.empty() && named != names_.end() && named->second == id) {
     names_.erase(named);
     FreedList freed;
@@ -184,7 +184,7 @@ void ActorManager::OnHandleFreed(ObjectId id) {
 std::vector<ObjectId> ActorManager::InGroup(const std::string& group) const {
   std::vector<ObjectId> out;
   for (const auto& [id, actor] : actors_) {
-    if (actor.state != Actor::State::kDead && actor.creation->placement_group == group) out.push_back(id);
+    if (actor.state != Actor::State::kDead && actor.creation->options->placement_group == group) out.push_back(id);
   }
   return out;
 }
@@ -193,7 +193,7 @@ std::pair<uint64_t, std::string> ActorManager::Lookup(const std::string& ray_nam
                                                       const std::string& name) const {
   auto it = names_.find({ray_namespace, name});
   if (it == names_.end()) return {0, ""};
-  return {it->second.Value(), actors_.at(it->second).creation->class_name};
+  return {it->second.Value(), actors_.at(it->second).creation->options->class_name};
 }
 
 std::vector<state::ActorState> ActorManager::List() const {
@@ -202,14 +202,14 @@ std::vector<state::ActorState> ActorManager::List() const {
   for (const auto& [id, a] : actors_) {
     state::ActorState s;
     s.actor_id = id.Hex();
-    s.class_name = a.creation->class_name;
-    s.name = a.creation->actor_name;
+    s.class_name = a.creation->options->class_name;
+    s.name = a.creation->options->actor_name;
     s.state = kStates[static_cast<int>(a.state)];
     s.rank = a.rank;
     s.num_restarts = a.restarts;
-    s.max_restarts = a.creation->max_restarts;
+    s.max_restarts = a.creation->options->max_restarts;
     s.death_cause = a.cause;
-    s.placement_group_id = a.creation->placement_group;
+    s.placement_group_id = a.creation->options->placement_group;
     out.push_back(std::move(s));
   }
   std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.actor_id < y.actor_id; });

@@ -160,27 +160,27 @@ std::vector<state::PlacementGroupState> PlacementGroupManager::List() const {
 }
 
 std::string PlacementGroupManager::CheckTask(const TaskSpec& spec) const {
-  auto g = groups_.find(spec.placement_group);
+  auto g = groups_.find(spec.options->placement_group);
   if (g == groups_.end()) {
-    return "placement group " + spec.placement_group + " does not exist (removed?)";
+    return "placement group " + spec.options->placement_group + " does not exist (removed?)";
   }
-  const int b = spec.bundle_index;
+  const int b = spec.options->bundle_index;
   const auto& bundles = g->second.bundles;
   if (b >= static_cast<int>(bundles.size()) || b < -1) {
     return "bundle index " + std::to_string(b) + " out of range: placement group " +
-           spec.placement_group + " has " + std::to_string(bundles.size()) + " bundles";
+           spec.options->placement_group + " has " + std::to_string(bundles.size()) + " bundles";
   }
   if (std::none_of(bundles.begin(), bundles.end(), [&](const ResourceSet& bs) {
-        return (b < 0 || &bs == &bundles[b]) && spec.demand.FitsIn(bs);
+        return (b < 0 || &bs == &bundles[b]) && spec.options->demand.FitsIn(bs);
       })) {
-    return "task asks for " + spec.demand.ToString() + ", more than its placement group bundle holds";
+    return "task asks for " + spec.options->demand.ToString() + ", more than its placement group bundle holds";
   }
   return "";
 }
 
 PlacementGroupManager::Reservation PlacementGroupManager::Reserve(const TaskSpec& spec) {
   Reservation r;
-  auto g = groups_.find(spec.placement_group);
+  auto g = groups_.find(spec.options->placement_group);
   if (g == groups_.end()) {
     r.result = Reservation::kGone;
     return r;
@@ -189,12 +189,12 @@ PlacementGroupManager::Reservation PlacementGroupManager::Reserve(const TaskSpec
   if (!pg.created) return r;
   int chosen = -1;
   for (int b = 0; b < static_cast<int>(pg.bundles.size()); ++b) {
-    if (spec.bundle_index >= 0 && b != spec.bundle_index) continue;
-    if (!spec.demand.FitsIn(pg.free[b])) continue;
+    if (spec.options->bundle_index >= 0 && b != spec.options->bundle_index) continue;
+    if (!spec.options->demand.FitsIn(pg.free[b])) continue;
     if (chosen < 0 || pg.ranks[b] == spec.submitter) chosen = b;
   }
   if (chosen < 0) return r;
-  pg.free[chosen].Subtract(spec.demand);
+  pg.free[chosen].Subtract(spec.options->demand);
   r.result = Reservation::kReserved;
   r.bundle = chosen;
   r.rank = pg.ranks[chosen];

@@ -11,15 +11,15 @@ namespace prism::internal {
 // A class is its function, placement group and bundle, strategy and demand; QueueOf
 // compares the same fields: change both together.
 std::string TaskManager::ClassKey(const TaskSpec& spec) {
-  std::string key = spec.function;
-  if (!spec.placement_group.empty()) {
-    key += "|pg=" + spec.placement_group + "/" + std::to_string(spec.bundle_index);
+  std::string key = spec.options->function;
+  if (!spec.options->placement_group.empty()) {
+    key += "|pg=" + spec.options->placement_group + "/" + std::to_string(spec.options->bundle_index);
   }
-  if (spec.strategy.kind != SchedulingStrategy::Kind::kDefault) {
-    key += "|strategy=" + std::to_string(static_cast<int>(spec.strategy.kind)) + "/" +
-           std::to_string(spec.strategy.rank) + (spec.strategy.soft ? "s" : "");
+  if (spec.options->strategy.kind != SchedulingStrategy::Kind::kDefault) {
+    key += "|strategy=" + std::to_string(static_cast<int>(spec.options->strategy.kind)) + "/" +
+           std::to_string(spec.options->strategy.rank) + (spec.options->strategy.soft ? "s" : "");
   }
-  for (const auto& [name, units] : spec.demand.Entries()) {
+  for (const auto& [name, units] : spec.options->demand.Entries()) {
     key += '|';
     key += name;
     key += '=';
@@ -31,7 +31,7 @@ std::string TaskManager::ClassKey(const TaskSpec& spec) {
 void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
   TaskId id = spec->id;
   for (int i = 0; i < spec->num_returns; ++i) objects_.CreateResult(ReturnId(id, i), from);
-  if (spec->streaming) generators_.emplace(id, Generator{});
+  if (spec->options->streaming) generators_.emplace(id, Generator{});
   for (ObjectId c : spec->contained) objects_.AddTaskUse(c);
   Task& task = tasks_[id];
   task.spec = std::move(spec);
@@ -51,7 +51,7 @@ void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
     if (!arg.is_ref) continue;
     ObjectEntry* e = objects_.Find(arg.ref);
     if (e == nullptr) {
-      Fail(id, LostError(arg.ref, task.spec->name));
+      Fail(id, LostError(arg.ref, task.spec->options->name));
       return;
     }
     if (e->state == ObjectEntry::State::kFailed) {
@@ -72,10 +72,10 @@ void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
       return;
     }
   }
-  if (!task.spec->placement_group.empty()) {
+  if (!task.spec->options->placement_group.empty()) {
     std::string bad = groups_.CheckTask(*task.spec);
     if (!bad.empty()) {
-      Fail(id, ErrorInfo::Of(ErrorKind::kResourceError, std::move(bad), task.spec->name));
+      Fail(id, ErrorInfo::Of(ErrorKind::kResourceError, std::move(bad), task.spec->options->name));
       return;
     }
   }
@@ -86,7 +86,7 @@ void TaskManager::RouteActorCall(Task& task) {
   const TaskSpec& spec = *task.spec;
   ActorManager::Route route = actors_.RouteCall(spec.actor);
   if (route.result == ActorManager::Route::kFailed) {
-    Fail(spec.id, ErrorInfo::Of(ErrorKind::kActorError, route.cause, spec.name));
+    Fail(spec.id, ErrorInfo::Of(ErrorKind::kActorError, route.cause, spec.options->name));
     return;
   }
   DispatchTask out;
@@ -105,15 +105,15 @@ void TaskManager::RouteActorCall(Task& task) {
 }
 
 std::deque<TaskId>& TaskManager::QueueOf(const TaskSpec& spec) {
-  const ClassFields& c = last_class_;
-  if (last_queue_ != nullptr && spec.function == c.function && spec.demand == c.demand &&
-      spec.placement_group == c.placement_group && spec.bundle_index == c.bundle_index &&
-      spec.strategy.kind == c.strategy.kind && spec.strategy.rank == c.strategy.rank &&
-      spec.strategy.soft == c.strategy.soft) {
-    return *last_queue_;
-  }
-  last_queue_ = &queues_[ClassKey(spec)];
-  last_class_ = {spec.function, spec.demand, spec.placement_group, spec.bundle_index, spec.strategy};
+  const TaskOptions& o = *spec.options;
+  const TaskOptions* last = last_class_.get();
+  // Tasks of one caller share their options: the same pointer is the same class.
+  const bool same = last != nullptr &&
+                    (last == &o || (o.function == last->function && o.demand == last->demand &&
+                                    o.placement_group == last->placement_group &&
+                                    o.bundle_index == last->bundle_index && o.strategy == last->strategy));
+  if (!same) last_queue_ = &queues_[ClassKey(spec)];
+  last_class_ = spec.options;
   return *last_queue_;
 }
 
@@ -137,22 +137,22 @@ bool TaskManager::TryDispatch(Task& task, int64_t now) {
     objects_.AddBytesOnRanks(arg.ref, bytes_on_rank, scheduler_.NumRanks());
     out.refs.push_back(objects_.LocationOf(arg.ref));
   }
-  if (!spec.placement_group.empty()) {
+  if (!spec.options->placement_group.empty()) {
     auto reserved = groups_.Reserve(spec);
     if (reserved.result == PlacementGroupManager::Reservation::kWait) return false;
     if (reserved.result == PlacementGroupManager::Reservation::kGone) {
       Fail(spec.id, ErrorInfo::Of(ErrorKind::kPlacementGroupRemoved,
-                                  "placement group " + spec.placement_group + " was removed", spec.name));
+                                  "placement group " + spec.options->placement_group + " was removed", spec.options->name));
       return true;  // handled: the task is gone
     }
     task.bundle = reserved.bundle;
     task.rank = reserved.rank;
   } else {
     int rank = spec.kind == TaskKind::kActorCreation
-                   ? actors_.PickRank(spec.demand, spec.strategy)
-                   : scheduler_.Place(spec.function, spec.demand, spec.submitter, bytes_on_rank, spec.strategy);
+                   ? actors_.PickRank(spec.options->demand, spec.options->strategy)
+                   : scheduler_.Place(spec.options->function, spec.options->demand, spec.submitter, bytes_on_rank, spec.options->strategy);
     if (rank < 0) return false;
-    scheduler_.Commit(rank, spec.demand);
+    scheduler_.Commit(rank, spec.options->demand);
     task.rank = rank;
   }
   out.spec = task.spec;
@@ -208,7 +208,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     done.contained.clear();
     done.error = *task.cancelled;
   }
-  const ResourceSet* held = &task.spec->demand;
+  const ResourceSet* held = &task.spec->options->demand;
   ResourceSet unblocked;  // a task blocked in Get gave its CPU back already
   if (task.blocked) {
     unblocked = *held;
@@ -222,7 +222,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   }
   if (release) groups_.Release(task.holding(), *held);
   task.bundle = -1;
-  scheduler_.RecordRunTime(task.spec->function, done.exec_ns);
+  scheduler_.RecordRunTime(task.spec->options->function, done.exec_ns);
   auto generator = generators_.find(done.id);
   if (generator != generators_.end() && done.ok && !generator->second.dropped &&
       generator->second.attempt_yielded < generator->second.reported) {
@@ -231,11 +231,11 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     done.ok = false;
     done.error = ErrorInfo::Exception(
         "prism::Error",
-        "streaming generator " + task.spec->name + " yielded " +
+        "streaming generator " + task.spec->options->name + " yielded " +
             std::to_string(generator->second.attempt_yielded) + " values when retried, fewer than the " +
             std::to_string(generator->second.reported) +
             " it reported before it failed: a retried generator must yield the same values again",
-        task.spec->name, from);
+        task.spec->options->name, from);
   }
   if (!done.ok && task.spec->kind == TaskKind::kActorCall && done.error.kind == ErrorKind::kActorError &&
       actors_.RetryCall(task.spec->actor, task.spec->attempt)) {
@@ -243,10 +243,10 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     // (max_task_retries). It follows the restart's creation to the actor's rank.
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
     ++task.spec->attempt;
-    PRISM_LOG_INFO("actor call " << task.spec->name << " failed by a restart; retry " << task.spec->attempt);
+    PRISM_LOG_INFO("actor call " << task.spec->options->name << " failed by a restart; retry " << task.spec->attempt);
     task.rank = -1;
     RouteActorCall(task);
-  } else if (!done.ok && !task.cancelled && task.spec->retry_exceptions && task.spec->attempt < task.spec->max_retries) {
+  } else if (!done.ok && !task.cancelled && task.spec->options->retry_exceptions && task.spec->attempt < task.spec->options->max_retries) {
     if (generator != generators_.end()) {
       // The new attempt replays from its first value: the head drops what was reported.
       generator->second.attempt_yielded = 0;
@@ -254,9 +254,9 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     }
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
     ++task.spec->attempt;
-    PRISM_LOG_WARN("task " << task.spec->name << " failed on rank " << from << " ("
+    PRISM_LOG_WARN("task " << task.spec->options->name << " failed on rank " << from << " ("
                             << done.error.Render() << "); retry " << task.spec->attempt << "/"
-                            << task.spec->max_retries);
+                            << task.spec->options->max_retries);
     task.rank = -1;
     task.blocked = false;
     task.times[static_cast<size_t>(TaskPhase::kBlocked)] = 0;
@@ -278,7 +278,7 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
     const TaskSpec& spec = *node.mapped().spec;
     RecordEnded(node.mapped(), done, failure, from);
     if (objects_.Find(id) == nullptr && !done.ok) {
-      PRISM_LOG_DEBUG("result of failed task " << spec.name << " dropped: no refs left");
+      PRISM_LOG_DEBUG("result of failed task " << spec.options->name << " dropped: no refs left");
     }
     if (auto g = generators_.find(id); g != generators_.end()) {
       // After every value (they were sent before): the end, with the error if it failed.
@@ -337,9 +337,9 @@ void TaskManager::RecordEnded(const Task& task, const TaskDone& done,
   r.phase = done.ok ? TaskPhase::kFinished : TaskPhase::kFailed;
   r.actor = spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId();
   if (spec.kind == TaskKind::kActorCreation) r.actor = spec.id;
-  r.function = &spec.function;  // TaskTable::Ended interns it
-  if (spec.name != spec.function) r.name = spec.name;
-  r.placement_group = spec.placement_group;
+  r.function = &spec.options->function;  // TaskTable::Ended interns it
+  if (spec.options->name != spec.options->function) r.name = spec.options->name;
+  r.placement_group = spec.options->placement_group;
   r.rank = from >= 0 ? from : task.rank;
   r.attempt = spec.attempt;
   r.times = task.times;
@@ -393,7 +393,7 @@ void TaskManager::OnGeneratorItem(int from, GeneratorItem&& item) {
   } else {
     // A retry replaying a value reported before (Ray's semantics: skip it).
     if (item.index > gen.reported) {
-      PRISM_LOG_ERROR("generator " << spec.name << " sent value " << item.index << " after "
+      PRISM_LOG_ERROR("generator " << spec.options->name << " sent value " << item.index << " after "
                                    << gen.reported << "; dropped");
     }
     discard();
@@ -418,7 +418,7 @@ void TaskManager::OnGeneratorConsumed(int /*from*/, const GeneratorConsumed& m) 
 }
 
 void TaskManager::AckIfWaiting(TaskId id, const TaskSpec& spec, Generator& g, int rank) {
-  const uint64_t limit = spec.generator_backpressure;
+  const uint64_t limit = spec.options->generator_backpressure;
   if (limit == 0 || rank < 0 || g.consumed <= g.acked) return;
   if (g.attempt_yielded < g.acked + limit) return;  // it is not waiting for this
   g.acked = g.consumed;
@@ -430,7 +430,7 @@ void TaskManager::OnTaskBlocked(int from, const TaskBlocked& m) {
   if (it == tasks_.end() || it->second.rank < 0 || it->second.blocked == m.blocked) return;
   Task& task = it->second;
   ResourceSet cpu;
-  cpu.Set("CPU", task.spec->demand.Get("CPU"));
+  cpu.Set("CPU", task.spec->options->demand.Get("CPU"));
   task.blocked = m.blocked;
   task.times[static_cast<size_t>(TaskPhase::kBlocked)] = m.blocked ? WallNowNs() : 0;
   if (m.blocked) {
@@ -445,11 +445,11 @@ void TaskManager::OnCancel(const CancelTask& m) {
   auto it = tasks_.find(m.id);
   if (it == tasks_.end()) return;  // finished (or a Put object): nothing to cancel, as Ray
   const TaskSpec& spec = *it->second.spec;
-  std::string why = m.timeout_ms > 0 ? "task " + spec.name + " timed out: not finished " +
+  std::string why = m.timeout_ms > 0 ? "task " + spec.options->name + " timed out: not finished " +
                                            std::to_string(m.timeout_ms) +
                                            " ms after it was submitted (SetTimeout), so it was cancelled"
-                                     : "task " + spec.name + " was cancelled (prism::Cancel)";
-  Cancel(m.id, m.recursive, ErrorInfo::Of(ErrorKind::kTaskCancelled, std::move(why), spec.name));
+                                     : "task " + spec.options->name + " was cancelled (prism::Cancel)";
+  Cancel(m.id, m.recursive, ErrorInfo::Of(ErrorKind::kTaskCancelled, std::move(why), spec.options->name));
 }
 
 void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
@@ -459,7 +459,7 @@ void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
   const TaskSpec& spec = *task.spec;
   if (spec.kind == TaskKind::kActorCreation) {
     // An actor ends with Kill, not Cancel (Ray refuses too); users never hold its ref.
-    PRISM_LOG_DEBUG("cancel of actor creation " << spec.name << " ignored");
+    PRISM_LOG_DEBUG("cancel of actor creation " << spec.options->name << " ignored");
     return;
   }
   std::vector<TaskId> children;
@@ -479,7 +479,7 @@ void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
     auto c = tasks_.find(child);
     if (c == tasks_.end()) continue;
     ErrorInfo e = error;
-    e.task_name = c->second.spec->name;
+    e.task_name = c->second.spec->options->name;
     e.message = "task " + e.task_name + " was cancelled with its parent: " + error.message;
     Cancel(child, true, e);
   }
@@ -487,7 +487,7 @@ void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
 
 std::string TaskManager::NameOf(TaskId id) const {
   auto it = tasks_.find(id);
-  return it == tasks_.end() ? std::string() : it->second.spec->name;
+  return it == tasks_.end() ? std::string() : it->second.spec->options->name;
 }
 
 bool TaskManager::IsWaitingForRank(TaskId id) const {
@@ -498,11 +498,11 @@ bool TaskManager::IsWaitingForRank(TaskId id) const {
 std::vector<TaskId> TaskManager::DetachFromGroup(const std::string& group) {
   std::vector<TaskId> queued;
   for (auto& [task_id, task] : tasks_) {
-    if (task.spec->placement_group != group) continue;
+    if (task.spec->options->placement_group != group) continue;
     if (task.spec->kind == TaskKind::kActorCreation) continue;  // its actor dies with the group
     if (task.bundle >= 0) {
       // Still running: from now on it holds its resources as a plain task of its rank.
-      ResourceSet held = task.spec->demand;
+      ResourceSet held = task.spec->options->demand;
       if (task.blocked) held.Set("CPU", 0);
       scheduler_.Commit(task.rank, held);
       task.bundle = -1;
@@ -528,9 +528,9 @@ std::vector<TaskRecord> TaskManager::LiveRecords() {
     r.actor = spec.kind == TaskKind::kActorCall     ? spec.actor
               : spec.kind == TaskKind::kActorCreation ? spec.id
                                                       : ObjectId();
-    r.function = tables_.tasks().Intern(spec.function);
-    if (spec.name != spec.function) r.name = spec.name;
-    r.placement_group = spec.placement_group;
+    r.function = tables_.tasks().Intern(spec.options->function);
+    if (spec.options->name != spec.options->function) r.name = spec.options->name;
+    r.placement_group = spec.options->placement_group;
     r.rank = t.rank;
     r.attempt = spec.attempt;
     r.times = t.times;

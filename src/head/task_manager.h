@@ -74,7 +74,7 @@ class TaskManager {
     std::shared_ptr<ErrorInfo> cancelled;  // set: cancelled while on its rank
     TaskTimes times{};   // when it entered each phase, for the state API
 
-    Holding holding() const { return {rank, spec->placement_group, bundle}; }
+    Holding holding() const { return {rank, spec->options->placement_group, bundle}; }
   };
 
   /// A streaming generator task's stream, as the head sees it.
@@ -101,7 +101,8 @@ class TaskManager {
                    int from);
   static std::string ClassKey(const TaskSpec& spec);
   /// The queue of `spec`'s scheduling class. Tasks come in runs of one class: the last
-  /// class's queue is found by comparing fields, without building its key.
+  /// class's queue is found by comparing options (their pointer, else their fields),
+  /// without building its key.
   std::deque<TaskId>& QueueOf(const TaskSpec& spec);
   void Cancel(TaskId id, bool recursive, const ErrorInfo& error);
 
@@ -116,14 +117,7 @@ class TaskManager {
   // Ready tasks that found no room, FIFO per scheduling class (function + demand).
   std::map<std::string, std::deque<TaskId>> queues_;  // never erased: QueueOf keeps a pointer
   size_t queued_ = 0;
-  struct ClassFields {
-    std::string function;
-    ResourceSet demand;
-    std::string placement_group;
-    int bundle_index = -1;
-    SchedulingStrategy strategy;
-  };
-  ClassFields last_class_;  // QueueOf's last class, whose queue is last_queue_
+  std::shared_ptr<const TaskOptions> last_class_;  // QueueOf's last class, whose queue is last_queue_
   std::deque<TaskId>* last_queue_ = nullptr;
 };
 

@@ -71,8 +71,8 @@ bool Executor::Admit(size_t caller_takes) {
   // Strict FIFO: the head already sized what it sent here (capacity x pipeline depth), so
   // the queue is short-lived; scanning past a task that does not fit would cost a demand
   // comparison per queued task on every completion.
-  while (!waiting_.empty() && waiting_.front().spec->demand.FitsIn(available_)) {
-    available_.Subtract(waiting_.front().spec->demand);
+  while (!waiting_.empty() && waiting_.front().spec->options->demand.FitsIn(available_)) {
+    available_.Subtract(waiting_.front().spec->options->demand);
     runnable_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -95,7 +95,7 @@ bool Executor::Admit(size_t caller_takes) {
       threads_.pop_back();
       start_error_ = "prism: " + ThreadStartFailure("a task", e);
       for (size_t k = i; k < missing && runnable_.size() > caller_takes; ++k) {
-        available_.Add(runnable_.back().spec->demand);
+        available_.Add(runnable_.back().spec->options->demand);
         unstarted_.push_back(std::move(runnable_.back()));
         runnable_.pop_back();
       }
@@ -135,7 +135,7 @@ Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
       waiting_.erase(it);
       result = CancelResult::kRemoved;
     } else if (auto r = std::find_if(runnable_.begin(), runnable_.end(), match); r != runnable_.end()) {
-      available_.Add(r->spec->demand);  // admitted: its resources go back
+      available_.Add(r->spec->options->demand);  // admitted: its resources go back
       *removed = std::move(*r);
       runnable_.erase(r);
       num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
@@ -182,7 +182,7 @@ void Executor::ThreadMain() {
     run_(task);
     lock.lock();
     slot->running = TaskId();
-    available_.Add(task.spec->demand);
+    available_.Add(task.spec->options->demand);
     // This thread takes the next runnable task itself (the lock is held until it does), so
     // Admit wakes or starts threads only for the rest.
     if (Admit(/*caller_takes=*/1)) {

@@ -14,7 +14,7 @@ class GeneratorProducers::Sink : public GeneratorSink {
  public:
   Sink(GeneratorProducers& owner, const TaskSpec& spec, std::shared_ptr<State> state)
       : owner_(owner), task_(spec.id), attempt_(spec.attempt),
-        backpressure_(spec.generator_backpressure), state_(std::move(state)) {}
+        backpressure_(spec.options->generator_backpressure), state_(std::move(state)) {}
   ~Sink() override { owner_.Finish(task_, state_); }
 
   void Yield(Buffer&& value, std::vector<ObjectId> contained) override {

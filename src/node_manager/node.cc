@@ -94,69 +94,98 @@ void Node::ValidateResources(const std::string& task_name,
   }
 }
 
-void Node::CheckFeasible(const TaskSpec& spec) const {
-  const SchedulingStrategy& where = spec.strategy;
+void Node::CheckFeasible(const TaskOptions& options) const {
+  const SchedulingStrategy& where = options.strategy;
   if (where.kind == SchedulingStrategy::Kind::kNodeAffinity && !where.soft) {
     const int n = static_cast<int>(options_.capacities.size());
     if (where.rank < 0 || where.rank >= n) {
-      throw ResourceError("prism: task " + spec.name + " is pinned (NodeAffinitySchedulingStrategy, hard) to rank " +
+      throw ResourceError("prism: task " + options.name + " is pinned (NodeAffinitySchedulingStrategy, hard) to rank " +
                           std::to_string(where.rank) + ", but the job has ranks 0.." + std::to_string(n - 1) +
                           ". Pin to an existing rank, or pass soft = true to run elsewhere when it cannot");
     }
-    if (!spec.demand.FitsIn(options_.capacities[where.rank])) {
-      throw ResourceError("prism: task " + spec.name + " is pinned (NodeAffinitySchedulingStrategy, hard) to rank " +
-                          std::to_string(where.rank) + ", which can never provide " + spec.demand.ToString() +
+    if (!options.demand.FitsIn(options_.capacities[where.rank])) {
+      throw ResourceError("prism: task " + options.name + " is pinned (NodeAffinitySchedulingStrategy, hard) to rank " +
+                          std::to_string(where.rank) + ", which can never provide " + options.demand.ToString() +
                           " (it offers " + options_.capacities[where.rank].ToString() +
                           "). Lower the request, or pass soft = true to run elsewhere");
     }
     return;
   }
   bool feasible = std::any_of(options_.capacities.begin(), options_.capacities.end(),
-                              [&](const ResourceSet& c) { return spec.demand.FitsIn(c); });
+                              [&](const ResourceSet& c) { return options.demand.FitsIn(c); });
   if (feasible) return;
   std::string offer = DescribeRankCapacities(options_.capacities, 4);
-  throw ResourceError("prism: task " + spec.name + " asks for " + spec.demand.ToString() +
+  throw ResourceError("prism: task " + options.name + " asks for " + options.demand.ToString() +
                       " but no rank can ever provide that (ranks offer:" + offer +
                       "). Lower the request or start ranks with more "
                       "(--prism-num-cpus, --prism-num-gpus, --prism-resources).");
 }
 
-ObjectId Node::Submit(TaskRequest&& request) {
-  auto shared_spec = std::make_shared<TaskSpec>();
-  TaskSpec& spec = *shared_spec;
-  spec.function = std::move(request.function);
+std::shared_ptr<const TaskOptions> Node::OptionsOf(const TaskRequest& request) const {
+  // Built in the thread's scratch (its strings keep their capacity: no allocation), then
+  // compared with the thread's last options, which a run of calls of one caller matches.
+  thread_local TaskOptions scratch;
+  thread_local std::shared_ptr<const TaskOptions> last;
+  thread_local uint64_t last_node = 0;
+  TaskOptions& o = scratch;
   const bool named = !request.name.empty();
-  spec.name = named ? std::move(request.name) : spec.function;
+  o.function = request.function;
+  o.name = named ? request.name : request.function;
   if (request.resources.empty()) {
     // The common case, a task with default resources: no validation or map work.
     static const ResourceSet kDefaultDemand({{"CPU", 1}});
-    spec.demand = kDefaultDemand;
+    o.demand = kDefaultDemand;
   } else {
-    ValidateResources(spec.name, request.resources);
-    if (request.resources.find("CPU") == request.resources.end()) request.resources["CPU"] = 1;
-    spec.demand = ResourceSet(request.resources);
+    ValidateResources(o.name, request.resources);
+    std::map<std::string, double> resources = request.resources;
+    resources.try_emplace("CPU", 1);
+    o.demand = ResourceSet(resources);
   }
-  spec.strategy = request.strategy;
-  if (spec.strategy.kind != SchedulingStrategy::Kind::kDefault && !request.placement_group.empty()) {
-    throw Error("prism: task " + spec.name + " has both a placement group and a scheduling strategy; "
+  o.strategy = request.strategy;
+  o.placement_group = request.placement_group;
+  o.bundle_index = request.bundle_index;
+  o.max_retries = request.max_retries;
+  o.retry_exceptions = request.retry_exceptions;
+  o.streaming = request.streaming;
+  o.generator_backpressure = request.generator_backpressure;
+  o.class_name = request.class_name;
+  o.max_restarts = request.max_restarts;
+  o.max_concurrency = request.max_concurrency;
+  o.max_task_retries = request.max_task_retries;
+  const bool named_actor = request.kind == TaskRequest::Kind::kActorCreation && named;
+  o.actor_name = named_actor ? o.name : std::string();
+  o.actor_namespace = !named_actor                     ? std::string()
+                      : request.ray_namespace.empty() ? options_.ray_namespace
+                                                      : request.ray_namespace;
+  if (last != nullptr && last_node == serial_ && *last == o) return last;  // checked when made
+  if (o.strategy.kind != SchedulingStrategy::Kind::kDefault && !o.placement_group.empty()) {
+    throw Error("prism: task " + o.name + " has both a placement group and a scheduling strategy; "
                 "the placement group decides where it runs, so give only one");
   }
-  CheckFeasible(spec);
+  CheckFeasible(o);
+  last = std::make_shared<const TaskOptions>(o);
+  last_node = serial_;
+  return last;
+}
+
+ObjectId Node::Submit(TaskRequest&& request) {
+  auto shared_spec = std::make_shared<TaskSpec>();
+  TaskSpec& spec = *shared_spec;
+  spec.options = OptionsOf(request);
+  const TaskOptions& options = *spec.options;
   spec.depth = CurrentTaskDepth() + 1;
   if (spec.depth > kMaxTaskDepth) {
-    throw RuntimeError("prism: " + spec.name + " would run at nesting depth " +
+    throw RuntimeError("prism: " + options.name + " would run at nesting depth " +
                        std::to_string(spec.depth) + " (a task submitting a task, and so on), " +
                        "beyond the limit of " + std::to_string(kMaxTaskDepth) +
                        " (kMaxTaskDepth): does the recursion end? Each level waiting in Get "
                        "holds a thread; make it shallower, or a loop inside one task");
   }
   if (request.num_returns < 1 || request.num_returns > kMaxNumReturns) {
-    throw Error("prism: task " + spec.name + " asks for " + std::to_string(request.num_returns) +
+    throw Error("prism: task " + options.name + " asks for " + std::to_string(request.num_returns) +
                 " returns; SetNumReturns takes 1.." + std::to_string(kMaxNumReturns));
   }
   spec.num_returns = request.num_returns;
-  spec.streaming = request.streaming;
-  spec.generator_backpressure = request.generator_backpressure;
   spec.id = NextId(spec.num_returns);
   spec.args.reserve(request.args.size());
   for (auto& a : request.args) {
@@ -167,26 +196,14 @@ ObjectId Node::Submit(TaskRequest&& request) {
     spec.args.push_back(std::move(arg));
   }
   spec.contained = std::move(request.contained);
-  spec.max_retries = request.max_retries;
-  spec.retry_exceptions = request.retry_exceptions;
   spec.submitter = options_.rank;
   spec.kind = static_cast<TaskKind>(request.kind);
   spec.actor = request.actor;
-  spec.max_restarts = request.max_restarts;
-  spec.max_concurrency = request.max_concurrency;
-  spec.class_name = std::move(request.class_name);
-  if (spec.kind == TaskKind::kActorCreation && named) {
-    spec.actor_name = spec.name;
-    spec.actor_namespace = request.ray_namespace.empty() ? options_.ray_namespace : std::move(request.ray_namespace);
-  }
-  spec.max_task_retries = request.max_task_retries;
-  spec.placement_group = std::move(request.placement_group);
-  spec.bundle_index = request.bundle_index;
   spec.parent = CurrentTaskId();
   ObjectId id = spec.id;
   const int num_returns = spec.num_returns;
   // Its values may come back as soon as the head has the task: listen first.
-  if (spec.streaming) streams_.Register(id, spec.generator_backpressure);
+  if (options.streaming) streams_.Register(id, options.generator_backpressure);
   puller_.ExpectResults(id, num_returns);  // the head tells us of them: Get need not ask
   refs_.Adopt(id, SubmitTask{std::move(shared_spec)}, num_returns);  // the returned ObjectRefs'
   if (request.timeout_ms >= 0) timeouts_.Add(id, request.timeout_ms);

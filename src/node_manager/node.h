@@ -115,16 +115,24 @@ class Node : public CoreApi {
   Executor& executor() { return runner_.executor(); }
 
  private:
+  static uint64_t NextSerial() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }
   void ValidateResources(const std::string& task_name,
                          const std::map<std::string, double>& resources) const;
   /// Throws ResourceError if no rank's whole capacity covers the task's demand.
-  void CheckFeasible(const TaskSpec& spec) const;
+  void CheckFeasible(const TaskOptions& options) const;
+  /// The request's options, checked (resources, strategy, feasibility): the calling
+  /// thread's last ones if equal, so a caller's tasks share one copy.
+  std::shared_ptr<const TaskOptions> OptionsOf(const TaskRequest& request) const;
   /// Waits for ids; while inside a task, gives its CPU back for the duration.
   PresenceFlags Await(std::span<const ObjectId> ids, size_t need, int64_t timeout_ms);
   /// A fresh id; with n > 1, the first of n consecutive ones (a task's returns).
   ObjectId NextId(int n = 1) { return ObjectId::Make(options_.rank, counter_.fetch_add(n) + 1); }
 
   NodeOptions options_;
+  const uint64_t serial_ = NextSerial();  // OptionsOf's thread caches belong to one Node
   ToHead to_head_;
   MemoryStore store_;
   ReferenceCounter refs_;

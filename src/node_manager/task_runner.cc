@@ -207,12 +207,12 @@ GpuGrant TaskRunner::GpusFor(const TaskSpec& spec) {
     auto it = actor_gpus_.find(spec.id);
     if (it != actor_gpus_.end()) return it->second;  // a restart: same devices
   }
-  const int64_t units = spec.demand.Get("GPU");
+  const int64_t units = spec.options->demand.Get("GPU");
   if (units <= 0) return {};
   auto grant = gpus_.Acquire(units, kGpuWait);
   if (!grant) {
     throw ResourceError(
-        "prism: " + spec.name + " was granted " + ResourceSet({{"GPU", FromUnits(units)}}).ToString() +
+        "prism: " + spec.options->name + " was granted " + ResourceSet({{"GPU", FromUnits(units)}}).ToString() +
         " on rank " + std::to_string(rank_) + " but no device had room within " +
         std::to_string(kGpuWait.count() / 1000) + " s (" + gpus_.DescribeFree() +
         "): fractions of GPUs held by other tasks or actors leave no whole device free; "
@@ -264,7 +264,7 @@ void TaskRunner::RouteToActor(DispatchTask&& d) {
         actors_.erase(actor);
       } else {
         slot = std::make_unique<ActorHost>(
-            actor, spec.max_concurrency, [this](DispatchTask& t, ActorHost& h) { Execute(t, &h); },
+            actor, spec.options->max_concurrency, [this](DispatchTask& t, ActorHost& h) { Execute(t, &h); },
             [this](ActorHost& h) { Defer([this, id = h.id(), host = &h] { Reap(id, host); }); });
       }
     }
@@ -287,7 +287,7 @@ void TaskRunner::FailCalls(std::deque<DispatchTask>&& calls, const std::string& 
     done.id = c.spec->id;
     done.attempt = c.spec->attempt;
     done.ok = false;
-    done.error = ErrorInfo::Of(ErrorKind::kActorError, cause, c.spec->name, rank_);
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, cause, c.spec->options->name, rank_);
     to_head_(std::move(done));
   }
 }
@@ -328,7 +328,7 @@ void TaskRunner::FailUnstartedTask(DispatchTask& task, const std::string& messag
     done.id = spec->id;
     done.attempt = spec->attempt;
     done.ok = false;
-    done.error = ErrorInfo::Exception("prism::RuntimeError", message, spec->name, rank_);
+    done.error = ErrorInfo::Exception("prism::RuntimeError", message, spec->options->name, rank_);
     to_head_(std::move(done));
   });
 }
@@ -336,9 +336,9 @@ void TaskRunner::FailUnstartedTask(DispatchTask& task, const std::string& messag
 void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* self,
                         const std::vector<ByteView>& views, TaskDone& done) {
   const bool method = spec.kind == TaskKind::kActorCall;
-  if (spec.streaming) {
+  if (spec.options->streaming) {
     if (!fn.generate) {
-      throw FunctionNotFound("prism: " + spec.function +
+      throw FunctionNotFound("prism: " + spec.options->function +
                              " is not registered in this binary (PRISM_REMOTE) as a streaming "
                              "generator (first parameter a prism::StreamWriter<T>&)");
     }
@@ -356,7 +356,7 @@ void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* se
   }
   if (spec.num_returns > 1) {
     if (!fn.invoke_parts) {
-      throw FunctionNotFound("prism: " + spec.function +
+      throw FunctionNotFound("prism: " + spec.options->function +
                              " does not return a std::tuple, std::pair or std::vector in this "
                              "binary, so SetNumReturns cannot split its result");
     }
@@ -365,7 +365,7 @@ void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* se
     fn.invoke_parts(self, views, parts, contained);
     if (!method && CurrentTaskCancelled()) ThrowCancelled(rank_);  // not stored: cancelled
     if (parts.size() != static_cast<size_t>(spec.num_returns)) {
-      throw Error("prism: " + spec.function + " returned " + std::to_string(parts.size()) +
+      throw Error("prism: " + spec.options->function + " returned " + std::to_string(parts.size()) +
                   " values but the call asked for " + std::to_string(spec.num_returns) +
                   " (SetNumReturns): return exactly n values");
     }
@@ -399,7 +399,7 @@ void TaskRunner::Invoke(const TaskSpec& spec, const RemoteFunction& fn, void* se
     return;
   }
   if (method ? !fn.method : !fn.invoke) {
-    throw FunctionNotFound("prism: function " + spec.function +
+    throw FunctionNotFound("prism: function " + spec.options->function +
                            " is not registered in this binary (PRISM_REMOTE)" +
                            (fn.generate ? std::string(" as a plain function: it is a streaming generator") : ""));
   }
@@ -428,8 +428,8 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
   t_task.in_actor = host != nullptr;
   t_task.actor_restarted = host != nullptr && host->incarnation() > 0;
   t_task.id = spec.id;
-  t_task.name = &spec.name;
-  t_task.demand = &spec.demand;
+  t_task.name = &spec.options->name;
+  t_task.demand = &spec.options->demand;
   t_task.core = core_;
   GpuGrant gpus;  // filled once the arguments are here
   t_task.gpus = &gpus;
@@ -477,14 +477,14 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       views.push_back({p->data(), p->size(), &p});  // views of arguments may alias p
     }
     gpus = GpusFor(spec);
-    const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.function);
+    const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(spec.options->function);
     if (fn == nullptr) {
-      throw FunctionNotFound("prism: function " + spec.function +
+      throw FunctionNotFound("prism: function " + spec.options->function +
                              " is not registered in this binary (PRISM_REMOTE)");
     }
     if (spec.kind == TaskKind::kActorCreation) {
       if (!fn->create) {
-        throw FunctionNotFound("prism: function " + spec.function +
+        throw FunctionNotFound("prism: function " + spec.options->function +
                                " is not registered in this binary (PRISM_REMOTE) as an actor factory");
       }
       host->SetInstance(fn->create(views), fn->destroy);
@@ -499,7 +499,7 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     }
   } catch (const ExitActorSignal&) {
     done.ok = false;
-    done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor ended itself with ExitActor()", spec.name, rank_);
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor ended itself with ExitActor()", spec.options->name, rank_);
     if (host != nullptr) {
       FailCalls(host->Die("the actor ended itself with ExitActor()"),
                 "the actor ended itself with ExitActor()");
@@ -508,12 +508,12 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     }
   } catch (const ActorError& e) {
     done.ok = false;
-    done.error = ErrorInfo::Of(ErrorKind::kActorError, e.what(), spec.name, rank_);
+    done.error = ErrorInfo::Of(ErrorKind::kActorError, e.what(), spec.options->name, rank_);
   } catch (const ObjectStoreFullError& e) {
     done.ok = false;
     done.error = ErrorInfo::Of(ErrorKind::kObjectStoreFull, std::string(e.what()) + " (storing the result of task " +
-                                         spec.name + " on rank " + std::to_string(rank_) + ")",
-                  spec.name, rank_);
+                                         spec.options->name + " on rank " + std::to_string(rank_) + ")",
+                  spec.options->name, rank_);
   } catch (const TaskCancelledError& e) {
     // This task was cancelled, or something it waited on was: a cancellation either way.
     done.ok = false;
@@ -524,14 +524,14 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     done.error = ErrorInfo::Exception(e.OriginalType(), e.OriginalMessage(), e.TaskName(), e.Rank());
   } catch (const std::exception& e) {
     done.ok = false;
-    done.error = ErrorInfo::Exception(Demangle(typeid(e).name()), e.what(), spec.name, rank_);
+    done.error = ErrorInfo::Exception(Demangle(typeid(e).name()), e.what(), spec.options->name, rank_);
   } catch (...) {
     done.ok = false;
-    done.error = ErrorInfo::Exception("unknown exception", "a non-std::exception was thrown", spec.name,
+    done.error = ErrorInfo::Exception("unknown exception", "a non-std::exception was thrown", spec.options->name,
                   rank_);
   }
   if (!done.ok && host != nullptr && spec.kind == TaskKind::kActorCreation) {
-    std::string cause = "the actor's factory " + spec.function + " threw " + done.error.type +
+    std::string cause = "the actor's factory " + spec.options->function + " threw " + done.error.type +
                         ": " + done.error.message;
     FailCalls(host->Die(cause), cause);
     ReleaseActorGpus(host->id());

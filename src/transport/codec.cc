@@ -12,12 +12,15 @@ namespace {
 // Field lists of nested structs and messages, shared by encoder and decoder so the two
 // can never disagree.
 template <typename F> void Fields(ErrorInfo& e, F&& f) { f(e.kind); f(e.type); f(e.message); f(e.task_name); f(e.rank); }
+template <typename F> void Fields(TaskOptions& o, F&& f) {
+  f(o.function); f(o.name); f(o.demand); f(o.strategy); f(o.placement_group); f(o.bundle_index);
+  f(o.max_retries); f(o.retry_exceptions); f(o.streaming); f(o.generator_backpressure);
+  f(o.actor_name); f(o.actor_namespace); f(o.class_name); f(o.max_restarts); f(o.max_concurrency);
+  f(o.max_task_retries);
+}
 template <typename F> void Fields(TaskSpec& t, F&& f) {
-  f(t.id); f(t.kind); f(t.actor); f(t.actor_name); f(t.class_name); f(t.max_restarts); f(t.max_concurrency); f(t.function); f(t.name); f(t.args); f(t.demand); f(t.max_retries);
-  f(t.retry_exceptions); f(t.contained); f(t.submitter); f(t.attempt); f(t.placement_group);
-  f(t.bundle_index); f(t.depth); f(t.parent);
-  f(t.strategy); f(t.actor_namespace); f(t.max_task_retries);
-  f(t.num_returns); f(t.streaming); f(t.generator_backpressure);
+  f(t.id); f(t.kind); f(t.actor); f(t.options); f(t.args); f(t.contained); f(t.submitter);
+  f(t.attempt); f(t.depth); f(t.num_returns); f(t.parent);
 }
 template <typename F> void Fields(SchedulingStrategy& s, F&& f) { f(s.kind); f(s.rank); f(s.soft); }
 template <typename F> void Fields(ArgLocation& a, F&& f) { f(a.id); f(a.inline_value); }
@@ -66,6 +69,7 @@ struct Enc {
   }
   void operator()(const std::shared_ptr<const TaskSpec>& t) { (*this)(*t); }
   void operator()(const std::shared_ptr<TaskSpec>& t) { (*this)(*t); }
+  void operator()(const std::shared_ptr<const TaskOptions>& o) { (*this)(*o); }
 };
 
 struct Dec {
@@ -138,6 +142,16 @@ struct Dec {
   void operator()(std::shared_ptr<TaskSpec>& t) {
     t = std::make_shared<TaskSpec>();
     (*this)(*t);
+  }
+  // Tasks come in runs of one caller's options: decoded into the thread's scratch (no
+  // allocation), they share the thread's last copy while equal.
+  void operator()(std::shared_ptr<const TaskOptions>& o) {
+    thread_local TaskOptions scratch;
+    thread_local std::shared_ptr<const TaskOptions> last;
+    scratch.demand.Clear();
+    (*this)(scratch);
+    if (last == nullptr || !(*last == scratch)) last = std::make_shared<const TaskOptions>(scratch);
+    o = last;
   }
 };
 

@@ -301,9 +301,9 @@ TEST_F(HeadStateTest, NodesActorsAndGroupsAreListed) {
   EXPECT_EQ(nodes[1].resources_total.at("CPU"), 1);
   TaskSpec creation = Spec(50);
   creation.kind = TaskKind::kActorCreation;
-  creation.class_name = "Counter";
-  creation.actor_name = "counter";
-  creation.max_restarts = 1;
+  creation.Edit().class_name = "Counter";
+  creation.Edit().actor_name = "counter";
+  creation.Edit().max_restarts = 1;
   head_.Handle(0, SubmitTask{std::move(creation)});
   auto actors = head_.ListActors();
   ASSERT_EQ(actors.size(), 1u);
@@ -356,9 +356,9 @@ TEST_F(HeadStateTest, RemovingAGroupKillsItsActorsAndFreesEverything) {
   std::string pg = head_.CreatePlacementGroup({"", {{{"CPU", 1}}}, PlacementStrategy::PACK});
   TaskSpec creation = Spec(70);
   creation.kind = TaskKind::kActorCreation;
-  creation.class_name = "InGroup";
-  creation.placement_group = pg;
-  creation.bundle_index = 0;
+  creation.Edit().class_name = "InGroup";
+  creation.Edit().placement_group = pg;
+  creation.Edit().bundle_index = 0;
   head_.Handle(0, SubmitTask{std::move(creation)});
   auto placed = Take<DispatchTask>();
   ASSERT_EQ(placed.size(), 1u);

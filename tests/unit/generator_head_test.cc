@@ -47,8 +47,8 @@ TEST_F(GeneratorHead, EachReturnIsAnObjectWithItsOwnLifetime) {
 TEST_F(GeneratorHead, AFailureFailsEveryReturnAndRetriesKeepTheIds) {
   TaskSpec s = Spec(20);
   s.num_returns = 2;
-  s.retry_exceptions = true;
-  s.max_retries = 1;
+  s.Edit().retry_exceptions = true;
+  s.Edit().max_retries = 1;
   head_.Handle(0, SubmitTask{s});
   auto d = Take<DispatchTask>();
   Done(d[0].first, 20, /*ok=*/false);
@@ -75,10 +75,10 @@ class StreamHead : public HeadFixture {
   /// Submits generator task `id` from rank 0 and returns the rank it was sent to.
   int Start(uint64_t id, uint64_t backpressure, int max_retries = 0) {
     TaskSpec s = Spec(id);
-    s.streaming = true;
-    s.generator_backpressure = backpressure;
-    s.max_retries = max_retries;
-    s.retry_exceptions = max_retries > 0;
+    s.Edit().streaming = true;
+    s.Edit().generator_backpressure = backpressure;
+    s.Edit().max_retries = max_retries;
+    s.Edit().retry_exceptions = max_retries > 0;
     head_.Handle(0, SubmitTask{s});
     auto d = Take<DispatchTask>();
     EXPECT_EQ(d.size(), 1u);

@@ -21,10 +21,10 @@ class HeadFixture : public ::testing::Test {
   TaskSpec Spec(uint64_t id, std::vector<TaskSpecArg> args = {}) {
     TaskSpec s;
     s.id = ObjectId(id);
-    s.function = "f";
-    s.name = "f";
+    s.Edit().function = "f";
+    s.Edit().name = "f";
     s.args = std::move(args);
-    s.demand = ResourceSet({{"CPU", 1}});
+    s.Edit().demand = ResourceSet({{"CPU", 1}});
     return s;
   }
   static TaskSpecArg Ref(uint64_t id) {

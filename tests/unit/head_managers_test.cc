@@ -367,10 +367,10 @@ class PlacementGroupManagerTest : public ::testing::Test {
   static TaskSpec InGroup(const std::string& pg, int bundle, double cpus, int submitter = 0) {
     TaskSpec s;
     s.id = ObjectId(1);
-    s.function = s.name = "f";
-    s.demand = Cpus(cpus);
-    s.placement_group = pg;
-    s.bundle_index = bundle;
+    s.Edit().function = s.Edit().name = "f";
+    s.Edit().demand = Cpus(cpus);
+    s.Edit().placement_group = pg;
+    s.Edit().bundle_index = bundle;
     s.submitter = submitter;
     return s;
   }
@@ -739,16 +739,16 @@ class HeadManagersTest : public HeadFixture {
   TaskSpec Creation(uint64_t id, std::string name = "", double cpus = 1) {
     TaskSpec s = Spec(id);
     s.kind = TaskKind::kActorCreation;
-    s.class_name = "Counter";
-    s.actor_name = std::move(name);
-    s.demand = Cpus(cpus);
+    s.Edit().class_name = "Counter";
+    s.Edit().actor_name = std::move(name);
+    s.Edit().demand = Cpus(cpus);
     return s;
   }
   TaskSpec Call(uint64_t id, uint64_t actor, std::vector<TaskSpecArg> args = {}) {
     TaskSpec s = Spec(id, std::move(args));
     s.kind = TaskKind::kActorCall;
     s.actor = ObjectId(actor);
-    s.demand = ResourceSet();
+    s.Edit().demand = ResourceSet();
     return s;
   }
   /// The ObjectReady for `id` among those sent (taking them all).
@@ -879,8 +879,8 @@ TEST_F(HeadManagersTest, TaskManagerRetriesExceptionsOnlyWithRetryExceptions) {
   EXPECT_EQ(ready[0].second.error.message, "try 0");
 
   TaskSpec s = Spec(2);
-  s.retry_exceptions = true;
-  s.max_retries = 2;
+  s.Edit().retry_exceptions = true;
+  s.Edit().max_retries = 2;
   head_.Handle(0, SubmitTask{s});
   d = Take<DispatchTask>();
   ASSERT_EQ(d.size(), 1u);
@@ -1027,9 +1027,9 @@ TEST_F(HeadManagersTest, ActorWithATakenNameFailsAndTheFirstStaysFindable) {
 
 TEST_F(HeadManagersTest, NamespacesIsolateNamedActors) {
   TaskSpec colors = Creation(10, "orange", 0.5);
-  colors.actor_namespace = "colors";
+  colors.Edit().actor_namespace = "colors";
   TaskSpec fruits = Creation(20, "orange", 0.5);
-  fruits.actor_namespace = "fruits";
+  fruits.Edit().actor_namespace = "fruits";
   head_.Handle(0, SubmitTask{colors});
   head_.Handle(0, SubmitTask{fruits});
   EXPECT_EQ(Ids(Take<DispatchTask>()), (std::vector<uint64_t>{10, 20})) << "one name, two namespaces";
@@ -1039,7 +1039,7 @@ TEST_F(HeadManagersTest, NamespacesIsolateNamedActors) {
   EXPECT_EQ(Lookup("orange", "veg").first, 0u);
 
   TaskSpec dup = Creation(30, "orange", 0.5);
-  dup.actor_namespace = "fruits";
+  dup.Edit().actor_namespace = "fruits";
   head_.Handle(0, SubmitTask{dup});
   auto ready = ReadyFor(30);
   ASSERT_EQ(ready.size(), 1u);
@@ -1056,8 +1056,8 @@ TEST_F(HeadManagersTest, NamespacesIsolateNamedActors) {
 
 TEST_F(HeadManagersTest, CallsFailedByARestartAreSentAgainUpToMaxTaskRetries) {
   TaskSpec creation = Creation(10);
-  creation.max_restarts = 2;
-  creation.max_task_retries = 1;
+  creation.Edit().max_restarts = 2;
+  creation.Edit().max_task_retries = 1;
   head_.Handle(0, SubmitTask{creation});
   auto d = Take<DispatchTask>();
   ASSERT_EQ(d.size(), 1u);
@@ -1107,7 +1107,7 @@ TEST_F(HeadManagersTest, CallsFailedByARestartAreSentAgainUpToMaxTaskRetries) {
 
 TEST_F(HeadManagersTest, WithoutMaxTaskRetriesACallFailedByARestartFails) {
   TaskSpec creation = Creation(10);
-  creation.max_restarts = 1;
+  creation.Edit().max_restarts = 1;
   head_.Handle(0, SubmitTask{creation});
   const int rank = Take<DispatchTask>().at(0).first;
   Done(rank, 10);
@@ -1128,15 +1128,15 @@ TEST_F(HeadManagersTest, WithoutMaxTaskRetriesACallFailedByARestartFails) {
 
 TEST_F(HeadManagersTest, HardNodeAffinityWaitsForItsRankAndSoftFallsBack) {
   TaskSpec busy = Spec(1);
-  busy.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  busy.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
   head_.Handle(0, SubmitTask{busy});
   auto d = Take<DispatchTask>();
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].first, 1);
   TaskSpec hard = Spec(2);
-  hard.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  hard.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
   TaskSpec soft = Spec(3);
-  soft.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, true};
+  soft.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, true};
   head_.Handle(0, SubmitTask{hard});
   head_.Handle(0, SubmitTask{soft});
   d = Take<DispatchTask>();
@@ -1152,8 +1152,8 @@ TEST_F(HeadManagersTest, RemovingAPlacementGroupFailsItsQueuedTasksAndKillsItsAc
   std::string pg = head_.CreatePlacementGroup({"", {{{"CPU", 1}}}, PlacementStrategy::PACK});
   const int bundle_rank = head_.BundleRanks(pg).at(0);
   TaskSpec creation = Creation(70, "", 0.5);
-  creation.placement_group = pg;
-  creation.bundle_index = 0;
+  creation.Edit().placement_group = pg;
+  creation.Edit().bundle_index = 0;
   head_.Handle(0, SubmitTask{creation});
   auto d = Take<DispatchTask>();
   ASSERT_EQ(Ids(d), std::vector<uint64_t>{70});
@@ -1162,11 +1162,11 @@ TEST_F(HeadManagersTest, RemovingAPlacementGroupFailsItsQueuedTasksAndKillsItsAc
   ASSERT_EQ(Actor(70)->state, "ALIVE");
 
   TaskSpec running = Spec(71);
-  running.demand = Cpus(0.5);
-  running.placement_group = pg;
+  running.Edit().demand = Cpus(0.5);
+  running.Edit().placement_group = pg;
   head_.Handle(0, SubmitTask{running});
   TaskSpec queued = Spec(72);
-  queued.placement_group = pg;  // needs 1 CPU: the bundle has none left
+  queued.Edit().placement_group = pg;  // needs 1 CPU: the bundle has none left
   head_.Handle(0, SubmitTask{queued});
   d = Take<DispatchTask>();
   ASSERT_EQ(Ids(d), std::vector<uint64_t>{71});
@@ -1198,7 +1198,7 @@ TEST_F(HeadManagersTest, RemovingAPlacementGroupFailsItsQueuedTasksAndKillsItsAc
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].second.error.kind, ErrorKind::kActorError);
   TaskSpec late = Spec(74);
-  late.placement_group = pg;
+  late.Edit().placement_group = pg;
   head_.Handle(0, SubmitTask{late});
   ready = ReadyFor(74);
   ASSERT_EQ(ready.size(), 1u);
@@ -1216,7 +1216,7 @@ TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsUnplacedActorAndItsWaiting
   std::string pg = head_.CreatePlacementGroup({"", {{{"CPU", 1}}}, PlacementStrategy::PACK});
   ASSERT_EQ(head_.PlacementGroupState(pg), PlacementGroupStatus::kPending);
   TaskSpec creation = Creation(80, "", 0.5);
-  creation.placement_group = pg;
+  creation.Edit().placement_group = pg;
   head_.Handle(0, SubmitTask{creation});
   head_.Handle(0, SubmitTask{Call(81, 80)});
   EXPECT_TRUE(Take<DispatchTask>().empty());
@@ -1250,7 +1250,7 @@ TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsQueuedActorCreationWithAct
   Take<DispatchTask>();
   std::string pg = head_.CreatePlacementGroup({"", {{{"CPU", 1}}}, PlacementStrategy::PACK});
   TaskSpec creation = Creation(80, "", 0.5);
-  creation.placement_group = pg;
+  creation.Edit().placement_group = pg;
   head_.Handle(0, SubmitTask{creation});
   ASSERT_TRUE(head_.RemovePlacementGroup(pg));
   auto ready = ReadyFor(80);

@@ -138,8 +138,8 @@ TEST_F(HeadTest, SmallResultsArePushedOnceToTheSubmitterWhileItHoldsARef) {
 
 TEST_F(HeadTest, RetriesExceptionsOnlyWhenAsked) {
   TaskSpec s = Spec(1);
-  s.retry_exceptions = true;
-  s.max_retries = 1;
+  s.Edit().retry_exceptions = true;
+  s.Edit().max_retries = 1;
   head_.Handle(0, SubmitTask{s});
   auto d = Take<DispatchTask>();
   Done(d[0].first, 1, false);
@@ -197,7 +197,7 @@ namespace {
 TEST_F(HeadTest, ActorCallWithAPendingArgumentIsRoutedOnceToTheActor) {
   TaskSpec creation = Spec(1);
   creation.kind = TaskKind::kActorCreation;
-  creation.demand = ResourceSet();
+  creation.Edit().demand = ResourceSet();
   head_.Handle(0, SubmitTask{creation});
   auto created = Take<DispatchTask>();
   ASSERT_EQ(created.size(), 1u);
@@ -207,7 +207,7 @@ TEST_F(HeadTest, ActorCallWithAPendingArgumentIsRoutedOnceToTheActor) {
   TaskSpec call = Spec(3, {Ref(2)});
   call.kind = TaskKind::kActorCall;
   call.actor = ObjectId(1);
-  call.demand = ResourceSet();
+  call.Edit().demand = ResourceSet();
   head_.Handle(0, SubmitTask{call});
   auto routed = Take<DispatchTask>();
   ASSERT_EQ(routed.size(), 1u) << "calls do not wait at the head";

@@ -73,10 +73,10 @@ class HeadPgTest : public ::testing::Test {
   TaskSpec Spec(uint64_t id, const std::string& pg, int bundle, double cpus = 1) {
     TaskSpec s;
     s.id = ObjectId(id);
-    s.function = s.name = "f";
-    s.demand = Cpus(cpus);
-    s.placement_group = pg;
-    s.bundle_index = bundle;
+    s.Edit().function = s.Edit().name = "f";
+    s.Edit().demand = Cpus(cpus);
+    s.Edit().placement_group = pg;
+    s.Edit().bundle_index = bundle;
     return s;
   }
   std::vector<std::pair<int, DispatchTask>> Dispatched() {

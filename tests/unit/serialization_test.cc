@@ -237,16 +237,16 @@ TEST(RemoteNamesTest, SplitsMacrosMembersAndOverloads) {
 TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
   TaskSpec spec;
   spec.id = ObjectId::Make(2, 77);
-  spec.function = "Add";
-  spec.name = "my add";
+  spec.Edit().function = "Add";
+  spec.Edit().name = "my add";
   TaskSpecArg value;
   value.value = std::make_shared<const Buffer>(Serialize(5));
   TaskSpecArg ref;
   ref.is_ref = true;
   ref.ref = ObjectId(9);
   spec.args = {value, ref};
-  spec.demand = ResourceSet({{"CPU", 0.5}, {"GPU", 1}});
-  spec.retry_exceptions = true;
+  spec.Edit().demand = ResourceSet({{"CPU", 0.5}, {"GPU", 1}});
+  spec.Edit().retry_exceptions = true;
   spec.attempt = 2;
   TaskDone done;
   done.id = spec.id;
@@ -260,11 +260,11 @@ TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
   ASSERT_EQ(msgs.size(), 3u);
   const auto& s = *std::get<SubmitTask>(msgs[0]).spec;
   EXPECT_EQ(s.id, spec.id);
-  EXPECT_EQ(s.name, "my add");
+  EXPECT_EQ(s.options->name, "my add");
   EXPECT_EQ(s.args[1].ref, ObjectId(9));
   EXPECT_EQ(Deserialize<int>(s.args[0].value->data(), s.args[0].value->size()), 5);
-  EXPECT_EQ(s.demand, spec.demand);
-  EXPECT_TRUE(s.retry_exceptions);
+  EXPECT_EQ(s.options->demand, spec.options->demand);
+  EXPECT_TRUE(s.options->retry_exceptions);
   EXPECT_EQ(s.attempt, 2);
   EXPECT_EQ(std::get<TaskDone>(msgs[1]).error.Render(),
             "std::logic_error: bad (in task my add on rank 2)");
@@ -274,24 +274,63 @@ TEST(MessageCodecTest, BatchRoundTripKeepsEveryField) {
 TEST(MessageCodecTest, StrategyNamespaceAndCallRetriesTravelAndUnknownStrategiesAreRejected) {
   TaskSpec spec;
   spec.id = ObjectId(3);
-  spec.strategy = {SchedulingStrategy::Kind::kNodeAffinity, 2, true};
-  spec.actor_namespace = "colors";
-  spec.max_task_retries = -1;
+  spec.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 2, true};
+  spec.Edit().actor_namespace = "colors";
+  spec.Edit().max_task_retries = -1;
   Buffer batch;
   EncodeMessage(SubmitTask{spec}, batch);
   auto msgs = DecodeBatch(batch.data(), batch.size());
   ASSERT_EQ(msgs.size(), 1u);
   const auto& s = *std::get<SubmitTask>(msgs[0]).spec;
-  EXPECT_EQ(s.strategy.kind, SchedulingStrategy::Kind::kNodeAffinity);
-  EXPECT_EQ(s.strategy.rank, 2);
-  EXPECT_TRUE(s.strategy.soft);
-  EXPECT_EQ(s.actor_namespace, "colors");
-  EXPECT_EQ(s.max_task_retries, -1);
+  EXPECT_EQ(s.options->strategy.kind, SchedulingStrategy::Kind::kNodeAffinity);
+  EXPECT_EQ(s.options->strategy.rank, 2);
+  EXPECT_TRUE(s.options->strategy.soft);
+  EXPECT_EQ(s.options->actor_namespace, "colors");
+  EXPECT_EQ(s.options->max_task_retries, -1);
 
   Buffer bad;
-  spec.strategy.kind = static_cast<SchedulingStrategy::Kind>(9);
+  spec.Edit().strategy.kind = static_cast<SchedulingStrategy::Kind>(9);
   EncodeMessage(SubmitTask{spec}, bad);
   EXPECT_THROW(DecodeBatch(bad.data(), bad.size()), SerializationError);
+}
+
+TEST(MessageCodecTest, TasksWithEqualOptionsShareOneDecodedCopy) {
+  auto make = [](uint64_t id, const std::string& function, double cpus) {
+    TaskSpec spec;
+    spec.id = ObjectId(id);
+    spec.Edit().function = spec.Edit().name = function;
+    spec.Edit().demand = ResourceSet({{"CPU", cpus}});
+    return spec;
+  };
+  Buffer batch;
+  for (const auto& spec : {make(1, "f", 1), make(2, "f", 1), make(3, "f", 2), make(4, "g", 2)}) {
+    EncodeMessage(SubmitTask{spec}, batch);
+  }
+  auto msgs = DecodeBatch(batch.data(), batch.size());
+  ASSERT_EQ(msgs.size(), 4u);
+  auto options = [&](size_t i) { return std::get<SubmitTask>(msgs[i]).spec->options; };
+  EXPECT_EQ(options(0), options(1)) << "equal options: one copy";
+  EXPECT_NE(options(1), options(2));
+  EXPECT_NE(options(2), options(3));
+  EXPECT_EQ(options(0)->demand, ResourceSet({{"CPU", 1}}));
+  EXPECT_EQ(options(2)->demand, ResourceSet({{"CPU", 2}}));
+  EXPECT_EQ(options(3)->function, "g");
+}
+
+TEST(TaskSpecTest, EditCopiesSharedOptionsFirst) {
+  TaskSpec a;
+  EXPECT_EQ(a.options, DefaultTaskOptions());
+  a.Edit().function = "f";
+  EXPECT_EQ(DefaultTaskOptions()->function, "") << "the defaults never change";
+  TaskSpec b = a;
+  EXPECT_EQ(a.options, b.options);
+  b.Edit().max_retries = 0;
+  EXPECT_NE(a.options, b.options);
+  EXPECT_EQ(a.options->max_retries, 3);
+  EXPECT_EQ(b.options->function, "f");
+  const TaskOptions* mine = b.options.get();
+  b.Edit().max_retries = 1;
+  EXPECT_EQ(b.options.get(), mine) << "its only user edits in place";
 }
 
 TEST(ObjectIdTest, UsableAsAStringAsRayCodeDoes) {

@@ -31,6 +31,7 @@ struct SchedulingStrategy {
   Kind kind = Kind::kDefault;
   int rank = -1;      // kNodeAffinity
   bool soft = false;  // kNodeAffinity
+  bool operator==(const SchedulingStrategy&) const = default;
 };
 /// A streaming generator's default backpressure limit (values yielded but not yet taken):
 /// without any limit, a producer faster than its consumer grows memory without bound (its
