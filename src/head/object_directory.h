@@ -35,6 +35,9 @@ struct ObjectExtra {
   // free source (every copy is already serving its share), and transfers per source.
   std::vector<std::pair<int, int>> pulls;  // (reader, source)
   std::vector<int> waiting_readers;
+  // Ranks that asked for it before it was ready (a submitter holding the result hears
+  // without asking, so most objects never have one).
+  std::vector<int> subscribers;
 };
 
 struct ObjectEntry {
@@ -47,7 +50,6 @@ struct ObjectEntry {
   Payload inline_value;
   RankList locations;            // ranks with a copy (large objects and cached inline ones)
   RankList holders;              // ranks with >= 1 local ObjectRef
-  RankList subscribers;          // ranks waiting for it to become ready
   std::unique_ptr<ObjectExtra> extra;  // null until one of its fields is needed
 
   /// The rare fields, made on first use.

@@ -48,10 +48,9 @@ void ObjectManager::OnSubscribe(int from, const Subscribe& m) {
       r.error = LostError(id, "");
       send_(from, std::move(r));
     } else if (e->state == ObjectEntry::State::kPending) {
-      e->subscribers.push_back(from);
+      e->More().subscribers.push_back(from);
     } else {
-      e->subscribers.push_back(from);
-      NotifyReady(id, *e);
+      NotifyReady(id, *e, from);
     }
   }
 }
@@ -92,9 +91,11 @@ std::vector<TaskId> ObjectManager::Resolve(ObjectId id, TaskDone& done,
   // subscribes, to be assigned a copy, only if something reads it).
   const bool submitter_holds =
       std::find(e->holders.begin(), e->holders.end(), submitter) != e->holders.end() &&
-      std::find(e->subscribers.begin(), e->subscribers.end(), submitter) == e->subscribers.end();
+      (!e->extra || std::find(e->extra->subscribers.begin(), e->extra->subscribers.end(), submitter) ==
+                        e->extra->subscribers.end());
+  int also = -1;
   if (submitter_holds && (e->inline_value || !done.ok)) {
-    e->subscribers.push_back(submitter);
+    also = submitter;
   } else if (submitter_holds) {
     ObjectReady notice;
     notice.id = id;
@@ -102,7 +103,7 @@ std::vector<TaskId> ObjectManager::Resolve(ObjectId id, TaskDone& done,
     notice.notice = true;
     send_(submitter, std::move(notice));
   }
-  NotifyReady(id, *e);
+  NotifyReady(id, *e, also);
   if (e->extra) dependents.swap(e->extra->dependents);
   return dependents;
 }
@@ -120,9 +121,15 @@ ObjectReady ObjectManager::ReadyMessage(ObjectId id, const ObjectEntry& e) const
   return r;
 }
 
-void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e) {
+void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e, int also) {
+  RankList ranks;  // the subscribers in the order they asked, then `also`
+  if (e.extra) {
+    ranks.assign(e.extra->subscribers.begin(), e.extra->subscribers.end());
+    e.extra->subscribers.clear();
+  }
+  if (also >= 0) ranks.push_back(also);
   const bool pulled = e.state == ObjectEntry::State::kReady && !e.inline_value && !e.locations.empty();
-  for (int rank : e.subscribers) {
+  for (int rank : ranks) {
     if (pulled) {
       AssignPull(id, e, rank);
       continue;
@@ -133,7 +140,6 @@ void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e) {
     }
     send_(rank, ReadyMessage(id, e));
   }
-  e.subscribers.clear();
 }
 
 void ObjectManager::AssignPull(ObjectId id, ObjectEntry& e, int reader) {

@@ -72,7 +72,8 @@ class ObjectManager {
   size_t Size() const { return objects_.Size(); }
 
  private:
-  void NotifyReady(ObjectId id, ObjectEntry& e);
+  /// Sends the ready object to its subscribers and to rank `also` (>= 0).
+  void NotifyReady(ObjectId id, ObjectEntry& e, int also = -1);
   /// Tells `reader` where to pull a large object from, or queues it until a copy is free.
   void AssignPull(ObjectId id, ObjectEntry& e, int reader);
   ObjectReady ReadyMessage(ObjectId id, const ObjectEntry& e) const;

@@ -121,49 +121,90 @@ void Node::CheckFeasible(const TaskOptions& options) const {
                       "(--prism-num-cpus, --prism-num-gpus, --prism-resources).");
 }
 
+namespace {
+
+// A task with default resources: {CPU: 1}.
+const ResourceSet& DefaultDemand() {
+  static const ResourceSet demand({{"CPU", 1}});
+  return demand;
+}
+
+// The demand `resources` asks for (CPU 1 unless given) equals `demand`.
+bool SameDemand(const std::map<std::string, double>& resources, const ResourceSet& demand) {
+  if (resources.empty()) return demand == DefaultDemand();
+  size_t entries = 0;
+  bool cpu = false;
+  for (const auto& [name, amount] : resources) {
+    const int64_t units = ToUnits(amount);
+    cpu = cpu || name == kCpuName;
+    if (units == 0) continue;
+    if (demand.Get(name) != units) return false;
+    ++entries;
+  }
+  if (!cpu) {
+    if (demand.Get(kCpuName) != kResourceUnit) return false;
+    ++entries;
+  }
+  return entries == demand.Entries().size();
+}
+
+}  // namespace
+
+bool Node::SameOptions(const TaskRequest& request, const TaskOptions& o) const {
+  const bool named = !request.name.empty();
+  const bool named_actor = request.kind == TaskRequest::Kind::kActorCreation && named;
+  const std::string& ns = request.ray_namespace.empty() ? options_.ray_namespace : request.ray_namespace;
+  return o.function == request.function && o.name == (named ? request.name : request.function) &&
+         o.strategy == request.strategy && o.placement_group == request.placement_group &&
+         o.bundle_index == request.bundle_index && o.max_retries == request.max_retries &&
+         o.retry_exceptions == request.retry_exceptions && o.streaming == request.streaming &&
+         o.generator_backpressure == request.generator_backpressure && o.class_name == request.class_name &&
+         o.max_restarts == request.max_restarts && o.max_concurrency == request.max_concurrency &&
+         o.max_task_retries == request.max_task_retries &&
+         (named_actor ? o.actor_name == o.name && o.actor_namespace == ns
+                      : o.actor_name.empty() && o.actor_namespace.empty()) &&
+         SameDemand(request.resources, o.demand);
+}
+
 std::shared_ptr<const TaskOptions> Node::OptionsOf(const TaskRequest& request) const {
-  // Built in the thread's scratch (its strings keep their capacity: no allocation), then
-  // compared with the thread's last options, which a run of calls of one caller matches.
-  thread_local TaskOptions scratch;
+  // A run of calls of one caller matches the thread's last options: compared field by
+  // field with the request, nothing is built or checked again.
   thread_local std::shared_ptr<const TaskOptions> last;
   thread_local uint64_t last_node = 0;
-  TaskOptions& o = scratch;
+  if (last != nullptr && last_node == serial_ && SameOptions(request, *last)) return last;
+  auto o = std::make_shared<TaskOptions>();
   const bool named = !request.name.empty();
-  o.function = request.function;
-  o.name = named ? request.name : request.function;
+  o->function = request.function;
+  o->name = named ? request.name : request.function;
   if (request.resources.empty()) {
-    // The common case, a task with default resources: no validation or map work.
-    static const ResourceSet kDefaultDemand({{"CPU", 1}});
-    o.demand = kDefaultDemand;
+    o->demand = DefaultDemand();
   } else {
-    ValidateResources(o.name, request.resources);
+    ValidateResources(o->name, request.resources);
     std::map<std::string, double> resources = request.resources;
     resources.try_emplace("CPU", 1);
-    o.demand = ResourceSet(resources);
+    o->demand = ResourceSet(resources);
   }
-  o.strategy = request.strategy;
-  o.placement_group = request.placement_group;
-  o.bundle_index = request.bundle_index;
-  o.max_retries = request.max_retries;
-  o.retry_exceptions = request.retry_exceptions;
-  o.streaming = request.streaming;
-  o.generator_backpressure = request.generator_backpressure;
-  o.class_name = request.class_name;
-  o.max_restarts = request.max_restarts;
-  o.max_concurrency = request.max_concurrency;
-  o.max_task_retries = request.max_task_retries;
-  const bool named_actor = request.kind == TaskRequest::Kind::kActorCreation && named;
-  o.actor_name = named_actor ? o.name : std::string();
-  o.actor_namespace = !named_actor                     ? std::string()
-                      : request.ray_namespace.empty() ? options_.ray_namespace
-                                                      : request.ray_namespace;
-  if (last != nullptr && last_node == serial_ && *last == o) return last;  // checked when made
-  if (o.strategy.kind != SchedulingStrategy::Kind::kDefault && !o.placement_group.empty()) {
-    throw Error("prism: task " + o.name + " has both a placement group and a scheduling strategy; "
+  o->strategy = request.strategy;
+  o->placement_group = request.placement_group;
+  o->bundle_index = request.bundle_index;
+  o->max_retries = request.max_retries;
+  o->retry_exceptions = request.retry_exceptions;
+  o->streaming = request.streaming;
+  o->generator_backpressure = request.generator_backpressure;
+  o->class_name = request.class_name;
+  o->max_restarts = request.max_restarts;
+  o->max_concurrency = request.max_concurrency;
+  o->max_task_retries = request.max_task_retries;
+  if (request.kind == TaskRequest::Kind::kActorCreation && named) {
+    o->actor_name = o->name;
+    o->actor_namespace = request.ray_namespace.empty() ? options_.ray_namespace : request.ray_namespace;
+  }
+  if (o->strategy.kind != SchedulingStrategy::Kind::kDefault && !o->placement_group.empty()) {
+    throw Error("prism: task " + o->name + " has both a placement group and a scheduling strategy; "
                 "the placement group decides where it runs, so give only one");
   }
-  CheckFeasible(o);
-  last = std::make_shared<const TaskOptions>(o);
+  CheckFeasible(*o);
+  last = std::move(o);
   last_node = serial_;
   return last;
 }
