@@ -53,16 +53,16 @@ const std::shared_ptr<const TaskOptions>& DefaultTaskOptions();
 
 struct TaskSpec {
   TaskId id;
-  TaskKind kind = TaskKind::kTask;
   ObjectId actor;  // actor calls: the actor (= id of its creation task)
   std::shared_ptr<const TaskOptions> options = DefaultTaskOptions();  // never null
   std::vector<TaskSpecArg> args;
   std::vector<ObjectId> contained;  // refs nested in argument values
+  TaskId parent;                    // the task that submitted it (nil: the driver); recursive Cancel
   int submitter = 0;
   int attempt = 0;
-  int depth = 1;        // nesting: 1 from the driver, a task's children its depth + 1
   int num_returns = 1;  // its objects: ReturnId(id, 0..num_returns-1)
-  TaskId parent;        // the task that submitted it (nil: the driver); recursive Cancel
+  int16_t depth = 1;    // nesting: 1 from the driver, a task's children its depth + 1 (<= kMaxTaskDepth)
+  TaskKind kind = TaskKind::kTask;
 
   /// This spec's options, to change: copied first unless this spec is their only user.
   TaskOptions& Edit() {

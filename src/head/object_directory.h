@@ -19,11 +19,11 @@
 #include "prism/internal/core_api.h"
 #include "prism/internal/ids.h"
 #include "common/protocol.h"
+#include "head/rank_list.h"
 
 namespace prism::internal {
 
 /// Ranks, usually one or two: kept inline, so an entry's lists allocate nothing per task.
-using RankList = boost::container::small_vector<int, 2>;
 
 /// What few objects need: kept out of line, so the common entry (a task's result, a Put
 /// value) stays small (issue 22: head memory per queued task).

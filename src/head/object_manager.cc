@@ -124,7 +124,7 @@ ObjectReady ObjectManager::ReadyMessage(ObjectId id, const ObjectEntry& e) const
 void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e, int also) {
   RankList ranks;  // the subscribers in the order they asked, then `also`
   if (e.extra) {
-    ranks.assign(e.extra->subscribers.begin(), e.extra->subscribers.end());
+    for (int rank : e.extra->subscribers) ranks.push_back(rank);
     e.extra->subscribers.clear();
   }
   if (also >= 0) ranks.push_back(also);

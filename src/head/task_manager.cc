@@ -206,7 +206,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     done.ok = false;
     done.inline_value.reset();
     done.contained.clear();
-    done.error = *task.cancelled;
+    done.error = cancel_errors_.at(done.id);
   }
   const ResourceSet* held = &task.spec->options->demand;
   ResourceSet unblocked;  // a task blocked in Get gave its CPU back already
@@ -274,6 +274,7 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
   if (!done.ok) failure = std::make_shared<ErrorInfo>(std::move(done.error));
   {
     auto node = tasks_.extract(id);
+    if (node.mapped().cancelled) cancel_errors_.erase(id);
     ShrinkIfSparse(tasks_);  // no iterator into tasks_ is held across Complete
     const TaskSpec& spec = *node.mapped().spec;
     RecordEnded(node.mapped(), done, failure, from);
@@ -342,7 +343,7 @@ void TaskManager::RecordEnded(const Task& task, const TaskDone& done,
   r.placement_group = spec.options->placement_group;
   r.rank = from >= 0 ? from : task.rank;
   r.attempt = spec.attempt;
-  r.times = task.times;
+  r.times = AllTimes(task.times);
   const int64_t now = WallNowNs();
   r.times[static_cast<size_t>(r.phase)] = now;
   if (done.exec_ns > 0) r.times[static_cast<size_t>(TaskPhase::kRunning)] = now - done.exec_ns;
@@ -472,7 +473,10 @@ void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
   if (task.rank < 0) {
     Fail(id, error);  // waiting for arguments, a rank or its actor: it never runs
   } else {
-    if (spec.kind == TaskKind::kTask) task.cancelled = std::make_shared<ErrorInfo>(error);
+    if (spec.kind == TaskKind::kTask) {
+      task.cancelled = true;
+      cancel_errors_.insert_or_assign(id, error);
+    }
     send_(task.rank, CancelDispatched{id, spec.kind == TaskKind::kActorCall ? spec.actor : ObjectId(), error});
   }
   for (TaskId child : children) {
@@ -533,7 +537,7 @@ std::vector<TaskRecord> TaskManager::LiveRecords() {
     r.placement_group = spec.options->placement_group;
     r.rank = t.rank;
     r.attempt = spec.attempt;
-    r.times = t.times;
+    r.times = AllTimes(t.times);
     out.push_back(std::move(r));
   }
   return out;

@@ -5,6 +5,8 @@
 // scheduling class (function, demand, placement-group bundle). Actor calls never wait
 // here: the actor manager says where they go. Pure logic: the head serialises calls.
 
+#include <algorithm>
+#include <array>
 #include <deque>
 #include <functional>
 #include <map>
@@ -65,14 +67,22 @@ class TaskManager {
   size_t Size() const { return tasks_.size(); }
 
  private:
+  /// When a live task entered each of the phases it can be in on the head (kPendingArgs
+  /// to kBlocked, indexed by TaskPhase); the rest are known once it ends.
+  using LiveTimes = std::array<int64_t, static_cast<size_t>(TaskPhase::kBlocked) + 1>;
+  static TaskTimes AllTimes(const LiveTimes& live) {
+    TaskTimes all{};
+    std::copy(live.begin(), live.end(), all.begin());
+    return all;
+  }
   struct Task {
     std::shared_ptr<TaskSpec> spec;
     int unresolved = 0;
     int rank = -1;       // where it was dispatched, -1 while waiting
     int bundle = -1;     // bundle of its placement group it runs in, -1: none
     bool blocked = false;
-    std::shared_ptr<ErrorInfo> cancelled;  // set: cancelled while on its rank
-    TaskTimes times{};   // when it entered each phase, for the state API
+    bool cancelled = false;  // cancelled while on its rank: its error is in cancel_errors_
+    LiveTimes times{};       // when it entered each phase, for the state API
 
     Holding holding() const { return {rank, spec->options->placement_group, bundle}; }
   };
@@ -114,6 +124,7 @@ class TaskManager {
   StateTables& tables_;
   std::unordered_map<TaskId, Task> tasks_;
   std::unordered_map<TaskId, Generator> generators_;  // live streaming generator tasks
+  std::unordered_map<TaskId, ErrorInfo> cancel_errors_;  // tasks cancelled on their rank
   // Ready tasks that found no room, FIFO per scheduling class (function + demand).
   std::map<std::string, std::deque<TaskId>> queues_;  // never erased: QueueOf keeps a pointer
   size_t queued_ = 0;

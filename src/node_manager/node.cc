@@ -214,14 +214,15 @@ ObjectId Node::Submit(TaskRequest&& request) {
   TaskSpec& spec = *shared_spec;
   spec.options = OptionsOf(request);
   const TaskOptions& options = *spec.options;
-  spec.depth = CurrentTaskDepth() + 1;
-  if (spec.depth > kMaxTaskDepth) {
+  const int depth = CurrentTaskDepth() + 1;
+  if (depth > kMaxTaskDepth) {
     throw RuntimeError("prism: " + options.name + " would run at nesting depth " +
-                       std::to_string(spec.depth) + " (a task submitting a task, and so on), " +
+                       std::to_string(depth) + " (a task submitting a task, and so on), " +
                        "beyond the limit of " + std::to_string(kMaxTaskDepth) +
                        " (kMaxTaskDepth): does the recursion end? Each level waiting in Get "
                        "holds a thread; make it shallower, or a loop inside one task");
   }
+  spec.depth = static_cast<int16_t>(depth);
   if (request.num_returns < 1 || request.num_returns > kMaxNumReturns) {
     throw Error("prism: task " + options.name + " asks for " + std::to_string(request.num_returns) +
                 " returns; SetNumReturns takes 1.." + std::to_string(kMaxNumReturns));

@@ -30,6 +30,7 @@ struct Enc {
   Writer& w;
   void operator()(uint8_t v) { w.Pod(v); }
   void operator()(uint16_t v) { w.Pod(v); }
+  void operator()(int16_t v) { w.Pod(v); }
   void operator()(TaskKind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(SchedulingStrategy::Kind v) { w.Pod(static_cast<uint8_t>(v)); }
   void operator()(ErrorKind v) { w.Pod(static_cast<uint8_t>(v)); }
@@ -76,6 +77,7 @@ struct Dec {
   Reader& r;
   void operator()(uint8_t& v) { v = r.Pod<uint8_t>(); }
   void operator()(uint16_t& v) { v = r.Pod<uint16_t>(); }
+  void operator()(int16_t& v) { v = r.Pod<int16_t>(); }
   void operator()(TaskKind& v) { v = static_cast<TaskKind>(r.Pod<uint8_t>()); }
   void operator()(SchedulingStrategy::Kind& v) {
     const auto raw = r.Pod<uint8_t>();
