@@ -43,7 +43,7 @@ void ObjectDirectory::SetContained(ObjectId id, std::vector<ObjectId> contained)
   if (e == nullptr) return;
   if (contained.empty() && !e->extra) return;
   for (ObjectId c : contained) {
-    if (auto* ce = Find(c)) ++ce->container_refs;
+    if (auto* ce = Find(c)) ++ce->More().container_refs;
   }
   e->More().contained = std::move(contained);
 }
@@ -81,13 +81,13 @@ void ObjectDirectory::MaybeFree(ObjectId id, FreedList& freed) {
     auto it = objects_.find(cur);
     if (it == objects_.end()) continue;
     ObjectEntry& e = it->second;
-    if (!e.holders.empty() || e.task_uses > 0 || e.container_refs > 0 || e.producer_pending) {
+    if (!e.holders.empty() || e.task_uses > 0 || e.producer_pending || (e.extra && e.extra->container_refs > 0)) {
       continue;
     }
     if (e.extra) {
       for (ObjectId c : e.extra->contained) {
         if (auto* ce = Find(c)) {
-          --ce->container_refs;
+          --ce->More().container_refs;
           work.push_back(c);
         }
       }

@@ -4,8 +4,8 @@
 // An object stays alive while any of these is non-zero: ranks holding an ObjectRef to it
 // (`holders`, one entry per rank however many refs that rank has), pending tasks that take
 // it as an argument (`task_uses`), live objects whose values contain a ref to it
-// (`container_refs`), and its producing task still running (`producer_pending`). When all
-// drop to zero the entry is erased, the ranks in `locations` are told to free their copies,
+// (`container_refs`, kept out of line: rare), and its producing task still running
+// (`producer_pending`). When all drop to zero the entry is erased, the ranks in `locations` are told to free their copies,
 // and the objects it contained lose one container ref each (which may free them in turn).
 // Pure logic: no locks, no I/O; the head serialises calls.
 
@@ -38,6 +38,7 @@ struct ObjectExtra {
   // Ranks that asked for it before it was ready (a submitter holding the result hears
   // without asking, so most objects never have one).
   std::vector<int> subscribers;
+  int32_t container_refs = 0;  // objects whose values nest a ref to it
 };
 
 struct ObjectEntry {
@@ -45,7 +46,6 @@ struct ObjectEntry {
   State state = State::kPending;
   bool producer_pending = false;
   int32_t task_uses = 0;
-  int32_t container_refs = 0;
   uint64_t size = 0;
   Payload inline_value;
   RankList locations;            // ranks with a copy (large objects and cached inline ones)

@@ -293,7 +293,7 @@ TEST_F(ObjectManagerTest, FreedHookRunsForEachFreedObjectBeforeFreeObjectsAreSen
   objects_.SetFreedHook([&](ObjectId id) { hooked.emplace_back(id, sent_.size()); });
   PutLarge(1, 10);
   PutLarge(1, 11, {ObjectId(10)});  // 11's value holds a ref to 10
-  EXPECT_EQ(objects_.Find(ObjectId(10))->container_refs, 1);
+  EXPECT_EQ(objects_.Find(ObjectId(10))->More().container_refs, 1);
   objects_.OnRefUpdate(1, RefUpdate{{}, {ObjectId(10)}});
   EXPECT_TRUE(hooked.empty()) << "10 is alive inside 11";
   EXPECT_TRUE(sent_.empty());
