@@ -2,6 +2,8 @@
 // A task as the head and the nodes know it: what to run, with which arguments, needing
 // which resources. The transport encodes it (transport/codec.cc); nothing here knows MPI.
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +52,37 @@ struct TaskOptions {
 
 /// The options of a spec made without any (shared; never changed).
 const std::shared_ptr<const TaskOptions>& DefaultTaskOptions();
+
+/// The last few options one thread made or decoded, newest first, so that tasks keep
+/// sharing their caller's copy when callers take turns (a pipeline's stages, a tuner's
+/// trials). Not thread-safe: one per thread.
+class RecentOptions {
+ public:
+  /// The newest options for which `same(options)` holds (moved to the front), else null.
+  template <typename Same>
+  std::shared_ptr<const TaskOptions> Find(Same&& same) {
+    for (size_t i = 0; i < size_; ++i) {
+      if (!same(*recent_[i])) continue;
+      std::rotate(recent_.begin(), recent_.begin() + i, recent_.begin() + i + 1);
+      return recent_[0];
+    }
+    return nullptr;
+  }
+  /// Keeps `options` as the newest, dropping the oldest when full.
+  void Add(std::shared_ptr<const TaskOptions> options) {
+    std::move_backward(recent_.begin(), recent_.end() - 1, recent_.end());
+    recent_[0] = std::move(options);
+    size_ = std::min(size_ + 1, recent_.size());
+  }
+  void Clear() {
+    recent_ = {};
+    size_ = 0;
+  }
+
+ private:
+  std::array<std::shared_ptr<const TaskOptions>, 4> recent_;
+  size_t size_ = 0;
+};
 
 struct TaskSpec {
   TaskId id;

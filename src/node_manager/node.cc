@@ -167,11 +167,15 @@ bool Node::SameOptions(const TaskRequest& request, const TaskOptions& o) const {
 }
 
 std::shared_ptr<const TaskOptions> Node::OptionsOf(const TaskRequest& request) const {
-  // A run of calls of one caller matches the thread's last options: compared field by
-  // field with the request, nothing is built or checked again.
-  thread_local std::shared_ptr<const TaskOptions> last;
-  thread_local uint64_t last_node = 0;
-  if (last != nullptr && last_node == serial_ && SameOptions(request, *last)) return last;
+  // Calls of one caller match the thread's recent options: compared field by field with
+  // the request, nothing is built or checked again.
+  thread_local RecentOptions recent;
+  thread_local uint64_t recent_node = 0;
+  if (recent_node != serial_) {
+    recent.Clear();
+    recent_node = serial_;
+  }
+  if (auto same = recent.Find([&](const TaskOptions& o) { return SameOptions(request, o); })) return same;
   auto o = std::make_shared<TaskOptions>();
   const bool named = !request.name.empty();
   o->function = request.function;
@@ -204,9 +208,8 @@ std::shared_ptr<const TaskOptions> Node::OptionsOf(const TaskRequest& request) c
                 "the placement group decides where it runs, so give only one");
   }
   CheckFeasible(*o);
-  last = std::move(o);
-  last_node = serial_;
-  return last;
+  recent.Add(o);
+  return o;
 }
 
 ObjectId Node::Submit(TaskRequest&& request) {

@@ -145,15 +145,18 @@ struct Dec {
     t = std::make_shared<TaskSpec>();
     (*this)(*t);
   }
-  // Tasks come in runs of one caller's options: decoded into the thread's scratch (no
-  // allocation), they share the thread's last copy while equal.
+  // Tasks come in runs of a few callers' options: decoded into the thread's scratch (no
+  // allocation), they share the thread's recent copy that equals them.
   void operator()(std::shared_ptr<const TaskOptions>& o) {
     thread_local TaskOptions scratch;
-    thread_local std::shared_ptr<const TaskOptions> last;
+    thread_local RecentOptions recent;
     scratch.demand.Clear();
     (*this)(scratch);
-    if (last == nullptr || !(*last == scratch)) last = std::make_shared<const TaskOptions>(scratch);
-    o = last;
+    o = recent.Find([](const TaskOptions& r) { return r == scratch; });
+    if (o == nullptr) {
+      o = std::make_shared<const TaskOptions>(scratch);
+      recent.Add(o);
+    }
   }
 };
 

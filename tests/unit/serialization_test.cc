@@ -303,18 +303,41 @@ TEST(MessageCodecTest, TasksWithEqualOptionsShareOneDecodedCopy) {
     return spec;
   };
   Buffer batch;
-  for (const auto& spec : {make(1, "f", 1), make(2, "f", 1), make(3, "f", 2), make(4, "g", 2)}) {
+  for (const auto& spec : {make(1, "f", 1), make(2, "f", 1), make(3, "f", 2), make(4, "g", 2),
+                           make(5, "f", 2), make(6, "g", 2)}) {
     EncodeMessage(SubmitTask{spec}, batch);
   }
   auto msgs = DecodeBatch(batch.data(), batch.size());
-  ASSERT_EQ(msgs.size(), 4u);
+  ASSERT_EQ(msgs.size(), 6u);
   auto options = [&](size_t i) { return std::get<SubmitTask>(msgs[i]).spec->options; };
   EXPECT_EQ(options(0), options(1)) << "equal options: one copy";
   EXPECT_NE(options(1), options(2));
   EXPECT_NE(options(2), options(3));
+  EXPECT_EQ(options(4), options(2)) << "callers taking turns keep their copies";
+  EXPECT_EQ(options(5), options(3));
   EXPECT_EQ(options(0)->demand, ResourceSet({{"CPU", 1}}));
   EXPECT_EQ(options(2)->demand, ResourceSet({{"CPU", 2}}));
   EXPECT_EQ(options(3)->function, "g");
+}
+
+TEST(TaskSpecTest, RecentOptionsKeepsTheNewestFourNewestFirst) {
+  RecentOptions recent;
+  auto named = [](const std::string& f) {
+    auto o = std::make_shared<TaskOptions>();
+    o->function = f;
+    return std::shared_ptr<const TaskOptions>(std::move(o));
+  };
+  auto find = [&](const std::string& f) { return recent.Find([&](const TaskOptions& o) { return o.function == f; }); };
+  EXPECT_EQ(find("a"), nullptr);
+  for (const char* f : {"a", "b", "c", "d"}) recent.Add(named(f));
+  auto a = find("a");  // the oldest, now the newest
+  ASSERT_NE(a, nullptr);
+  recent.Add(named("e"));  // drops the oldest: b
+  EXPECT_EQ(find("b"), nullptr);
+  EXPECT_EQ(find("a"), a);
+  for (const char* f : {"c", "d", "e"}) EXPECT_NE(find(f), nullptr) << f;
+  recent.Clear();
+  EXPECT_EQ(find("a"), nullptr);
 }
 
 TEST(TaskSpecTest, EditCopiesSharedOptionsFirst) {
