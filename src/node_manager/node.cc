@@ -135,6 +135,9 @@ bool SameDemand(const std::map<std::string, double>& resources, const ResourceSe
   size_t entries = 0;
   bool cpu = false;
   for (const auto& [name, amount] : resources) {
+    // Not validated yet: an amount out of range (or NaN) never matches; building the
+    // options then says what is wrong with it.
+    if (!(amount >= 0 && amount <= kMaxResourceAmount)) return false;
     const int64_t units = ToUnits(amount);
     cpu = cpu || name == kCpuName;
     if (units == 0) continue;

@@ -69,6 +69,16 @@ TEST(Resources, InfeasibleRequestsThrowAtRemote) {
                prism::ResourceError);
   // The runtime still works after refusing.
   EXPECT_GE(*prism::Task(RsRank).Remote().Get(), 0);
+  // Bad options right after good ones of the same function (which the node reuses while
+  // they match) are still refused, and the good ones still work after.
+  EXPECT_GE(*prism::Task(RsRank).SetResource("CPU", 0.5).Remote().Get(), 0);
+  EXPECT_THROW(prism::Task(RsRank).SetResource("CPU", std::nan("")).Remote(), prism::ResourceError);
+  EXPECT_THROW(prism::Task(RsRank).SetResource("CPU", 0.5).SetResource("foo", 1).Remote(),
+               prism::ResourceError);
+  EXPECT_THROW(prism::Task(RsRank).SetResource("CPU", 0.5).SetMaxRetries(0).SetSchedulingStrategy(
+                   prism::NodeAffinitySchedulingStrategy{World() + 5, false}).Remote(),
+               prism::ResourceError);
+  EXPECT_GE(*prism::Task(RsRank).SetResource("CPU", 0.5).Remote().Get(), 0);
 }
 
 TEST(Resources, FractionalAmounts) {
