@@ -26,8 +26,9 @@ enum class TaskKind : uint8_t { kTask = 0, kActorCreation = 1, kActorCall = 2 };
 /// What the tasks of one caller with one set of options share: the function, its
 /// resources, where it may run, its retries and, for an actor's creation, the actor's
 /// settings. Immutable once a spec points to it: a caller's tasks share one (a million
-/// queued tasks of one function carry one copy), and the codec reuses the last one it
-/// decoded while they are equal. Change one spec's options with TaskSpec::Edit.
+/// queued tasks of one function carry one copy): the submitting node and the codec each
+/// reuse a recent copy that equals them (RecentOptions). The wire still carries every
+/// field with every task. Change one spec's options with TaskSpec::Edit.
 struct TaskOptions {
   std::string function;
   std::string name;  // display name (SetName, else function)
