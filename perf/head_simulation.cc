@@ -121,17 +121,19 @@ void HeadSimulation::SubmitMany(int count, const std::string& function) {
 
 std::shared_ptr<const internal::TaskOptions> HeadSimulation::OptionsOf(const std::string& function, ResourceSet demand,
                                                                        internal::SchedulingStrategy strategy) {
-  // As a driver's node does: one copy for a run of calls with the same options.
+  // As a driver's node does: a recent copy while the options are equal.
   internal::TaskOptions o;
   o.function = function;
   o.name = function;
   o.demand = std::move(demand);
   if (o.demand.Empty()) o.demand.Set("CPU", internal::kResourceUnit);
   o.strategy = strategy;
-  if (last_options_ == nullptr || !(*last_options_ == o)) {
-    last_options_ = std::make_shared<const internal::TaskOptions>(std::move(o));
+  auto same = recent_options_.Find([&](const internal::TaskOptions& r) { return r == o; });
+  if (same == nullptr) {
+    same = std::make_shared<const internal::TaskOptions>(std::move(o));
+    recent_options_.Add(same);
   }
-  return last_options_;
+  return same;
 }
 
 TaskId HeadSimulation::Submit(const std::string& function, ResourceSet demand,

@@ -114,7 +114,7 @@ class HeadSimulation {
 
  private:
   using Clock = std::chrono::steady_clock;
-  /// The options of a task of `function`: the last ones while equal, as a node shares them.
+  /// The options of a task of `function`: a recent copy while equal, as a node shares them.
   std::shared_ptr<const internal::TaskOptions> OptionsOf(const std::string& function, internal::ResourceSet demand,
                                                          internal::SchedulingStrategy strategy);
   struct Due {
@@ -152,7 +152,7 @@ class HeadSimulation {
   std::vector<int64_t> head_last_heard_;
   int64_t last_liveness_check_ = 0;
   uint64_t next_id_ = 1;
-  std::shared_ptr<const internal::TaskOptions> last_options_;  // OptionsOf's last
+  internal::RecentOptions recent_options_;  // OptionsOf's
   uint64_t submitted_ = 0, completed_ = 0, failed_ = 0;
   int64_t head_ns_ = 0;
   Traffic to_head_, from_head_;

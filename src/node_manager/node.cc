@@ -153,10 +153,13 @@ bool SameDemand(const std::map<std::string, double>& resources, const ResourceSe
 
 }  // namespace
 
+const std::string& Node::NamespaceOf(const TaskRequest& request) const {
+  return request.ray_namespace.empty() ? options_.ray_namespace : request.ray_namespace;
+}
+
 bool Node::SameOptions(const TaskRequest& request, const TaskOptions& o) const {
   const bool named = !request.name.empty();
   const bool named_actor = request.kind == TaskRequest::Kind::kActorCreation && named;
-  const std::string& ns = request.ray_namespace.empty() ? options_.ray_namespace : request.ray_namespace;
   return o.function == request.function && o.name == (named ? request.name : request.function) &&
          o.strategy == request.strategy && o.placement_group == request.placement_group &&
          o.bundle_index == request.bundle_index && o.max_retries == request.max_retries &&
@@ -164,7 +167,7 @@ bool Node::SameOptions(const TaskRequest& request, const TaskOptions& o) const {
          o.generator_backpressure == request.generator_backpressure && o.class_name == request.class_name &&
          o.max_restarts == request.max_restarts && o.max_concurrency == request.max_concurrency &&
          o.max_task_retries == request.max_task_retries &&
-         (named_actor ? o.actor_name == o.name && o.actor_namespace == ns
+         (named_actor ? o.actor_name == o.name && o.actor_namespace == NamespaceOf(request)
                       : o.actor_name.empty() && o.actor_namespace.empty()) &&
          SameDemand(request.resources, o.demand);
 }
@@ -204,7 +207,7 @@ std::shared_ptr<const TaskOptions> Node::OptionsOf(const TaskRequest& request) c
   o->max_task_retries = request.max_task_retries;
   if (request.kind == TaskRequest::Kind::kActorCreation && named) {
     o->actor_name = o->name;
-    o->actor_namespace = request.ray_namespace.empty() ? options_.ray_namespace : request.ray_namespace;
+    o->actor_namespace = NamespaceOf(request);
   }
   if (o->strategy.kind != SchedulingStrategy::Kind::kDefault && !o->placement_group.empty()) {
     throw Error("prism: task " + o->name + " has both a placement group and a scheduling strategy; "

@@ -126,6 +126,8 @@ class Node : public CoreApi {
   /// The request's options, checked (resources, strategy, feasibility): the calling
   /// thread's last ones if equal, so a caller's tasks share one copy.
   std::shared_ptr<const TaskOptions> OptionsOf(const TaskRequest& request) const;
+  /// A named actor's namespace: the request's, else the job's.
+  const std::string& NamespaceOf(const TaskRequest& request) const;
   /// Whether `request` asks for exactly options `o`.
   bool SameOptions(const TaskRequest& request, const TaskOptions& o) const;
   /// Waits for ids; while inside a task, gives its CPU back for the duration.
