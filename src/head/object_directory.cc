@@ -23,7 +23,10 @@ ObjectEntry& ObjectDirectory::Create(ObjectId id, int holder, bool producer_pend
 
 ObjectEntry* ObjectDirectory::Find(ObjectId id) {
   auto it = objects_.find(id);
-  return it == objects_.end() ? nullptr : &it->second;
+  if (it != objects_.end()) return &it->second;
+  if (implicit_ == 0 || !claim_) return nullptr;
+  const int holder = claim_(id);
+  return holder < 0 ? nullptr : &Claim(id, holder);
 }
 
 void ObjectDirectory::AddHolder(ObjectId id, int rank) {

@@ -7,9 +7,15 @@
 // (`container_refs`, kept out of line: rare), and its producing task still running
 // (`producer_pending`). When all drop to zero the entry is erased, the ranks in `locations` are told to free their copies,
 // and the objects it contained lose one container ref each (which may free them in turn).
+//
+// A task's result starts implicit: counted, but with no entry, while all there is to know
+// is that its submitter holds it and its task has not ended (a million queued tasks keep
+// no result entries: issue 22). The task manager holds the claim (SetClaim). The first
+// lookup of the id, or the task's end (Claim), makes the entry, as Create would have.
 // Pure logic: no locks, no I/O; the head serialises calls.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -72,9 +78,26 @@ using FreedList = boost::container::small_vector<FreedObject, 2>;
 
 class ObjectDirectory {
  public:
+  /// Gives up the claim on implicit result `id`: its submitter, or -1 if `id` is not an
+  /// implicit result (never was, or its entry was made). Called on a lookup miss.
+  using ClaimFn = std::function<int(ObjectId id)>;
+
   /// Creates an entry held by `holder` (the submitting or putting rank).
   ObjectEntry& Create(ObjectId id, int holder, bool producer_pending);
+  /// The entry of `id`, made first if `id` is an implicit result; null: no such object.
   ObjectEntry* Find(ObjectId id);
+
+  /// Who answers for implicit results (set once, by the task manager).
+  void SetClaim(ClaimFn claim) { claim_ = std::move(claim); }
+  /// A task's result `id` is implicit from now on; its claimant answers for it.
+  void AddImplicit() { ++implicit_; }
+  /// The claimant made the entry of its implicit result `id`, held by `holder` with its
+  /// producer pending (the task ended, or the id was looked up).
+  ObjectEntry& Claim(ObjectId id, int holder) {
+    --implicit_;
+    return Create(id, holder, /*producer_pending=*/true);
+  }
+
   void AddHolder(ObjectId id, int rank);
   void AddTaskUse(ObjectId id);
   void AddLocation(ObjectId id, int rank);
@@ -84,11 +107,14 @@ class ObjectDirectory {
   void RemoveHolder(ObjectId id, int rank, FreedList& freed);
   void RemoveTaskUse(ObjectId id, FreedList& freed);
   void ProducerDone(ObjectId id, FreedList& freed);
-  size_t Size() const { return objects_.size(); }
+  /// Live objects, implicit results included.
+  size_t Size() const { return objects_.size() + implicit_; }
 
  private:
   void MaybeFree(ObjectId id, FreedList& freed);
   std::unordered_map<ObjectId, ObjectEntry> objects_;
+  ClaimFn claim_;
+  size_t implicit_ = 0;  // implicit results: counted in Size, no entry
 };
 
 }  // namespace prism::internal

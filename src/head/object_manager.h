@@ -36,6 +36,11 @@ class ObjectManager {
 
   /// A submitted task's return object, held by its submitter until the task ends.
   void CreateResult(ObjectId id, int submitter) { objects_.Create(id, submitter, true); }
+  /// The same, kept implicit (no entry) until it is looked up or claimed: the task
+  /// manager answers for it through `claim` (see ObjectDirectory).
+  void AddImplicitResult() { objects_.AddImplicit(); }
+  void ClaimResult(ObjectId id, int submitter) { objects_.Claim(id, submitter); }
+  void SetResultClaim(ObjectDirectory::ClaimFn claim) { objects_.SetClaim(std::move(claim)); }
   /// A value a streaming generator yielded on `producer`: a ready object held by
   /// `consumer` (its stream keeps the ref until Next hands it out). A small value travels
   /// to the consumer in its report, which keeps a copy; a large one stays on the producer.

@@ -30,11 +30,20 @@ std::string TaskManager::ClassKey(const TaskSpec& spec) {
 
 void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
   TaskId id = spec->id;
-  for (int i = 0; i < spec->num_returns; ++i) objects_.CreateResult(ReturnId(id, i), from);
+  // A plain task's or actor call's one result stays implicit (no entry) until it is looked
+  // up or the task ends: a queued task's result costs the head nothing.
+  const bool implicit = spec->num_returns == 1 && from == spec->submitter &&
+                        !spec->options->streaming && spec->kind != TaskKind::kActorCreation;
+  if (implicit) {
+    objects_.AddImplicitResult();
+  } else {
+    for (int i = 0; i < spec->num_returns; ++i) objects_.CreateResult(ReturnId(id, i), from);
+  }
   if (spec->options->streaming) generators_.emplace(id, Generator{});
   for (ObjectId c : spec->contained) objects_.AddTaskUse(c);
   Task& task = tasks_[id];
   task.spec = std::move(spec);
+  task.implicit_result = implicit;
   const int64_t now = WallNowNs();
   task.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = now;
   // Count every use first: however the task ends, Complete drops exactly these.
@@ -277,6 +286,7 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
     if (node.mapped().cancelled) cancel_errors_.erase(id);
     ShrinkIfSparse(tasks_);  // no iterator into tasks_ is held across Complete
     const TaskSpec& spec = *node.mapped().spec;
+    if (node.mapped().implicit_result) objects_.ClaimResult(id, spec.submitter);
     RecordEnded(node.mapped(), done, failure, from);
     if (objects_.Find(id) == nullptr && !done.ok) {
       PRISM_LOG_DEBUG("result of failed task " << spec.options->name << " dropped: no refs left");
@@ -349,6 +359,13 @@ void TaskManager::RecordEnded(const Task& task, const TaskDone& done,
   if (done.exec_ns > 0) r.times[static_cast<size_t>(TaskPhase::kRunning)] = now - done.exec_ns;
   r.error = failure;
   tables_.TaskEnded(std::move(r), from);
+}
+
+int TaskManager::ClaimResult(ObjectId id) {
+  auto it = tasks_.find(id);  // an implicit result's id is its task's
+  if (it == tasks_.end() || !it->second.implicit_result) return -1;
+  it->second.implicit_result = false;
+  return it->second.spec->submitter;
 }
 
 void TaskManager::Fail(TaskId id, const ErrorInfo& error) {

@@ -32,7 +32,9 @@ class TaskManager {
   TaskManager(SendFn send, Scheduler& scheduler, ObjectManager& objects,
               PlacementGroupManager& groups, ActorManager& actors, StateTables& tables)
       : send_(std::move(send)), scheduler_(scheduler), objects_(objects), groups_(groups),
-        actors_(actors), tables_(tables) {}
+        actors_(actors), tables_(tables) {
+    objects_.SetResultClaim([this](ObjectId id) { return ClaimResult(id); });
+  }
 
   void OnSubmit(int from, std::shared_ptr<TaskSpec> spec);
   void OnTaskDone(int from, TaskDone&& done);
@@ -82,6 +84,7 @@ class TaskManager {
     int bundle = -1;     // bundle of its placement group it runs in, -1: none
     bool blocked = false;
     bool cancelled = false;  // cancelled while on its rank: its error is in cancel_errors_
+    bool implicit_result = false;  // its one result has no object entry yet (ClaimResult)
     LiveTimes times{};       // when it entered each phase, for the state API
 
     Holding holding() const { return {rank, spec->options->placement_group, bundle}; }
@@ -115,6 +118,9 @@ class TaskManager {
   /// without building its key.
   std::deque<TaskId>& QueueOf(const TaskSpec& spec);
   void Cancel(TaskId id, bool recursive, const ErrorInfo& error);
+  /// The object directory looked up `id` and found no entry: if it is a live task's
+  /// implicit result, the task gives it up (its submitter holds it), else -1.
+  int ClaimResult(ObjectId id);
 
   SendFn send_;
   Scheduler& scheduler_;

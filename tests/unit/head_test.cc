@@ -136,6 +136,40 @@ TEST_F(HeadTest, SmallResultsArePushedOnceToTheSubmitterWhileItHoldsARef) {
   EXPECT_TRUE(Take<ObjectReady>().empty());
 }
 
+// A queued task's result has no entry on the head until it is looked up or the task ends
+// (issue 22); it must still behave as the live object it is.
+TEST_F(HeadTest, QueuedTasksResultsAreLiveObjectsBeforeTheyHaveEntries) {
+  for (uint64_t id = 1; id <= 4; ++id) head_.Handle(0, SubmitTask{Spec(id)});
+  auto first = Take<DispatchTask>();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(head_.NumObjects(), 4u) << "every result counts, made or not";
+  head_.Handle(1, Subscribe{{ObjectId(3)}});      // another rank waits for a queued result
+  EXPECT_TRUE(Take<ObjectReady>().empty()) << "pending, not lost";
+  head_.Handle(0, RefUpdate{{}, {ObjectId(4)}});  // the submitter drops one it never read
+  head_.Handle(0, SubmitTask{Spec(5, {Ref(3)})});  // a dependent of a queued result
+  EXPECT_EQ(head_.NumObjects(), 5u) << "4 stays while its task is pending";
+  Done(first[0].first, first[0].second.spec->id.Value());
+  Done(first[1].first, first[1].second.spec->id.Value());
+  auto second = Take<DispatchTask>();
+  ASSERT_EQ(second.size(), 2u);
+  for (auto& [rank, d] : second) Done(rank, d.spec->id.Value());
+  std::vector<std::pair<int, ObjectId>> told;
+  std::vector<ObjectId> dispatched;
+  for (auto& m : sent_) {
+    if (auto* r = std::get_if<ObjectReady>(&m.msg)) told.push_back({m.dest, r->id});
+    if (auto* d = std::get_if<DispatchTask>(&m.msg)) dispatched.push_back(d->spec->id);
+  }
+  sent_.clear();
+  const std::vector<std::pair<int, ObjectId>> want{{1, ObjectId(3)}, {0, ObjectId(3)}};
+  EXPECT_EQ(told, want) << "3 reaches its subscriber, then its submitter; 4's submitter dropped it";
+  ASSERT_EQ(dispatched, std::vector<ObjectId>{ObjectId(5)}) << "the dependent runs once 3 is ready";
+  EXPECT_EQ(head_.NumObjects(), 4u) << "1, 2, 3 and 5 are held; 4 went with its task";
+  Done(0, 5);
+  head_.Handle(0, RefUpdate{{}, {ObjectId(1), ObjectId(2), ObjectId(3), ObjectId(5)}});
+  EXPECT_EQ(head_.NumObjects(), 0u);
+  EXPECT_EQ(head_.NumTasks(), 0u);
+}
+
 TEST_F(HeadTest, RetriesExceptionsOnlyWhenAsked) {
   TaskSpec s = Spec(1);
   s.Edit().retry_exceptions = true;

@@ -260,6 +260,39 @@ TEST(ObjectDirectoryTest, PendingProducerAndTaskUsesKeepAlive) {
   EXPECT_EQ(freed.size(), 1u);
 }
 
+TEST(ObjectDirectoryTest, AnImplicitResultIsMadeOnItsFirstLookupOnly) {
+  ObjectDirectory d;
+  std::vector<ObjectId> claimed;
+  bool implicit = true;  // the claimant: id 7, submitted by rank 2
+  d.SetClaim([&](ObjectId id) {
+    claimed.push_back(id);
+    if (id != ObjectId(7) || !implicit) return -1;
+    implicit = false;
+    return 2;
+  });
+  d.AddImplicit();
+  EXPECT_EQ(d.Size(), 1u) << "counted before it has an entry";
+  EXPECT_EQ(d.Find(ObjectId(8)), nullptr) << "not a result of a live task";
+  ObjectEntry* e = d.Find(ObjectId(7));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, ObjectEntry::State::kPending);
+  EXPECT_TRUE(e->producer_pending);
+  EXPECT_EQ(std::vector<int>(e->holders.begin(), e->holders.end()), std::vector<int>{2});
+  EXPECT_EQ(d.Size(), 1u);
+  EXPECT_EQ(d.Find(ObjectId(7)), e) << "made once";
+  EXPECT_EQ(claimed, (std::vector<ObjectId>{ObjectId(8), ObjectId(7)}));
+  FreedList freed;
+  d.RemoveHolder(ObjectId(7), 2, freed);
+  d.ProducerDone(ObjectId(7), freed);
+  ASSERT_EQ(freed.size(), 1u);
+  EXPECT_EQ(d.Find(ObjectId(7)), nullptr) << "freed; the claim is not made again";
+  EXPECT_EQ(d.Size(), 0u);
+  d.AddImplicit();
+  d.Claim(ObjectId(9), 1);  // the task ended before anyone looked
+  EXPECT_NE(d.Find(ObjectId(9)), nullptr);
+  EXPECT_EQ(d.Size(), 1u);
+}
+
 TEST(ObjectDirectoryTest, ContainersKeepNestedObjectsAliveAndFreeThemInCascade) {
   ObjectDirectory d;
   ObjectId inner(1), outer(2);
