@@ -140,7 +140,13 @@ void MemoryStore::RemoveSpillFiles() {
 std::string MemoryStore::PathOf(ObjectId id) const { return spill_dir_ + "/" + id.Hex(); }
 
 void MemoryStore::Arrived(ObjectId id) {
-  arrivals_.fetch_add(1, std::memory_order_release);  // wakes WaitFor's look
+  const uint64_t arrivals = arrivals_.fetch_add(1, std::memory_order_release) + 1;  // wakes WaitFor's look
+  for (Waiter* w : counting_) {
+    if (!w->woken && arrivals >= w->wake_at) {
+      w->woken = true;
+      w->cv.notify_one();
+    }
+  }
   if (!callbacks_.empty()) {
     auto cb = callbacks_.find(id);
     if (cb != callbacks_.end()) {
@@ -452,6 +458,11 @@ PresenceFlags MemoryStore::WaitFor(
     present = Present(ids, count);
     if (count >= need) return present;
   }
+  // Waiting for most of the missing ones: count arrivals (no per-id registration).
+  if (need - count > kWaitSpinMaxMissing && (need - count) * 4 >= ids.size() - count) {
+    WaitCounting(lock, ids, need, present, count, deadline, abort);
+    return Present(ids, count);
+  }
   Waiter w;
   w.need = need;
   w.have = count;
@@ -479,6 +490,48 @@ PresenceFlags MemoryStore::WaitFor(
     if (list.empty()) waiters_.erase(it);
   }
   return Present(ids, count);
+}
+
+void MemoryStore::WaitCounting(std::unique_lock<AdaptiveMutex>& lock, std::span<const ObjectId> ids,
+                               size_t need, PresenceFlags& present, size_t count,
+                               std::optional<std::chrono::steady_clock::time_point> deadline,
+                               const std::atomic<bool>* abort) {
+  std::vector<uint32_t> missing;  // positions of ids not seen yet
+  missing.reserve(ids.size() - count);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!present[i]) missing.push_back(static_cast<uint32_t>(i));
+  }
+  Waiter w;
+  w.need = need;
+  w.abort = abort;
+  if (abort != nullptr) abortable_.push_back(&w);
+  counting_.push_back(&w);
+  auto aborted = [&] { return abort != nullptr && abort->load(std::memory_order_acquire); };
+  for (;;) {
+    // None of the missing can be here before this many more arrivals (of any object).
+    w.wake_at = arrivals_.load(std::memory_order_relaxed) + (need - count);
+    w.woken = false;
+    auto woken = [&] { return w.woken || aborted(); };
+    bool in_time = true;
+    if (deadline) {
+      in_time = w.cv.wait_until(lock, *deadline, woken);
+    } else {
+      w.cv.wait(lock, woken);
+    }
+    size_t kept = 0;
+    for (uint32_t i : missing) {
+      if (objects_.count(ids[i]) > 0) {
+        present[i] = true;
+        ++count;
+      } else {
+        missing[kept++] = i;
+      }
+    }
+    missing.resize(kept);
+    if (count >= need || !in_time || aborted()) break;
+  }
+  counting_.erase(std::find(counting_.begin(), counting_.end(), &w));
+  if (abort != nullptr) abortable_.erase(std::find(abortable_.begin(), abortable_.end(), &w));
 }
 
 size_t MemoryStore::Size() {

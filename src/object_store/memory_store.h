@@ -1,8 +1,11 @@
 #pragma once
 // A rank's local objects: values it made (large task results, Puts) and copies it fetched
-// or received inline. A reader waiting for k of n objects registers one countdown on each
-// missing id and is woken once, when its count is reached: waiting on 10k results costs
-// 10k decrements, not 10k rescans of 10k ids. Thread-safe.
+// or received inline. A reader waiting for a few of many objects (Wait's num_returns)
+// registers one countdown on each missing id and is woken once, when its count is
+// reached. A reader waiting for most of what it misses (a Get of 10k results) registers
+// nothing per id: it sleeps until as many objects have arrived as it still misses, then
+// looks at the ones it missed, at most four look-ups per arrival in all, and without the
+// per-id entries' allocations. Thread-safe.
 //
 // Memory is capped (object_store_memory). To make room, the least recently used objects
 // that nobody is reading are spilled to files in the spill directory (private to the job
@@ -116,6 +119,9 @@ class MemoryStore {
     size_t have = 0;
     const std::atomic<bool>* abort = nullptr;
     std::condition_variable_any cv;
+    // A counting waiter (WaitCounting): woken once arrivals_ reaches wake_at.
+    uint64_t wake_at = 0;
+    bool woken = false;
   };
   struct Entry {
     Payload value;  // null while spilled
@@ -127,6 +133,12 @@ class MemoryStore {
     std::list<ObjectId>::iterator lru;
   };
   PresenceFlags Present(std::span<const ObjectId> ids, size_t& count);
+  /// WaitFor's sleep when the reader waits for most of the objects it misses: no per-id
+  /// registration; looks again after every (need - have) arrivals. Requires mu_ (`lock`).
+  void WaitCounting(std::unique_lock<AdaptiveMutex>& lock, std::span<const ObjectId> ids,
+                    size_t need, PresenceFlags& present, size_t count,
+                    std::optional<std::chrono::steady_clock::time_point> deadline,
+                    const std::atomic<bool>* abort);
   void Arrived(ObjectId id);  // requires mu_
   void Touch(Entry& e, ObjectId id);    // requires mu_: most recently used
   void Unlink(Entry& e);                // requires mu_: out of the LRU list
@@ -142,6 +154,7 @@ class MemoryStore {
   AdaptiveMutex mu_;
   std::unordered_map<ObjectId, Entry> objects_;
   std::unordered_map<ObjectId, std::vector<Waiter*>> waiters_;
+  std::vector<Waiter*> counting_;  // WaitCounting's sleepers
   std::atomic<uint64_t> arrivals_{0};  // objects stored or failed so far (WaitFor's spin)
   std::vector<Waiter*> abortable_;  // waits with an abort flag (a cancel wakes them)
   std::unordered_map<ObjectId, std::vector<ReadyCallback>> callbacks_;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -213,6 +215,48 @@ TEST(ObjectStore, SmallValuesAndRepeatedPutsAreCheap) {
   store.Put(ObjectId(1), Bytes(8, 2));  // a second copy of an id is ignored
   EXPECT_EQ(store.Size(), 10000u);
   EXPECT_EQ(store.Bytes(), 80000u);
+}
+
+// A wait for most of many missing objects counts arrivals instead of registering on each
+// id: it must wake for exactly its own objects, however many others arrive meanwhile.
+TEST(ObjectStore, AWaitForManyObjectsWakesWhenItsOwnHaveArrived) {
+  MemoryStore store;
+  std::vector<ObjectId> ids;
+  for (uint64_t i = 1; i <= 1000; ++i) ids.push_back(ObjectId(i));
+  for (uint64_t i = 1; i <= 100; ++i) store.Put(ObjectId(i), Bytes(8, 1));  // some are here
+  std::thread producer([&] {
+    for (uint64_t i = 101; i <= 1000; ++i) {
+      store.Put(ObjectId(100000 + i), Bytes(8, 2));  // not waited for
+      if (i == 1000) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      store.Put(ObjectId(i), Bytes(8, 3));
+    }
+  });
+  auto present = store.WaitFor(ids, ids.size(), std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  const bool last_was_late = !store.Contains(std::vector<ObjectId>{ObjectId(1000)})[0];
+  producer.join();
+  EXPECT_FALSE(last_was_late) << "woke before the last of its objects arrived";
+  EXPECT_EQ(std::count(present.begin(), present.end(), true), 1000);
+}
+
+TEST(ObjectStore, AWaitForManyObjectsEndsAtItsDeadlineOrAbortWithWhatIsThere) {
+  MemoryStore store;
+  std::vector<ObjectId> ids;
+  for (uint64_t i = 1; i <= 100; ++i) ids.push_back(ObjectId(i));
+  for (uint64_t i = 1; i <= 40; ++i) store.Put(ObjectId(i), Bytes(8, 1));
+  auto start = std::chrono::steady_clock::now();
+  auto present = store.WaitFor(ids, 90, start + std::chrono::milliseconds(100));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_EQ(std::count(present.begin(), present.end(), true), 40);
+  std::atomic<bool> abort{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (uint64_t i = 41; i <= 50; ++i) store.Put(ObjectId(i), Bytes(8, 1));
+    abort = true;
+    store.Interrupt(&abort);
+  });
+  present = store.WaitFor(ids, 100, std::nullopt, &abort);  // no deadline: the abort ends it
+  canceller.join();
+  EXPECT_EQ(std::count(present.begin(), present.end(), true), 50);
 }
 
 TEST(ObjectStore, ConcurrentWritersAndReadersUnderPressure) {
