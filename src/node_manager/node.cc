@@ -158,6 +158,12 @@ const std::string& Node::NamespaceOf(const TaskRequest& request) const {
 }
 
 bool Node::SameOptions(const TaskRequest& request, const TaskOptions& o) const {
+  // Every field OptionsOf sets is compared here: two requests differing in one that is
+  // not would share options. A field added to TaskOptions changes its size: compare it
+  // below (and set it in OptionsOf), then update the size.
+#if defined(__GLIBCXX__) && defined(__x86_64__)
+  static_assert(sizeof(TaskOptions) == 272, "TaskOptions changed: compare its new field in SameOptions");
+#endif
   const bool named = !request.name.empty();
   const bool named_actor = request.kind == TaskRequest::Kind::kActorCreation && named;
   return o.function == request.function && o.name == (named ? request.name : request.function) &&
