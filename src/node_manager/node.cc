@@ -318,8 +318,11 @@ std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout
   if (CurrentTaskCancelled()) ThrowCancelled(options_.rank);
   auto found = store_.FindMany(ids);
   boost::container::small_vector<ObjectId, 4> missing;
+  boost::container::small_vector<size_t, 4> missing_at;  // their positions in ids
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!found[i]) missing.push_back(ids[i]);
+    if (found[i]) continue;
+    missing.push_back(ids[i]);
+    missing_at.push_back(i);
   }
   if (!missing.empty()) {
     const std::span<const ObjectId> wanted(missing.data(), missing.size());
@@ -331,7 +334,8 @@ std::vector<Payload> Node::Get(const std::vector<ObjectId>& ids, int64_t timeout
                          std::to_string(still) + " of " + std::to_string(ids.size()) +
                          " objects not ready");
     }
-    found = store_.FindMany(ids);
+    auto arrived = store_.FindMany(wanted);  // the rest were found above
+    for (size_t k = 0; k < missing_at.size(); ++k) found[missing_at[k]] = std::move(arrived[k]);
   }
   std::vector<Payload> out;
   out.reserve(ids.size());

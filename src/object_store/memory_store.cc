@@ -461,7 +461,7 @@ PresenceFlags MemoryStore::WaitFor(
   // Waiting for most of the missing ones: count arrivals (no per-id registration).
   if (need - count > kWaitSpinMaxMissing && (need - count) * 4 >= ids.size() - count) {
     WaitCounting(lock, ids, need, present, count, deadline, abort);
-    return Present(ids, count);
+    return present;  // each id was seen here (a reader holds refs: nothing it waits for goes)
   }
   Waiter w;
   w.need = need;
