@@ -8,24 +8,34 @@
 
 namespace prism::internal {
 
-// A class is its function, placement group and bundle, strategy and demand; QueueOf
-// compares the same fields: change both together.
-std::string TaskManager::ClassKey(const TaskSpec& spec) {
-  std::string key = spec.options->function;
-  if (!spec.options->placement_group.empty()) {
-    key += "|pg=" + spec.options->placement_group + "/" + std::to_string(spec.options->bundle_index);
+std::string ClassKey(const TaskOptions& o) {
+  std::string key = o.function;
+  if (!o.placement_group.empty()) {
+    key += "|pg=" + o.placement_group + "/" + std::to_string(o.bundle_index);
   }
-  if (spec.options->strategy.kind != SchedulingStrategy::Kind::kDefault) {
-    key += "|strategy=" + std::to_string(static_cast<int>(spec.options->strategy.kind)) + "/" +
-           std::to_string(spec.options->strategy.rank) + (spec.options->strategy.soft ? "s" : "");
+  if (o.strategy.kind != SchedulingStrategy::Kind::kDefault) {
+    key += "|strategy=" + std::to_string(static_cast<int>(o.strategy.kind)) + "/" +
+           std::to_string(o.strategy.rank) + (o.strategy.soft ? "s" : "");
   }
-  for (const auto& [name, units] : spec.options->demand.Entries()) {
+  for (const auto& [name, units] : o.demand.Entries()) {
     key += '|';
     key += name;
     key += '=';
     key += std::to_string(units);
   }
   return key;
+}
+
+bool SameClass(const TaskOptions& a, const TaskOptions& b) {
+  // Without a group the bundle index is not part of the key; without a strategy, its
+  // rank and softness are not.
+  const bool same_group = a.placement_group == b.placement_group &&
+                          (a.placement_group.empty() || a.bundle_index == b.bundle_index);
+  const bool same_strategy =
+      a.strategy.kind == b.strategy.kind &&
+      (a.strategy.kind == SchedulingStrategy::Kind::kDefault ||
+       (a.strategy.rank == b.strategy.rank && a.strategy.soft == b.strategy.soft));
+  return a.function == b.function && a.demand == b.demand && same_group && same_strategy;
 }
 
 void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
@@ -117,11 +127,8 @@ std::deque<TaskId>& TaskManager::QueueOf(const TaskSpec& spec) {
   const TaskOptions& o = *spec.options;
   const TaskOptions* last = last_class_.get();
   // Tasks of one caller share their options: the same pointer is the same class.
-  const bool same = last != nullptr &&
-                    (last == &o || (o.function == last->function && o.demand == last->demand &&
-                                    o.placement_group == last->placement_group &&
-                                    o.bundle_index == last->bundle_index && o.strategy == last->strategy));
-  if (!same) last_queue_ = &queues_[ClassKey(spec)];
+  const bool same = last != nullptr && (last == &o || SameClass(o, *last));
+  if (!same) last_queue_ = &queues_[ClassKey(o)];
   last_class_ = spec.options;
   return *last_queue_;
 }

@@ -26,6 +26,12 @@ namespace prism::internal {
 
 class ActorManager;
 
+/// A task's scheduling class: its function, placement group and bundle, strategy and
+/// demand. Tasks of one class wait in one FIFO queue. `SameClass` compares what
+/// `ClassKey` spells (a test holds them to each other).
+std::string ClassKey(const TaskOptions& o);
+bool SameClass(const TaskOptions& a, const TaskOptions& b);
+
 class TaskManager {
  public:
   using SendFn = std::function<void(int dest, Message&& msg)>;
@@ -112,7 +118,6 @@ class TaskManager {
   /// Moves an ended task's record into the state tables.
   void RecordEnded(const Task& task, const TaskDone& done, const std::shared_ptr<ErrorInfo>& failure,
                    int from);
-  static std::string ClassKey(const TaskSpec& spec);
   /// The queue of `spec`'s scheduling class. Tasks come in runs of one class: the last
   /// class's queue is found by comparing options (their pointer, else their fields),
   /// without building its key.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "head/object_manager.h"
 #include "head/placement_group_manager.h"
 #include "head/state_tables.h"
+#include "head/task_manager.h"
 #include "prism/errors.h"
 #include "prism/serialization.h"
 #include "head_fixture.h"
@@ -715,6 +717,50 @@ TEST_F(StateTablesTest, JobInfoNodesAndKv) {
 
   EXPECT_FALSE(tables_.kv().Put("k", "v", true));
   EXPECT_EQ(tables_.kv().Get("k"), "v");
+}
+
+// QueueOf finds a queued task's class by SameClass and makes its queue by ClassKey: the two
+// must agree, field by field, or tasks of one class would wait in two queues (or of two
+// classes in one).
+TEST(TaskClassTest, SameClassAgreesWithClassKeyOnEveryField) {
+  std::vector<TaskOptions> all;
+  for (const char* function : {"f", "g"}) {
+    for (const ResourceSet& demand : {Cpus(1), Cpus(2), ResourceSet({{"CPU", 1}, {"GPU", 1}})}) {
+      for (const char* group : {"", "pg1"}) {
+        for (int bundle : {-1, 0, 1}) {
+          for (int kind = 0; kind < 3; ++kind) {
+            for (int rank : {-1, 2}) {
+              for (bool soft : {false, true}) {
+                TaskOptions o;
+                o.function = function;
+                o.name = all.size() % 2 ? "display" : function;  // not part of the class
+                o.max_retries = static_cast<int>(all.size() % 3);  // nor this
+                o.demand = demand;
+                o.placement_group = group;
+                o.bundle_index = bundle;
+                o.strategy.kind = static_cast<SchedulingStrategy::Kind>(kind);
+                o.strategy.rank = rank;
+                o.strategy.soft = soft;
+                all.push_back(o);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::set<std::string> classes;
+  for (const auto& a : all) {
+    classes.insert(ClassKey(a));
+    for (const auto& b : all) {
+      ASSERT_EQ(SameClass(a, b), ClassKey(a) == ClassKey(b)) << ClassKey(a) << " vs " << ClassKey(b);
+    }
+  }
+  // 2 functions x 3 demands x 4 groupings (none, or pg1 with bundle -1, 0, 1) x 9 placements
+  // (default, or SPREAD or affinity with rank -1 or 2, hard or soft): the display name,
+  // the retries, a bundle without a group and a default strategy's rank do not count.
+  EXPECT_EQ(all.size(), 432u);
+  EXPECT_EQ(classes.size(), 216u);
 }
 
 // ---- TaskManager and ActorManager, through the head -------------------------------------

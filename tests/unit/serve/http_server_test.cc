@@ -20,6 +20,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -249,6 +250,11 @@ TEST(HttpServer, GetAndPostJsonWithCurl) {
   EXPECT_EQ(p["content_type"], "application/json");
   EXPECT_EQ(json::parse(p["body"].get<std::string>()), json::parse("{\"a\": [1, 2]}"));
   EXPECT_EQ(server.requests_total(), 2u);
+  // A request is in flight until its response is written, and curl may print it first.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.requests_in_flight() != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(server.requests_in_flight(), 0u);
 }
 
