@@ -26,12 +26,15 @@ void ThrowStored(MemoryStore& store, ObjectId id, const ErrorInfo& e) {
 
 void ObjectPuller::ExpectResults(ObjectId first, int count) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
-  for (int i = 0; i < count; ++i) expected_.emplace(ReturnId(first, i), false);
+  for (int i = 0; i < count; ++i) {
+    const uint64_t id = ReturnId(first, i).Value();
+    if (expected_.Get(id) == 0) expected_.Set(id, kExpected);
+  }
 }
 
 void ObjectPuller::Released(ObjectId id) {
   std::lock_guard<AdaptiveMutex> lock(mu_);
-  if (!expected_.empty()) expected_.erase(id);
+  if (!expected_.Empty()) expected_.Clear(id.Value());
 }
 
 void ObjectPuller::Request(std::span<const ObjectId> ids) {
@@ -41,12 +44,9 @@ void ObjectPuller::Request(std::span<const ObjectId> ids) {
     std::lock_guard<AdaptiveMutex> lock(mu_);
     for (size_t i = 0; i < ids.size(); ++i) {
       if (here[i]) continue;
-      if (!expected_.empty()) {
-        auto e = expected_.find(ids[i]);
-        if (e != expected_.end()) {
-          e->second = true;  // the head's word is on its way
-          continue;
-        }
+      if (!expected_.Empty() && expected_.Get(ids[i].Value()) != 0) {
+        expected_.Set(ids[i].Value(), kWaitedFor);  // the head's word is on its way
+        continue;
       }
       if (!requested_.insert(ids[i]).second) continue;
       sub.ids.push_back(ids[i]);
@@ -67,11 +67,11 @@ void ObjectPuller::OnObjectReady(ObjectReady&& m) {
     // One look under the lock per result: no longer expected, and, for a value or a
     // failure (stored just below), no longer requested.
     std::lock_guard<AdaptiveMutex> lock(mu_);
-    if (!expected_.empty()) {
-      auto e = expected_.find(m.id);
-      if (e != expected_.end()) {
-        waited = e->second;
-        expected_.erase(e);
+    if (!expected_.Empty()) {
+      const uint8_t flag = expected_.Get(m.id.Value());
+      if (flag != 0) {
+        waited = flag == kWaitedFor;
+        expected_.Clear(m.id.Value());
       }
     }
     if (!m.notice && (m.failed || m.inline_value)) requested_.erase(m.id);

@@ -13,6 +13,7 @@
 #include "common/adaptive_mutex.h"
 #include "common/object_fetcher.h"
 #include "common/protocol.h"
+#include "node_manager/id_flags.h"
 #include "object_store/memory_store.h"
 
 namespace prism::internal {
@@ -48,8 +49,10 @@ class ObjectPuller {
   AdaptiveMutex mu_;
   std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
   std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank
-  // Expected results not heard of yet; true once a reader waits for one.
-  std::unordered_map<ObjectId, bool> expected_;
+  // Expected results not heard of yet (kExpected), kWaitedFor once a reader waits for one.
+  // This rank mints them in order: a window of flags, not a map entry per task.
+  static constexpr uint8_t kExpected = 1, kWaitedFor = 2;
+  IdFlags expected_;
 };
 
 /// Throws the prism exception for an object's stored error (ObjectLostError, ActorError,
