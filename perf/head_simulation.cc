@@ -128,12 +128,7 @@ std::shared_ptr<const internal::TaskOptions> HeadSimulation::OptionsOf(const std
   o.demand = std::move(demand);
   if (o.demand.Empty()) o.demand.Set("CPU", internal::kResourceUnit);
   o.strategy = strategy;
-  auto same = recent_options_.Find([&](const internal::TaskOptions& r) { return r == o; });
-  if (same == nullptr) {
-    same = std::make_shared<const internal::TaskOptions>(std::move(o));
-    recent_options_.Add(same);
-  }
-  return same;
+  return recent_options_.Share(o);
 }
 
 TaskId HeadSimulation::Submit(const std::string& function, ResourceSet demand,

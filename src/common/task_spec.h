@@ -69,6 +69,13 @@ class RecentOptions {
     }
     return nullptr;
   }
+  /// The recent copy equal to `options`, else a new copy of them, kept as the newest.
+  std::shared_ptr<const TaskOptions> Share(const TaskOptions& options) {
+    if (auto same = Find([&](const TaskOptions& r) { return r == options; })) return same;
+    auto copy = std::make_shared<const TaskOptions>(options);
+    Add(copy);
+    return copy;
+  }
   /// Keeps `options` as the newest, dropping the oldest when full.
   void Add(std::shared_ptr<const TaskOptions> options) {
     std::move_backward(recent_.begin(), recent_.end() - 1, recent_.end());

@@ -152,11 +152,7 @@ struct Dec {
     thread_local RecentOptions recent;
     scratch.demand.Clear();
     (*this)(scratch);
-    o = recent.Find([](const TaskOptions& r) { return r == scratch; });
-    if (o == nullptr) {
-      o = std::make_shared<const TaskOptions>(scratch);
-      recent.Add(o);
-    }
+    o = recent.Share(scratch);
   }
 };
 
