@@ -25,17 +25,53 @@ MpiTransport::MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handle
 
 MpiTransport::~MpiTransport() { Stop(std::chrono::milliseconds(1000)); }
 
+namespace {
+
+// The thread holds the transport (a pass of the progress thread or of a helper): Send
+// only queues, and the pass sends what it queued before it ends.
+thread_local bool t_driving = false;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// Graded back-off: short naps while traffic may resume, longer ones after a quiet 200 ms
+// (5 ms), second (10 ms) and 5 s (20 ms: the longest a first message waits). (A wake-up
+// costs about 40 us of CPU on this VM: 100 a second is 0.4% of a core.)
+int64_t MpiTransport::IdleNapNs(int64_t idle_ns) {
+  int64_t cap = idle_ns < kLongIdleNs / 5   ? kMaxSleepNs
+                : idle_ns < kLongIdleNs     ? kLongIdleSleepNs / 2
+                : idle_ns < 5 * kLongIdleNs ? kLongIdleSleepNs
+                                            : 2 * kLongIdleSleepNs;
+  return std::clamp<int64_t>(idle_ns / 8, 20'000, cap);
+}
+
 void MpiTransport::Start() {
   cpu_set_t allowed;
   one_core_ = sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) <= 1;
   last_liveness_check_ = Clock::now();
   last_sent_.assign(size_, last_liveness_check_);
   thread_ = std::thread([this] { Loop(); });
+  SetProgressHelper(this);
+}
+
+bool MpiTransport::TryDrive() {
+  if (t_driving || driving_.exchange(true, std::memory_order_acquire)) return false;
+  t_driving = true;
+  return true;
+}
+
+void MpiTransport::EndDrive() {
+  t_driving = false;
+  driving_.store(false, std::memory_order_release);
 }
 
 void MpiTransport::Wake() {
   has_work_.store(true);
-  if (sleeping_.load()) {
+  if (sleeping_.load() || aside_.load()) {
     std::lock_guard<std::mutex> lock(wake_mu_);
     wake_cv_.notify_one();
   }
@@ -46,6 +82,15 @@ void MpiTransport::Send(int dest, const Message& msg) {
     std::lock_guard<std::mutex> lock(out_mu_);
     EncodeMessage(msg, outbox_[dest]);
     if (!std::holds_alternative<Heartbeat>(msg)) outbox_work_ = true;
+    queued_.store(true, std::memory_order_release);
+  }
+  if (t_driving) return;  // the pass under way sends it
+  // With the progress thread aside, nobody may look for a while (the helper that was
+  // waiting got what it waited for): send it now, unless someone drives already.
+  if (aside_.load(std::memory_order_relaxed) && TryDrive()) {
+    FlushOutbox();
+    EndDrive();
+    return;
   }
   Wake();
 }
@@ -55,16 +100,23 @@ void MpiTransport::Fetch(int holder, ObjectId id,
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     queued_fetches_.push_back({id, holder, std::move(done), nullptr, {}});
+    queued_.store(true, std::memory_order_release);
   }
   Wake();
 }
 
 void MpiTransport::Stop(std::chrono::milliseconds timeout) {
   if (!thread_.joinable()) return;
+  SetProgressHelper(nullptr);  // returns once no helper is inside a pass
   stop_ = true;
-  Wake();
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_cv_.notify_one();
+  }
   thread_.join();
   // Ship what is still queued and wait, bounded, for every send to complete.
+  const bool inside_pass = t_driving;  // stopped from a handler
+  while (!inside_pass && !TryDrive()) sched_yield();  // a late Send's own flush
   FlushOutbox();
   auto deadline = Clock::now() + timeout;
   while (!pending_sends_.empty() && Clock::now() < deadline) {
@@ -76,6 +128,42 @@ void MpiTransport::Stop(std::chrono::milliseconds timeout) {
     MPI_Request_free(&p.request);
   }
   pending_sends_.clear();
+  if (!inside_pass) EndDrive();
+}
+
+void MpiTransport::Pass(bool& active, bool& progressed) {
+  // The outbox's lock only when something is queued: helpers pass every microsecond or so.
+  active = false;
+  if (queued_.load(std::memory_order_acquire)) {
+    active = FlushOutbox();
+    active |= StartFetches();
+  }
+  active |= PollIncoming();
+  progressed = TestPending();
+  if (queued_.load(std::memory_order_acquire)) FlushOutbox();  // what the handlers queued
+}
+
+bool MpiTransport::Help() {
+  if (t_driving || stop_.load(std::memory_order_relaxed)) return false;
+  // A helper counts as present even when another thread drives now: the progress thread,
+  // descheduled inside MPI (Open MPI yields in an empty poll when ranks outnumber cores)
+  // while it drives, must still see that it can step aside.
+  const int64_t now = NowNs();
+  helped_at_ns_.store(now, std::memory_order_relaxed);
+  if (!TryDrive()) return false;
+  bool active, progressed;
+  Pass(active, progressed);
+  EndDrive();
+  if (active) helper_active_ns_.store(now, std::memory_order_relaxed);
+  return active || progressed;
+}
+
+void MpiTransport::StopHelping() {
+  helped_at_ns_.store(0, std::memory_order_relaxed);
+  if (aside_.load()) {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_cv_.notify_one();
+  }
 }
 
 void MpiTransport::Loop() {
@@ -87,15 +175,24 @@ void MpiTransport::Loop() {
     // keep the peers' liveness, not the spin: counted as work, each (every
     // rank_timeout / 6, both ways) restarted a second of short naps, which tripled an idle
     // rank's wake-ups.
-    bool active = FlushOutbox();
-    active |= StartFetches();
-    active |= PollIncoming();
-    const bool progressed = TestPending();
+    while (!TryDrive()) sched_yield();  // a helper's pass: a few microseconds
+    bool active, progressed;
+    Pass(active, progressed);
     auto now = Clock::now();
     if (now - last_liveness_check_ > std::chrono::milliseconds(100)) {
       last_liveness_check_ = now;
       CheckLiveness();
       if (handlers_.on_tick) handlers_.on_tick();
+      FlushOutbox();
+    }
+    const bool transfers = !pending_sends_.empty() || !fetches_.empty();
+    EndDrive();
+    // What the helpers found counts as activity too (for the spin and the naps below).
+    const auto helper_active = Clock::time_point(
+        std::chrono::nanoseconds(helper_active_ns_.load(std::memory_order_relaxed)));
+    if (helper_active > last_active && !active) {
+      last_active = helper_active;
+      spin_ns = kSpinNs;
     }
     if (active) {
       // Traffic that pauses a little longer than the spin (a request every millisecond or
@@ -106,14 +203,32 @@ void MpiTransport::Loop() {
       const int64_t gap = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_active).count();
       if (gap > kSpinNs) spin_ns = 2 * gap <= kMaxSpinNs ? 2 * gap : kSpinNs;
       last_active = now;
+    }
+    // Threads waiting on this rank look at the transport themselves (Help): step aside
+    // rather than take a core from them, even while traffic flows (they see it first). A
+    // nap, not a spin: the helpers may be the ones this thread would keep off the cores.
+    // StopHelping, or a message a helper may not send, ends the nap early.
+    auto helpers_active = [&] {
+      const int64_t at = helped_at_ns_.load(std::memory_order_relaxed);
+      return at != 0 && NowNs() - at < kHelpersActiveNs;
+    };
+    int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_active).count();
+    if (helpers_active()) {
+      // Helpers that find nothing either (a driver waiting for its own rank's tasks) let
+      // the naps grow as an idle rank's do: fewer wake-ups to compete with them.
+      const auto nap = std::chrono::nanoseconds(std::max(kAsideNapNs, IdleNapNs(idle_ns)));
+      std::unique_lock<std::mutex> lock(wake_mu_);
+      aside_.store(true);
+      wake_cv_.wait_for(lock, nap,
+                        [&] { return stop_.load() || has_work_.load() || !helpers_active(); });
+      aside_.store(false);
       continue;
     }
-    if (progressed) continue;  // a send or transfer completed: look again at once
-    if (!pending_sends_.empty() || !fetches_.empty()) {
+    if (active || progressed) continue;  // look again at once
+    if (transfers) {
       sched_yield();  // transfers in flight need MPI progress; let other ranks run too
       continue;
     }
-    int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_active).count();
     if (idle_ns < kSpinNs && !one_core_) {
       for (int i = 0; i < 64; ++i) __builtin_ia32_pause();
       continue;
@@ -126,14 +241,7 @@ void MpiTransport::Loop() {
       sched_yield();
       continue;
     }
-    // Graded back-off: short naps while traffic may resume, longer ones after a quiet
-    // 200 ms (5 ms), second (10 ms) and 5 s (20 ms: the longest a first message waits).
-    // (A wake-up costs about 40 us of CPU on this VM: 100 a second is 0.4% of a core.)
-    int64_t cap = idle_ns < kLongIdleNs / 5   ? kMaxSleepNs
-                  : idle_ns < kLongIdleNs     ? kLongIdleSleepNs / 2
-                  : idle_ns < 5 * kLongIdleNs ? kLongIdleSleepNs
-                                              : 2 * kLongIdleSleepNs;
-    auto sleep = std::chrono::nanoseconds(std::clamp<int64_t>(idle_ns / 8, 20'000, cap));
+    auto sleep = std::chrono::nanoseconds(IdleNapNs(idle_ns));
     std::unique_lock<std::mutex> lock(wake_mu_);
     sleeping_.store(true);
     wake_cv_.wait_for(lock, sleep, [&] { return has_work_.load() || stop_.load(); });
@@ -146,6 +254,7 @@ bool MpiTransport::FlushOutbox() {
   bool work;
   {
     std::lock_guard<std::mutex> lock(out_mu_);
+    queued_.store(!queued_fetches_.empty(), std::memory_order_relaxed);
     if (outbox_.empty()) return false;
     batches.swap(outbox_);
     work = outbox_work_;
@@ -174,6 +283,7 @@ bool MpiTransport::StartFetches() {
     std::lock_guard<std::mutex> lock(out_mu_);
     if (queued_fetches_.empty()) return false;
     fresh.swap(queued_fetches_);
+    queued_.store(!outbox_.empty(), std::memory_order_relaxed);
   }
   for (auto& f : fresh) {
     uint32_t tag = next_tag_;
