@@ -32,6 +32,9 @@ class ProgressHelper {
 /// Installs the process's helper; nullptr removes it and returns once no other thread is
 /// inside a call to it.
 void SetProgressHelper(ProgressHelper* helper);
+/// Removes `helper` if it is the installed one (a transport stopping leaves another's
+/// installation alone), then returns once no other thread is inside a call to a helper.
+void RemoveProgressHelper(ProgressHelper* helper);
 /// ProgressHelper::Help on the installed helper; false if there is none.
 bool HelpProgress();
 /// ProgressHelper::StopHelping on the installed helper, if any.

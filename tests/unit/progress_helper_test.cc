@@ -79,6 +79,18 @@ TEST(ProgressHelper, RemovingTheHelperWaitsForACallInFlight) {
   EXPECT_EQ(h.helps.load(), 1);
 }
 
+// A transport that stops removes only itself: another one installed since stays.
+TEST(ProgressHelper, RemovingAnotherHelperLeavesTheInstalledOne) {
+  FakeHelper first, second;
+  SetProgressHelper(&second);
+  RemoveProgressHelper(&first);
+  EXPECT_FALSE(HelpProgress());
+  EXPECT_EQ(second.helps.load(), 1) << "the installed helper was removed by another";
+  RemoveProgressHelper(&second);
+  EXPECT_FALSE(HelpProgress());
+  EXPECT_EQ(second.helps.load(), 1);
+}
+
 // The transport may be stopped from inside a pass (a handler that ends the job): removing
 // the helper then must not wait for the caller's own call.
 TEST(ProgressHelper, TheHelperCanBeRemovedFromInsideItsOwnCall) {

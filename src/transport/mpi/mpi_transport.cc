@@ -107,7 +107,7 @@ void MpiTransport::Fetch(int holder, ObjectId id,
 
 void MpiTransport::Stop(std::chrono::milliseconds timeout) {
   if (!thread_.joinable()) return;
-  SetProgressHelper(nullptr);  // returns once no helper is inside a pass
+  RemoveProgressHelper(this);  // returns once no helper is inside a pass
   stop_ = true;
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
