@@ -22,21 +22,16 @@ auto WithHelper(Fn&& fn) {
   return result;
 }
 
-void WaitForCallsInFlight() {
-  while (g_in_flight.load(std::memory_order_acquire) > t_in_flight) sched_yield();
-}
-
 }  // namespace
 
 void SetProgressHelper(ProgressHelper* helper) {
   g_helper.store(helper, std::memory_order_seq_cst);
-  if (helper == nullptr) WaitForCallsInFlight();
 }
 
 void RemoveProgressHelper(ProgressHelper* helper) {
   ProgressHelper* expected = helper;
   g_helper.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst);
-  WaitForCallsInFlight();
+  while (g_in_flight.load(std::memory_order_acquire) > t_in_flight) sched_yield();
 }
 
 bool HelpProgress() {

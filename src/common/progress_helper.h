@@ -29,8 +29,7 @@ class ProgressHelper {
   virtual void StopHelping() = 0;
 };
 
-/// Installs the process's helper; nullptr removes it and returns once no other thread is
-/// inside a call to it.
+/// Installs the process's helper (replacing any other).
 void SetProgressHelper(ProgressHelper* helper);
 /// Removes `helper` if it is the installed one (a transport stopping leaves another's
 /// installation alone), then returns once no other thread is inside a call to a helper.

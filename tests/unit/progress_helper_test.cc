@@ -30,8 +30,9 @@ struct FakeHelper : ProgressHelper {
 
 // Removes the helper at the end of a test, whatever happened.
 struct Installed {
-  explicit Installed(ProgressHelper* h) { SetProgressHelper(h); }
-  ~Installed() { SetProgressHelper(nullptr); }
+  explicit Installed(ProgressHelper* h) : h(h) { SetProgressHelper(h); }
+  ~Installed() { RemoveProgressHelper(h); }
+  ProgressHelper* h;
 };
 
 TEST(ProgressHelper, WithoutAHelperNothingIsHelped) {
@@ -65,7 +66,7 @@ TEST(ProgressHelper, RemovingTheHelperWaitsForACallInFlight) {
   while (!h.inside.load()) std::this_thread::yield();
   std::atomic<bool> removed{false};
   std::thread remover([&] {
-    SetProgressHelper(nullptr);
+    RemoveProgressHelper(&h);
     removed = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -96,7 +97,7 @@ TEST(ProgressHelper, RemovingAnotherHelperLeavesTheInstalledOne) {
 TEST(ProgressHelper, TheHelperCanBeRemovedFromInsideItsOwnCall) {
   struct SelfRemoving : ProgressHelper {
     bool Help() override {
-      SetProgressHelper(nullptr);
+      RemoveProgressHelper(this);
       return true;
     }
     void StopHelping() override {}

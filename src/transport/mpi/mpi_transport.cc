@@ -71,10 +71,12 @@ void MpiTransport::EndDrive() {
 
 void MpiTransport::Wake() {
   has_work_.store(true);
-  if (sleeping_.load() || aside_.load()) {
-    std::lock_guard<std::mutex> lock(wake_mu_);
-    wake_cv_.notify_one();
-  }
+  if (sleeping_.load() || aside_.load()) NotifyLoop();
+}
+
+void MpiTransport::NotifyLoop() {
+  std::lock_guard<std::mutex> lock(wake_mu_);
+  wake_cv_.notify_one();
 }
 
 void MpiTransport::Send(int dest, const Message& msg) {
@@ -109,10 +111,7 @@ void MpiTransport::Stop(std::chrono::milliseconds timeout) {
   if (!thread_.joinable()) return;
   RemoveProgressHelper(this);  // returns once no helper is inside a pass
   stop_ = true;
-  {
-    std::lock_guard<std::mutex> lock(wake_mu_);
-    wake_cv_.notify_one();
-  }
+  NotifyLoop();
   thread_.join();
   // Ship what is still queued and wait, bounded, for every send to complete.
   const bool inside_pass = t_driving;  // stopped from a handler
@@ -160,10 +159,7 @@ bool MpiTransport::Help() {
 
 void MpiTransport::StopHelping() {
   helped_at_ns_.store(0, std::memory_order_relaxed);
-  if (aside_.load()) {
-    std::lock_guard<std::mutex> lock(wake_mu_);
-    wake_cv_.notify_one();
-  }
+  if (aside_.load()) NotifyLoop();
 }
 
 void MpiTransport::Loop() {

@@ -113,6 +113,7 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   void OnFetchRequest(int from, const FetchRequest& req);
   void OnFetchReply(int from, const FetchReply& rep);
   void Wake();
+  void NotifyLoop();  // wakes the progress thread from a nap
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -129,8 +130,8 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   std::deque<PendingFetch> queued_fetches_;
   std::atomic<bool> has_work_{false};
   std::atomic<bool> sleeping_{false};
-  // The MPI side (everything below "Progress-thread only") belongs to whichever thread
-  // holds this: the progress thread, or a helper (progress_helper.h) that took it.
+  // The MPI side (everything below "Whoever drives") belongs to whichever thread holds
+  // this: the progress thread, or a helper (progress_helper.h) that took it.
   std::atomic<bool> driving_{false};
   std::atomic<bool> aside_{false};  // the progress thread naps because helpers drive
   std::atomic<int64_t> helped_at_ns_{0};  // a helper's last pass (steady clock; 0: stopped)
