@@ -4,6 +4,7 @@
 
 #include "common/spin_wait.h"
 #include "node_manager/executor.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 
@@ -66,6 +67,7 @@ bool ActorHost::Enqueue(DispatchTask&& task) {
 }
 
 void ActorHost::ThreadMain() {
+  NameThisThread("prism-actor");
   std::unique_lock<std::mutex> lock(mu_);
   // A creation runs alone; calls run once the instance exists.
   auto runnable = [&] {

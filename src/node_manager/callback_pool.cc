@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "node_manager/executor.h"
 #include "node_manager/task_runner.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 
@@ -27,6 +28,7 @@ void CallbackPool::Post(std::vector<Callback>&& callbacks) {
 }
 
 void CallbackPool::ThreadMain() {
+  NameThisThread("prism-callback");
   SetThreadCore(core_);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

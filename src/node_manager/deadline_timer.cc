@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "node_manager/executor.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 
@@ -25,6 +26,7 @@ void DeadlineTimer::Add(TaskId id, int64_t timeout_ms) {
 }
 
 void DeadlineTimer::ThreadMain() {
+  NameThisThread("prism-timeouts");
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (deadlines_.empty()) {

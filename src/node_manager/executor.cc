@@ -1,6 +1,7 @@
 #include "node_manager/executor.h"
 
 #include "common/spin_wait.h"
+#include "common/thread_name.h"
 
 #include <dirent.h>
 
@@ -155,6 +156,7 @@ Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
 }
 
 void Executor::ThreadMain() {
+  NameThisThread("prism-task");
   std::unique_lock<AdaptiveMutex> lock(mu_);
   slots_.push_back(std::make_unique<Slot>());
   Slot* slot = slots_.back().get();

@@ -9,6 +9,7 @@
 #include "prism/errors.h"
 #include "prism/remote.h"
 #include "prism/serialization.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 
@@ -150,6 +151,7 @@ void TaskRunner::Defer(std::function<void()> work) {
 }
 
 void TaskRunner::DeferredMain() {
+  NameThisThread("prism-deferred");
   std::unique_lock<std::mutex> lock(deferred_mu_);
   for (;;) {
     deferred_cv_.wait(lock, [&] { return deferred_stop_ || !deferred_.empty(); });

@@ -16,6 +16,7 @@
 #include "common/private_dir.h"
 #include "prism/errors.h"
 #include "prism/remote.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 namespace {
@@ -137,6 +138,7 @@ bool OutputForwarder::Flush(int64_t timeout_ms) {
 }
 
 void OutputForwarder::ThreadMain() {
+  NameThisThread("prism-output");
   char buf[64 * 1024];
   bool open[2] = {true, true};
   for (;;) {
@@ -271,6 +273,7 @@ void OutputForwarder::Send() {
 DriverPrinter::DriverPrinter(std::shared_ptr<ChannelInbox> inbox, std::vector<std::string> hosts)
     : inbox_(std::move(inbox)), hosts_(std::move(hosts)) {
   thread_ = std::thread([this] {
+    NameThisThread("prism-printer");
     for (;;) {
       auto m = inbox_->Next(-1);  // sleeps until a batch comes; the destructor sends the end
       if (!m || m->from_rank < 0) return;

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "prism/platform/preemption.h"
 #include "prism/preemption.h"
+#include "common/thread_name.h"
 
 namespace prism {
 namespace internal {
@@ -167,6 +168,7 @@ __attribute__((constructor)) void InstallEarlyStopSignals() {
 
 // Blocks in read() by design: woken by a signal, or by the 0 byte Uninstall writes.
 void Watch(int rank) {
+  NameThisThread("prism-signals");
   for (;;) {
     char byte = 0;
     ssize_t n = read(g_pipe[0], &byte, 1);

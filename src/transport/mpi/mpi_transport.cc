@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/log.h"
 #include "transport/codec.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 
@@ -163,6 +164,7 @@ void MpiTransport::StopHelping() {
 }
 
 void MpiTransport::Loop() {
+  NameThisThread("prism-mpi");
   auto last_active = Clock::now();
   int64_t spin_ns = kSpinNs;  // how long to keep looking after the last activity
   while (!stop_.load()) {

@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "prism/errors.h"
+#include "common/thread_name.h"
 
 namespace prism::internal {
 
@@ -297,6 +298,7 @@ void UcxDataPlane::Finish(uint64_t request, Payload value, const std::string& er
 }
 
 void UcxDataPlane::Loop() {
+  NameThisThread("prism-ucx");
   // Replies and requests come in bursts: keep polling for a moment after the last piece of
   // work before paying for a sleep and a wake-up (each costs tens of microseconds here).
   constexpr auto kSpin = std::chrono::microseconds(100);
