@@ -80,16 +80,21 @@ bool Executor::Admit(size_t caller_takes) {
   num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
   if (runnable_.size() <= caller_takes || stop_) return false;  // the caller runs it: nobody to wake
   const size_t need = runnable_.size() - caller_takes;
-  if (spinning_ >= need) return false;  // spinning threads will take them: no wake-up
-  if (idle_ >= need) {
+  if (spinning_ + starting_ >= need) return false;  // they will take them: no wake-up
+  if (idle_ + starting_ >= need) {
     cv_.notify_one();
     return false;
   }
-  size_t missing = need - idle_;
+  // A thread started by an earlier call may not have run yet (starting a thread takes tens
+  // of microseconds, and the head pipelines several tasks to a rank at once): it takes one
+  // of these. Counting only the idle ones started a thread per queued task (34 threads on
+  // the driver's rank in a batch of 10,000 one-CPU tasks, where one was enough).
+  size_t missing = need - idle_ - starting_;
   for (size_t i = 0; i < missing; ++i) {
     threads_.emplace_back();
     try {
       threads_.back() = StartThread([this] { ThreadMain(); });
+      ++starting_;
     } catch (const std::system_error& e) {
       // The tasks no thread will take now (the last ones) fail, rather than wait for a
       // thread that may never come.
@@ -158,6 +163,7 @@ Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
 void Executor::ThreadMain() {
   NameThisThread("prism-task");
   std::unique_lock<AdaptiveMutex> lock(mu_);
+  --starting_;  // from here on counted as idle or busy
   slots_.push_back(std::make_unique<Slot>());
   Slot* slot = slots_.back().get();
   t_cancel_flag = &slot->cancelled;
@@ -221,7 +227,7 @@ bool Executor::Stop() {
     std::lock_guard<AdaptiveMutex> lock(mu_);
     if (stop_) return stopped_clean_;
     stop_ = true;
-    all_idle = idle_ == threads_.size();
+    all_idle = idle_ + starting_ == threads_.size();  // a starting thread sees stop_ first
     threads.swap(threads_);
   }
   cv_.notify_all();

@@ -110,6 +110,7 @@ class Executor {
   std::vector<std::unique_ptr<Slot>> slots_;  // one per thread that ever ran
   size_t idle_ = 0;      // threads waiting for work (spinning or asleep)
   size_t spinning_ = 0;  // of those, spinning: they need no wake-up
+  size_t starting_ = 0;  // threads started that have not yet looked for work: each takes one
   size_t blocked_ = 0;   // running tasks waiting in Get/Wait
   std::deque<DispatchTask> unstarted_;  // admitted, but no thread could be started for them
   std::string start_error_;

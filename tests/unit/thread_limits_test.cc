@@ -104,3 +104,33 @@ TEST(ThreadLimits, PastTheBlockedTaskLimitTheNextBlockFailsNamingItsDepth) {
 }
 
 }  // namespace
+
+namespace {
+
+prism::internal::DispatchTask TlOneCpuTask(uint64_t id, const std::shared_ptr<const prism::internal::TaskOptions>& options) {
+  auto spec = std::make_shared<prism::internal::TaskSpec>();
+  spec->id = prism::ObjectId(id);
+  spec->options = options;
+  return {std::move(spec), {}};
+}
+
+}  // namespace
+
+TEST(ThreadLimits, ABurstOfOneCpuTasksOnOneCpuStartsOneThread) {
+  // The head pipelines several tasks to a rank at once. A thread started for the first is
+  // still starting when the next ones arrive: it will take them, so none starts another.
+  using namespace prism::internal;
+  std::atomic<int> ran{0};
+  Executor executor(ResourceSet({{"CPU", 1.0}}), [&](DispatchTask&) { ran.fetch_add(1); });
+  auto options = std::make_shared<TaskOptions>();
+  options->demand = ResourceSet({{"CPU", 1.0}});
+  constexpr int kTasks = 64;
+  for (int i = 1; i <= kTasks; ++i) executor.Submit(TlOneCpuTask(i, options));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ran.load() < kTasks && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(ran.load(), kTasks);
+  EXPECT_EQ(executor.NumThreads(), 1u);
+  EXPECT_TRUE(executor.Stop());  // the one thread is idle: joined, not left behind
+}
