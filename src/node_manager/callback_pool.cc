@@ -3,9 +3,9 @@
 #include <exception>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "node_manager/executor.h"
 #include "node_manager/task_runner.h"
-#include "common/thread_name.h"
 
 namespace prism::internal {
 

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "common/log.h"
-#include "node_manager/executor.h"
 #include "common/thread_name.h"
+#include "node_manager/executor.h"
 
 namespace prism::internal {
 

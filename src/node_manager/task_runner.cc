@@ -6,10 +6,10 @@
 
 #include "common/demangle.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "prism/errors.h"
 #include "prism/remote.h"
 #include "prism/serialization.h"
-#include "common/thread_name.h"
 
 namespace prism::internal {
 

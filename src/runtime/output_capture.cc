@@ -14,9 +14,9 @@
 #include <iostream>
 
 #include "common/private_dir.h"
+#include "common/thread_name.h"
 #include "prism/errors.h"
 #include "prism/remote.h"
-#include "common/thread_name.h"
 
 namespace prism::internal {
 namespace {

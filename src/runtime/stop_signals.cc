@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "prism/platform/preemption.h"
 #include "prism/preemption.h"
-#include "common/thread_name.h"
 
 namespace prism {
 namespace internal {

@@ -7,8 +7,8 @@
 
 #include "common/check.h"
 #include "common/log.h"
-#include "transport/codec.h"
 #include "common/thread_name.h"
+#include "transport/codec.h"
 
 namespace prism::internal {
 

@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "prism/errors.h"
 #include "common/thread_name.h"
+#include "prism/errors.h"
 
 namespace prism::internal {
 
