@@ -5,15 +5,15 @@
 
 #include <pthread.h>
 
+#include <cstdio>
+
 namespace prism::internal {
 
 /// Names the calling thread. `name` is at most 15 characters (the kernel's limit); a
 /// longer one is cut there. Failure changes nothing but the name, so it is ignored.
 inline void NameThisThread(const char* name) {
   char cut[16];
-  int i = 0;
-  for (; i < 15 && name[i] != '\0'; ++i) cut[i] = name[i];
-  cut[i] = '\0';
+  std::snprintf(cut, sizeof cut, "%s", name);
   (void)pthread_setname_np(pthread_self(), cut);
 }
 

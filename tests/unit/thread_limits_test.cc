@@ -103,18 +103,13 @@ TEST(ThreadLimits, PastTheBlockedTaskLimitTheNextBlockFailsNamingItsDepth) {
   prism::internal::SetMaxBlockedTasksForTest(0);
 }
 
-}  // namespace
-
-namespace {
-
-prism::internal::DispatchTask TlOneCpuTask(uint64_t id, const std::shared_ptr<const prism::internal::TaskOptions>& options) {
+prism::internal::DispatchTask TlOneCpuTask(
+    uint64_t id, const std::shared_ptr<const prism::internal::TaskOptions>& options) {
   auto spec = std::make_shared<prism::internal::TaskSpec>();
   spec->id = prism::ObjectId(id);
   spec->options = options;
   return {std::move(spec), {}};
 }
-
-}  // namespace
 
 TEST(ThreadLimits, ABurstOfOneCpuTasksOnOneCpuStartsOneThread) {
   // The head pipelines several tasks to a rank at once. A thread started for the first is
@@ -134,3 +129,5 @@ TEST(ThreadLimits, ABurstOfOneCpuTasksOnOneCpuStartsOneThread) {
   EXPECT_EQ(executor.NumThreads(), 1u);
   EXPECT_TRUE(executor.Stop());  // the one thread is idle: joined, not left behind
 }
+
+}  // namespace
