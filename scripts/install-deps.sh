@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs every Debian package Prism needs to build, test and run its demos.
+# Installs the Debian packages Prism needs.
+#   ./scripts/install-deps.sh          everything: build, tests, benchmarks' peers, Slurm
+#   ./scripts/install-deps.sh --demo   only what ./scripts/demo.sh needs to build and train
 # Idempotent: packages already installed are skipped, and apt is not touched at all
 # when nothing is missing. Run as root (or with sudo available).
 set -euo pipefail
 
+# To configure and build the libraries, the apps and the demo (CMake finds GoogleTest and
+# CLI11 even when it builds only the demo's targets).
 packages=(
-  build-essential cmake pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates
   libopenmpi-dev openmpi-bin
   libucx-dev ucx-utils zlib1g-dev
   libhdf5-openmpi-dev hdf5-tools
@@ -13,16 +17,21 @@ packages=(
   libcli11-dev  # prism-train-script's flags
   libtorch-dev libopenblas0-pthread
   libpmix-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   dataset-fashion-mnist
-  python3-distributed python3-mpi4py python3-torch python3-numpy python3-pandas
-  pybind11-dev python3-cloudpickle python3-pytest  # the prism Python package and its tests
-  valgrind python3-matplotlib python3-optuna
-  wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
 )
-# Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
-if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then
-  packages+=(slurm-wlm munge)
+if [[ "${1:-}" != --demo ]]; then
+  packages+=(
+    libbenchmark-dev mold  # mold: faster links (cmake/PrismBuildSpeed.cmake)
+    python3-distributed python3-mpi4py python3-torch python3-numpy python3-pandas
+    pybind11-dev python3-cloudpickle python3-pytest  # the prism Python package and its tests
+    valgrind python3-matplotlib python3-optuna
+    wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
+  )
+  # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
+  if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then
+    packages+=(slurm-wlm munge)
+  fi
 fi
 
 missing=()
