@@ -48,7 +48,7 @@ if ! command -v valgrind > /dev/null; then
   exit 77
 fi
 if [[ ! -x "$bin" ]]; then
-  echo "run_callgrind.sh: $bin not found; build it: make -C ${BUILD_DIR:-build} prism_hotpath_benchmark" >&2
+  echo "run_callgrind.sh: $bin not found; build it: cmake --build ${BUILD_DIR:-build} --target prism_hotpath_benchmark" >&2
   exit 77
 fi
 exec python3 "$root/perf/suite.py" callgrind --binary="$bin" --out="$out" \

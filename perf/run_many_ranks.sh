@@ -24,7 +24,7 @@ for a in "$@"; do
   esac
 done
 (( ${#counts[@]} )) || counts=(16 32 64)
-[[ -x "$bin" ]] || { echo "run_many_ranks.sh: build it first: make -C $build_dir prism_many_ranks_benchmark" >&2; exit 1; }
+[[ -x "$bin" ]] || { echo "run_many_ranks.sh: build it first: cmake --build $build_dir --target prism_many_ranks_benchmark" >&2; exit 1; }
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for n in "${counts[@]}"; do

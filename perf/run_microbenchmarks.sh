@@ -32,7 +32,7 @@ build_dir="${BUILD_DIR:-build}"
 bin="$build_dir/perf/prism_microbenchmark"
 if [[ ! -x "$bin" ]]; then
   echo "run_microbenchmarks.sh: $bin not found; build it first:" >&2
-  echo "  cmake -S . -B $build_dir && make -C $build_dir -j2 prism_microbenchmark" >&2
+  echo "  BUILD_DIR=$build_dir ./scripts/build.sh prism_microbenchmark" >&2
   exit 1
 fi
 

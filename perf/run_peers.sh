@@ -53,7 +53,7 @@ data="$perf_bin/prism_data_pipeline_benchmark"
 if [[ ! -x "$micro" ]]; then
   echo "run_peers.sh: $micro not found; build it first:" >&2
   echo "  cmake -S . -B $build_dir -DCMAKE_BUILD_TYPE=Release &&" \
-       "make -C $build_dir -j2 prism_microbenchmark prism_train_benchmark prism_collective_benchmark" >&2
+       "BUILD_DIR=$build_dir ./scripts/build.sh prism_microbenchmark prism_train_benchmark prism_collective_benchmark" >&2
   exit 1
 fi
 

@@ -71,7 +71,7 @@ bin="$build_dir/perf"
 export BUILD_DIR="$build_dir"  # for run_callgrind.sh
 if [[ ! -d "$bin" ]]; then
   echo "run_suite.sh: $bin not found; build the benchmarks first:" >&2
-  echo "  cmake -S . -B ${BUILD_DIR:-build} && make -C ${BUILD_DIR:-build} -j2 prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_rl_sampling_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_head_simulation_benchmark prism_hotpath_benchmark" >&2
+  echo "  ./scripts/build.sh prism_microbenchmark prism_reference_benchmark prism_collective_benchmark prism_train_benchmark prism_checkpoint_benchmark prism_tune_benchmark prism_data_benchmark prism_data_memory_benchmark prism_data_shuffle_benchmark prism_rl_env_benchmark prism_rl_sampling_benchmark prism_serve_http_benchmark prism_serve_benchmark prism_head_simulation_benchmark prism_hotpath_benchmark" >&2
   exit 1
 fi
 
@@ -102,7 +102,7 @@ step() {
   local name="$1" json="$2" program="$3"
   shift 3
   if [[ ! -x "$program" ]]; then
-    echo "== $name: skipped, $program is not built (make -C ${BUILD_DIR:-build} $(basename "$program"))" >&2
+    echo "== $name: skipped, $program is not built (cmake --build ${BUILD_DIR:-build} --target $(basename "$program"))" >&2
     skipped+=("$name")
     return 0
   fi

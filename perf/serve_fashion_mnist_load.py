@@ -147,7 +147,7 @@ def main():
     apps = os.path.join(args.build, "apps")
     serve_app = os.path.join(apps, "serve_fashion_mnist")
     if not os.access(serve_app, os.X_OK):
-        fail(f"{serve_app} is missing: make -C {args.build} -j2 serve_fashion_mnist train_fashion_mnist")
+        fail(f"{serve_app} is missing: cmake --build {args.build} --target serve_fashion_mnist train_fashion_mnist")
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
