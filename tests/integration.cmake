@@ -7,19 +7,20 @@ add_test(NAME app_core_demo_1rank COMMAND $<TARGET_FILE:core_demo>)
 add_test(NAME app_core_demo_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:core_demo>)
 set_tests_properties(app_core_demo_1rank app_core_demo_3ranks PROPERTIES
   TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "fib\\(12\\) = 144.*done")
+set_tests_properties(app_core_demo_3ranks PROPERTIES PROCESSORS 3)
 if(TARGET batch_predict)
   # The default mode: ReadHdf5 -> MapBatches(model class in a pool of 1..3 actors) ->
   # WriteHdf5, every prediction checked against a local run.
   add_test(NAME app_batch_predict_3ranks
            COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --max-actors=3
                    --out=${PROJECT_BINARY_DIR}/app_batch_predict_out)
-  set_tests_properties(app_batch_predict_3ranks PROPERTIES
+  set_tests_properties(app_batch_predict_3ranks PROPERTIES PROCESSORS 3
     TIMEOUT 120 LABELS "apps;data" PASS_REGULAR_EXPRESSION "OK: all 12288 predictions match")
   add_test(NAME app_batch_predict_tasks_3ranks
            COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --mode=tasks)
   add_test(NAME app_batch_predict_actors_3ranks
            COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:batch_predict> --mode=actors)
-  set_tests_properties(app_batch_predict_tasks_3ranks app_batch_predict_actors_3ranks PROPERTIES
+  set_tests_properties(app_batch_predict_tasks_3ranks app_batch_predict_actors_3ranks PROPERTIES PROCESSORS 3
     TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "OK: all 12 shards match")
 endif()
 
@@ -47,12 +48,13 @@ if(TARGET train_fashion_mnist)
     FIXTURES_REQUIRED fmnist_clean
     PASS_REGULAR_EXPRESSION "OK: the restored model matches the reported accuracy")
   set_tests_properties(app_train_fashion_mnist_hdf5_3ranks PROPERTIES LABELS "apps;data")
+set_tests_properties(app_train_fashion_mnist_3ranks app_train_fashion_mnist_hdf5_3ranks PROPERTIES PROCESSORS 3)
   # A storage path one worker's rank cannot see (its own mount namespace): a clear error
   # naming the rank, before training starts.
   add_test(NAME failure_storage_not_shared
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/storage_not_shared.sh ${PRISM_MPIRUN} --
             $<TARGET_FILE:train_fashion_mnist>)
-  set_tests_properties(failure_storage_not_shared PROPERTIES
+  set_tests_properties(failure_storage_not_shared PROPERTIES PROCESSORS 3
     TIMEOUT 150 LABELS failure SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "storage_path is not shared: rank 2 \\(host [^)]*\\) cannot see the probe file")
   # A resume after the newest checkpoint's model.h5 was overwritten in the middle (size
@@ -61,7 +63,7 @@ if(TARGET train_fashion_mnist)
   add_test(NAME failure_corrupt_checkpoint
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/corrupt_checkpoint.sh ${PRISM_MPIRUN} --
             $<TARGET_FILE:train_fashion_mnist>)
-  set_tests_properties(failure_corrupt_checkpoint PROPERTIES
+  set_tests_properties(failure_corrupt_checkpoint PROPERTIES PROCESSORS 3
     TIMEOUT 300 LABELS failure PASS_REGULAR_EXPRESSION "PASS: corrupt checkpoint")
   # The tuning demo, shortened: 4 trials of 2 epochs with ASHA on 3 ranks; it scores the best
   # trial's checkpoint again and checks it against the reported accuracy.
@@ -69,7 +71,7 @@ if(TARGET train_fashion_mnist)
     COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:tune_fashion_mnist> --num-samples=4 --epochs=2
             --train-samples=2000 --test-samples=300 --storage-path=${_fmnist_store}
             --name=ci_tune_$<CONFIG>)
-  set_tests_properties(app_tune_fashion_mnist_3ranks PROPERTIES
+  set_tests_properties(app_tune_fashion_mnist_3ranks PROPERTIES PROCESSORS 3
     TIMEOUT 300 LABELS "apps;tune" FIXTURES_REQUIRED fmnist_clean
     PASS_REGULAR_EXPRESSION "OK: the best checkpoint scores what its trial reported")
   # A tuning experiment killed with SIGKILL (mpirun and every rank) once its journal holds a
@@ -77,7 +79,7 @@ if(TARGET train_fashion_mnist)
   add_test(NAME failure_tune_kill9
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/tune_kill9.sh ${PRISM_MPIRUN} --
             $<TARGET_FILE:tune_fashion_mnist>)
-  set_tests_properties(failure_tune_kill9 PROPERTIES
+  set_tests_properties(failure_tune_kill9 PROPERTIES PROCESSORS 3
     TIMEOUT 240 LABELS "failure;tune" PASS_REGULAR_EXPRESSION "PASS: tune kill9")
   add_test(NAME app_train_fashion_mnist_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${_fmnist_store})
   set_tests_properties(app_train_fashion_mnist_clean PROPERTIES FIXTURES_SETUP fmnist_clean)
@@ -85,7 +87,7 @@ endif()
 
 add_test(NAME install_find_package
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/install/check_install.sh ${PROJECT_BINARY_DIR})
-set_tests_properties(install_find_package PROPERTIES TIMEOUT 600 LABELS install
+set_tests_properties(install_find_package PROPERTIES TIMEOUT 600 LABELS install PROCESSORS 2
   PASS_REGULAR_EXPRESSION "consumer got 42.*consumer got 42")
 
 # An unserializable type is a compile error that says what to add (not a runtime failure).
@@ -107,7 +109,7 @@ if(TARGET serve_fashion_mnist AND TARGET train_fashion_mnist)
               "--mpirun=${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe"
               --train=$<TARGET_FILE:train_fashion_mnist> --serve=$<TARGET_FILE:serve_fashion_mnist>
               --work=${PROJECT_BINARY_DIR}/app_serve_fashion_mnist_$<CONFIG>)
-    set_tests_properties(app_serve_fashion_mnist_3ranks PROPERTIES
+    set_tests_properties(app_serve_fashion_mnist_3ranks PROPERTIES PROCESSORS 3
       TIMEOUT 600 LABELS "apps;serve" PASS_REGULAR_EXPRESSION "serve_fashion_mnist: ok"
       ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
   endif()
@@ -144,7 +146,7 @@ add_executable(ray_style_program ${CMAKE_CURRENT_LIST_DIR}/compat/ray_style_prog
 target_link_libraries(ray_style_program PRIVATE prism::core prism_warnings)
 add_test(NAME compat_ray_style_1rank COMMAND $<TARGET_FILE:ray_style_program>)
 add_test(NAME compat_ray_style_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:ray_style_program>)
-set_tests_properties(compat_ray_style_1rank compat_ray_style_3ranks PROPERTIES
+set_tests_properties(compat_ray_style_1rank compat_ray_style_3ranks PROPERTIES PROCESSORS 3
   TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "all checks passed")
 
 if(TARGET rl_cartpole)
@@ -153,7 +155,7 @@ if(TARGET rl_cartpole)
   add_test(NAME app_rl_cartpole_3ranks
     COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:rl_cartpole> --runners=2 --stop-return=150
             --max-iterations=40 --eval-episodes=3 --checkpoint-dir=${PROJECT_BINARY_DIR}/app_rl_cartpole_ckpt)
-  set_tests_properties(app_rl_cartpole_3ranks PROPERTIES
+  set_tests_properties(app_rl_cartpole_3ranks PROPERTIES PROCESSORS 3
     TIMEOUT 180 LABELS "apps;rl"
     PASS_REGULAR_EXPRESSION "reached return .*restored.*greedy evaluation of the restored policy")
   # The same app on Pendulum-v1 (continuous actions, RLlib's Pendulum settings), shortened:
@@ -167,5 +169,5 @@ if(TARGET rl_cartpole)
             --gamma=0.95 --lambda=0.1 --vf-loss-coeff=1 --hidden=128,128 --stop-return=-900
             --max-iterations=120 --eval-episodes=2 --curve=${_pendulum_curve}
             --checkpoint-dir=${PROJECT_BINARY_DIR}/app_rl_pendulum_ckpt)
-  set_tests_properties(app_rl_pendulum_3ranks PROPERTIES TIMEOUT 240 LABELS "apps;rl")
+  set_tests_properties(app_rl_pendulum_3ranks PROPERTIES PROCESSORS 3 TIMEOUT 240 LABELS "apps;rl")
 endif()
