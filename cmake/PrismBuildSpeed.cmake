@@ -7,7 +7,7 @@
 #   (what it cannot: an empty unit with the precompiled header still takes 15 s). So the
 #   header goes only to the units that include LibTorch (found by following their
 #   includes), never to a whole target: a unit without LibTorch keeps its 2-10 s.
-# * Tests and benchmarks get a precompiled GoogleTest and prism/api.h (2-3 s a unit).
+# * GoogleTest executables get GoogleTest and prism/api.h precompiled (2-3 s a unit).
 # * RelWithDebInfo compiles with line tables only (-g1: backtraces, gdb's bt, perf and
 #   callgrind still name every function and line) instead of full debug information (-g:
 #   also types and local variables), a third of a test's compile time and 13% of a LibTorch
@@ -144,6 +144,21 @@ function(prism_precompile_headers)
     if(NOT links MATCHES "prism|torch")
       continue()  # no Prism of its own (the RL environments, plain MPI benchmarks)
     endif()
+    # GoogleTest's definitions (GTEST_HAS_PTHREAD) are part of the executables' header
+    # sets: a benchmark without GoogleTest gets no precompiled header.
+    set(gtest FALSE)
+    foreach(link IN LISTS links)
+      if(TARGET ${link})
+        get_target_property(more ${link} INTERFACE_LINK_LIBRARIES)
+        set(link "${link};${more}")
+      endif()
+      if(link MATCHES "GTest::")
+        set(gtest TRUE)
+      endif()
+    endforeach()
+    if(kind STREQUAL "exe" AND NOT gtest)
+      continue()
+    endif()
     # Each unit that includes LibTorch gets it precompiled; the others get nothing (a
     # library) or GoogleTest and prism/api.h (a test).
     get_target_property(sources ${target} SOURCES)
@@ -163,21 +178,6 @@ function(prism_precompile_headers)
         list(APPEND other_units ${source})
       endif()
     endforeach()
-    # GoogleTest's definitions (GTEST_HAS_PTHREAD) are part of the executables' header
-    # sets: a benchmark without GoogleTest gets no precompiled header.
-    set(gtest FALSE)
-    foreach(link IN LISTS links)
-      if(TARGET ${link})
-        get_target_property(more ${link} INTERFACE_LINK_LIBRARIES)
-        set(link "${link};${more}")
-      endif()
-      if(link MATCHES "GTest::")
-        set(gtest TRUE)
-      endif()
-    endforeach()
-    if(kind STREQUAL "exe" AND NOT gtest)
-      continue()
-    endif()
     if(torch_units)
       _prism_pch_donor(torch_${kind})
       target_precompile_headers(${target} REUSE_FROM prism_pch_torch_${kind})

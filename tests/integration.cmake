@@ -48,7 +48,7 @@ if(TARGET train_fashion_mnist)
     FIXTURES_REQUIRED fmnist_clean
     PASS_REGULAR_EXPRESSION "OK: the restored model matches the reported accuracy")
   set_tests_properties(app_train_fashion_mnist_hdf5_3ranks PROPERTIES LABELS "apps;data")
-set_tests_properties(app_train_fashion_mnist_3ranks app_train_fashion_mnist_hdf5_3ranks PROPERTIES PROCESSORS 3)
+  set_tests_properties(app_train_fashion_mnist_3ranks app_train_fashion_mnist_hdf5_3ranks PROPERTIES PROCESSORS 3)
   # A storage path one worker's rank cannot see (its own mount namespace): a clear error
   # naming the rank, before training starts.
   add_test(NAME failure_storage_not_shared
@@ -146,8 +146,9 @@ add_executable(ray_style_program ${CMAKE_CURRENT_LIST_DIR}/compat/ray_style_prog
 target_link_libraries(ray_style_program PRIVATE prism::core prism_warnings)
 add_test(NAME compat_ray_style_1rank COMMAND $<TARGET_FILE:ray_style_program>)
 add_test(NAME compat_ray_style_3ranks COMMAND ${PRISM_MPIRUN} -n 3 $<TARGET_FILE:ray_style_program>)
-set_tests_properties(compat_ray_style_1rank compat_ray_style_3ranks PROPERTIES PROCESSORS 3
+set_tests_properties(compat_ray_style_1rank compat_ray_style_3ranks PROPERTIES
   TIMEOUT 120 LABELS apps PASS_REGULAR_EXPRESSION "all checks passed")
+set_tests_properties(compat_ray_style_3ranks PROPERTIES PROCESSORS 3)
 
 if(TARGET rl_cartpole)
   # PPO on CartPole-v1 with 2 env runners on 3 ranks, shortened (stop at a mean return of
