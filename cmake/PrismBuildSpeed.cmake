@@ -22,8 +22,9 @@
 # and -Winvalid-pch (prism_warnings) reports a header GCC refused.
 #
 # prism_precompile_headers(), called once every target exists, gives every static library
-# under src/ and every GoogleTest executable under tests/ and perf/ what its units include. A new
-# target needs nothing of its own.
+# under src/ and every executable under tests/, perf/ and apps/ what its units include. An
+# executable without GoogleTest (an app, a benchmark) that includes LibTorch compiles with
+# -fPIC, as the libraries do, and reuses their header. A new target needs nothing of its own.
 
 option(PRISM_PCH "Precompile LibTorch and GoogleTest once and reuse them" ON)
 option(PRISM_FULL_DEBUG_INFO "RelWithDebInfo with full debug information (-g), not line tables (-g1)" OFF)
@@ -134,10 +135,10 @@ function(prism_precompile_headers)
     file(RELATIVE_PATH where ${PROJECT_SOURCE_DIR} ${source_dir})
     if(type STREQUAL "STATIC_LIBRARY" AND where MATCHES "^src")
       set(kind lib)
-    elseif(type STREQUAL "EXECUTABLE" AND where MATCHES "^(tests|perf)")
+    elseif(type STREQUAL "EXECUTABLE" AND where MATCHES "^(tests|perf|apps)")
       set(kind exe)
     else()
-      continue()  # apps, the Python module, the donors
+      continue()  # the Python module, the donors
     endif()
     get_target_property(links ${target} LINK_LIBRARIES)
     list(REMOVE_ITEM links prism_warnings)
@@ -157,7 +158,7 @@ function(prism_precompile_headers)
       endif()
     endforeach()
     if(kind STREQUAL "exe" AND NOT gtest)
-      continue()
+      set(kind app)
     endif()
     # Each unit that includes LibTorch gets it precompiled; the others get nothing (a
     # library) or GoogleTest and prism/api.h (a test).
@@ -178,7 +179,16 @@ function(prism_precompile_headers)
         list(APPEND other_units ${source})
       endif()
     endforeach()
-    if(torch_units)
+    if(torch_units AND kind STREQUAL "app")
+      # An app or benchmark (no GoogleTest) compiles as the libraries do, -fPIC (an
+      # executable of -fPIC objects still links as PIE), and reuses their LibTorch header.
+      # (POSITION_INDEPENDENT_CODE would give an executable -fPIE.)
+      _prism_pch_donor(torch_lib)
+      target_compile_options(${target} PRIVATE -fPIC)
+      target_precompile_headers(${target} REUSE_FROM prism_pch_torch_lib)
+      set_source_files_properties(${other_units} TARGET_DIRECTORY ${target}
+                                  PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    elseif(torch_units)
       _prism_pch_donor(torch_${kind})
       target_precompile_headers(${target} REUSE_FROM prism_pch_torch_${kind})
       set_source_files_properties(${other_units} TARGET_DIRECTORY ${target}

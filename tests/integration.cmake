@@ -116,7 +116,11 @@ if(TARGET serve_fashion_mnist AND TARGET train_fashion_mnist)
 endif()
 
 # Level 4: a real local Slurm (started and stopped by each test; skipped without root).
-# See tests/slurm/run_slurm_test.sh for what each case submits and checks.
+# See tests/slurm/run_slurm_test.sh for what each case submits and checks. One at a time
+# (the lock: each starts and purges the same Slurm), beside the other tests. Each counts
+# one processor: its jobs' 2-3 ranks spend most of the test waiting (for Slurm, a signal, a
+# requeue), and counting them would keep every 3-rank test waiting for the whole Slurm
+# chain (measured: 115 tests queued behind it). A high COST starts them first.
 set(_slurm_cases core perf)  # perf: jobs/perf.sbatch in quick mode
 if(TARGET train_fashion_mnist)
   list(APPEND _slurm_cases array usr1 term timelimit early setup)  # the training demo: arrays, preemption
@@ -132,7 +136,8 @@ foreach(_case IN LISTS _slurm_cases)
   add_test(NAME slurm_${_case}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_case})
   set_tests_properties(slurm_${_case} PROPERTIES TIMEOUT 600 LABELS slurm SKIP_RETURN_CODE 77
-    PASS_REGULAR_EXPRESSION "PASS: slurm ${_case}" RUN_SERIAL TRUE)
+    PASS_REGULAR_EXPRESSION "PASS: slurm ${_case}"
+    RESOURCE_LOCK prism_local_slurm PROCESSORS 1 COST 1000)
 endforeach()
 if(TARGET train_script)
   set_tests_properties(slurm_script PROPERTIES LABELS "slurm;script")
