@@ -115,29 +115,44 @@ if(TARGET serve_fashion_mnist AND TARGET train_fashion_mnist)
   endif()
 endif()
 
-# Level 4: a real local Slurm (started and stopped by each test; skipped without root).
-# See tests/slurm/run_slurm_test.sh for what each case submits and checks. One at a time
-# (the lock: each starts and purges the same Slurm), beside the other tests. Each counts
-# one processor: its jobs' 2-3 ranks spend most of the test waiting (for Slurm, a signal, a
-# requeue), and counting them would keep every 3-rank test waiting for the whole Slurm
-# chain (measured: 115 tests queued behind it). A high COST starts them first.
-set(_slurm_cases core perf)  # perf: jobs/perf.sbatch in quick mode
+# Level 4: a real local Slurm (skipped without root). See tests/slurm/run_slurm_test.sh for
+# what each case submits and checks. slurm_start starts one Slurm for all the cases and
+# slurm_stop stops it (a ctest fixture: `ctest -R slurm_core` runs them too). The cases
+# run in two lanes, one case at a time in each (a lock per lane), so that two jobs at most
+# share the 2 cores with the other tests; the lanes hold about the same time (measured,
+# docs/TEST_TIMES.md). Each case counts one processor: its jobs' 2-3 ranks spend most of
+# the test waiting (for Slurm, a signal, a requeue), and counting them would keep every
+# 3-rank test waiting behind the Slurm lanes. A high COST starts them first.
+set(_slurm_lane_a perf)  # perf: jobs/perf.sbatch in quick mode
+set(_slurm_lane_b core)
 if(TARGET train_fashion_mnist)
-  list(APPEND _slurm_cases array usr1 term timelimit early setup)  # the training demo: arrays, preemption
-  list(APPEND _slurm_cases tune)  # the tuning demo preempted, requeued and restored
+  # The training demo: arrays, preemption at four moments; the tuning demo preempted,
+  # requeued and restored.
+  list(APPEND _slurm_lane_a timelimit usr1 setup)
+  list(APPEND _slurm_lane_b term early array tune)
 endif()
 if(TARGET train_script)
-  list(APPEND _slurm_cases script)  # a Python DDP script preempted, requeued and resumed
+  list(APPEND _slurm_lane_b script)  # a Python DDP script preempted, requeued and resumed
 endif()
 if(PRISM_BUILD_PYTHON)
-  list(APPEND _slurm_cases python)  # import prism on 3 ranks through srun
+  list(APPEND _slurm_lane_a python)  # import prism on 3 ranks through srun
 endif()
-foreach(_case IN LISTS _slurm_cases)
-  add_test(NAME slurm_${_case}
-    COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_case})
-  set_tests_properties(slurm_${_case} PROPERTIES TIMEOUT 600 LABELS slurm SKIP_RETURN_CODE 77
-    PASS_REGULAR_EXPRESSION "PASS: slurm ${_case}"
-    RESOURCE_LOCK prism_local_slurm PROCESSORS 1 COST 1000)
+foreach(_fixture start stop)
+  add_test(NAME slurm_${_fixture}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_fixture})
+  set_tests_properties(slurm_${_fixture} PROPERTIES TIMEOUT 180 LABELS slurm SKIP_RETURN_CODE 77
+    PASS_REGULAR_EXPRESSION "PASS: slurm ${_fixture}")
+endforeach()
+set_tests_properties(slurm_start PROPERTIES FIXTURES_SETUP prism_slurm COST 2000)
+set_tests_properties(slurm_stop PROPERTIES FIXTURES_CLEANUP prism_slurm)
+foreach(_lane a b)
+  foreach(_case IN LISTS _slurm_lane_${_lane})
+    add_test(NAME slurm_${_case}
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/slurm/run_slurm_test.sh ${PROJECT_BINARY_DIR} ${_case})
+    set_tests_properties(slurm_${_case} PROPERTIES TIMEOUT 600 LABELS slurm SKIP_RETURN_CODE 77
+      PASS_REGULAR_EXPRESSION "PASS: slurm ${_case}" FIXTURES_REQUIRED prism_slurm
+      RESOURCE_LOCK prism_slurm_lane_${_lane} PROCESSORS 1 COST 1000)
+  endforeach()
 endforeach()
 if(TARGET train_script)
   set_tests_properties(slurm_script PROPERTIES LABELS "slurm;script")

@@ -246,4 +246,15 @@ std::unique_ptr<Collective> MakeMpiCollective(platform::Communicator comm, Colle
                                          std::move(describe), std::move(world_ranks));
 }
 
+#if !PRISM_WITH_NCCL
+// Without -DPRISM_WITH_NCCL=ON, nccl_collective.cc is not compiled (one LibTorch unit less).
+std::unique_ptr<Collective> MakeNcclCollective(Collective&, int, CollectiveOptions) {
+  throw Error(
+      "prism was built without NCCL: configure with -DPRISM_WITH_NCCL=ON "
+      "-DCUDAToolkit_ROOT=/usr/local/cuda");
+}
+
+bool HaveNccl() { return false; }
+#endif
+
 }  // namespace prism::train

@@ -1,5 +1,6 @@
-// The NCCL backend of prism::train collectives (CUDA tensors), built only with
-// -DPRISM_WITH_NCCL=ON. Without it, MakeNcclCollective throws and HaveNccl() is false.
+// The NCCL backend of prism::train collectives (CUDA tensors), compiled only with
+// -DPRISM_WITH_NCCL=ON. Without it, MakeNcclCollective throws and HaveNccl() is false
+// (mpi_collective.cc).
 //
 // The group's MPI collective (the bootstrap) carries NCCL's unique id from member 0 to the
 // others; after that NCCL runs on its own. The communicator is nonblocking
@@ -14,8 +15,6 @@
 // untested until a machine with GPUs runs it.
 #include "prism/platform/poll.h"
 #include "prism/train/collective.h"
-
-#if PRISM_WITH_NCCL
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -408,19 +407,3 @@ std::unique_ptr<Collective> MakeNcclCollective(Collective& bootstrap, int device
 bool HaveNccl() { return true; }
 
 }  // namespace prism::train
-
-#else  // !PRISM_WITH_NCCL
-
-namespace prism::train {
-
-std::unique_ptr<Collective> MakeNcclCollective(Collective&, int, CollectiveOptions) {
-  throw Error(
-      "prism was built without NCCL: configure with -DPRISM_WITH_NCCL=ON "
-      "-DCUDAToolkit_ROOT=/usr/local/cuda");
-}
-
-bool HaveNccl() { return false; }
-
-}  // namespace prism::train
-
-#endif  // PRISM_WITH_NCCL

@@ -13,7 +13,8 @@
 #            before the time limit): the run checkpoints, exits 75, the script requeues, and
 #            the requeued job resumes and finishes: epochs 1-8 once each, checkpoints intact
 #   term     the same with SIGTERM to the job's step (what preemption sends)
-#   perf     jobs/perf.sbatch with --quick: the regression suite's MPI parts through srun
+#   perf     jobs/perf.sbatch with --quick --only=micro,train: the task and training
+#            benchmarks of the regression suite through srun
 #   timelimit  a 1-minute job with --signal=B:USR1@45, 80 epochs: Slurm's own warning before
 #            the time limit, a checkpoint and a requeue; given 10 minutes, the run finishes
 #   early    USR1 as srun starts launching the step, before Prism is up: requeued, nothing lost
@@ -29,6 +30,11 @@
 #   python   jobs/python_demo.sbatch: Prism for Python (import prism) on 3 ranks through srun
 #            --mpi=pmix; every prediction of its ActorPool checked against the driver's
 #
+#   start    only starts the local Slurm, for the cases that follow (ctest's fixture: the
+#            cases then share one Slurm and run side by side), unless one already runs
+#   stop     stops the Slurm that `start` started, and purges its state
+#
+# A case run alone starts Slurm if none runs and stops it again at its end.
 # Exit 77 (ctest: skipped) when Slurm cannot be started here (not root, not installed).
 set -uo pipefail
 build=$(cd "$1" && pwd)
@@ -41,15 +47,42 @@ work=$(mktemp -d /tmp/prism-slurm-XXXXXX)
 [[ $(id -u) == 0 ]] || { echo "skip: starting a local Slurm needs root"; exit 77; }
 command -v slurmctld >/dev/null || { echo "skip: slurm-wlm not installed"; exit 77; }
 
+# Two cases run at once on the shared Slurm (tests/integration.cmake): its node offers 8
+# CPUs, enough for any two of their jobs (at most 4 tasks each) without one queueing.
+export SLURM_NODE_CPUS=${SLURM_NODE_CPUS:-8}
+# Written by `start` when it started Slurm: `stop` stops only a Slurm that `start` started.
+marker=$SLURM_BASE.started-by-tests
 started=0
 cleanup() {
   [[ $started == 1 ]] && timeout 60 "$root/slurm/stop-slurm.sh" --purge >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
-if ! timeout 30 sinfo >/dev/null 2>&1; then
+start_slurm() {
   timeout 120 "$root/slurm/start-slurm.sh" >"$work/start.log" 2>&1 || {
     cat "$work/start.log"; echo "FAIL: could not start Slurm"; exit 1; }
+}
+case $case in
+  start)
+    if timeout 30 sinfo >/dev/null 2>&1; then
+      echo "a local Slurm already runs ($SLURM_CONF): the cases use it"
+    else
+      start_slurm
+      touch "$marker"
+      echo "started a local Slurm ($SLURM_CONF, $SLURM_NODE_CPUS CPUs)"
+    fi
+    echo "PASS: slurm start"
+    exit 0 ;;
+  stop)
+    if [[ -e $marker ]]; then
+      rm -f "$marker"
+      timeout 60 "$root/slurm/stop-slurm.sh" --purge || { echo "FAIL: could not stop Slurm"; exit 1; }
+    fi
+    echo "PASS: slurm stop"
+    exit 0 ;;
+esac
+if ! timeout 30 sinfo >/dev/null 2>&1; then
+  start_slurm
   started=1
 fi
 
@@ -358,7 +391,8 @@ run_script() {
 # jobs/perf.sbatch in quick mode: the suite's MPI parts through srun, one well-formed JSON.
 run_perf() {
   local jobid out
-  jobid=$(cd "$root" && BUILD_DIR=$build SUITE_ARGS="--quick --no-callgrind" SUITE_OUT=$work/suite \
+  # The parts that run through srun (the others run without Slurm in perf_suite_quick).
+  jobid=$(cd "$root" && BUILD_DIR=$build SUITE_ARGS="--quick --only=micro,train" SUITE_OUT=$work/suite \
           timeout 30 sbatch --parsable --output="$work/perf-%j.out" "$root/jobs/perf.sbatch") ||
     fail "sbatch refused jobs/perf.sbatch"
   wait_gone "$jobid" 400 || { cat "$work/perf-$jobid.out"; fail "perf job $jobid did not finish within 400 s"; }
