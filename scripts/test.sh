@@ -7,9 +7,9 @@
 #   ./scripts/test.sh fast     the unit tests: fakes and in-process clusters, no MPI launcher
 #   ./scripts/test.sh ranks    the multi-rank and failure-path tests (labels mpi, failure)
 # Further arguments go to ctest, e.g. ./scripts/test.sh fast -R Scheduler. ctest runs
-# tests side by side up to PRISM_TEST_JOBS processes (default 6: a test counts its MPI
-# ranks, and a 3-rank test keeps about one core busy, so two of them run at once on 2
-# cores; the Slurm tests share one local Slurm, two at a time). After a whole run of every test,
+# tests side by side up to PRISM_TEST_JOBS processes (default 4: a test counts its MPI
+# ranks; the Slurm tests share one local Slurm, two at a time; -j 6 timed out 3 tests on
+# 2 cores). After a whole run of every test,
 # docs/TEST_TIMES.md is written again from it (scripts/test_times.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ case $tier in
 esac
 start=$(date +%s)
 status=0
-(cd "$build_dir" && ctest --output-on-failure --timeout 300 -j "${PRISM_TEST_JOBS:-6}" \
+(cd "$build_dir" && ctest --output-on-failure --timeout 300 -j "${PRISM_TEST_JOBS:-4}" \
    --output-junit "$build_dir/ctest-junit.xml" "${selection[@]}" "$@") || status=$?
 if [[ $tier == all && $# == 0 ]]; then
   /usr/bin/python3 scripts/test_times.py "$build_dir" --wall=$(( $(date +%s) - start )) \
