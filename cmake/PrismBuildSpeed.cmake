@@ -179,18 +179,17 @@ function(prism_precompile_headers)
         list(APPEND other_units ${source})
       endif()
     endforeach()
-    if(torch_units AND kind STREQUAL "app")
-      # An app or benchmark (no GoogleTest) compiles as the libraries do, -fPIC (an
-      # executable of -fPIC objects still links as PIE), and reuses their LibTorch header.
-      # (POSITION_INDEPENDENT_CODE would give an executable -fPIE.)
-      _prism_pch_donor(torch_lib)
-      target_compile_options(${target} PRIVATE -fPIC)
-      target_precompile_headers(${target} REUSE_FROM prism_pch_torch_lib)
-      set_source_files_properties(${other_units} TARGET_DIRECTORY ${target}
-                                  PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
-    elseif(torch_units)
-      _prism_pch_donor(torch_${kind})
-      target_precompile_headers(${target} REUSE_FROM prism_pch_torch_${kind})
+    if(torch_units)
+      set(header_set torch_${kind})
+      if(kind STREQUAL "app")
+        # An app or benchmark (no GoogleTest) compiles as the libraries do, -fPIC (an
+        # executable of -fPIC objects still links as PIE), and reuses their LibTorch header.
+        # (POSITION_INDEPENDENT_CODE would give an executable -fPIE.)
+        set(header_set torch_lib)
+        target_compile_options(${target} PRIVATE -fPIC)
+      endif()
+      _prism_pch_donor(${header_set})
+      target_precompile_headers(${target} REUSE_FROM prism_pch_${header_set})
       set_source_files_properties(${other_units} TARGET_DIRECTORY ${target}
                                   PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
     elseif(kind STREQUAL "exe" AND other_units)
