@@ -16,7 +16,9 @@
 #   perf     jobs/perf.sbatch with --quick --only=micro,train: the task and training
 #            benchmarks of the regression suite through srun
 #   timelimit  a 1-minute job with --signal=B:USR1@45, 80 epochs: Slurm's own warning before
-#            the time limit, a checkpoint and a requeue; given 10 minutes, the run finishes
+#            the time limit, a checkpoint and a requeue; given 10 minutes, the requeued run
+#            resumes from that checkpoint (two epochs in order after it); scancel then ends
+#            it for good (the script does not requeue a cancelled job)
 #   early    USR1 as srun starts launching the step, before Prism is up: requeued, nothing lost
 #   setup    USR1 while the job script runs its setup, before the step exists: the same
 #   tune     jobs/tune_fashion_mnist.sbatch (6 trials of 4 short epochs, ASHA, 3 ranks); once
@@ -169,6 +171,12 @@ submit_training() {
     "$root/jobs/train_fashion_mnist.sbatch"
 }
 
+# reported_epochs DIR: how many epochs DIR/result.json holds (0 without the file).
+reported_epochs() {
+  [[ -f $1/result.json ]] || { echo 0; return; }
+  grep -c '"epoch"' "$1/result.json"
+}
+
 # check_run DIR EPOCHS: result.json holds epochs 1..EPOCHS once each, in order; every
 # checkpoint left is a readable HDF5 model whose epoch is one of them.
 check_run() {
@@ -254,7 +262,7 @@ run_preempt() {
 # so the resumed run finishes (a restart that wins that race is warned again and
 # requeues once more, which the checks accept).
 run_timelimit() {
-  local jobid out run epochs=80
+  local jobid out run epochs=80 stopped n=0
   jobid=$(EPOCHS=$epochs submit_training --time=00:01:00 --signal=B:USR1@45) || fail "sbatch refused the job"
   out="$work/train-$jobid.out"
   run="$work/store/fashion_mnist_cnn_$jobid"
@@ -262,18 +270,35 @@ run_timelimit() {
     { cat "$out"; timeout 10 scancel "$jobid"; fail "no time-limit warning and requeue within 150 s"; }
   timeout 10 scontrol update JobId="$jobid" TimeLimit=00:10:00 || fail "scontrol update TimeLimit refused"
   echo "job $jobid requeued after Slurm's warning; its time limit is now 10 minutes"
-  wait_gone "$jobid" 420 || { cat "$out"; fail "job $jobid did not finish within 420 s"; }
+  stopped=$(reported_epochs "$run")
+  # The requeued run resumes from the checkpoint: two more epochs, in order after the stop,
+  # are enough; then the user cancels it, and it stays cancelled (the script does not
+  # requeue a cancelled job). That a requeued run goes on to finish is what usr1, term,
+  # early and setup check; the other 70-odd epochs took 4 minutes here.
+  for _ in $(seq 720); do
+    n=$(reported_epochs "$run")
+    ((n >= stopped + 2)) && break
+    [[ -z $(timeout 10 squeue -h -j "$jobid" 2>/dev/null) ]] && break
+    sleep 0.25
+  done
+  timeout 10 scancel "$jobid"
+  wait_gone "$jobid" 60 || { cat "$out"; fail "job $jobid still there 60 s after scancel"; }
   cat "$out"
   grep -q "job got USR1" "$out" || fail "Slurm did not send USR1 before the time limit"
   if grep -q "stopped on SIGUSR1" "$out"; then
-    echo "the warning came during training: it stopped after a checkpoint"
+    echo "the warning came during training: it stopped after a checkpoint at epoch $stopped"
   elif grep -q "training stopped (status 138)" "$out"; then
     echo "the warning came while the program was starting: it ended on USR1"
   else
     fail "training did not stop on Slurm's USR1"
   fi
   grep -q "DUE TO TIME LIMIT" "$out" && fail "the time limit killed the job"
-  check_requeued "$jobid" "$out" "$run" "$epochs"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "job $jobid cancelled (status [0-9]*): not requeued" "$out" || fail "the job script did not see the cancel"
+  grep -q "restart 2" "$out" && fail "the job was requeued after scancel"
+  n=$(reported_epochs "$run")
+  ((n >= stopped + 2)) || fail "the requeued run reported epochs up to $n, expected at least $((stopped + 2))"
+  check_run "$run" "$n"
 }
 
 # A signal before Prism is up: while the job script runs its setup, before the step exists
