@@ -9,8 +9,9 @@
 # Further arguments go to ctest, e.g. ./scripts/test.sh fast -R Scheduler. ctest runs
 # tests side by side up to PRISM_TEST_JOBS processes (default 4: a test counts its MPI
 # ranks; the Slurm tests share one local Slurm, two at a time; -j 6 timed out 3 tests on
-# 2 cores). After a whole run of every test,
-# docs/TEST_TIMES.md is written again from it (scripts/test_times.py).
+# 2 cores). After a whole run of every test, docs/TEST_TIMES.md and tests/ctest_costs.txt
+# (each test's seconds, for the first run of a new build) are written again from it
+# (scripts/test_times.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=all
@@ -26,12 +27,18 @@ case $tier in
   fast) selection=(-L '^unit$') ;;
   ranks) selection=(-L '^(mpi|failure)$') ;;
 esac
+# A build that has never run its tests gets the test times of the last whole run
+# (tests/ctest_costs.txt): ctest -j then starts the longest first, as on a second run.
+costs="$build_dir/Testing/Temporary/CTestCostData.txt"
+if [[ ! -s $costs && -s tests/ctest_costs.txt ]]; then
+  mkdir -p "$(dirname "$costs")" && cp tests/ctest_costs.txt "$costs"
+fi
 start=$(date +%s)
 status=0
 (cd "$build_dir" && ctest --output-on-failure --timeout 300 -j "${PRISM_TEST_JOBS:-4}" \
    --output-junit "$build_dir/ctest-junit.xml" "${selection[@]}" "$@") || status=$?
 if [[ $tier == all && $# == 0 ]]; then
   /usr/bin/python3 scripts/test_times.py "$build_dir" --wall=$(( $(date +%s) - start )) \
-    --out=docs/TEST_TIMES.md || true
+    --out=docs/TEST_TIMES.md --costs=tests/ctest_costs.txt || true
 fi
 exit $status

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Seconds of tests per label, from a ctest run (written by scripts/test.sh after every test).
 
-    scripts/test_times.py <build-dir> [--junit FILE] [--wall SECONDS] [--out FILE]
+    scripts/test_times.py <build-dir> [--junit FILE] [--wall SECONDS] [--out FILE] [--costs FILE]
 
 Reads the run's JUnit file (<build-dir>/ctest-junit.xml, from ctest --output-junit) for each
 test's time and result, and `ctest --show-only=json-v1` for its labels, and writes a
 Markdown table: per label, the tests, their seconds summed and the slowest. A test with
 several labels counts in each. Without --out it prints the table.
+
+--costs writes each passed test's seconds (whole, at least 1) in the format of ctest's
+CTestCostData.txt: scripts/test.sh gives it to a build that has none (a fresh clone, CI),
+so that ctest -j starts the longest tests first there too, not in the order they are declared.
 """
 import argparse
 import collections
@@ -53,6 +57,7 @@ def main():
     parser.add_argument("--junit")
     parser.add_argument("--wall", type=int, help="the run's wall-clock seconds")
     parser.add_argument("--out")
+    parser.add_argument("--costs")
     args = parser.parse_args()
     junit = args.junit or os.path.join(args.build_dir, "ctest-junit.xml")
     if not os.path.exists(junit):
@@ -88,6 +93,13 @@ def main():
         print(f"test_times: wrote {args.out}")
     else:
         sys.stdout.write(text)
+    if args.costs:
+        with open(args.costs, "w") as f:
+            for name, (seconds, status) in sorted(results.items()):
+                if status == "passed":
+                    f.write(f"{name} 1 {max(1, round(seconds))}\n")
+            f.write("---\n")
+        print(f"test_times: wrote {args.costs}")
 
 
 if __name__ == "__main__":
