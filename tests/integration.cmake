@@ -97,6 +97,22 @@ add_test(NAME compile_fail_unserializable
 set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS unit
   PASS_REGULAR_EXPRESSION "prism: the return type of a remote function must be serializable")
 
+# The boundaries the build enforces (src/CMakeLists.txt, prism_layer and prism_sees): a
+# source compiled with a target's own include settings cannot reach a folder the target does
+# not see. Each test builds a target outside "all" (so the build itself stays green) and
+# expects the compiler's "No such file" for the forbidden header.
+function(prism_compile_fail name like source forbidden)
+  add_library(${name} OBJECT EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/compile_fail/${source})
+  target_include_directories(${name} PRIVATE $<TARGET_PROPERTY:${like},INCLUDE_DIRECTORIES>)
+  target_link_libraries(${name} PRIVATE prism_core)  # MPI and Boost, as the target has them
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} --build ${PROJECT_BINARY_DIR} --target ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS unit RESOURCE_LOCK prism_build_dir
+    PASS_REGULAR_EXPRESSION "${forbidden}: No such file or directory")
+endfunction()
+prism_compile_fail(compile_fail_library_includes_head prism_tune library_includes_head.cc head/head.h)
+prism_compile_fail(compile_fail_transport_includes_node prism_transport transport_includes_node.cc
+  node_manager/node.h)
+
 # The prism::serve demo end to end (tests/apps/serve_fashion_mnist_test.py): a tiny
 # checkpoint trained, served by 2 replicas on 3 ranks (127.0.0.1, port 0, endpoint file),
 # answers from curl and Python requests checked against a local forward pass, 400 on bad
