@@ -27,17 +27,6 @@
 
 namespace prism::internal {
 
-enum class HeadOp : uint16_t {
-  kLookupActor, kAvailable,
-  kCreatePlacementGroup, kRemovePlacementGroup, kPlacementGroupState, kGetPlacementGroups,
-  kKvPut, kKvGet, kKvExists, kKvDelete, kKvList,
-  kListNodes, kListActors, kListTasks, kListPlacementGroups, kSummarizeTasks, kListJobs,
-  kListWorkers, kListErrors, kBundleRanks, kOpenChannel, kCloseChannel,
-  kCommunicatorTag,
-  kWatchPlacementGroup,
-  kNumOps,
-};
-
 /// A placement group as the head knows it.
 enum class PlacementGroupStatus : uint8_t { kUnknown, kPending, kCreated };
 
@@ -110,7 +99,7 @@ typename Call::Result DecodeResult(const Payload& reply) {
 /// (CoreApi::ControlCall), returned as the call's result type.
 template <class Call>
 typename Call::Result CallHead(CoreApi& core, const typename Call::Args& args) {
-  return DecodeResult<Call>(core.ControlCall(static_cast<uint16_t>(Call::kOp), EncodeArgs<Call>(args)));
+  return DecodeResult<Call>(core.ControlCall(Call::kOp, EncodeArgs<Call>(args)));
 }
 /// Head side: decodes the arguments, runs `serve` on them and serializes what it returns,
 /// which must convert to the call's result type.

@@ -75,9 +75,7 @@ class Node : public CoreApi {
   void RemoveLocalRef(ObjectId id) override;
   ObjectId NextGeneratorValue(TaskId generator, int64_t timeout_ms) override;
   void DropGenerator(TaskId generator) override;
-  Payload ControlCall(uint16_t op, Buffer&& args) override {
-    return CallHead(static_cast<HeadOp>(op), std::move(args));
-  }
+  Payload ControlCall(HeadOp op, Buffer&& args) override { return CallHead(op, std::move(args)); }
   std::shared_ptr<ChannelInbox> OpenChannel(const std::string& name) override;
   void CloseChannel(const std::string& name) override;
   void Publish(const std::string& name, Buffer&& bytes) override;

@@ -16,6 +16,19 @@
 
 namespace prism::internal {
 
+/// The control-plane calls of the head, one op each (CoreApi::ControlCall). Their argument
+/// and result types are declared once, in src/common/head_calls.h.
+enum class HeadOp : uint16_t {
+  kLookupActor, kAvailable,
+  kCreatePlacementGroup, kRemovePlacementGroup, kPlacementGroupState, kGetPlacementGroups,
+  kKvPut, kKvGet, kKvExists, kKvDelete, kKvList,
+  kListNodes, kListActors, kListTasks, kListPlacementGroups, kSummarizeTasks, kListJobs,
+  kListWorkers, kListErrors, kBundleRanks, kOpenChannel, kCloseChannel,
+  kCommunicatorTag,
+  kWatchPlacementGroup,
+  kNumOps,
+};
+
 /// One argument of a task: a serialized value, or a reference resolved before the task runs.
 struct TaskArg {
   bool is_ref = false;
@@ -130,11 +143,11 @@ class CoreApi {
   /// The ObjectRefGenerator is gone: values not taken are released and a producer still
   /// running is told to stop. Idempotent.
   virtual void DropGenerator(TaskId generator) = 0;
-  /// One control-plane call to the head: `op` and its serialized arguments (the call
-  /// types are declared in src/common/head_calls.h), answered with its serialized result.
-  /// Throws the head's ResourceError or Error, or Error if no answer comes in 60 s (only a
-  /// lost rank 0 could delay it, and that ends the job).
-  virtual Payload ControlCall(uint16_t op, Buffer&& args) = 0;
+  /// One control-plane call to the head: `op` and its serialized arguments (each op's
+  /// argument and result types are declared in src/common/head_calls.h), answered with its
+  /// serialized result. Throws the head's ResourceError or Error, or Error if no answer
+  /// comes in 60 s (only a lost rank 0 could delay it, and that ends the job).
+  virtual Payload ControlCall(HeadOp op, Buffer&& args) = 0;
 
   // Channels (prism/platform/channel.h): a push stream from any rank to one rank.
   /// Opens channel `name` on this rank. Throws Error if it is open anywhere in the job.
