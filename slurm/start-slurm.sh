@@ -140,7 +140,9 @@ SlurmdParameters=config_overrides
 ${ACCT_CONF}
 JobCompType=jobcomp/filetxt
 JobCompLoc=${SLURM_BASE}/log/jobcomp.txt
-KillWait=5
+# Slurm's default: a cancelled or timed-out job's steps get 30 s between SIGTERM and SIGKILL
+# to stop at a checkpoint (an epoch took 10 s on a slow CI run; 5 s killed it mid-epoch)
+KillWait=30
 MinJobAge=600
 InactiveLimit=0
 SlurmctldTimeout=30

@@ -284,6 +284,9 @@ run_timelimit() {
   timeout 10 scancel "$jobid"
   wait_gone "$jobid" 60 || { cat "$out"; fail "job $jobid still there 60 s after scancel"; }
   cat "$out"
+  local state
+  state=$(timeout 10 scontrol show job "$jobid" 2>/dev/null | grep -o 'JobState=[A-Z_]*')
+  [[ $state == JobState=CANCELLED ]] || fail "job $jobid ended in ${state:-no state}, expected JobState=CANCELLED"
   grep -q "job got USR1" "$out" || fail "Slurm did not send USR1 before the time limit"
   if grep -q "stopped on SIGUSR1" "$out"; then
     echo "the warning came during training: it stopped after a checkpoint at epoch $stopped"
