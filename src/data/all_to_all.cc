@@ -75,9 +75,6 @@ int64_t AsInt(const Column& c, int64_t i) {
 
 namespace {
 
-constexpr uint64_t kAlign = 64;
-uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;

@@ -16,6 +16,7 @@
 // String columns are concatenated by Block::Concat (offsets need rebasing).
 
 #include "data/batcher.h"
+#include "data/block_wire.h"
 
 #include <algorithm>
 #include <cstring>
@@ -28,9 +29,7 @@ namespace prism::data::internal {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+using internal::AlignUp;
 
 /// Idle batch buffers between iterators, at most kShelfBytes of them.
 constexpr size_t kShelfBytes = 256u << 20;

@@ -30,7 +30,7 @@ namespace prism::data {
 namespace {
 
 constexpr uint32_t kBlockMagic = 0x4b4c4250;  // "PBLK"
-constexpr size_t kAlign = 64;
+using internal::kAlign;
 constexpr uint64_t kMaxDims = 32;
 
 /// Product of dims; throws if negative or past int64.

@@ -13,6 +13,11 @@
 
 namespace prism::data::internal {
 
+/// Every column's bytes start on a multiple of kAlign bytes (a cache line; NumPy and
+/// LibTorch views need no copy), as do the all-to-all exchange's pieces and the batcher's.
+inline constexpr uint64_t kAlign = 64;
+inline uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
 /// `count` rows of sources[source] from row `begin`.
 struct RowRun {
   int32_t source = 0;

@@ -25,16 +25,18 @@
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
 #include "tune/scheduler_state.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
 
-constexpr const char* kWho = "AsyncHyperBandScheduler";
+using internal::FormatNumber;
+using internal::Uniform01;
+
+constexpr const char* kAsyncHyperBandWho = "AsyncHyperBandScheduler";
 
 // A double in [0, 1) from 53 random bits: the same sequence on every platform.
-double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
 // numpy.nanpercentile(values, q) with the default "linear" method (NaNs ignored; NaN if all
 // are NaN), including numpy's two-sided lerp.
 double NanPercentile(std::vector<double> values, double q) {
@@ -49,12 +51,6 @@ double NanPercentile(std::vector<double> values, double q) {
   double a = values[lo], b = values[hi];
   double diff = b - a;
   return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
-}
-
-std::string FormatNumber(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
 }
 
 struct Rung {
@@ -109,7 +105,7 @@ struct AsyncHyperBandScheduler::Impl {
 
   void CheckReady() const {
     if (options.metric.empty() || options.mode.empty()) {
-      throw Error(std::string("prism::tune: ") + kWho +
+      throw Error(std::string("prism::tune: ") + kAsyncHyperBandWho +
                   " has no metric or mode: pass them to it or to TuneConfig (metric, mode)");
     }
   }
@@ -141,7 +137,7 @@ struct AsyncHyperBandScheduler::Impl {
 
 AsyncHyperBandScheduler::AsyncHyperBandScheduler(AsyncHyperBandOptions options)
     : impl_(std::make_unique<Impl>()) {
-  const std::string who = std::string("prism::tune: ") + kWho + ": ";
+  const std::string who = std::string("prism::tune: ") + kAsyncHyperBandWho + ": ";
   if (!(options.grace_period > 0)) {
     throw Error(who + "grace_period is " + FormatNumber(options.grace_period) +
                 "; it must be positive (the first rung, in units of time_attr)");
@@ -157,7 +153,7 @@ AsyncHyperBandScheduler::AsyncHyperBandScheduler(AsyncHyperBandOptions options)
   if (options.brackets < 1) {
     throw Error(who + "brackets is " + std::to_string(options.brackets) + "; it must be at least 1");
   }
-  if (!options.mode.empty()) internal::CheckMode(options.mode, kWho);
+  if (!options.mode.empty()) internal::CheckMode(options.mode, kAsyncHyperBandWho);
   impl_->options = std::move(options);
   const AsyncHyperBandOptions& o = impl_->options;
   for (int s = 0; s < o.brackets; ++s) {
@@ -169,7 +165,7 @@ AsyncHyperBandScheduler::AsyncHyperBandScheduler(AsyncHyperBandOptions options)
 AsyncHyperBandScheduler::~AsyncHyperBandScheduler() = default;
 
 void AsyncHyperBandScheduler::SetSearchProperties(const std::string& metric, const std::string& mode) {
-  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kWho);
+  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kAsyncHyperBandWho);
 }
 
 void AsyncHyperBandScheduler::OnTrialAdd(TrialRunner&, Trial& trial) {
@@ -240,7 +236,7 @@ std::string AsyncHyperBandScheduler::DebugString() const {
 
 std::string AsyncHyperBandScheduler::SaveState() const {
   nlohmann::json j;
-  j["scheduler"] = kWho;
+  j["scheduler"] = kAsyncHyperBandWho;
   j["num_stopped"] = impl_->num_stopped;
   j["trial_bracket"] = impl_->trial_bracket;
   nlohmann::json brackets = nlohmann::json::array();
@@ -265,7 +261,7 @@ std::string AsyncHyperBandScheduler::SaveState() const {
 }
 
 void AsyncHyperBandScheduler::RestoreState(const std::string& state) {
-  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
+  internal::RestoreJsonState(state, kAsyncHyperBandWho, [&](const nlohmann::json& j) {
     const nlohmann::json& brackets = j.at("brackets");
     if (brackets.size() != impl_->brackets.size()) {
       throw Error("the state has " + std::to_string(brackets.size()) + " brackets, this scheduler " +

@@ -18,21 +18,17 @@
 #include "prism/errors.h"
 #include "prism/tune/searcher.h"
 #include "tune/metric_mode.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
 
-constexpr const char* kStateKind = "BasicVariantGenerator";
+using internal::SplitMix64;
+
+constexpr const char* kBasicVariantKind = "BasicVariantGenerator";
 
 /// SplitMix64: spreads (seed, index) over all 64 bits before seeding the generator.
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 struct BasicVariantGenerator::Impl {
@@ -47,7 +43,7 @@ struct BasicVariantGenerator::Impl {
   bool restored = false;
 
   Config Resolve(int64_t index) const {
-    std::mt19937_64 rng(Mix(seed ^ Mix(static_cast<uint64_t>(index))));
+    std::mt19937_64 rng(SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(index))));
     Config config;
     int64_t combo = index % grid_count;
     std::map<std::string, Value> grid_values;
@@ -140,7 +136,7 @@ void BasicVariantGenerator::OnTrialComplete(const std::string&, const Config&, c
 
 std::string BasicVariantGenerator::SaveState() const {
   nlohmann::json j;
-  j["kind"] = kStateKind;
+  j["kind"] = kBasicVariantKind;
   j["seed"] = impl_->seed;
   j["counter"] = impl_->counter;
   return j.dump();
@@ -150,7 +146,7 @@ void BasicVariantGenerator::RestoreState(const std::string& state) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(state);
-    if (j.at("kind").get<std::string>() != kStateKind) throw std::runtime_error("kind");
+    if (j.at("kind").get<std::string>() != kBasicVariantKind) throw std::runtime_error("kind");
     impl_->seed = j.at("seed").get<uint64_t>();
     impl_->counter = j.at("counter").get<int64_t>();
   } catch (const std::exception& e) {

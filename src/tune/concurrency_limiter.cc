@@ -13,7 +13,7 @@
 namespace prism::tune {
 
 namespace {
-constexpr const char* kStateKind = "ConcurrencyLimiter";
+constexpr const char* kLimiterKind = "ConcurrencyLimiter";
 }  // namespace
 
 ConcurrencyLimiter::ConcurrencyLimiter(std::shared_ptr<Searcher> searcher, int max_concurrent)
@@ -53,7 +53,7 @@ void ConcurrencyLimiter::OnTrialComplete(const std::string& trial_id, const Conf
 
 std::string ConcurrencyLimiter::SaveState() const {
   nlohmann::json j;
-  j["kind"] = kStateKind;
+  j["kind"] = kLimiterKind;
   j["live"] = live_;
   j["searcher"] = searcher_->SaveState();
   return j.dump();
@@ -64,7 +64,7 @@ void ConcurrencyLimiter::RestoreState(const std::string& state) {
   std::vector<std::string> live;
   try {
     const nlohmann::json j = nlohmann::json::parse(state);
-    if (j.at("kind").get<std::string>() != kStateKind) throw std::runtime_error("kind");
+    if (j.at("kind").get<std::string>() != kLimiterKind) throw std::runtime_error("kind");
     live = j.at("live").get<std::vector<std::string>>();
     inner = j.at("searcher").get<std::string>();
   } catch (const std::exception& e) {

@@ -31,18 +31,15 @@
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
 #include "tune/scheduler_state.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
 
-constexpr const char* kWho = "HyperBandScheduler";
+using internal::FormatNumber;
 
-std::string FormatNumber(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
+constexpr const char* kHyperBandWho = "HyperBandScheduler";
 
 // A live trial's latest result, as far as HyperBand needs it.
 struct Progress {
@@ -50,7 +47,7 @@ struct Progress {
   double score = 0;  // the metric, oriented so that higher is better
 };
 
-struct Bracket {
+struct SyncBracket {
   int s = 0;
   double rf = 3, max_t = 81;
   bool stop_last_trials = true;
@@ -132,7 +129,7 @@ struct Bracket {
 struct HyperBandScheduler::Impl {
   HyperBandOptions options;
   int s_max_1 = 0;
-  std::vector<Bracket> brackets;
+  std::vector<SyncBracket> brackets;
   std::vector<std::vector<int>> bands{{}};  // bracket index, or -1 for a skipped bracket
   int current = -1;                         // the bracket new trials join
   size_t band_idx = 0;
@@ -146,7 +143,7 @@ struct HyperBandScheduler::Impl {
 
   void CheckReady() const {
     if (options.metric.empty() || options.mode.empty()) {
-      throw Error(std::string("prism::tune: ") + kWho +
+      throw Error(std::string("prism::tune: ") + kHyperBandWho +
                   " has no metric or mode: pass them to it or to TuneConfig (metric, mode)");
     }
   }
@@ -164,7 +161,7 @@ struct HyperBandScheduler::Impl {
           current = -1;
           continue;
         }
-        Bracket b;
+        SyncBracket b;
         b.s = s;
         b.rf = options.reduction_factor;
         b.max_t = options.max_t;
@@ -172,7 +169,7 @@ struct HyperBandScheduler::Impl {
         b.n = b.n0 = N0(s);
         b.r = b.r0 = b.cumul_r = R0(s);
         b.halves = s;
-        b.total_work = Bracket::TotalWork(b.n0, b.r0, s, b.rf, b.max_t);
+        b.total_work = SyncBracket::TotalWork(b.n0, b.r0, s, b.rf, b.max_t);
         brackets.push_back(std::move(b));
         current = static_cast<int>(brackets.size()) - 1;
         bands[band_idx].push_back(current);
@@ -193,7 +190,7 @@ struct HyperBandScheduler::Impl {
 
   // Stops a trial other than the one being decided on; it leaves the bracket first, so a
   // Tuner that reports the stop back (OnTrialComplete) finds nothing left to do.
-  void StopOther(TrialRunner& runner, Bracket& b, const std::string& id,
+  void StopOther(TrialRunner& runner, SyncBracket& b, const std::string& id,
                  const std::map<std::string, Trial*>& trials) {
     b.Cleanup(id);
     auto it = trials.find(id);
@@ -201,7 +198,7 @@ struct HyperBandScheduler::Impl {
   }
 
   Decision Process(TrialRunner& runner, int index, const Trial* current_trial) {
-    Bracket& b = brackets[index];
+    SyncBracket& b = brackets[index];
     Decision action = Decision::kPause;
     if (!b.CurIterDone()) return action;
     auto is_current = [&](const std::string& id) { return current_trial && current_trial->id == id; };
@@ -252,7 +249,7 @@ struct HyperBandScheduler::Impl {
   void Remove(TrialRunner& runner, const Trial& trial) {
     auto it = trial_bracket.find(trial.id);
     if (it == trial_bracket.end()) return;
-    Bracket& b = brackets[it->second];
+    SyncBracket& b = brackets[it->second];
     if (!b.IsLive(trial.id)) return;
     b.Cleanup(trial.id);
     if (!b.Finished() && !b.being_processed) Process(runner, it->second, nullptr);
@@ -260,7 +257,7 @@ struct HyperBandScheduler::Impl {
 };
 
 HyperBandScheduler::HyperBandScheduler(HyperBandOptions options) : impl_(std::make_unique<Impl>()) {
-  const std::string who = std::string("prism::tune: ") + kWho + ": ";
+  const std::string who = std::string("prism::tune: ") + kHyperBandWho + ": ";
   if (!(options.max_t >= 1)) {
     throw Error(who + "max_t is " + FormatNumber(options.max_t) +
                 "; it must be at least 1 (the longest a trial runs, in units of time_attr)");
@@ -269,7 +266,7 @@ HyperBandScheduler::HyperBandScheduler(HyperBandOptions options) : impl_(std::ma
     throw Error(who + "reduction_factor is " + FormatNumber(options.reduction_factor) +
                 "; it must be greater than 1 (Ray's default is 3)");
   }
-  if (!options.mode.empty()) internal::CheckMode(options.mode, kWho);
+  if (!options.mode.empty()) internal::CheckMode(options.mode, kHyperBandWho);
   impl_->options = std::move(options);
   impl_->s_max_1 = static_cast<int>(std::round(std::log(impl_->options.max_t) /
                                                std::log(impl_->options.reduction_factor))) + 1;
@@ -278,7 +275,7 @@ HyperBandScheduler::HyperBandScheduler(HyperBandOptions options) : impl_(std::ma
 HyperBandScheduler::~HyperBandScheduler() = default;
 
 void HyperBandScheduler::SetSearchProperties(const std::string& metric, const std::string& mode) {
-  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kWho);
+  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kHyperBandWho);
 }
 
 void HyperBandScheduler::OnTrialAdd(TrialRunner&, Trial& trial) {
@@ -292,13 +289,13 @@ Decision HyperBandScheduler::OnTrialResult(TrialRunner& runner, Trial& trial, co
   auto t = result.find(o.time_attr);
   auto v = result.find(o.metric);
   if (t == result.end() || v == result.end()) {
-    throw Error(std::string("prism::tune: ") + kWho + ": a result of trial " + trial.id + " has no \"" +
+    throw Error(std::string("prism::tune: ") + kHyperBandWho + ": a result of trial " + trial.id + " has no \"" +
                 (t == result.end() ? o.time_attr : o.metric) +
                 "\"; HyperBand needs time_attr and the metric in every report");
   }
   auto it = impl_->trial_bracket.find(trial.id);
   int index = it == impl_->trial_bracket.end() ? impl_->Add(trial.id) : it->second;
-  Bracket& b = impl_->brackets[index];
+  SyncBracket& b = impl_->brackets[index];
   if (!b.IsLive(trial.id)) return Decision::kStop;  // already let go of (stopped)
   b.Update(trial.id, Progress{t->second, internal::Score(v->second, o.mode)});
   if (b.ContinueTrial(trial.id)) return Decision::kContinue;
@@ -323,7 +320,7 @@ Trial* HyperBandScheduler::ChooseTrialToRun(TrialRunner&, const std::vector<Tria
       return impl_->brackets[a].CompletionPercentage() < impl_->brackets[b].CompletionPercentage();
     });
     for (int i : order) {
-      Bracket& b = impl_->brackets[i];
+      SyncBracket& b = impl_->brackets[i];
       for (const auto& [id, p] : b.live) {
         auto it = by_id.find(id);
         if (it == by_id.end()) continue;
@@ -356,7 +353,7 @@ std::string HyperBandScheduler::DebugString() const {
     out << "\nRound #" << i << ":";
     for (int index : impl_->bands[i]) {
       if (index < 0) continue;
-      const Bracket& b = impl_->brackets[index];
+      const SyncBracket& b = impl_->brackets[index];
       char pct[32];
       std::snprintf(pct, sizeof pct, "%.1f%%", 100 * b.CompletionPercentage());
       out << "\n  Bracket(Max Size (n)=" << b.n << ", Milestone (r)=" << FormatNumber(b.cumul_r)
@@ -368,7 +365,7 @@ std::string HyperBandScheduler::DebugString() const {
 
 std::string HyperBandScheduler::SaveState() const {
   nlohmann::json j;
-  j["scheduler"] = kWho;
+  j["scheduler"] = kHyperBandWho;
   j["s_max_1"] = impl_->s_max_1;
   j["bands"] = impl_->bands;
   j["current"] = impl_->current;
@@ -376,7 +373,7 @@ std::string HyperBandScheduler::SaveState() const {
   j["trial_bracket"] = impl_->trial_bracket;
   j["num_stopped"] = impl_->num_stopped;
   nlohmann::json brackets = nlohmann::json::array();
-  for (const Bracket& b : impl_->brackets) {
+  for (const SyncBracket& b : impl_->brackets) {
     nlohmann::json live = nlohmann::json::array();
     for (const auto& [id, p] : b.live) {
       live.push_back(p ? nlohmann::json{{"id", id}, {"time", p->time}, {"score", p->score}}
@@ -400,14 +397,14 @@ std::string HyperBandScheduler::SaveState() const {
 }
 
 void HyperBandScheduler::RestoreState(const std::string& state) {
-  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
+  internal::RestoreJsonState(state, kHyperBandWho, [&](const nlohmann::json& j) {
     if (j.at("s_max_1").get<int>() != impl_->s_max_1) {
       throw Error("the state has " + std::to_string(j.at("s_max_1").get<int>()) +
                   " brackets per band, this scheduler " + std::to_string(impl_->s_max_1));
     }
-    std::vector<Bracket> brackets;
+    std::vector<SyncBracket> brackets;
     for (const nlohmann::json& jb : j.at("brackets")) {
-      Bracket b;
+      SyncBracket b;
       b.rf = impl_->options.reduction_factor;
       b.max_t = impl_->options.max_t;
       b.stop_last_trials = impl_->options.stop_last_trials;

@@ -24,18 +24,15 @@
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
 #include "tune/scheduler_state.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
 
-constexpr const char* kWho = "MedianStoppingRule";
+using internal::FormatNumber;
 
-std::string FormatNumber(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
+constexpr const char* kMedianStoppingWho = "MedianStoppingRule";
 
 // JSON has no NaN or infinity: such values travel as text.
 nlohmann::json ToJson(double v) {
@@ -68,7 +65,7 @@ struct MedianStoppingRule::Impl {
 
   void CheckReady() const {
     if (options.metric.empty() || options.mode.empty()) {
-      throw Error(std::string("prism::tune: ") + kWho +
+      throw Error(std::string("prism::tune: ") + kMedianStoppingWho +
                   " has no metric or mode: pass them to it or to TuneConfig (metric, mode)");
     }
   }
@@ -107,7 +104,7 @@ struct MedianStoppingRule::Impl {
 };
 
 MedianStoppingRule::MedianStoppingRule(MedianStoppingOptions options) : impl_(std::make_unique<Impl>()) {
-  const std::string who = std::string("prism::tune: ") + kWho + ": ";
+  const std::string who = std::string("prism::tune: ") + kMedianStoppingWho + ": ";
   if (!(options.grace_period >= 0)) {
     throw Error(who + "grace_period is " + FormatNumber(options.grace_period) + "; it must be >= 0");
   }
@@ -118,14 +115,14 @@ MedianStoppingRule::MedianStoppingRule(MedianStoppingOptions options) : impl_(st
   if (options.min_time_slice < 0) {
     throw Error(who + "min_time_slice is " + std::to_string(options.min_time_slice) + "; it must be >= 0");
   }
-  if (!options.mode.empty()) internal::CheckMode(options.mode, kWho);
+  if (!options.mode.empty()) internal::CheckMode(options.mode, kMedianStoppingWho);
   impl_->options = std::move(options);
 }
 
 MedianStoppingRule::~MedianStoppingRule() = default;
 
 void MedianStoppingRule::SetSearchProperties(const std::string& metric, const std::string& mode) {
-  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kWho);
+  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kMedianStoppingWho);
 }
 
 Decision MedianStoppingRule::OnTrialResult(TrialRunner& runner, Trial& trial, const Metrics& result) {
@@ -187,7 +184,7 @@ std::string MedianStoppingRule::DebugString() const {
 
 std::string MedianStoppingRule::SaveState() const {
   nlohmann::json j;
-  j["scheduler"] = kWho;
+  j["scheduler"] = kMedianStoppingWho;
   nlohmann::json results = nlohmann::json::object();
   for (const auto& [id, samples] : impl_->results) {
     nlohmann::json list = nlohmann::json::array();
@@ -203,7 +200,7 @@ std::string MedianStoppingRule::SaveState() const {
 }
 
 void MedianStoppingRule::RestoreState(const std::string& state) {
-  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
+  internal::RestoreJsonState(state, kMedianStoppingWho, [&](const nlohmann::json& j) {
     std::map<std::string, std::vector<Sample>> results;
     for (const auto& [id, list] : j.at("results").items()) {
       for (const nlohmann::json& s : list) results[id].push_back({FromJson(s.at(0)), FromJson(s.at(1))});

@@ -36,22 +36,19 @@
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
 #include "tune/scheduler_state.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
 
-constexpr const char* kWho = "PopulationBasedTraining";
+using internal::FormatNumber;
+using internal::Uniform01;
 
-double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+constexpr const char* kPbtWho = "PopulationBasedTraining";
+
 size_t Index(std::mt19937_64& rng, size_t n) {
   return std::min(static_cast<size_t>(Uniform01(rng) * static_cast<double>(n)), n - 1);
-}
-
-std::string FormatNumber(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
 }
 
 bool ParseDouble(const std::string& text, double& out) {
@@ -102,7 +99,7 @@ double NumberFromJson(const nlohmann::json& j) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-struct TrialState {
+struct PbtTrial {
   std::optional<double> last_score;
   std::string last_checkpoint;  // "" : none (not in the upper quantile at its last ranking)
   double last_perturbation_time = 0;
@@ -114,7 +111,7 @@ struct TrialState {
 struct PopulationBasedTraining::Impl {
   PBTOptions options;
   std::vector<std::string> order;  // trial ids in the order they were added
-  std::map<std::string, TrialState> states;
+  std::map<std::string, PbtTrial> states;
   std::set<std::string> finished;
   std::mt19937_64 rng;
   std::vector<PerturbationRecord> log;
@@ -123,12 +120,12 @@ struct PopulationBasedTraining::Impl {
 
   void CheckReady() const {
     if (options.metric.empty() || options.mode.empty()) {
-      throw Error(std::string("prism::tune: ") + kWho +
+      throw Error(std::string("prism::tune: ") + kPbtWho +
                   " has no metric or mode: pass them to it or to TuneConfig (metric, mode)");
     }
   }
 
-  TrialState& State(const std::string& id) {
+  PbtTrial& State(const std::string& id) {
     auto it = states.find(id);
     if (it != states.end()) return it->second;
     order.push_back(id);
@@ -153,7 +150,7 @@ Config PopulationBasedTraining::Explore(const Config& config, const PBTOptions& 
     if (domain.kind() == Domain::Kind::kChoice) {
       const std::vector<Value>& values = domain.values();
       if (values.empty()) {
-        throw Error(std::string("prism::tune: ") + kWho + ": hyperparam_mutations[\"" + key +
+        throw Error(std::string("prism::tune: ") + kPbtWho + ": hyperparam_mutations[\"" + key +
                     "\"] is an empty Choice; give it values");
       }
       bool resample = Uniform01(rng) < options.resample_probability;
@@ -179,7 +176,7 @@ Config PopulationBasedTraining::Explore(const Config& config, const PBTOptions& 
       }
     } else if (IsNumeric(domain.kind())) {
       if (!config.Has(key)) {
-        throw Error(std::string("prism::tune: ") + kWho + ": the config to perturb has no \"" + key +
+        throw Error(std::string("prism::tune: ") + kPbtWho + ": the config to perturb has no \"" + key +
                     "\"; every key of hyperparam_mutations must be in the trial's config");
       }
       double x;
@@ -190,7 +187,7 @@ Config PopulationBasedTraining::Explore(const Config& config, const PBTOptions& 
         } else if (const auto* d = std::get_if<double>(&v)) {
           x = *d;
         } else {
-          throw Error(std::string("prism::tune: ") + kWho + ": " + domain.ToString() + " sampled a non-number for \"" +
+          throw Error(std::string("prism::tune: ") + kPbtWho + ": " + domain.ToString() + " sampled a non-number for \"" +
                       key + "\"");
         }
         note(key, "resample");
@@ -205,7 +202,7 @@ Config PopulationBasedTraining::Explore(const Config& config, const PBTOptions& 
         out.Set(key, ToText(Value(x)));
       }
     } else {
-      throw Error(std::string("prism::tune: ") + kWho + ": hyperparam_mutations[\"" + key + "\"] is " +
+      throw Error(std::string("prism::tune: ") + kPbtWho + ": hyperparam_mutations[\"" + key + "\"] is " +
                   domain.ToString() +
                   "; PBT perturbs only Choice lists and numeric domains (Uniform, LogUniform, Randn, RandInt, "
                   "LogRandInt)");
@@ -215,7 +212,7 @@ Config PopulationBasedTraining::Explore(const Config& config, const PBTOptions& 
 }
 
 PopulationBasedTraining::PopulationBasedTraining(PBTOptions options) : impl_(std::make_unique<Impl>()) {
-  const std::string who = std::string("prism::tune: ") + kWho + ": ";
+  const std::string who = std::string("prism::tune: ") + kPbtWho + ": ";
   if (options.hyperparam_mutations.empty()) {
     throw Error(who + "hyperparam_mutations is empty; name the hyperparameters to perturb, e.g. "
                       "{{\"lr\", tune::LogUniform(1e-4, 1e-1)}, {\"batch\", tune::Choice({32, 64, 128})}}");
@@ -242,7 +239,7 @@ PopulationBasedTraining::PopulationBasedTraining(PBTOptions options) : impl_(std
     throw Error(who + "perturbation_interval is " + FormatNumber(options.perturbation_interval) +
                 "; it must be positive (in units of time_attr)");
   }
-  if (!options.mode.empty()) internal::CheckMode(options.mode, kWho);
+  if (!options.mode.empty()) internal::CheckMode(options.mode, kPbtWho);
   impl_->options = std::move(options);
   impl_->rng.seed(impl_->options.seed);
 }
@@ -250,7 +247,7 @@ PopulationBasedTraining::PopulationBasedTraining(PBTOptions options) : impl_(std
 PopulationBasedTraining::~PopulationBasedTraining() = default;
 
 void PopulationBasedTraining::SetSearchProperties(const std::string& metric, const std::string& mode) {
-  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kWho);
+  internal::MergeMetricMode(impl_->options.metric, impl_->options.mode, metric, mode, kPbtWho);
 }
 
 void PopulationBasedTraining::OnTrialAdd(TrialRunner&, Trial& trial) {
@@ -267,12 +264,12 @@ Decision PopulationBasedTraining::OnTrialResult(TrialRunner& runner, Trial& tria
   const PBTOptions& o = impl_->options;
   for (const std::string* name : {&o.time_attr, &o.metric}) {
     if (result.count(*name) == 0) {
-      throw Error(std::string("prism::tune: ") + kWho + ": a result of trial " + trial.id + " has no \"" + *name +
+      throw Error(std::string("prism::tune: ") + kPbtWho + ": a result of trial " + trial.id + " has no \"" + *name +
                   "\"; PBT needs time_attr and the metric in every report");
     }
   }
   const double time = result.at(o.time_attr);
-  TrialState& state = impl_->State(trial.id);
+  PbtTrial& state = impl_->State(trial.id);
   if (time < o.burn_in_period) return Decision::kContinue;
   if (time - state.last_perturbation_time < o.perturbation_interval) return Decision::kContinue;
 
@@ -324,7 +321,7 @@ Decision PopulationBasedTraining::OnTrialResult(TrialRunner& runner, Trial& tria
   if (!contains(lower, trial.id)) return decision;
 
   const std::string& source_id = upper[Index(impl_->rng, upper.size())];
-  const TrialState& source = impl_->states[source_id];
+  const PbtTrial& source = impl_->states[source_id];
   auto source_trial = trials.find(source_id);
   if (source.last_checkpoint.empty() || source_trial == trials.end()) return decision;  // Ray: skip the exploit
 
@@ -373,10 +370,10 @@ std::string PopulationBasedTraining::DebugString() const {
 
 std::string PopulationBasedTraining::SaveState() const {
   nlohmann::json j;
-  j["scheduler"] = kWho;
+  j["scheduler"] = kPbtWho;
   nlohmann::json states = nlohmann::json::array();
   for (const std::string& id : impl_->order) {
-    const TrialState& s = impl_->states.at(id);
+    const PbtTrial& s = impl_->states.at(id);
     states.push_back({{"id", id},
                       {"last_score", s.last_score ? NumberToJson(*s.last_score) : nlohmann::json()},
                       {"last_checkpoint", s.last_checkpoint},
@@ -402,12 +399,12 @@ std::string PopulationBasedTraining::SaveState() const {
 }
 
 void PopulationBasedTraining::RestoreState(const std::string& state) {
-  internal::RestoreJsonState(state, kWho, [&](const nlohmann::json& j) {
+  internal::RestoreJsonState(state, kPbtWho, [&](const nlohmann::json& j) {
     std::vector<std::string> order;
-    std::map<std::string, TrialState> states;
+    std::map<std::string, PbtTrial> states;
     for (const nlohmann::json& js : j.at("trials")) {
       std::string id = js.at("id");
-      TrialState s;
+      PbtTrial s;
       if (!js.at("last_score").is_null()) s.last_score = NumberFromJson(js.at("last_score"));
       s.last_checkpoint = js.at("last_checkpoint");
       s.last_perturbation_time = NumberFromJson(js.at("last_perturbation_time"));

@@ -20,19 +20,19 @@
 
 #include "prism/errors.h"
 #include "prism/tune/search_space.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
+
+using internal::Uniform01;
 
 // Slack for "is this a multiple of q" and for bounds computed by division (0.7 / 0.1 is
 // 6.999999999999999).
 constexpr double kQuantTolerance = 1e-9;
 
 std::string Num(double x) { return ToText(Value(x)); }
-
-/// Uniform in [0, 1) with 53 random bits.
-double Unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 /// Uniform integer in [0, n), n >= 1, without modulo bias.
 uint64_t Below(std::mt19937_64& rng, uint64_t n) {
@@ -48,9 +48,9 @@ uint64_t Below(std::mt19937_64& rng, uint64_t n) {
 
 /// Standard normal (Box-Muller, one of the pair).
 double StdNormal(std::mt19937_64& rng) {
-  double u1 = Unit(rng);
-  while (u1 <= 0) u1 = Unit(rng);
-  const double u2 = Unit(rng);
+  double u1 = Uniform01(rng);
+  while (u1 <= 0) u1 = Uniform01(rng);
+  const double u2 = Uniform01(rng);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
@@ -361,9 +361,9 @@ Value Domain::Sample(std::mt19937_64& rng, const Config& partial) const {
       if (q_ > 0) {
         const double lo = Multiple(FirstK(*this), q_);
         const double hi = Multiple(LastMultiple(upper_, q_), q_);
-        return Clip(lo + (hi - lo) * Unit(rng));
+        return Clip(lo + (hi - lo) * Uniform01(rng));
       }
-      const double x = lower_ + (upper_ - lower_) * Unit(rng);
+      const double x = lower_ + (upper_ - lower_) * Uniform01(rng);
       return x < upper_ ? x : std::nextafter(upper_, lower_);
     }
     case Kind::kLogUniform: {
@@ -372,7 +372,7 @@ Value Domain::Sample(std::mt19937_64& rng, const Config& partial) const {
         lo = Multiple(FirstK(*this), q_);
         hi = Multiple(LastMultiple(upper_, q_), q_);
       }
-      const double x = std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * Unit(rng));
+      const double x = std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * Uniform01(rng));
       if (q_ > 0) return Clip(x);
       return std::clamp(x, lower_, std::nextafter(upper_, lower_));
     }
@@ -393,10 +393,10 @@ Value Domain::Sample(std::mt19937_64& rng, const Config& partial) const {
       if (q_ > 0) {
         const double lo = static_cast<double>(FirstK(*this)) * q_;
         const double hi = static_cast<double>(LastMultiple(upper_, q_)) * q_;
-        return Clip(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * Unit(rng)));
+        return Clip(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * Uniform01(rng)));
       }
       // Ray: floor(exp(uniform(log lower, log upper))), so upper is excluded.
-      const double x = std::exp(std::log(lower_) + (std::log(upper_) - std::log(lower_)) * Unit(rng));
+      const double x = std::exp(std::log(lower_) + (std::log(upper_) - std::log(lower_)) * Uniform01(rng));
       const int64_t v = static_cast<int64_t>(std::floor(x));
       return std::clamp(v, static_cast<int64_t>(lower_), static_cast<int64_t>(upper_) - 1);
     }

@@ -34,23 +34,18 @@
 #include "prism/errors.h"
 #include "prism/tune/searcher.h"
 #include "tune/metric_mode.h"
+#include "tune/numbers.h"
 
 namespace prism::tune {
 
 namespace {
 
-constexpr const char* kStateKind = "TPESearch";
+using internal::Uniform01;
+using internal::SplitMix64;
+
+constexpr const char* kTpeKind = "TPESearch";
 constexpr double kPriorWeight = 1.0;
 constexpr int kFlatWeights = 25;  // Optuna's default_weights: the newest 25 weigh 1
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-double Unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 /// Standard normal CDF.
 double Phi(double z) { return 0.5 * std::erfc(-z * M_SQRT1_2); }
@@ -192,10 +187,10 @@ class NumericEstimator {
 
   /// A draw in internal coordinates: a kernel by weight, then its truncated normal.
   double Sample(std::mt19937_64& rng) const {
-    const double u = Unit(rng) * cumulative_.back();
+    const double u = Uniform01(rng) * cumulative_.back();
     size_t i = std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin();
     i = std::min(i, mu_.size() - 1);
-    const double p = cdf_lo_[i] + mass_[i] * Unit(rng);
+    const double p = cdf_lo_[i] + mass_[i] * Uniform01(rng);
     return std::clamp(mu_[i] + sigma_[i] * InvPhi(p), lo_, hi_);
   }
 
@@ -323,7 +318,7 @@ struct TPESearch::Impl {
       size_t best = 0;
       double best_score = -std::numeric_limits<double>::infinity();
       for (int k = 0; k < n_candidates; ++k) {
-        const double u = Unit(rng) * cumulative.back();
+        const double u = Uniform01(rng) * cumulative.back();
         size_t j = std::upper_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin();
         j = std::min(j, c - 1);
         const double score = std::log(l[j]) - std::log(std::max(g[j], 1e-300));
@@ -453,7 +448,7 @@ Suggestion TPESearch::Suggest(const std::string& trial_id) {
   Impl& m = *impl_;
   m.RequireSetUp("Suggest");
   if (m.num_samples >= 0 && m.counter >= m.num_samples) return Suggestion::Finished();
-  std::mt19937_64 rng(Mix(m.seed ^ Mix(static_cast<uint64_t>(m.counter))));
+  std::mt19937_64 rng(SplitMix64(m.seed ^ SplitMix64(static_cast<uint64_t>(m.counter))));
   ++m.counter;
   Config config;
   const size_t n = m.observations.size();
@@ -501,7 +496,7 @@ void TPESearch::OnTrialComplete(const std::string& trial_id, const Config& confi
 
 std::string TPESearch::SaveState() const {
   nlohmann::json j;
-  j["kind"] = kStateKind;
+  j["kind"] = kTpeKind;
   j["seed"] = impl_->seed;
   j["counter"] = impl_->counter;
   return j.dump();
@@ -511,7 +506,7 @@ void TPESearch::RestoreState(const std::string& state) {
   Impl& m = *impl_;
   try {
     const nlohmann::json j = nlohmann::json::parse(state);
-    if (j.at("kind").get<std::string>() != kStateKind) throw std::runtime_error("kind");
+    if (j.at("kind").get<std::string>() != kTpeKind) throw std::runtime_error("kind");
     m.seed = j.at("seed").get<uint64_t>();
     m.counter = j.at("counter").get<int64_t>();
   } catch (const std::exception& e) {

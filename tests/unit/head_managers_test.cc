@@ -21,6 +21,7 @@
 #include "prism/errors.h"
 #include "prism/serialization.h"
 #include "head_fixture.h"
+#include "cpus.h"
 
 namespace prism::internal {
 namespace {
@@ -28,8 +29,6 @@ namespace {
 std::vector<int> Ranks(const RankList& ranks) { return {ranks.begin(), ranks.end()}; }
 
 Payload Bytes(const char* s) { return std::make_shared<const Buffer>(s, std::char_traits<char>::length(s)); }
-ResourceSet Cpus(double n) { return ResourceSet({{"CPU", n}}); }
-
 /// Takes the messages of type T out of `sent`, in order; leaves the others.
 template <typename T>
 std::vector<std::pair<int, T>> TakeFrom(std::vector<Sent>& sent) {

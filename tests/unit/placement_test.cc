@@ -3,11 +3,11 @@
 
 #include "head/head.h"
 #include "scheduler/bundle_placement.h"
+#include "cpus.h"
 
 namespace prism::internal {
 namespace {
 
-ResourceSet Cpus(double n) { return ResourceSet({{"CPU", n}}); }
 // 4 ranks on 2 nodes of 2 ranks, 2 CPUs each.
 const std::vector<std::string> kNodes{"a", "a", "b", "b"};
 std::vector<ResourceSet> Free(double cpus = 2) { return {Cpus(cpus), Cpus(cpus), Cpus(cpus), Cpus(cpus)}; }

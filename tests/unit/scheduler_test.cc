@@ -7,11 +7,10 @@
 #include <random>
 
 #include "head/object_directory.h"
+#include "cpus.h"
 
 namespace prism::internal {
 namespace {
-
-ResourceSet Cpus(double n) { return ResourceSet({{"CPU", n}}); }
 
 TEST(ResourceSetTest, FixedPointArithmeticDoesNotDrift) {
   ResourceSet cap = Cpus(1);

@@ -48,7 +48,7 @@ void ExpectError(const std::function<void()>& f, const std::vector<std::string>&
   }
 }
 
-constexpr uint64_t kMiB = 1ULL << 20;
+constexpr uint64_t kOneMiB = 1ULL << 20;
 
 // --- Launch detection -------------------------------------------------------------------
 
@@ -195,10 +195,10 @@ TEST(LaunchTest, MisuseHintForSrunWithoutPmix) {
 
 TEST(SettingsTest, DefaultsFromHardware) {
   Settings s = Resolve({{"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}}, {}, {},
-                       FakeHost(8, 30 * kMiB));
+                       FakeHost(8, 30 * kOneMiB));
   EXPECT_EQ(s.num_cpus, 2.0);  // floor(8 / 3)
   EXPECT_EQ(s.num_gpus, 0.0);
-  EXPECT_EQ(s.object_store_memory, 3 * kMiB);  // 30% of 30 MiB over 3 ranks
+  EXPECT_EQ(s.object_store_memory, 3 * kOneMiB);  // 30% of 30 MiB over 3 ranks
   EXPECT_TRUE(s.custom_resources.empty());
   EXPECT_EQ(s.ranks_per_node, 0);
   EXPECT_EQ(s.max_inline_bytes, 100u * 1024);
@@ -263,14 +263,14 @@ TEST(SettingsTest, PrecedenceNumCpus) {
 
 TEST(SettingsTest, PrecedenceObjectStoreMemory) {
   Config code;
-  code.object_store_memory = 64 * kMiB;
-  EXPECT_EQ(Resolve({}, {}, code).object_store_memory, 64 * kMiB);
+  code.object_store_memory = 64 * kOneMiB;
+  EXPECT_EQ(Resolve({}, {}, code).object_store_memory, 64 * kOneMiB);
   EXPECT_EQ(Resolve({{"PRISM_OBJECT_STORE_MEMORY", "2G"}}, {}, code).object_store_memory,
             2ULL << 30);
   EXPECT_EQ(Resolve({{"PRISM_OBJECT_STORE_MEMORY", "2G"}},
                     {"app-arg", "--prism-object-store-memory=512M", "--other"}, code)
                 .object_store_memory,
-            512 * kMiB);
+            512 * kOneMiB);
 }
 
 // --- Which GPUs a rank's num_gpus stand for ---------------------------------------------
@@ -378,7 +378,7 @@ TEST(ParseBytesTest, GoodValues) {
   EXPECT_EQ(ParseBytes("X", "1.5"), 1u);
   EXPECT_EQ(ParseBytes("X", "1073741824"), 1073741824u);
   EXPECT_EQ(ParseBytes("X", "100K"), 102400u);
-  EXPECT_EQ(ParseBytes("X", "512M"), 512 * kMiB);
+  EXPECT_EQ(ParseBytes("X", "512M"), 512 * kOneMiB);
   EXPECT_EQ(ParseBytes("X", "2G"), 2ULL << 30);
   EXPECT_EQ(ParseBytes("X", "1T"), 1ULL << 40);
   EXPECT_EQ(ParseBytes("X", "1.5G"), 3ULL << 29);

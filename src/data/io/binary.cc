@@ -18,7 +18,7 @@ Block ReadBinaryFiles(const std::vector<std::string>& paths, bool include_paths)
     total += sizes.back();
   }
   const size_t offsets_bytes = (paths.size() + 1) * sizeof(int64_t);
-  auto buffer = std::make_shared<internal::Buffer>(offsets_bytes + total);
+  auto buffer = std::make_shared<prism::internal::Buffer>(offsets_bytes + total);
   auto* offsets = reinterpret_cast<int64_t*>(buffer->data());
   char* bytes = buffer->data() + offsets_bytes;
   int64_t at = 0;

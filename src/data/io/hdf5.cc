@@ -32,7 +32,7 @@
 namespace prism::data::io {
 namespace {
 
-using internal::Hdf5Mutex;  // one HDF5 call at a time in the process, checkpoints included
+using prism::internal::Hdf5Mutex;  // one HDF5 call at a time in the process, checkpoints included
 
 using prism::internal::Hdf5Cause;
 using prism::internal::Hid;
@@ -308,7 +308,7 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
     int64_t elements = rows;
     for (int64_t dim : d.row_shape) elements *= dim;
     auto buffer =
-        std::make_shared<internal::Buffer>(static_cast<size_t>(elements) * DTypeSize(d.dtype));
+        std::make_shared<prism::internal::Buffer>(static_cast<size_t>(elements) * DTypeSize(d.dtype));
     Hid bool_type;
     hid_t mem_type = NativeType(d.dtype);
     if (d.dtype == DType::kBool) {
@@ -361,7 +361,7 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
   size_t chars = 0;
   for (auto v : values) chars += v.size();
   const size_t offsets_bytes = (values.size() + 1) * sizeof(int64_t);
-  auto buffer = std::make_shared<internal::Buffer>(offsets_bytes + chars);
+  auto buffer = std::make_shared<prism::internal::Buffer>(offsets_bytes + chars);
   auto* offsets = reinterpret_cast<int64_t*>(buffer->data());
   char* bytes = buffer->data() + offsets_bytes;
   int64_t at = 0;

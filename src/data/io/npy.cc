@@ -173,7 +173,7 @@ Block ReadNpyRows(const std::string& path, int64_t begin, int64_t end, const std
   uint64_t row_bytes = DTypeSize(header.dtype);
   for (int64_t d : row_shape) row_bytes *= static_cast<uint64_t>(d);
   const uint64_t n = row_bytes * static_cast<uint64_t>(end - begin);
-  auto buffer = std::make_shared<internal::Buffer>(n);
+  auto buffer = std::make_shared<prism::internal::Buffer>(n);
   if (n > 0) {
     detail::Fd fd = detail::OpenForRead(path, "the .npy file");
     detail::PreadAll(fd.get(), buffer->data(), n, header.data_offset + row_bytes * begin, path);

@@ -27,7 +27,7 @@
 namespace prism::rl::internal {
 namespace {
 
-constexpr const char* kName = "CartPole-v1";
+constexpr const char* kCartPole = "CartPole-v1";
 constexpr double kGravity = 9.8;
 constexpr double kMassCart = 1.0;
 constexpr double kMassPole = 0.1;
@@ -39,7 +39,7 @@ constexpr double kTau = 0.02;  // seconds between state updates
 constexpr double kThetaThreshold = 12 * 2 * std::numbers::pi / 360;
 constexpr double kXThreshold = 2.4;
 constexpr double kResetBound = 0.05;
-constexpr int64_t kMaxEpisodeSteps = 500;
+constexpr int64_t kCartPoleMaxSteps = 500;
 
 Space ObservationSpace() {
   const float fmax = std::numeric_limits<float>::max();
@@ -69,8 +69,8 @@ inline bool Terminated(double x, double theta) {
 
 // Every built-in takes max_episode_steps; CartPole nothing else.
 int64_t ReadConfig(const EnvConfig& config) {
-  CheckConfigKeys(kName, config, {"max_episode_steps"});
-  return ConfigMaxEpisodeSteps(kName, config, kMaxEpisodeSteps);
+  CheckConfigKeys(kCartPole, config, {"max_episode_steps"});
+  return ConfigMaxEpisodeSteps(kCartPole, config, kCartPoleMaxSteps);
 }
 
 }  // namespace
@@ -91,12 +91,12 @@ std::vector<float> CartPoleEnv::Reset(std::optional<uint64_t> seed) {
 
 StepResult CartPoleEnv::Step(const Action& action) {
   if (phase_ != Phase::kRunning)
-    throw Error(std::string(kName) + ": Step " +
+    throw Error(std::string(kCartPole) + ": Step " +
                 (phase_ == Phase::kNotReset ? "before the first Reset"
                  : phase_ == Phase::kTerminated ? "after the episode terminated"
                                                 : "after the episode was truncated") +
                 " (step " + std::to_string(elapsed_steps_) + "); call Reset() to start an episode");
-  action_space_.CheckAction(action, kName);
+  action_space_.CheckAction(action, kCartPole);
   auto& [x, x_dot, theta, theta_dot] = state_;
   PhysicsStep(x, x_dot, theta, theta_dot, action.index == 1);
   ++elapsed_steps_;
@@ -147,14 +147,14 @@ class CartPoleBatch : public EnvBatch {
 
   void Step(const Action* actions, float* obs, double* rewards, uint8_t* terminated,
             uint8_t* truncated) override {
-    for (int i = 0; i < n_; ++i) action_space_.CheckAction(actions[i], kName);
+    for (int i = 0; i < n_; ++i) action_space_.CheckAction(actions[i], kCartPole);
     Run([&](int i) { return actions[i].index == 1; }, obs, rewards, terminated, truncated);
   }
 
   void StepDiscrete(const int64_t* actions, float* obs, double* rewards, uint8_t* terminated,
                     uint8_t* truncated) override {
     for (int i = 0; i < n_; ++i)
-      if (actions[i] < 0 || actions[i] > 1) action_space_.CheckAction(Action::Discrete(actions[i]), kName);
+      if (actions[i] < 0 || actions[i] > 1) action_space_.CheckAction(Action::Discrete(actions[i]), kCartPole);
     Run([&](int i) { return actions[i] == 1; }, obs, rewards, terminated, truncated);
   }
 

@@ -25,7 +25,7 @@
 namespace prism::rl::internal {
 namespace {
 
-constexpr const char* kName = "Pendulum-v1";
+constexpr const char* kPendulum = "Pendulum-v1";
 constexpr double kMaxSpeed = 8;
 constexpr double kMaxTorque = 2.0;
 constexpr double kDt = 0.05;
@@ -34,11 +34,11 @@ constexpr double kM = 1.0;
 constexpr double kL = 1.0;
 constexpr double kResetTh = std::numbers::pi;  // DEFAULT_X
 constexpr double kResetThdot = 1.0;            // DEFAULT_Y
-constexpr int64_t kMaxEpisodeSteps = 200;
+constexpr int64_t kPendulumMaxSteps = 200;
 
 double ReadG(const EnvConfig& config) {
-  CheckConfigKeys(kName, config, {"g", "max_episode_steps"});
-  return ConfigNumber(kName, config, "g", kDefaultG);
+  CheckConfigKeys(kPendulum, config, {"g", "max_episode_steps"});
+  return ConfigNumber(kPendulum, config, "g", kDefaultG);
 }
 
 }  // namespace
@@ -56,7 +56,7 @@ PendulumEnv::PendulumEnv(const EnvConfig& config)
                                     {1.0f, 1.0f, static_cast<float>(kMaxSpeed)}, {3})),
       action_space_(Space::Box({static_cast<float>(-kMaxTorque)}, {static_cast<float>(kMaxTorque)}, {1})),
       g_(ReadG(config)),
-      max_episode_steps_(ConfigMaxEpisodeSteps(kName, config, kMaxEpisodeSteps)) {}
+      max_episode_steps_(ConfigMaxEpisodeSteps(kPendulum, config, kPendulumMaxSteps)) {}
 
 std::vector<float> PendulumEnv::Reset(std::optional<uint64_t> seed) {
   if (seed) rng_.Seed(*seed);
@@ -69,12 +69,12 @@ std::vector<float> PendulumEnv::Reset(std::optional<uint64_t> seed) {
 
 StepResult PendulumEnv::Step(const Action& action) {
   if (!running_)
-    throw Error(std::string(kName) + ": Step " +
+    throw Error(std::string(kPendulum) + ": Step " +
                 (ever_reset_ ? "after the episode was truncated (step " +
                                    std::to_string(elapsed_steps_) + ")"
                              : std::string("before the first Reset")) +
                 "; call Reset() to start an episode");
-  action_space_.CheckAction(action, kName);
+  action_space_.CheckAction(action, kPendulum);
   const double u = std::clamp(static_cast<double>(action.values[0]), -kMaxTorque, kMaxTorque);
   const double an = AngleNormalize(th_);
   const double costs = an * an + 0.1 * (thdot_ * thdot_) + 0.001 * (u * u);
