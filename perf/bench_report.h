@@ -1,7 +1,7 @@
 // bench_report.h: what the perf/ programs share to report results: round statistics and a
 // JSON file in Google Benchmark's shape (a "context" block, then one aggregate entry per
 // benchmark), so that every program's file reads the same to the tools that parse them.
-// Header-only: each program is one translation unit with its own PRISM_BENCH_* definitions.
+// Header-only but for the build context (version, commit, build type): link prism_bench_info.
 //
 // MpiLibraryVersion() exists only where <mpi.h> was included first (the checkpoint benchmark
 // runs without MPI).
@@ -27,17 +27,13 @@
 #include <utility>
 #include <vector>
 
-#ifndef PRISM_BENCH_VERSION
-#define PRISM_BENCH_VERSION "unknown"
-#endif
-#ifndef PRISM_BENCH_GIT
-#define PRISM_BENCH_GIT "unknown"
-#endif
-#ifndef PRISM_BENCH_BUILD_TYPE
-#define PRISM_BENCH_BUILD_TYPE "unknown"
-#endif
-
 namespace prism_bench {
+
+// The build's version, commit (read when CMake configured) and build type: the generated
+// perf/bench_build_info.cc.in (link prism_bench_info; perf/CMakeLists.txt).
+extern const char* const kPrismVersion;
+extern const char* const kPrismGitCommit;
+extern const char* const kPrismBuildType;
 
 // ---- Round statistics (0 for no rounds, so an empty benchmark still writes a number) ----
 
@@ -249,9 +245,9 @@ inline void WriteContext(std::ostream& out, const Context& c) {
     out << "    \"mpi_ranks\": " << *c.mpi_ranks << ",\n";
     out << "    \"mpi_library_version\": " << JsonString(c.mpi_library_version) << ",\n";
   }
-  out << "    \"prism_version\": \"" << PRISM_BENCH_VERSION << "\",\n";
-  out << "    \"prism_git_commit\": \"" << PRISM_BENCH_GIT << "\",\n";
-  out << "    \"prism_build_type\": \"" << PRISM_BENCH_BUILD_TYPE << "\",\n";
+  out << "    \"prism_version\": \"" << kPrismVersion << "\",\n";
+  out << "    \"prism_git_commit\": \"" << kPrismGitCommit << "\",\n";
+  out << "    \"prism_build_type\": \"" << kPrismBuildType << "\",\n";
   out << "    \"mode\": \"" << (c.quick ? "quick" : "full") << "\",\n";
   out << "    \"rounds\": " << c.rounds << ",\n";
   for (const auto& [k, v] : c.fields) out << "    \"" << k << "\": " << v << ",\n";
