@@ -426,7 +426,7 @@ bool RunAutoscaling(const Options& opt, std::vector<prism_bench::Entry>& entries
         s.target = d.target_replicas;
         s.ongoing = d.queued_requests;
         for (const auto& r : d.replicas) {
-          s.running += r.state == "RUNNING";
+          s.running += r.state == serve::ReplicaState::kRunning;
           s.ongoing += r.ongoing_requests;
         }
       }

@@ -71,15 +71,15 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
         // Same code and arguments: update in place.
         if (Dump(d.spec.config.user_config) != Dump(spec.config.user_config) && spec.config.user_config) {
           for (const Replica& r : d.replicas) {
-            if (r.state == "RUNNING") reconfigure.emplace_back(r.actor, spec.config.user_config->dump());
+            if (r.state == ReplicaState::kRunning) reconfigure.emplace_back(r.actor, spec.config.user_config->dump());
           }
         }
         d.spec = spec;
       } else {
         // New code or arguments: replace every replica (the old ones drain).
         for (Replica& r : d.replicas) {
-          if (r.state != "STOPPING") {
-            r.state = "STOPPING";
+          if (r.state != ReplicaState::kStopping) {
+            r.state = ReplicaState::kStopping;
             r.state_since = now;
           }
         }
@@ -95,7 +95,7 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
       d.start_failures = 0;
       d.placement_error = false;
       d.message.clear();
-      d.status = "UPDATING";
+      d.status = DeploymentHealth::kUpdating;
       d.dirty = true;
     }
     stop_ = false;
@@ -118,11 +118,11 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
     std::string pending;
     for (const DeploymentSpec& spec : app.Deployments()) {
       const DeploymentState& d = deployments_.at(spec.name);
-      if (d.status == "UNHEALTHY") {
+      if (d.status == DeploymentHealth::kUnhealthy) {
         throw DeploymentError("serve: deployment \"" + spec.name + "\" cannot start: " + d.message);
       }
       int running = 0;
-      for (const Replica& r : d.replicas) running += r.state == "RUNNING";
+      for (const Replica& r : d.replicas) running += r.state == ReplicaState::kRunning;
       const bool published = !d.dirty;
       if (running < d.target || !published) {
         pending += (pending.empty() ? "" : ", ") + spec.name + " (" + std::to_string(running) + "/" +
@@ -292,7 +292,7 @@ void Controller::Tick(double now) {
 void Controller::Reconcile(DeploymentState& d, double now) {
   // Start replicas up to the target, unless constructors keep failing.
   int alive = 0;
-  for (const Replica& r : d.replicas) alive += r.state != "STOPPING";
+  for (const Replica& r : d.replicas) alive += r.state != ReplicaState::kStopping;
   while (alive < d.target && d.start_failures < kMaxStartFailures) {
     if (!StartReplica(d, now)) break;
     ++alive;
@@ -301,14 +301,15 @@ void Controller::Reconcile(DeploymentState& d, double now) {
   if (alive > d.target) {
     std::vector<Replica*> candidates;
     for (Replica& r : d.replicas) {
-      if (r.state != "STOPPING") candidates.push_back(&r);
+      if (r.state != ReplicaState::kStopping) candidates.push_back(&r);
     }
     std::stable_sort(candidates.begin(), candidates.end(), [&](Replica* a, Replica* b) {
-      if ((a->state == "STARTING") != (b->state == "STARTING")) return a->state == "STARTING";
+      const bool a_starting = a->state == ReplicaState::kStarting;
+      if (a_starting != (b->state == ReplicaState::kStarting)) return a_starting;
       return d.router->InFlight(a->id) < d.router->InFlight(b->id);
     });
     for (int i = 0; i < alive - d.target; ++i) {
-      candidates[static_cast<size_t>(i)]->state = "STOPPING";
+      candidates[static_cast<size_t>(i)]->state = ReplicaState::kStopping;
       candidates[static_cast<size_t>(i)]->state_since = now;
     }
     d.dirty = true;
@@ -317,12 +318,12 @@ void Controller::Reconcile(DeploymentState& d, double now) {
   const DeploymentConfig& c = d.spec.config;
   std::vector<std::pair<std::string, std::string>> remove;  // id, why
   for (Replica& r : d.replicas) {
-    if (r.state == "STOPPING") {
+    if (r.state == ReplicaState::kStopping) {
       const double stopping = now - r.state_since;
       if ((stopping >= kMinDrainS && d.router->InFlight(r.id) == 0) || stopping >= c.graceful_shutdown_timeout_s) {
         remove.emplace_back(r.id, "");
       }
-    } else if (r.state == "RUNNING") {
+    } else if (r.state == ReplicaState::kRunning) {
       if (r.health_pending && now - r.health_started > c.health_check_timeout_s) {
         remove.emplace_back(r.id, "replica " + r.id + " did not answer its health check within " +
                                       std::to_string(c.health_check_timeout_s) + " s; replaced");
@@ -343,13 +344,13 @@ void Controller::Reconcile(DeploymentState& d, double now) {
   for (auto& [id, why] : remove) Remove(d, id, why);
 
   int running = 0;
-  for (const Replica& r : d.replicas) running += r.state == "RUNNING";
+  for (const Replica& r : d.replicas) running += r.state == ReplicaState::kRunning;
   if (d.start_failures >= kMaxStartFailures || d.placement_error) {
-    d.status = "UNHEALTHY";
+    d.status = DeploymentHealth::kUnhealthy;
   } else if (running == d.target && alive == d.target) {
-    d.status = "HEALTHY";
+    d.status = DeploymentHealth::kHealthy;
   } else {
-    d.status = "UPDATING";
+    d.status = DeploymentHealth::kUpdating;
   }
 }
 
@@ -360,7 +361,7 @@ int Controller::PickRank(const std::map<std::string, double>& resources, std::st
   std::map<int, int> ours;
   for (const auto& [name, d] : deployments_) {
     for (const Replica& r : d.replicas) {
-      if (r.state != "STOPPING") ++ours[r.rank];
+      if (r.state != ReplicaState::kStopping) ++ours[r.rank];
     }
   }
   auto fits = [&](const std::map<std::string, double>& have) {
@@ -442,9 +443,9 @@ void Controller::OnReplicaReady(const std::string& deployment, const std::string
     if (it == deployments_.end()) return;
     DeploymentState& d = it->second;
     auto r = std::find_if(d.replicas.begin(), d.replicas.end(), [&](const Replica& x) { return x.id == id; });
-    if (r == d.replicas.end() || r->state != "STARTING") return;
+    if (r == d.replicas.end() || r->state != ReplicaState::kStarting) return;
     if (error.empty()) {
-      r->state = "RUNNING";
+      r->state = ReplicaState::kRunning;
       r->rank = rank;
       r->state_since = r->last_health = Now();
       d.start_failures = 0;
@@ -471,7 +472,7 @@ void Controller::OnHealthReply(const std::string& deployment, const std::string&
   if (it == deployments_.end()) return;
   DeploymentState& d = it->second;
   auto r = std::find_if(d.replicas.begin(), d.replicas.end(), [&](const Replica& x) { return x.id == id; });
-  if (r == d.replicas.end() || r->state != "RUNNING" || r->health_seq != seq) return;
+  if (r == d.replicas.end() || r->state != ReplicaState::kRunning || r->health_seq != seq) return;
   r->health_pending = false;
   if (error.empty()) {
     r->last_health = Now();
@@ -506,7 +507,7 @@ std::optional<std::pair<std::string, ReplicaSet>> Controller::TakePublish(Deploy
   set.incarnation = d.incarnation;
   set.load_report_interval_s = d.decider ? d.decider->config().metrics_interval_s : 0;
   for (const Replica& r : d.replicas) {
-    if (r.state == "RUNNING") set.replicas.push_back({r.id, r.actor});
+    if (r.state == ReplicaState::kRunning) set.replicas.push_back({r.id, r.actor});
   }
   return std::make_pair(d.spec.name, std::move(set));
 }

@@ -58,7 +58,7 @@ class Controller {
   struct Replica {
     std::string id;
     prism::ActorHandle<ReplicaActor> actor;
-    std::string state = "STARTING";  // STARTING, RUNNING, STOPPING
+    ReplicaState state = ReplicaState::kStarting;
     int rank = -1;
     double state_since = 0;
     bool health_pending = false;
@@ -77,7 +77,7 @@ class Controller {
     bool dirty = true;  // the replica set changed since it was published
     int start_failures = 0;  // constructor failures in a row
     bool placement_error = false;  // no rank can ever hold a replica (ResourceError)
-    std::string status = "UPDATING";
+    DeploymentHealth status = DeploymentHealth::kUpdating;
     std::string message;
     std::unique_ptr<AutoscalingDecider> decider;
     LoadWindow window;

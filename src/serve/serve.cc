@@ -28,6 +28,24 @@
 
 namespace prism::serve {
 
+const char* StateName(ReplicaState state) {
+  switch (state) {
+    case ReplicaState::kStarting: return "STARTING";
+    case ReplicaState::kRunning: return "RUNNING";
+    case ReplicaState::kStopping: return "STOPPING";
+  }
+  return "UNKNOWN";
+}
+
+const char* HealthName(DeploymentHealth health) {
+  switch (health) {
+    case DeploymentHealth::kUpdating: return "UPDATING";
+    case DeploymentHealth::kHealthy: return "HEALTHY";
+    case DeploymentHealth::kUnhealthy: return "UNHEALTHY";
+  }
+  return "UNKNOWN";
+}
+
 nlohmann::json ServeStatus::ToJson() const {
   nlohmann::json j;
   j["endpoint"] = endpoint;
@@ -36,14 +54,14 @@ nlohmann::json ServeStatus::ToJson() const {
   for (const auto& d : deployments) {
     nlohmann::json dj{{"name", d.name},
                       {"application", d.application},
-                      {"status", d.status},
+                      {"status", HealthName(d.status)},
                       {"message", d.message},
                       {"target_replicas", d.target_replicas},
                       {"queued_requests", d.queued_requests},
                       {"replicas", nlohmann::json::array()}};
     for (const auto& r : d.replicas) {
       dj["replicas"].push_back(
-          {{"replica_id", r.replica_id}, {"state", r.state}, {"rank", r.rank}, {"ongoing_requests", r.ongoing_requests}});
+          {{"replica_id", r.replica_id}, {"state", StateName(r.state)}, {"rank", r.rank}, {"ongoing_requests", r.ongoing_requests}});
     }
     j["deployments"].push_back(std::move(dj));
   }

@@ -65,10 +65,23 @@ struct RunOptions {
   double ready_timeout_s = 60.0;
 };
 
+/// A replica's state (Ray's ReplicaState): STARTING (constructing, or waiting for
+/// resources), RUNNING, STOPPING (draining, then gone).
+enum class ReplicaState { kStarting, kRunning, kStopping };
+/// Ray's name: "STARTING", "RUNNING", "STOPPING".
+const char* StateName(ReplicaState state);
+
+/// A deployment's health (Ray's DeploymentStatus): UPDATING (replicas starting or stopping
+/// towards the target), HEALTHY (the target running), UNHEALTHY (replicas fail to start,
+/// or none can be placed; DeploymentStatus::message says why).
+enum class DeploymentHealth { kUpdating, kHealthy, kUnhealthy };
+/// Ray's name: "UPDATING", "HEALTHY", "UNHEALTHY".
+const char* HealthName(DeploymentHealth health);
+
 /// One replica as Status() reports it.
 struct ReplicaStatus {
   std::string replica_id;  // "<deployment>#<n>"
-  std::string state;       // STARTING (constructing, or waiting for resources), RUNNING, STOPPING
+  ReplicaState state = ReplicaState::kStarting;
   int rank = -1;           // the rank it runs on (or waits for, while STARTING)
   int ongoing_requests = 0;  // sent by the driver's router and not yet answered
 };
@@ -77,7 +90,7 @@ struct ReplicaStatus {
 struct DeploymentStatus {
   std::string name;
   std::string application;
-  std::string status;  // UPDATING, HEALTHY, UNHEALTHY (Ray's DeploymentStatus)
+  DeploymentHealth status = DeploymentHealth::kUpdating;
   std::string message;  // why it is not HEALTHY
   int target_replicas = 0;
   int queued_requests = 0;

@@ -152,7 +152,7 @@ int Running(const std::string& name) {
   const auto* d = Find(s, name);
   int n = 0;
   if (d) {
-    for (const auto& r : d->replicas) n += r.state == "RUNNING";
+    for (const auto& r : d->replicas) n += r.state == serve::ReplicaState::kRunning;
   }
   return n;
 }
@@ -180,7 +180,7 @@ TEST(Serve, DeployHandleCallsAndHttp) {
 
   auto status = serve::Status();
   ASSERT_NE(Find(status, "echo"), nullptr);
-  EXPECT_EQ(Find(status, "echo")->status, "HEALTHY");
+  EXPECT_EQ(Find(status, "echo")->status, serve::DeploymentHealth::kHealthy);
   EXPECT_EQ(Find(status, "echo")->replicas.size(), 2u);
   std::ifstream in(endpoint_file);
   std::string endpoint;
@@ -304,7 +304,7 @@ TEST(Serve, FailedHealthCheckReplacesTheReplica) {
       [&] {
         auto s = serve::Status();
         const auto* d = Find(s, "fragile");
-        return d->replicas.size() == 1 && d->replicas[0].replica_id != before && d->replicas[0].state == "RUNNING";
+        return d->replicas.size() == 1 && d->replicas[0].replica_id != before && d->replicas[0].state == serve::ReplicaState::kRunning;
       },
       20));
   EXPECT_FALSE(h.Method<&Fragile::Restarted>().Result(30));  // a fresh instance
