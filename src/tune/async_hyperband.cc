@@ -36,7 +36,6 @@ using internal::Uniform01;
 
 constexpr const char* kAsyncHyperBandWho = "AsyncHyperBandScheduler";
 
-// A double in [0, 1) from 53 random bits: the same sequence on every platform.
 // numpy.nanpercentile(values, q) with the default "linear" method (NaNs ignored; NaN if all
 // are NaN), including numpy's two-sided lerp.
 double NanPercentile(std::vector<double> values, double q) {

@@ -24,11 +24,10 @@ namespace prism::tune {
 
 namespace {
 
-using internal::SplitMix64;
+using internal::TrialSeed;
 
 constexpr const char* kBasicVariantKind = "BasicVariantGenerator";
 
-/// SplitMix64: spreads (seed, index) over all 64 bits before seeding the generator.
 }  // namespace
 
 struct BasicVariantGenerator::Impl {
@@ -43,7 +42,7 @@ struct BasicVariantGenerator::Impl {
   bool restored = false;
 
   Config Resolve(int64_t index) const {
-    std::mt19937_64 rng(SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(index))));
+    std::mt19937_64 rng(TrialSeed(seed, static_cast<uint64_t>(index)));
     Config config;
     int64_t combo = index % grid_count;
     std::map<std::string, Value> grid_values;

@@ -29,4 +29,8 @@ inline uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+/// The seed of the generator for suggestion `index` of an experiment seeded `seed`:
+/// SplitMix64 spreads (seed, index) over all 64 bits.
+inline uint64_t TrialSeed(uint64_t seed, uint64_t index) { return SplitMix64(seed ^ SplitMix64(index)); }
+
 }  // namespace prism::tune::internal

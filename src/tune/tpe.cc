@@ -41,7 +41,7 @@ namespace prism::tune {
 namespace {
 
 using internal::Uniform01;
-using internal::SplitMix64;
+using internal::TrialSeed;
 
 constexpr const char* kTpeKind = "TPESearch";
 constexpr double kPriorWeight = 1.0;
@@ -448,7 +448,7 @@ Suggestion TPESearch::Suggest(const std::string& trial_id) {
   Impl& m = *impl_;
   m.RequireSetUp("Suggest");
   if (m.num_samples >= 0 && m.counter >= m.num_samples) return Suggestion::Finished();
-  std::mt19937_64 rng(SplitMix64(m.seed ^ SplitMix64(static_cast<uint64_t>(m.counter))));
+  std::mt19937_64 rng(TrialSeed(m.seed, static_cast<uint64_t>(m.counter)));
   ++m.counter;
   Config config;
   const size_t n = m.observations.size();
