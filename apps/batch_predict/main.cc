@@ -23,6 +23,8 @@
 #include <prism/data.h>
 #include <prism/platform/invoke.h>
 
+#include "common/driver.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -400,111 +402,33 @@ struct Options {
   int max_actors = 0;         //   (0: the cluster's CPUs)
   std::string out = "batch_predict_out";
   bool check = true;
-  bool help = false;
 };
 
-constexpr const char* kUsage =
-    "usage: batch_predict [--mode=data|tasks|actors] [--shards=N] [--shard-size=M]\n"
-    "                     [--batch-size=B] [--min-actors=A] [--max-actors=A] [--out=DIR]\n"
-    "                     [--check|--no-check] [--prism-...]\n"
-    "  --mode=data      Prism Data (default): ReadHdf5(DIR/inputs) -> MapBatches(model class\n"
-    "                   in an actor pool) -> WriteHdf5(DIR/predictions)\n"
-    "  --mode=tasks     one task per shard, the model Put once\n"
-    "  --mode=actors    one Predictor actor per rank loads the model once; an ActorPool\n"
-    "                   feeds it the shards\n"
-    "  --shards=N       number of data shards (1..100000, default 12)\n"
-    "  --shard-size=M   samples per shard (1..1000000, default 1024)\n"
-    "  --batch-size=B   data: samples per model call (1..1000000, default 256)\n"
-    "  --min-actors=A   data: the actor pool starts with A actors (1..4096, default 1)\n"
-    "  --max-actors=A   data: and grows to A while blocks wait (0..4096; 0, the default:\n"
-    "                   the cluster's CPUs)\n"
-    "  --out=DIR        data: where the model, inputs and predictions go, on a file system\n"
-    "                   every rank sees (default ./batch_predict_out; its inputs/ and\n"
-    "                   predictions/ are replaced)\n"
-    "  --check          compare every prediction with a local single-process run (default)\n"
-    "  --no-check       skip that comparison\n"
-    "  --prism-*        Prism runtime flags, see prism/config.h\n";
-
-/// Parses a whole decimal int in [lo, hi]; false on anything else.
-bool ParseInt(const std::string& text, int lo, int hi, int& out) {
-  if (text.empty() || text.size() > 12) return false;
-  size_t i = (text[0] == '-' || text[0] == '+') ? 1 : 0;
-  if (i == text.size()) return false;
-  for (size_t k = i; k < text.size(); ++k) {
-    if (text[k] < '0' || text[k] > '9') return false;
-  }
-  long long v = std::stoll(text);
-  if (v < lo || v > hi) return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-/// Reads our flags; skips --prism-* (prism::Init's). Returns an error message, empty if OK.
-std::string ParseFlags(int argc, char** argv, Options& opt) {
-  struct Flag {
-    const char* name;
-    int* value;
-    int lo, hi;
-  };
-  const Flag flags[] = {{"--shards", &opt.shards, 1, 100000},
-                        {"--shard-size", &opt.shard_size, 1, 1000000},
-                        {"--batch-size", &opt.batch_size, 1, 1000000},
-                        {"--min-actors", &opt.min_actors, 1, 4096},
-                        {"--max-actors", &opt.max_actors, 0, 4096}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--prism-", 0) == 0) {
-      // Init reads these. Like Init, "--prism-x v" takes the next argument as its value.
-      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      opt.help = true;
-      continue;
-    }
-    if (arg.rfind("--mode=", 0) == 0) {
-      std::string mode = arg.substr(7);
-      if (mode != "data" && mode != "tasks" && mode != "actors") {
-        return "--mode: '" + mode + "' is not data, tasks or actors";
-      }
-      opt.mode = mode;
-      continue;
-    }
-    if (arg == "--check" || arg == "--no-check") {
-      opt.check = arg == "--check";
-      continue;
-    }
-    if (arg.rfind("--out=", 0) == 0 || arg == "--out") {
-      opt.out = arg == "--out" ? (i + 1 < argc ? argv[++i] : "") : arg.substr(6);
-      if (opt.out.empty()) return "--out needs a directory";
-      continue;
-    }
-    const Flag* match = nullptr;
-    std::string value;
-    bool has_value = false;
-    for (const auto& f : flags) {
-      std::string name = f.name;
-      if (arg == name) {
-        match = &f;
-        if (i + 1 < argc) {
-          value = argv[++i];
-          has_value = true;
-        }
-      } else if (arg.rfind(name + "=", 0) == 0) {
-        match = &f;
-        value = arg.substr(name.size() + 1);
-        has_value = true;
-      }
-      if (match != nullptr) break;
-    }
-    if (match == nullptr) return "unknown argument '" + arg + "'";
-    if (!has_value) return std::string(match->name) + " needs a value";
-    if (!ParseInt(value, match->lo, match->hi, *match->value)) {
-      return std::string(match->name) + ": '" + value + "' is not a whole number in " +
-             std::to_string(match->lo) + ".." + std::to_string(match->hi);
-    }
-  }
-  return "";
+/// Declares the flags on `app`, bound to `opt`.
+void AddFlags(CLI::App& app, Options& opt) {
+  app.add_option("--mode", opt.mode,
+                 "data (default): Prism Data, ReadHdf5(DIR/inputs) -> MapBatches(model class in an "
+                 "actor pool) -> WriteHdf5(DIR/predictions); tasks: one task per shard, the model "
+                 "Put once; actors: one Predictor actor per rank loads the model once, an "
+                 "ActorPool feeds it the shards")
+      ->check(CLI::IsMember({"data", "tasks", "actors"}));
+  app.add_option("--shards", opt.shards, "number of data shards (default 12)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--shard-size", opt.shard_size, "samples per shard (default 1024)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--batch-size", opt.batch_size, "data: samples per model call (default 256)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--min-actors", opt.min_actors, "data: the actor pool starts with A actors (default 1)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-actors", opt.max_actors,
+                 "data: and grows to A while blocks wait (0, the default: the cluster's CPUs)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--out", opt.out,
+                 "data: where the model, inputs and predictions go, on a file system every rank "
+                 "sees (default ./batch_predict_out; its inputs/ and predictions/ are replaced)")
+      ->check([](const std::string& dir) { return dir.empty() ? "--out needs a directory" : ""; });
+  app.add_flag("--check,!--no-check", opt.check,
+               "compare every prediction with a local single-process run (default), or skip that");
 }
 
 double Since(std::chrono::steady_clock::time_point t) {
@@ -730,28 +654,10 @@ int RunDriver(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here and never return
-  } catch (const prism::Error& e) {
-    std::cerr << "batch_predict: " << e.what() << "\n";
-    return 2;
-  }
+  CLI::App app{"Batch prediction on Prism Data, tasks or actors, every prediction checked:\n"
+               "  mpirun -n 3 batch_predict --shards=12 --shard-size=1024",
+               "batch_predict"};
   Options opt;
-  std::string error = ParseFlags(argc, argv, opt);
-  int status = 0;
-  if (!error.empty()) {
-    std::cerr << "batch_predict: " << error << "\n" << kUsage;
-    status = 2;
-  } else if (opt.help) {
-    std::cout << kUsage;
-  } else {
-    try {
-      status = RunDriver(opt);
-    } catch (const std::exception& e) {
-      std::cerr << "batch_predict: " << e.what() << "\n";
-      status = 1;
-    }
-  }
-  prism::Shutdown();  // the serving ranks exit here
-  return status;
+  AddFlags(app, opt);
+  return prism_apps::RunDriver(app, argc, argv, [&] { return RunDriver(opt); });
 }

@@ -2,6 +2,8 @@
 // many ranks the launcher gives (mpirun -n 3 ./core_demo, or just ./core_demo).
 #include <prism/api.h>
 
+#include "common/driver.h"
+
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
@@ -28,8 +30,10 @@ int Fails(int x) {
 }
 PRISM_REMOTE(Square, Add, WhereAmI, Sum, Fib, Fails);
 
-int main(int argc, char** argv) {
-  prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here and never return
+namespace {
+
+// Runs on rank 0 between prism::Init and prism::Shutdown (common/driver.h).
+int Run() {
   auto ctx = prism::GetRuntimeContext();
   // What the launcher gave us (SLURM_CPUS_PER_TASK, CUDA_VISIBLE_DEVICES, ..., or the host).
   auto resources = prism::ClusterResources();
@@ -71,8 +75,15 @@ int main(int argc, char** argv) {
   auto first = prism::Wait(refs, 1, 5000);
   std::cout << "  Wait: " << first.ready.size() << " ready, " << first.unready.size()
             << " not yet\n";
-
-  prism::Shutdown();
   std::cout << "done\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The core demo: tasks, a task graph, objects, nested tasks and errors, on the "
+               "ranks the launcher gives (mpirun -n 3 core_demo, or core_demo).",
+               "core_demo"};
+  return prism_apps::RunDriver(app, argc, argv, Run);
 }

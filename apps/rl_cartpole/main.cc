@@ -25,37 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "common/driver.h"
 #include "prism/api.h"
 #include "prism/rl.h"
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: mpirun -n <1 + runners> rl_cartpole [flags]\n"
-    "  --env=NAME            a registered environment: CartPole-v1 (default), Pendulum-v1\n"
-    "  --runners=N           env runner actors, one per worker rank (default 2; 0: sample on the driver)\n"
-    "  --envs-per-runner=N   environment copies per runner (default 1)\n"
-    "  --learners=N          1: learn on the driver (default); N > 1: learner actors on ranks 1..N\n"
-    "  --stop-return=R       stop when the mean return of the last 100 episodes reaches R\n"
-    "                        (default 450 for CartPole-v1, -300 for Pendulum-v1)\n"
-    "  --max-iterations=N    stop after N iterations anyway (default 200)\n"
-    "  --max-env-steps=N     stop after N env steps sampled anyway (default: no limit)\n"
-    "  --train-batch-size=N  env steps per iteration (default 4000)\n"
-    "  --minibatch-size=N    (default 128)\n"
-    "  --num-epochs=N        (default 6)\n"
-    "  --lr=X                (default 0.0003)\n"
-    "  --vf-loss-coeff=X     (default 0.01)\n"
-    "  --lambda=X            GAE lambda (default 1.0, RLlib's)\n"
-    "  --gamma=X             discount (default 0.99, RLlib's)\n"
-    "  --vf-clip-param=X     cap of the squared value error (default 10, RLlib's)\n"
-    "  --clip-param=X        PPO's ratio clip (default 0.3, RLlib's)\n"
-    "  --entropy-coeff=X     (default 0)\n"
-    "  --grad-clip=X         global gradient norm cap (default 0: none)\n"
-    "  --hidden=A,B,...      hidden layer sizes of the policy and value MLPs (default 64,64)\n"
-    "  --curve=PATH          write one CSV row per iteration (the learning curve)\n"
-    "  --seed=N              (default 0)\n"
-    "  --checkpoint-dir=DIR  (default /tmp/prism_rl_cartpole)\n"
-    "  --eval-episodes=N     greedy episodes after restoring (default 10)\n";
 
 struct Options {
   std::string env = "CartPole-v1";
@@ -67,127 +41,53 @@ struct Options {
   uint64_t seed = 0;
   std::string checkpoint_dir = "/tmp/prism_rl_cartpole";
   std::string curve;
-  bool help = false;
 };
 
-/// "128,128" -> {128, 128}; false for anything else than positive whole numbers.
-bool ParseSizes(const std::string& text, std::vector<int64_t>& out) {
-  std::vector<int64_t> sizes;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 1 || v > 1 << 20) return false;
-    sizes.push_back(v);
-  }
-  if (sizes.empty()) return false;
-  out = std::move(sizes);
-  return true;
-}
-
-bool ParseNumber(const std::string& text, double lo, double hi, double& out) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
-
-/// Reads "--flag=value" / "--flag value"; skips --prism-* (Init's). Returns an error message.
-std::string ParseFlags(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--prism-", 0) == 0) {
-      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      o.help = true;
-      continue;
-    }
-    std::string name = arg, value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return name + " needs a value";
-    }
-    double v = 0;
-    auto number = [&](double lo, double hi) { return ParseNumber(value, lo, hi, v); };
-    const std::string bad = name + ": '" + value + "' is out of range or not a number";
-    if (name == "--env") {
-      o.env = value;
-    } else if (name == "--runners") {
-      if (!number(0, 4096)) return bad;
-      o.runners = static_cast<int>(v);
-    } else if (name == "--learners") {
-      if (!number(0, 4096)) return bad;
-      o.learners = static_cast<int>(v);
-    } else if (name == "--envs-per-runner") {
-      if (!number(1, 4096)) return bad;
-      o.envs = static_cast<int>(v);
-    } else if (name == "--stop-return") {
-      if (!number(-1e9, 1e9)) return bad;
-      o.stop_return = v;
-    } else if (name == "--max-iterations") {
-      if (!number(1, 1e7)) return bad;
-      o.max_iterations = static_cast<int>(v);
-    } else if (name == "--max-env-steps") {
-      if (!number(1, 1e15)) return bad;
-      o.max_env_steps = static_cast<int64_t>(v);
-    } else if (name == "--train-batch-size") {
-      if (!number(1, 1e8)) return bad;
-      o.train_batch_size = static_cast<int64_t>(v);
-    } else if (name == "--minibatch-size") {
-      if (!number(1, 1e8)) return bad;
-      o.minibatch_size = static_cast<int64_t>(v);
-    } else if (name == "--num-epochs") {
-      if (!number(1, 1e4)) return bad;
-      o.num_epochs = static_cast<int64_t>(v);
-    } else if (name == "--lr") {
-      if (!number(1e-12, 10)) return bad;
-      o.lr = v;
-    } else if (name == "--vf-loss-coeff") {
-      if (!number(0, 1e6)) return bad;
-      o.vf_loss_coeff = v;
-    } else if (name == "--lambda") {
-      if (!number(0, 1)) return bad;
-      o.lambda = v;
-    } else if (name == "--gamma") {
-      if (!number(0, 1)) return bad;
-      o.gamma = v;
-    } else if (name == "--vf-clip-param") {
-      if (!number(1e-12, 1e12)) return bad;
-      o.vf_clip_param = v;
-    } else if (name == "--clip-param") {
-      if (!number(1e-12, 1e6)) return bad;
-      o.clip_param = v;
-    } else if (name == "--entropy-coeff") {
-      if (!number(0, 1e6)) return bad;
-      o.entropy_coeff = v;
-    } else if (name == "--grad-clip") {
-      if (!number(0, 1e12)) return bad;
-      o.grad_clip = v;
-    } else if (name == "--hidden") {
-      if (!ParseSizes(value, o.hidden)) return name + ": '" + value + "' is not a list like 64,64";
-    } else if (name == "--curve") {
-      o.curve = value;
-    } else if (name == "--seed") {
-      if (!number(0, 1e15)) return bad;
-      o.seed = static_cast<uint64_t>(v);
-    } else if (name == "--checkpoint-dir") {
-      o.checkpoint_dir = value;
-    } else if (name == "--eval-episodes") {
-      if (!number(0, 1e6)) return bad;
-      o.eval_episodes = static_cast<int>(v);
-    } else {
-      return "unknown argument '" + arg + "'";
-    }
-  }
-  return "";
+/// Declares the flags on `app`, bound to `o`.
+void AddFlags(CLI::App& app, Options& o) {
+  app.add_option("--env", o.env, "a registered environment: CartPole-v1 (default), Pendulum-v1");
+  app.add_option("--runners", o.runners,
+                 "env runner actors, one per worker rank (default 2; 0: sample on the driver)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--envs-per-runner", o.envs, "environment copies per runner (default 1)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--learners", o.learners,
+                 "1: learn on the driver (default); N > 1: learner actors on ranks 1..N")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--stop-return", o.stop_return,
+                 "stop when the mean return of the last 100 episodes reaches R (default 450 for "
+                 "CartPole-v1, -300 for Pendulum-v1)")
+      ->check(CLI::Range(-1e9, 1e9));
+  app.add_option("--max-iterations", o.max_iterations, "stop after N iterations anyway (default 200)")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--max-env-steps", o.max_env_steps,
+                 "stop after N env steps sampled anyway (default: no limit)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000000000}));
+  app.add_option("--train-batch-size", o.train_batch_size, "env steps per iteration (default 4000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
+  app.add_option("--minibatch-size", o.minibatch_size, "(default 128)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
+  app.add_option("--num-epochs", o.num_epochs, "(default 6)")->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  app.add_option("--lr", o.lr, "(default 0.0003)")->check(CLI::Range(1e-12, 10.0));
+  app.add_option("--vf-loss-coeff", o.vf_loss_coeff, "(default 0.01)")->check(CLI::Range(0.0, 1e6));
+  app.add_option("--lambda", o.lambda, "GAE lambda (default 1.0, RLlib's)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--gamma", o.gamma, "discount (default 0.99, RLlib's)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--vf-clip-param", o.vf_clip_param, "cap of the squared value error (default 10, RLlib's)")
+      ->check(CLI::Range(1e-12, 1e12));
+  app.add_option("--clip-param", o.clip_param, "PPO's ratio clip (default 0.3, RLlib's)")
+      ->check(CLI::Range(1e-12, 1e6));
+  app.add_option("--entropy-coeff", o.entropy_coeff, "(default 0)")->check(CLI::Range(0.0, 1e6));
+  app.add_option("--grad-clip", o.grad_clip, "global gradient norm cap (default 0: none)")
+      ->check(CLI::Range(0.0, 1e12));
+  app.add_option("--hidden", o.hidden,
+                 "hidden layer sizes of the policy and value MLPs, e.g. 128,128 (default 64,64)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--curve", o.curve, "write one CSV row per iteration (the learning curve)");
+  app.add_option("--seed", o.seed, "(default 0)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "(default /tmp/prism_rl_cartpole)");
+  app.add_option("--eval-episodes", o.eval_episodes, "greedy episodes after restoring (default 10)")
+      ->check(CLI::Range(0, 1000000));
 }
 
 int Run(Options o) {
@@ -283,28 +183,11 @@ int Run(Options o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    prism::Init(argc, argv);  // ranks 1..N-1 host the env runners here and never return
-  } catch (const prism::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  CLI::App app{"PPO on CartPole-v1 (or Pendulum-v1) with prism::rl:\n"
+               "  mpirun -n <1 + runners> rl_cartpole [flags]\n"
+               "Exit status: 0 the stop return was reached, 3 not, 2 bad flags, 1 errors.",
+               "rl_cartpole"};
   Options o;
-  const std::string flag_error = ParseFlags(argc, argv, o);
-  int status = 0;
-  if (!flag_error.empty()) {
-    std::cerr << "error: " << flag_error << "\n" << kUsage;
-    status = 2;
-  } else if (o.help) {
-    std::cout << kUsage;
-  } else {
-    try {
-      status = Run(o);
-    } catch (const std::exception& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      status = 1;
-    }
-  }
-  prism::Shutdown();
-  return status;
+  AddFlags(app, o);
+  return prism_apps::RunDriver(app, argc, argv, [&] { return Run(o); });
 }

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +27,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/driver.h"
 #include "prism/api.h"
 #include "prism/serve.h"
 #include "serve_fashion_mnist/classifier.h"
@@ -53,118 +53,50 @@ struct Options {
   std::string route_prefix = "/fashion_mnist";
   int predict_local = 0;
   std::string data_dir = train::kFashionMnistDir;
-  bool help = false;
 };
 
-constexpr const char* kUsage =
-    "usage: serve_fashion_mnist [flags] [--prism-...]\n"
-    "  --checkpoint=PATH        a train_fashion_mnist checkpoint: its model.h5, a checkpoint_NNNNNN\n"
-    "                           directory, or a run directory (its newest checkpoint) (default\n"
-    "                           $PRISM_STORAGE_PATH/fashion_mnist_cnn, else prism_results/fashion_mnist_cnn)\n"
-    "  --replicas=N             replicas, spread over the worker ranks (default 2)\n"
-    "  --batching=on|off        one forward pass for a replica's concurrent requests (default on)\n"
-    "  --max-batch-size=N       images per forward pass at most (default 16)\n"
-    "  --batch-wait-ms=X        how long a batch waits for more images after its first (default 5)\n"
-    "  --max-ongoing-requests=N requests in flight per replica (default 2 x max-batch-size with\n"
-    "                           batching, 4 without)\n"
-    "  --torch-threads=N        LibTorch threads per replica (default 1)\n"
-    "  --host=ADDR              address to listen on (default 127.0.0.1; 0.0.0.0 for the network)\n"
-    "  --port=N                 port (default 0: a free one, written to the endpoint file)\n"
-    "  --endpoint-file=PATH     where the server's address goes (default serve_fashion_mnist.endpoint,\n"
-    "                           serve_fashion_mnist_JOBID.endpoint under Slurm)\n"
-    "  --route-prefix=PATH      where the model answers (default /fashion_mnist)\n"
-    "  --predict-local=N        no server: score the first N test images here and print one JSON\n"
-    "                           line each ({\"index\", \"class\", \"label\", \"scores\"})\n"
-    "  --data-dir=DIR           Fashion-MNIST IDX files, for --predict-local (default\n"
-    "                           /usr/share/datasets/fashion-mnist)\n"
-    "  --prism-*                Prism runtime flags (see README)\n"
-    "POST an image to ENDPOINT/fashion_mnist: 784 bytes (Content-Type: application/octet-stream)\n"
-    "or JSON (784 numbers 0..255, or 28 rows of 28); GET it for what is served.\n"
-    "Runs until SIGTERM or SIGUSR1, then drains the requests in flight and exits 0.\n";
-
-bool ParseInt(const std::string& text, int lo, int hi, int& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-bool ParseNonNegative(const std::string& text, double& out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= 0) || !std::isfinite(v)) return false;
-  out = v;
-  return true;
-}
-
-/// Reads our flags ("--flag=value" or "--flag value"); skips --prism-* (Init's). Returns
-/// an error message, empty if all is well.
-std::string ParseFlags(int argc, char** argv, Options& opt) {
-  static const char* const kNames[] = {
-      "--checkpoint", "--replicas", "--batching", "--max-batch-size", "--batch-wait-ms",
-      "--max-ongoing-requests", "--torch-threads", "--host", "--port", "--endpoint-file",
-      "--route-prefix", "--predict-local", "--data-dir"};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--prism-", 0) == 0) {
-      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;  // "--prism-x v"
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      opt.help = true;
-      continue;
-    }
-    std::string name = arg, value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-      has_value = true;
-    }
-    if (std::find(std::begin(kNames), std::end(kNames), name) == std::end(kNames)) {
-      return "unknown argument '" + arg + "'";
-    }
-    if (!has_value) return name + " needs a value";
-    auto bad = [&](const std::string& expected) { return name + ": '" + value + "' is not " + expected; };
-    if (name == "--checkpoint") {
-      opt.checkpoint = value;
-    } else if (name == "--replicas") {
-      if (!ParseInt(value, 1, 4096, opt.replicas)) return bad("a whole number in 1..4096");
-    } else if (name == "--batching") {
-      if (value != "on" && value != "off") return bad("on or off");
-      opt.batching = value == "on";
-    } else if (name == "--max-batch-size") {
-      if (!ParseInt(value, 1, 1024, opt.max_batch_size)) return bad("a whole number in 1..1024");
-    } else if (name == "--batch-wait-ms") {
-      if (!ParseNonNegative(value, opt.batch_wait_ms) || opt.batch_wait_ms > 10000) {
-        return bad("a number of milliseconds in 0..10000");
-      }
-    } else if (name == "--max-ongoing-requests") {
-      if (!ParseInt(value, 1, 4096, opt.max_ongoing_requests)) return bad("a whole number in 1..4096");
-    } else if (name == "--torch-threads") {
-      if (!ParseInt(value, 1, 1024, opt.torch_threads)) return bad("a whole number in 1..1024");
-    } else if (name == "--host") {
-      if (value.empty()) return bad("an address");
-      opt.host = value;
-    } else if (name == "--port") {
-      if (!ParseInt(value, 0, 65535, opt.port)) return bad("a port in 0..65535");
-    } else if (name == "--endpoint-file") {
-      opt.endpoint_file = value;
-    } else if (name == "--route-prefix") {
-      if (value.empty() || value[0] != '/') return bad("a path starting with '/'");
-      opt.route_prefix = value;
-    } else if (name == "--predict-local") {
-      if (!ParseInt(value, 1, 10000, opt.predict_local)) return bad("a whole number in 1..10000");
-    } else {
-      opt.data_dir = value;
-    }
-  }
-  return "";
+/// Declares the flags on `app`, bound to `opt`.
+void AddFlags(CLI::App& app, Options& opt) {
+  app.add_option("--checkpoint", opt.checkpoint,
+                 "a train_fashion_mnist checkpoint: its model.h5, a checkpoint_NNNNNN directory, "
+                 "or a run directory (its newest checkpoint) (default "
+                 "$PRISM_STORAGE_PATH/fashion_mnist_cnn, else prism_results/fashion_mnist_cnn)");
+  app.add_option("--replicas", opt.replicas, "replicas, spread over the worker ranks (default 2)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option_function<std::string>(
+         "--batching", [&opt](const std::string& v) { opt.batching = v == "on"; },
+         "one forward pass for a replica's concurrent requests: on (default) or off")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--max-batch-size", opt.max_batch_size, "images per forward pass at most (default 16)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--batch-wait-ms", opt.batch_wait_ms,
+                 "how long a batch waits for more images after its first (default 5)")
+      ->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--max-ongoing-requests", opt.max_ongoing_requests,
+                 "requests in flight per replica (default 2 x max-batch-size with batching, 4 "
+                 "without)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--torch-threads", opt.torch_threads, "LibTorch threads per replica (default 1)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--host", opt.host,
+                 "address to listen on (default 127.0.0.1; 0.0.0.0 for the network)")
+      ->check([](const std::string& v) { return v.empty() ? "--host needs an address" : ""; });
+  app.add_option("--port", opt.port, "port (default 0: a free one, written to the endpoint file)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--endpoint-file", opt.endpoint_file,
+                 "where the server's address goes (default serve_fashion_mnist.endpoint, "
+                 "serve_fashion_mnist_JOBID.endpoint under Slurm)");
+  app.add_option("--route-prefix", opt.route_prefix, "where the model answers (default /fashion_mnist)")
+      ->check([](const std::string& v) {
+        return v.empty() || v[0] != '/' ? "--route-prefix: a path starting with '/'" : "";
+      });
+  app.add_option("--predict-local", opt.predict_local,
+                 "no server: score the first N test images here and print one JSON line each "
+                 "({\"index\", \"class\", \"label\", \"scores\"})")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--data-dir", opt.data_dir,
+                 "Fashion-MNIST IDX files, for --predict-local (default "
+                 "/usr/share/datasets/fashion-mnist)");
 }
 
 /// train_fashion_mnist's default run outside Slurm: <storage>/fashion_mnist_cnn.
@@ -279,32 +211,19 @@ int RunServer(const Options& opt, const std::string& file) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    prism::Init(argc, argv);  // ranks 1..N-1 host the replicas here and never return
-  } catch (const prism::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  CLI::App app{"train_fashion_mnist's checkpoint served over HTTP by prism::serve.",
+               "serve_fashion_mnist"};
+  app.footer(
+      "POST an image to ENDPOINT/fashion_mnist: 784 bytes (Content-Type: application/octet-stream)\n"
+      "or JSON (784 numbers 0..255, or 28 rows of 28); GET it for what is served.\n"
+      "Runs until SIGTERM or SIGUSR1, then drains the requests in flight and exits 0.");
   Options opt;
-  const std::string flag_error = ParseFlags(argc, argv, opt);
-  int status = 0;
-  if (!flag_error.empty()) {
-    std::cerr << "error: " << flag_error << "\n" << kUsage;
-    status = 2;
-  } else if (opt.help) {
-    std::cout << kUsage;
-  } else {
-    try {
-      const std::string file = std::filesystem::absolute(fashion_serve::ResolveCheckpoint(
-                                                              opt.checkpoint.empty() ? DefaultCheckpoint() : opt.checkpoint))
-                                   .lexically_normal()
-                                   .string();
-      status = opt.predict_local > 0 ? PredictLocal(opt, file) : RunServer(opt, file);
-    } catch (const std::exception& e) {  // prism::Error, serve::DeploymentError, c10::Error
-      std::cerr << "error: " << e.what() << "\n";
-      status = 1;
-    }
-  }
-  prism::Shutdown();  // the replicas' ranks exit here
-  return status;
+  AddFlags(app, opt);
+  return prism_apps::RunDriver(app, argc, argv, [&] {
+    const std::string checkpoint = opt.checkpoint.empty() ? DefaultCheckpoint() : opt.checkpoint;
+    const std::string file = std::filesystem::absolute(fashion_serve::ResolveCheckpoint(checkpoint))
+                                 .lexically_normal()
+                                 .string();
+    return opt.predict_local > 0 ? PredictLocal(opt, file) : RunServer(opt, file);
+  });
 }

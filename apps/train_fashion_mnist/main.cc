@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/driver.h"
 #include "models.h"
 #include "prism/api.h"
 #include "prism/data.h"
@@ -287,118 +287,47 @@ struct Options {
   int test_samples = 0;   // 0: all 10000
   std::string data = "memory";  // or "hdf5": through prism::data
   std::string hdf5_dir;         // default: <storage>/fashion_mnist_hdf5
-  bool help = false;
 };
 
-constexpr const char* kUsage =
-    "usage: train_fashion_mnist [flags] [--prism-...]\n"
-    "  --workers=N         training workers, one rank each (default 2)\n"
-    "  --epochs=N          epochs in total; a resumed run trains the missing ones (default 2)\n"
-    "  --model=NAME        cnn (default) or resnet18\n"
-    "  --batch-size=N      samples per worker per step (default 128)\n"
-    "  --lr=X              Adam learning rate (default 0.001)\n"
-    "  --seed=N            weights and shuffling (default 0)\n"
-    "  --train-samples=N   train on the first N images only, for a quick run (default: all)\n"
-    "  --test-samples=N    score each epoch on the first N test images only (default: all)\n"
-    "  --data-dir=DIR      Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist,\n"
-    "                      from the Debian package dataset-fashion-mnist)\n"
-    "  --storage-path=DIR  where runs live (default $PRISM_STORAGE_PATH, else ./prism_results)\n"
-    "  --name=RUN          the run's name; an existing run resumes (default fashion_mnist_MODEL,\n"
-    "                      plus _JOBID under Slurm, so a requeued job resumes its own run)\n"
-    "  --data=SOURCE       memory (default: each worker loads the IDX files) or hdf5 (the\n"
-    "                      driver converts them once to an HDF5 directory and the workers\n"
-    "                      stream equal shards of it through prism::data)\n"
-    "  --hdf5-dir=DIR      where --data=hdf5 keeps the converted set (default\n"
-    "                      STORAGE_PATH/fashion_mnist_hdf5; reused once complete)\n"
-    "  --progress=MODE     bar (redrawn in place), lines (one per quarter epoch), or auto:\n"
-    "                      a bar when stderr is a terminal (default; under mpirun it is not)\n"
-    "  --prism-*           Prism runtime flags (see README)\n"
-    "example: mpirun -n 3 ./train_fashion_mnist --workers=2 --epochs=2 --progress=bar\n";
-
-bool ParseInt(const std::string& text, int lo, int hi, int& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
-  out = static_cast<int>(v);
-  return true;
-}
-
-bool ParsePositive(const std::string& text, double& out) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v)) return false;
-  out = v;
-  return true;
-}
-
-/// Reads our flags ("--flag=value" or "--flag value"); skips --prism-* (Init's). Returns
-/// an error message, empty if all is well.
-std::string ParseFlags(int argc, char** argv, Options& opt) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--prism-", 0) == 0) {
-      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;  // "--prism-x v"
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      opt.help = true;
-      continue;
-    }
-    std::string name = arg, value;
-    bool has_value = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-      has_value = true;
-    }
-    auto bad = [&](const std::string& expected) {
-      return name + ": '" + value + "' is not " + expected;
-    };
-    if (name != "--workers" && name != "--epochs" && name != "--model" && name != "--batch-size" &&
-        name != "--lr" && name != "--seed" && name != "--data-dir" && name != "--storage-path" &&
-        name != "--name" && name != "--progress" && name != "--train-samples" &&
-        name != "--test-samples" && name != "--data" && name != "--hdf5-dir") {
-      return "unknown argument '" + arg + "'";
-    }
-    if (!has_value) return name + " needs a value";
-    if (name == "--workers") {
-      if (!ParseInt(value, 1, 4096, opt.workers)) return bad("a whole number in 1..4096");
-    } else if (name == "--epochs") {
-      if (!ParseInt(value, 1, 100000, opt.epochs)) return bad("a whole number in 1..100000");
-    } else if (name == "--batch-size") {
-      if (!ParseInt(value, 1, 1 << 20, opt.batch_size)) return bad("a whole number in 1..1048576");
-    } else if (name == "--train-samples") {
-      if (!ParseInt(value, 1, 60000, opt.train_samples)) return bad("a whole number in 1..60000");
-    } else if (name == "--test-samples") {
-      if (!ParseInt(value, 1, 10000, opt.test_samples)) return bad("a whole number in 1..10000");
-    } else if (name == "--seed") {
-      if (!ParseInt(value, 0, 1 << 30, opt.seed)) return bad("a whole number in 0..1073741824");
-    } else if (name == "--lr") {
-      if (!ParsePositive(value, opt.lr)) return bad("a positive number");
-    } else if (name == "--model") {
-      if (value != "cnn" && value != "resnet18") return bad("cnn or resnet18");
-      opt.model = value;
-    } else if (name == "--progress") {
-      if (value != "auto" && value != "bar" && value != "lines") return bad("auto, bar or lines");
-      opt.progress = value;
-    } else if (name == "--data") {
-      if (value != "memory" && value != "hdf5") return bad("memory or hdf5");
-      opt.data = value;
-    } else if (name == "--hdf5-dir") {
-      opt.hdf5_dir = value;
-    } else if (name == "--data-dir") {
-      opt.data_dir = value;
-    } else if (name == "--storage-path") {
-      opt.storage_path = value;
-    } else {
-      opt.name = value;
-    }
-  }
-  return "";
+/// Declares the flags on `app`, bound to `opt`.
+void AddFlags(CLI::App& app, Options& opt) {
+  app.add_option("--workers", opt.workers, "training workers, one rank each (default 2)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--epochs", opt.epochs,
+                 "epochs in total; a resumed run trains the missing ones (default 2)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--model", opt.model, "cnn (default) or resnet18")
+      ->check(CLI::IsMember({"cnn", "resnet18"}));
+  app.add_option("--batch-size", opt.batch_size, "samples per worker per step (default 128)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--lr", opt.lr, "Adam learning rate (default 0.001)")->check(CLI::PositiveNumber);
+  app.add_option("--seed", opt.seed, "weights and shuffling (default 0)")->check(CLI::Range(0, 1 << 30));
+  app.add_option("--train-samples", opt.train_samples,
+                 "train on the first N images only, for a quick run (default: all)")
+      ->check(CLI::Range(1, 60000));
+  app.add_option("--test-samples", opt.test_samples,
+                 "score each epoch on the first N test images only (default: all)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--data-dir", opt.data_dir,
+                 "Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist, from the "
+                 "Debian package dataset-fashion-mnist)");
+  app.add_option("--storage-path", opt.storage_path,
+                 "where runs live (default $PRISM_STORAGE_PATH, else ./prism_results)");
+  app.add_option("--name", opt.name,
+                 "the run's name; an existing run resumes (default fashion_mnist_MODEL, plus "
+                 "_JOBID under Slurm, so a requeued job resumes its own run)");
+  app.add_option("--data", opt.data,
+                 "memory (default: each worker loads the IDX files) or hdf5 (the driver converts "
+                 "them once to an HDF5 directory and the workers stream equal shards of it "
+                 "through prism::data)")
+      ->check(CLI::IsMember({"memory", "hdf5"}));
+  app.add_option("--hdf5-dir", opt.hdf5_dir,
+                 "where --data=hdf5 keeps the converted set (default "
+                 "STORAGE_PATH/fashion_mnist_hdf5; reused once complete)");
+  app.add_option("--progress", opt.progress,
+                 "bar (redrawn in place), lines (one per quarter epoch), or auto: a bar when "
+                 "stderr is a terminal (default; under mpirun it is not)")
+      ->check(CLI::IsMember({"auto", "bar", "lines"}));
 }
 
 std::string Fixed(double v, int digits) {
@@ -550,31 +479,17 @@ int RunDriver(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    prism::Init(argc, argv);  // ranks 1..N-1 serve (and train) here and never return
-  } catch (const prism::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  CLI::App app{"Fashion-MNIST on a group of prism::train workers, checkpointed to HDF5:\n"
+               "  mpirun -n 3 ./train_fashion_mnist --workers=2 --epochs=2 --progress=bar",
+               "train_fashion_mnist"};
   Options opt;
-  const std::string flag_error = ParseFlags(argc, argv, opt);
-  int status = 0;
-  if (!flag_error.empty()) {
-    std::cerr << "error: " << flag_error << "\n" << kUsage;
-    status = 2;
-  } else if (opt.help) {
-    std::cout << kUsage;
-  } else {
+  AddFlags(app, opt);
+  return prism_apps::RunDriver(app, argc, argv, [&] {
     try {
-      status = RunDriver(opt);
+      return RunDriver(opt);
     } catch (const train::TrainingPreemptedError& e) {
       std::cerr << "preempted: " << e.what() << "\n";
-      status = prism::kExitPreempted;  // the job script requeues on this status
-    } catch (const std::exception& e) {  // prism::Error, TrainingFailedError, torch's c10::Error
-      std::cerr << "error: " << e.what() << "\n";
-      status = 1;
+      return prism::kExitPreempted;  // the job script requeues on this status
     }
-  }
-  prism::Shutdown();  // the serving ranks exit here
-  return status;
+  });
 }

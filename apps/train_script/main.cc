@@ -8,11 +8,9 @@
 // Exit status: 0 when every script finished, 75 when SIGUSR1/SIGTERM stopped the run after
 // a checkpoint (a job script requeues on it; the same --name resumes), 1 when training
 // failed, 2 for bad flags.
-#include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cstdio>
 #include <iostream>
 
+#include "common/driver.h"
 #include "prism/api.h"
 #include "prism/train/script_trainer.h"
 
@@ -28,14 +26,8 @@ struct Flags {
   std::vector<std::string> command;
 };
 
-/// Parses the flags (Prism's own --prism-* flags are left to prism::Init). Returns the exit
-/// status to end with, or -1 to run.
-int Parse(int argc, char** argv, Flags& flags) {
-  CLI::App app{"Runs a training script on a group of Prism workers, one process per worker:\n"
-               "  mpirun -n 3 prism-train-script --num-workers=2 --backend=torch -- python3 train.py ARGS\n"
-               "Exit status: 0 finished, 75 preempted after a checkpoint (requeue; the same --name "
-               "resumes), 1 training failed, 2 bad flags.",
-               "prism-train-script"};
+/// Declares the flags on `app`, bound to `flags`.
+void AddFlags(CLI::App& app, Flags& flags, double& cpus) {
   auto& o = flags.options;
   o.scaling_config.num_workers = 1;
   app.add_option("--num-workers", o.scaling_config.num_workers, "workers, one per rank (default 1)")
@@ -54,7 +46,6 @@ int Parse(int argc, char** argv, Flags& flags) {
                  "seconds a script may go without prism_train.report() before it is killed; 0: no "
                  "limit (default 3600)")
       ->check(CLI::NonNegativeNumber);
-  double cpus = 1;
   app.add_option("--cpus-per-worker", cpus, "CPUs each worker holds (and OMP_NUM_THREADS; default 1)")
       ->check(CLI::PositiveNumber);
   app.add_option("--placement-strategy", o.scaling_config.placement_strategy,
@@ -76,28 +67,19 @@ int Parse(int argc, char** argv, Flags& flags) {
   app.add_option("command", flags.command, "the program and its arguments (after --)")->required();
   app.positionals_at_end();
 
-  std::vector<std::string> args;  // reversed, as CLI11's parse(vector) takes them
-  bool after_dashes = false;
-  for (int i = argc - 1; i >= 1; --i) args.push_back(argv[i]);
-  std::vector<std::string> kept;
-  for (auto it = args.rbegin(); it != args.rend(); ++it) {
-    if (*it == "--") after_dashes = true;
-    if (!after_dashes && it->rfind("--prism-", 0) == 0) continue;
-    kept.push_back(*it);
-  }
-  std::reverse(kept.begin(), kept.end());
-  try {
-    app.parse(kept);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: 2
-  }
+}
+
+/// Completes the options from the parsed flags. Returns false, with the reason on stderr,
+/// for a bad --env or --resume-from.
+bool Complete(Flags& flags, double cpus) {
+  auto& o = flags.options;
   o.scaling_config.resources_per_worker["CPU"] = cpus;
   o.run_config.verbose = !flags.quiet;
   for (const auto& kv : flags.env) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
-      std::cerr << "error: --env " << kv << ": expected KEY=VALUE\n";
-      return 2;
+      std::cerr << "prism-train-script: --env " << kv << ": expected KEY=VALUE\n";
+      return false;
     }
     o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
@@ -105,39 +87,39 @@ int Parse(int argc, char** argv, Flags& flags) {
     try {
       o.resume_from_checkpoint = prism::Checkpoint::FromDirectory(flags.resume_from);
     } catch (const std::exception& e) {
-      std::cerr << "error: --resume-from: " << e.what() << "\n";
-      return 2;
+      std::cerr << "prism-train-script: --resume-from: " << e.what() << "\n";
+      return false;
     }
   }
-  return -1;
+  return true;
+}
+
+/// Runs the script on the workers: the exit status.
+int Run(Flags& flags) {
+  try {
+    train::Result result = train::ScriptTrainer(flags.command, flags.options).Fit();
+    std::cout << "finished: " << result.metrics_history.size() << " report(s) in " << result.path;
+    if (result.checkpoint) std::cout << ", latest checkpoint " << result.checkpoint->path();
+    std::cout << "\n";
+    return 0;
+  } catch (const train::TrainingPreemptedError& e) {
+    std::cerr << "preempted: " << e.what() << "\n";
+    return prism::kExitPreempted;  // the job script requeues on this status
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    prism::Init(argc, argv);  // ranks 1..N-1 serve (and run the scripts) here and never return
-  } catch (const prism::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  CLI::App app{"Runs a training script on a group of Prism workers, one process per worker:\n"
+               "  mpirun -n 3 prism-train-script --num-workers=2 --backend=torch -- python3 train.py ARGS\n"
+               "Exit status: 0 finished, 75 preempted after a checkpoint (requeue; the same --name "
+               "resumes), 1 training failed, 2 bad flags.",
+               "prism-train-script"};
   Flags flags;
-  int status = Parse(argc, argv, flags);
-  if (status < 0) {
-    try {
-      train::Result result = train::ScriptTrainer(flags.command, flags.options).Fit();
-      std::cout << "finished: " << result.metrics_history.size() << " report(s) in " << result.path;
-      if (result.checkpoint) std::cout << ", latest checkpoint " << result.checkpoint->path();
-      std::cout << "\n";
-      status = 0;
-    } catch (const train::TrainingPreemptedError& e) {
-      std::cerr << "preempted: " << e.what() << "\n";
-      status = prism::kExitPreempted;  // the job script requeues on this status
-    } catch (const std::exception& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      status = 1;
-    }
-  }
-  prism::Shutdown();  // the serving ranks exit here
-  return status;
+  double cpus = 1;
+  AddFlags(app, flags, cpus);
+  return prism_apps::RunDriver(app, argc, argv, [&] {
+    return Complete(flags, cpus) ? Run(flags) : prism::cli::kExitBadFlags;
+  });
 }

@@ -12,7 +12,6 @@
 // status 75 (prism::kExitPreempted), on which jobs/tune_fashion_mnist.sbatch requeues itself
 // and the requeued job restores the experiment named after its job id.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/driver.h"
 #include "prism/api.h"
 #include "prism/preemption.h"
 #include "prism/train.h"
@@ -148,106 +148,45 @@ struct Options {
   std::string storage_path;
   std::string name;
   bool restore = false;
-  bool help = false;
   std::set<std::string> given;  // the flags on the command line ("--epochs", ...)
 };
 
-constexpr const char* kUsage =
-    "usage: tune_fashion_mnist [flags] [--prism-...]\n"
-    "  --num-samples=N     trials (default 30), each with lr from {0.001, 0.01, 0.1} and\n"
-    "                      momentum from uniform(0.1, 0.9), one CPU each\n"
-    "  --epochs=N          epochs per trial at most, one report each (default 10; ASHA's max_t)\n"
-    "  --scheduler=NAME    asha (default: grace period 1 epoch, reduction factor 4) or fifo\n"
-    "                      (every trial trains all its epochs)\n"
-    "  --train-samples=N   train on the first N images only, for a quick run (default: all)\n"
-    "  --test-samples=N    score each epoch on the first N test images only (default: all)\n"
-    "  --batch-size=N      SGD batch size (default 64)\n"
-    "  --seed=N            the search's draws, weights and shuffling (default 0)\n"
-    "  --data-dir=DIR      Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist,\n"
-    "                      from the Debian package dataset-fashion-mnist)\n"
-    "  --storage-path=DIR  where experiments live (default $PRISM_STORAGE_PATH, else\n"
-    "                      ~/prism_results)\n"
-    "  --name=NAME         the experiment (default tune_fmnist_<job id> under Slurm, else\n"
-    "                      tune_fmnist_<time>)\n"
-    "  --restore           resume the experiment storage-path/name if there is one (with the\n"
-    "                      settings it started with), else start it\n"
-    "  --prism-*           Prism runtime flags (see README)\n"
-    "example: mpirun -n 3 ./tune_fashion_mnist --num-samples=6 --epochs=2 --train-samples=3000 "
-    "--test-samples=500\n";
-
-/// Sets an int flag from `text` if it is a whole number in [lo, hi]; else says what is wrong.
-std::function<std::string(const std::string&)> IntFlag(int& out, long lo, long hi) {
-  return [&out, lo, hi](const std::string& text) -> std::string {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-      return "'" + text + "' is not a whole number in " + std::to_string(lo) + ".." + std::to_string(hi);
-    }
-    out = static_cast<int>(v);
-    return "";
-  };
-}
-
-std::function<std::string(const std::string&)> TextFlag(std::string& out,
-                                                          std::vector<std::string> allowed = {}) {
-  return [&out, allowed](const std::string& text) -> std::string {
-    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), text) == allowed.end()) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : " or ") + a;
-      return "'" + text + "' is not " + list;
-    }
-    if (text.empty()) return "needs a non-empty value";
-    out = text;
-    return "";
-  };
-}
-
-/// Reads our flags ("--flag=value" or "--flag value"; --restore and --help take none) and
-/// skips --prism-* (Init's). Returns an error message, empty if all is well.
-std::string ParseFlags(int argc, char** argv, Options& opt) {
-  const std::map<std::string, std::function<std::string(const std::string&)>> flags{
-      {"--num-samples", IntFlag(opt.num_samples, 1, 100000)},
-      {"--epochs", IntFlag(opt.epochs, 1, 100000)},
-      {"--train-samples", IntFlag(opt.train_samples, 1, 60000)},
-      {"--test-samples", IntFlag(opt.test_samples, 1, 10000)},
-      {"--batch-size", IntFlag(opt.batch_size, 1, 1 << 20)},
-      {"--seed", IntFlag(opt.seed, 0, 1 << 30)},
-      {"--scheduler", TextFlag(opt.scheduler, {"asha", "fifo"})},
-      {"--data-dir", TextFlag(opt.data_dir)},
-      {"--storage-path", TextFlag(opt.storage_path)},
-      {"--name", TextFlag(opt.name)},
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind("--prism-", 0) == 0) {
-      if (arg.find('=') == std::string::npos && i + 1 < argc) ++i;  // "--prism-x v"
-      continue;
-    }
-    if (arg == "--help" || arg == "-h") {
-      opt.help = true;
-      continue;
-    }
-    if (arg == "--restore") {
-      opt.restore = true;
-      continue;
-    }
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    auto flag = flags.find(name);
-    if (flag == flags.end()) return "unknown argument '" + arg + "'";
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return name + " needs a value";
-    }
-    if (std::string error = flag->second(value); !error.empty()) return name + ": " + error;
-    opt.given.insert(name);
-  }
-  return "";
+/// Declares the flags on `app`, bound to `opt` (opt.given is filled after parsing).
+void AddFlags(CLI::App& app, Options& opt) {
+  const auto non_empty = [](const std::string& v) { return v.empty() ? "needs a non-empty value" : ""; };
+  app.add_option("--num-samples", opt.num_samples,
+                 "trials (default 30), each with lr from {0.001, 0.01, 0.1} and momentum from "
+                 "uniform(0.1, 0.9), one CPU each")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--epochs", opt.epochs,
+                 "epochs per trial at most, one report each (default 10; ASHA's max_t)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--scheduler", opt.scheduler,
+                 "asha (default: grace period 1 epoch, reduction factor 4) or fifo (every trial "
+                 "trains all its epochs)")
+      ->check(CLI::IsMember({"asha", "fifo"}));
+  app.add_option("--train-samples", opt.train_samples,
+                 "train on the first N images only, for a quick run (default: all)")
+      ->check(CLI::Range(1, 60000));
+  app.add_option("--test-samples", opt.test_samples,
+                 "score each epoch on the first N test images only (default: all)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--batch-size", opt.batch_size, "SGD batch size (default 64)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--seed", opt.seed, "the search's draws, weights and shuffling (default 0)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--data-dir", opt.data_dir,
+                 "Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist, from the "
+                 "Debian package dataset-fashion-mnist)")
+      ->check(non_empty);
+  app.add_option("--storage-path", opt.storage_path,
+                 "where experiments live (default $PRISM_STORAGE_PATH, else ~/prism_results)")
+      ->check(non_empty);
+  app.add_option("--name", opt.name,
+                 "the experiment (default tune_fmnist_<job id> under Slurm, else tune_fmnist_<time>)")
+      ->check(non_empty);
+  app.add_flag("--restore", opt.restore,
+               "resume the experiment storage-path/name if there is one (with the settings it "
+               "started with), else start it");
 }
 
 /// The settings that define the search (the trials' constants and ASHA's max_t), kept in the
@@ -441,35 +380,25 @@ int RunDriver(Options opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    prism::Init(argc, argv);  // ranks 1..N-1 serve (and run trials) here and never return
-  } catch (const prism::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  }
+  CLI::App app{"lr and momentum of train_fashion_mnist's CNN searched with prism::tune (ASHA):\n"
+               "  mpirun -n 3 ./tune_fashion_mnist --num-samples=6 --epochs=2 --train-samples=3000 "
+               "--test-samples=500",
+               "tune_fashion_mnist"};
   Options opt;
-  const std::string flag_error = ParseFlags(argc, argv, opt);
-  int status = 0;
-  if (!flag_error.empty()) {
-    std::cerr << "error: " << flag_error << "\n" << kUsage;
-    status = 2;
-  } else if (opt.help) {
-    std::cout << kUsage;
-  } else {
+  AddFlags(app, opt);
+  return prism_apps::RunDriver(app, argc, argv, [&] {
+    for (const CLI::Option* o : app.get_options()) {
+      if (o->count() > 0) opt.given.insert(o->get_name());
+    }
     try {
-      status = RunDriver(opt);
+      return RunDriver(opt);
     } catch (const tune::TunePreemptedError& e) {
       const fs::path path(e.ExperimentPath());
       std::cerr << "preempted: " << e.what() << "\n"
                 << "stopped: resume with --restore --name=" << path.filename().string()
                 << " --storage-path=" << path.parent_path().string()
                 << " (under Slurm the requeued job does so itself)\n";
-      status = prism::kExitPreempted;  // the job script requeues on this status
-    } catch (const std::exception& e) {  // prism::Error, torch's c10::Error
-      std::cerr << "error: " << e.what() << "\n";
-      status = 1;
+      return prism::kExitPreempted;  // the job script requeues on this status
     }
-  }
-  prism::Shutdown();  // the serving ranks exit here
-  return status;
+  });
 }
