@@ -20,10 +20,7 @@
 
 #include "data/actor_pool_op.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <unordered_map>
@@ -58,10 +55,7 @@ ClassFactory FindClassUdf(const std::string& key) {
 }
 
 std::string TypeName(const std::type_info& type) {
-  int status = 0;
-  char* name = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
-  std::string out = status == 0 && name != nullptr ? name : type.name();
-  std::free(name);
+  std::string out = platform::TypeName(type);
   // An unnamed namespace adds nothing a reader needs in an operator's name.
   for (const std::string anon : {"(anonymous namespace)::", "{anonymous}::"}) {
     for (size_t at; (at = out.find(anon)) != std::string::npos;) out.erase(at, anon.size());
@@ -110,7 +104,7 @@ MapActor* MapActor::Create(std::string key, std::vector<std::string> args, std::
 
 std::tuple<Block, BlockMeta> MapActor::Call(Block input, int64_t keep_rows, std::vector<Op> ops,
                                             int64_t index, int32_t attempt) {
-  if (!construct_error_.empty()) throw Error(construct_error_ + " (block " + std::to_string(index) + ")");
+  if (!construct_error_.empty()) throw OpError(construct_error_ + " (block " + std::to_string(index) + ")");
   const Op& op = ops.at(0);
   if (keep_rows >= 0 && keep_rows < input.num_rows()) input = input.Slice(0, keep_rows);
   Block block;

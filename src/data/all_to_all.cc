@@ -3,6 +3,7 @@
 
 #include "data/all_to_all.h"
 #include "data/block_wire.h"
+#include "data/errors.h"
 
 #include <mpi.h>
 #include <sys/mman.h>
@@ -1063,9 +1064,9 @@ std::vector<ExchangeOutput> PrismDataAllToAllMember(AllToAllSpec spec, MemberPla
   try {
     return MemberMain(spec, plan, member);
   } catch (...) {
-    throw Error("prism::data: " + spec.Name() + " failed on member " + std::to_string(member) + " (rank " +
-                std::to_string(plan.ranks.at(static_cast<size_t>(member))) + "): " +
-                platform::DescribeException(std::current_exception()));
+    throw OpError("prism::data: " + spec.Name() + " failed on member " + std::to_string(member) + " (rank " +
+                  std::to_string(plan.ranks.at(static_cast<size_t>(member))) + "): " +
+                  platform::DescribeException(std::current_exception()));
   }
 }
 
@@ -1247,9 +1248,7 @@ bool AllToAllExchange::Poll(int timeout_ms) {
         }
       }
       Release();
-      const std::string& original = e.OriginalMessage();
-      throw Error(original.rfind("prism::data:", 0) == 0 ? original
-                                                          : "prism::data: " + spec_.Name() + " failed: " + e.what());
+      throw Error(IsOpError(e) ? e.OriginalMessage() : "prism::data: " + spec_.Name() + " failed: " + e.what());
     }
   }
   if (!ready.unready.empty()) return false;

@@ -91,8 +91,8 @@ std::tuple<Block, BlockMeta> PrismDataReadStage(ReadTask read, std::vector<Op> o
   try {
     block = ExecuteRead(read);
   } catch (...) {
-    throw Error("prism::data: " + read.Name() + " failed on block " + std::to_string(index) + ": " +
-                platform::DescribeException(std::current_exception()));
+    throw OpError("prism::data: " + read.Name() + " failed on block " + std::to_string(index) + ": " +
+                  platform::DescribeException(std::current_exception()));
   }
   std::string part_file;
   int64_t part_rows = 0;
@@ -479,11 +479,8 @@ void StreamingExecutor::Finish(size_t i, size_t r) {
     Fail("prism::data: " + op.stats.name + " failed on block " + std::to_string(run.index) + ": " +
          e.what());
   } catch (const TaskError& e) {
-    if (e.OriginalType() == kRetryableErrorType && Retry(i, run)) return;
-    const std::string& original = e.OriginalMessage();
-    if (original.rfind("prism::data:", 0) == 0) {
-      Fail(original + " (on rank " + std::to_string(e.Rank()) + ")");
-    }
+    if (IsRetryableError(e) && Retry(i, run)) return;
+    if (IsOpError(e)) Fail(e.OriginalMessage() + " (on rank " + std::to_string(e.Rank()) + ")");
     Fail("prism::data: " + op.stats.name + " failed on block " + std::to_string(run.index) + ": " +
          e.what());
   } catch (const std::exception& e) {

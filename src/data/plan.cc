@@ -221,18 +221,16 @@ FusedPlan Fuse(const std::vector<Op>& ops) {
 }
 
 void ThrowOpFailure(const Op& op, int64_t index, int32_t attempt, std::exception_ptr current) {
-  const std::string described = platform::DescribeException(current);
-  const std::string message =
-      "prism::data: " + op.Name() + " failed on block " + std::to_string(index) + ": " + described;
-  // DescribeException gives "<type>: <message>"; a type name holds no ": ".
-  const std::string type = described.substr(0, described.find(": "));
+  const std::string message = "prism::data: " + op.Name() + " failed on block " + std::to_string(index) +
+                              ": " + platform::DescribeException(current);
+  const std::string type = platform::ExceptionType(current);
   const bool retried = op.retry_all || std::find(op.retry_types.begin(), op.retry_types.end(),
                                                  type) != op.retry_types.end();
   if (retried && attempt < op.max_retries) {
     throw RetryableError(message + " (attempt " + std::to_string(attempt + 1) + " of " +
                          std::to_string(op.max_retries + 1) + ")");
   }
-  throw Error(retried ? message + " (after " + std::to_string(attempt + 1) + " attempts)" : message);
+  throw OpError(retried ? message + " (after " + std::to_string(attempt + 1) + " attempts)" : message);
 }
 
 Block ApplyStage(Block block, const std::vector<Op>& ops, int64_t index, int64_t keep_rows,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/all_to_all.h"
+#include "data/errors.h"
 #include "prism/data/block.h"
 
 namespace prism::data::internal {
@@ -127,7 +128,7 @@ FusedPlan Fuse(const std::vector<Op>& ops);
 /// keep_rows rows (a limit upstream cut the block). A Write writes the block as part
 /// `index` and returns an empty block; `part` then says what it wrote.
 ///
-/// Throws prism::Error "prism::data: <operator> failed on block <index>: <message>" for
+/// Throws OpError "prism::data: <operator> failed on block <index>: <type>: <message>" for
 /// any exception in an operator (a UDF's, a missing column, ...); a RetryableError (same
 /// message) when the operator's retry_exceptions names the exception's type and `attempt`
 /// (0 for the block's first run) is below its max_retries: the executor runs it again.
@@ -135,18 +136,9 @@ Block ApplyStage(Block block, const std::vector<Op>& ops, int64_t index, int64_t
                  std::string* part_file, int64_t* part_rows, uint64_t* part_bytes,
                  int32_t attempt = 0);
 
-/// A UDF's exception that its operator's options say to retry (thrown by ApplyStage and the
-/// actor pool's calls; the executor recognizes it by kRetryableErrorType).
-class RetryableError : public Error {
- public:
-  using Error::Error;
-};
-/// RetryableError's demangled name, as TaskError::OriginalType() gives it.
-inline constexpr const char* kRetryableErrorType = "prism::data::internal::RetryableError";
-
 /// The error ApplyStage throws for `op` failing on block `index` with `current` (the
-/// exception being handled): a RetryableError if op's options retry it at `attempt`, else
-/// an Error. Used by the actor pool's calls too.
+/// exception being handled): a RetryableError if op's options retry the exception's type
+/// (platform::ExceptionType) at `attempt`, else an OpError. Used by the actor pool's calls too.
 [[noreturn]] void ThrowOpFailure(const Op& op, int64_t index, int32_t attempt,
                                  std::exception_ptr current);
 

@@ -19,6 +19,7 @@
 // other side's duplicate names suffixed "_1" as Ray's zip does.
 
 #include "data/union_zip.h"
+#include "data/errors.h"
 
 #include <algorithm>
 #include <set>
@@ -64,8 +65,8 @@ Block PrismDataZipBlocks(Block left, int64_t keep_rows, std::vector<ObjectRef<Bl
     }
     return Block::FromColumns(std::move(columns));
   } catch (...) {
-    throw Error("prism::data: Zip failed on block " + std::to_string(index) + ": " +
-                platform::DescribeException(std::current_exception()));
+    throw OpError("prism::data: Zip failed on block " + std::to_string(index) + ": " +
+                  platform::DescribeException(std::current_exception()));
   }
 }
 

@@ -127,17 +127,33 @@ std::string PrismWorkerGroupRun(WorkerStart s) {
 
 }  // namespace detail
 
-std::string DescribeException(std::exception_ptr e) {
+std::string TypeName(const std::type_info& type) { return internal::Demangle(type.name()); }
+
+std::string ExceptionType(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
   } catch (const TaskError& t) {
-    return t.OriginalType() + ": " + t.OriginalMessage();
+    return t.OriginalType();
   } catch (const std::exception& x) {
-    return internal::Demangle(typeid(x).name()) + ": " + x.what();
+    return TypeName(typeid(x));
   } catch (...) {
-    return "unknown exception: a non-std::exception was thrown";
+    return "unknown exception";
   }
 }
+
+std::string ExceptionMessage(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const TaskError& t) {
+    return t.OriginalMessage();
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "a non-std::exception was thrown";
+  }
+}
+
+std::string DescribeException(std::exception_ptr e) { return ExceptionType(e) + ": " + ExceptionMessage(e); }
 
 const WorkerContext& CurrentWorker() {
   if (detail::t_worker == nullptr) {
@@ -234,6 +250,10 @@ WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Im
     throw Error("prism: WorkerGroup " + options.name + ": num_workers is " +
                 std::to_string(options.num_workers) + "; it must be at least 1");
   }
+  if (!options.ranks.empty() && static_cast<int>(options.ranks.size()) != options.num_workers) {
+    throw Error("prism: WorkerGroup " + options.name + ": ranks lists " + std::to_string(options.ranks.size()) +
+                " ranks for " + std::to_string(options.num_workers) + " workers; give one per worker, or none");
+  }
   if (options.resources_per_worker.empty()) options.resources_per_worker["CPU"] = 1;
   g.options = std::move(options);
   g.id = NewGroupId();
@@ -243,6 +263,7 @@ WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Im
   pg.one_bundle_per_rank = g.options.one_worker_per_rank;
   for (int i = 0; i < g.options.num_workers; ++i) {
     pg.bundles.emplace_back(g.options.resources_per_worker.begin(), g.options.resources_per_worker.end());
+    if (!g.options.ranks.empty()) pg.bundles.back()["rank:" + std::to_string(g.options.ranks[i])] = 0.001;
   }
   g.pg = CreatePlacementGroup(pg);  // ResourceError if it could never fit
   if (!g.pg.Wait(g.options.reserve_timeout_s)) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "prism/api.h"
@@ -138,6 +139,29 @@ TEST(WorkerGroup, SeveralGroupsRunAtOnce) {
   for (const auto& e : Drain(b)) reports_b += e.kind == WorkerEvent::kReport;
   EXPECT_EQ(reports_a, 6);
   EXPECT_EQ(reports_b, 10);
+}
+
+TEST(Platform, AnExceptionsTypeAndMessageAreTheirOwn) {
+  auto caught = [](auto&& thrower) -> std::exception_ptr {
+    try {
+      thrower();
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  };
+  auto out_of_range = caught([] { throw std::out_of_range("index 7: with a colon"); });
+  EXPECT_EQ(prism::platform::ExceptionType(out_of_range), "std::out_of_range");
+  EXPECT_EQ(prism::platform::ExceptionMessage(out_of_range), "index 7: with a colon");
+  EXPECT_EQ(prism::platform::DescribeException(out_of_range), "std::out_of_range: index 7: with a colon");
+  EXPECT_EQ(prism::platform::TypeName(typeid(prism::TimeoutError)), "prism::TimeoutError");
+  // A failed task's error gives what the task threw.
+  auto task = caught([] { throw prism::TaskError("my::Error", "it broke", "Fn", 2, "prism: task failed"); });
+  EXPECT_EQ(prism::platform::ExceptionType(task), "my::Error");
+  EXPECT_EQ(prism::platform::ExceptionMessage(task), "it broke");
+  auto other = caught([] { throw 42; });
+  EXPECT_EQ(prism::platform::ExceptionType(other), "unknown exception");
+  EXPECT_EQ(prism::platform::DescribeException(other), "unknown exception: a non-std::exception was thrown");
 }
 
 TEST(WorkerGroup, BadInputIsAClearError) {

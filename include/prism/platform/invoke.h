@@ -96,9 +96,24 @@ R Invoke(const std::string& name, const Args&... args) {
   if constexpr (!std::is_void_v<R>) return internal::Deserialize<R>(result.data(), result.size());
 }
 
-/// "<type>: <message>" of a caught exception, for telling another rank why something
-/// failed: a TaskError gives its task's original type and message, a std::exception its
-/// demangled type and what(), anything else "unknown exception: ...".
+/// The demangled name of a C++ type, as TaskError::OriginalType() names the type of an
+/// exception a task threw: "std::out_of_range", "prism::data::internal::OpError". A library
+/// compares a failed task's OriginalType() with TypeName(typeid(ItsError)) to recognize its
+/// own errors by type, never by parsing messages. Thread-safe.
+std::string TypeName(const std::type_info& type);
+
+/// The type of a caught exception: a TaskError's OriginalType() (what the task threw), a
+/// std::exception's demangled dynamic type (TypeName), "unknown exception" for anything
+/// else. Thread-safe.
+std::string ExceptionType(std::exception_ptr e);
+
+/// The message of a caught exception: a TaskError's OriginalMessage(), a std::exception's
+/// what(), "a non-std::exception was thrown" for anything else. Thread-safe.
+std::string ExceptionMessage(std::exception_ptr e);
+
+/// "<type>: <message>" of a caught exception (ExceptionType and ExceptionMessage), for
+/// telling a person why something failed. A program that must decide by the type asks
+/// ExceptionType, never splits this string. Thread-safe.
 std::string DescribeException(std::exception_ptr e);
 
 }  // namespace prism::platform

@@ -26,6 +26,8 @@ using prism::data::Row;
 using prism::data::internal::ApplyStage;
 using prism::data::internal::ExecuteRead;
 using prism::data::internal::Fuse;
+using prism::data::internal::IsOpError;
+using prism::data::internal::IsRetryableError;
 using prism::data::internal::FusedPlan;
 using prism::data::internal::Op;
 using prism::data::internal::ReadPlanOptions;
@@ -196,6 +198,37 @@ TEST(DataPlan, AFailingOperatorNamesItselfTheBlockAndTheMessage) {
     ApplyStage(Ids(0, 3), {UdfOp(Op::kMap, "NotRegistered")}, 0, -1, nullptr, nullptr, nullptr);
   });
   EXPECT_THAT(message, HasSubstr("NotRegistered"));
+}
+
+TEST(DataPlan, AFailureIsAnOpErrorAndRetriesGoByTheExceptionsType) {
+  Op map = UdfOp(Op::kMap, prism::platform::RegisteredName(&PlanThrowAt7));
+  map.max_retries = 2;
+  map.retry_types = {"std::out_of_range"};
+  auto failure = [&](int32_t attempt) -> std::exception_ptr {
+    try {
+      ApplyStage(Ids(5, 10), {map}, 4, -1, nullptr, nullptr, nullptr, attempt);
+    } catch (...) {
+      return std::current_exception();
+    }
+    return nullptr;
+  };
+  // Named type, attempts left: a RetryableError; the last attempt: an OpError.
+  EXPECT_EQ(prism::platform::ExceptionType(failure(0)), "prism::data::internal::RetryableError");
+  EXPECT_EQ(prism::platform::ExceptionType(failure(2)), "prism::data::internal::OpError");
+  EXPECT_THAT(prism::platform::ExceptionMessage(failure(2)), HasSubstr("(after 3 attempts)"));
+  // Another type is not retried.
+  map.retry_types = {"std::runtime_error"};
+  EXPECT_EQ(prism::platform::ExceptionType(failure(0)), "prism::data::internal::OpError");
+
+  // The driver tells Data's errors by their type as a failed task reports it.
+  prism::TaskError op("prism::data::internal::OpError", "prism::data: Map failed", "t", 1, "w");
+  prism::TaskError retry("prism::data::internal::RetryableError", "prism::data: Map failed", "t", 1, "w");
+  prism::TaskError other("std::runtime_error", "prism::data: looks like one", "t", 1, "w");
+  EXPECT_TRUE(IsOpError(op));
+  EXPECT_TRUE(IsOpError(retry));
+  EXPECT_TRUE(IsRetryableError(retry));
+  EXPECT_FALSE(IsRetryableError(op));
+  EXPECT_FALSE(IsOpError(other));  // the message's prefix does not matter
 }
 
 TEST(DataPlan, AWriteWritesAPartNamedByTheBlockIndex) {
