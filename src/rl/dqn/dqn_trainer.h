@@ -54,8 +54,8 @@
 #include "rl/dqn/learner.h"
 #include "rl/dqn/q_module.h"
 #include "rl/dqn/sampler.h"
-#include "rl/replay_buffer.h"
-#include "rl/schedule.h"
+#include "rl/dqn/replay_buffer.h"
+#include "rl/dqn/schedule.h"
 
 namespace prism::rl::dqn {
 

@@ -24,7 +24,7 @@
 #include <string>
 
 #include "rl/dqn/q_module.h"
-#include "rl/replay_buffer.h"
+#include "rl/dqn/replay_buffer.h"
 
 namespace prism::rl::dqn {
 

@@ -12,7 +12,7 @@
 
 #include "prism/rl/env.h"
 #include "rl/dqn/q_module.h"
-#include "rl/schedule.h"
+#include "rl/dqn/schedule.h"
 
 namespace prism::rl::dqn {
 

@@ -7,8 +7,8 @@
 
 #include "prism/errors.h"
 #include "rl_test_util.h"
-#include "rl/replay_buffer.h"
-#include "rl/schedule.h"
+#include "rl/dqn/replay_buffer.h"
+#include "rl/dqn/schedule.h"
 
 namespace prism::rl {
 namespace {

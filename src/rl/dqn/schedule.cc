@@ -1,6 +1,6 @@
 // Piecewise-linear schedules (schedule.h).
 
-#include "rl/schedule.h"
+#include "rl/dqn/schedule.h"
 
 #include <algorithm>
 #include <cmath>

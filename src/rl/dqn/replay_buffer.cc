@@ -1,7 +1,7 @@
 // The uniform replay buffer (replay_buffer.h). Slots grow with the adds up to capacity (a
 // large capacity costs memory only once it fills), then the ring overwrites the oldest.
 
-#include "rl/replay_buffer.h"
+#include "rl/dqn/replay_buffer.h"
 
 #include <algorithm>
 #include <cmath>
