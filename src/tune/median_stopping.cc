@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "prism/errors.h"
+#include "prism/internal/json.h"
 #include "prism/tune/schedulers.h"
 #include "tune/metric_mode.h"
 #include "tune/scheduler_state.h"
@@ -34,15 +35,11 @@ using internal::FormatNumber;
 
 constexpr const char* kMedianStoppingWho = "MedianStoppingRule";
 
-// JSON has no NaN or infinity: such values travel as text.
-nlohmann::json ToJson(double v) {
-  if (std::isfinite(v)) return v;
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
+// Prism's JSON convention (prism/internal/json.h): a NaN or an infinity is written as null
+// and read back as NaN. A journal written before it holds them as text ("nan", "inf").
+nlohmann::json ToJson(double v) { return v; }
 double FromJson(const nlohmann::json& j) {
-  if (j.is_number()) return j.get<double>();
+  if (!j.is_string()) return prism::internal::JsonDouble(j);
   std::string s = j.get<std::string>();
   if (s == "nan" || s == "-nan") return std::numeric_limits<double>::quiet_NaN();
   if (s == "inf") return std::numeric_limits<double>::infinity();

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "prism/api.h"
+#include "prism/internal/json.h"
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
@@ -71,16 +72,20 @@ Config ConfigOf(const json& j) {
   return c;
 }
 
+// Metrics follow Prism's JSON convention (prism/internal/json.h): a NaN or an infinity is
+// written as null and read back as NaN.
 json ToJson(const Metrics& m) {
   json j = json::object();
-  for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? json(v) : json(std::to_string(v));
+  for (const auto& [k, v] : m) j[k] = v;
   return j;
 }
 
 Metrics MetricsOf(const json& j) {
   Metrics m;
   for (const auto& [k, v] : j.items()) {
-    m[k] = v.is_number() ? v.get<double>() : std::strtod(v.get<std::string>().c_str(), nullptr);
+    // A journal written before the convention holds such numbers as text ("nan", "inf").
+    m[k] = v.is_string() ? std::strtod(v.get<std::string>().c_str(), nullptr)
+                         : prism::internal::JsonDouble(v);
   }
   return m;
 }
@@ -895,7 +900,9 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
   impl.run.storage_path = h.value("storage_path", "");
   impl.run.verbose = h.value("verbose", 1);
   impl.run.status_interval_s = h.value("status_interval_s", 5.0);
-  for (const auto& [k, v] : h.value("stop", json::object()).items()) impl.run.stop[k] = v.get<double>();
+  for (const auto& [k, v] : h.value("stop", json::object()).items()) {
+    impl.run.stop[k] = prism::internal::JsonDouble(v);
+  }
   impl.run.failure_config.max_failures = h.value("max_failures", 0);
   impl.run.failure_config.fail_fast = h.value("fail_fast", false);
   impl.run.checkpoint_config.num_to_keep = h.value("num_to_keep", 0);
