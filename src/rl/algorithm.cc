@@ -1,6 +1,7 @@
-// PPO's Algorithm (prism/rl/algorithm.h): the config's checks and JSON, the env runner
-// actor, and the iteration loop on the driver. DQNConfig (prism/rl/dqn.h) builds the same
-// Algorithm around a dqn::DqnTrainer on the driver (Impl::dqn set; the PPO members unused).
+// The Algorithm (prism/rl/algorithm.h): PPO's env runner actors and iteration loop on the
+// driver, with the local learner or a learner group (learner_group.h). DQNConfig
+// (prism/rl/dqn.h) builds the same Algorithm around a dqn::DqnTrainer on the driver
+// (Impl::dqn set; the PPO members unused). The configs' checks and JSON are in config.cc.
 //
 // Runner i lives on worker rank 1 + i (hard node affinity, one CPU; with
 // RunnerPlacement::kAnyFreeCpu wherever a CPU is free), restarts without limit
@@ -21,74 +22,24 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "prism/actor.h"
 #include "prism/api.h"
-#include "prism/collective.h"
 #include "prism/errors.h"
 #include "prism/rl/dqn.h"
+#include "rl/config.h"
 #include "rl/dqn/dqn_trainer.h"
 #include "rl/dqn/module_bytes.h"
 #include "rl/dqn/sampler.h"
+#include "rl/learner_group.h"
 #include "rl/ppo/learner.h"
 #include "rl/ppo/rl_module.h"
 #include "rl/ppo/sampler.h"
 
-namespace prism::rl {
-namespace {
-dqn::DqnConfig ToDqnConfig(const DQNConfig& c);  // below, with DQNConfig
-}  // namespace
-
-namespace internal {
-
-std::string PlacementName(RunnerPlacement p) {
-  return p == RunnerPlacement::kAnyFreeCpu ? "any_free_cpu" : "one_per_worker_rank";
-}
-
-RunnerPlacement ParsePlacement(const std::string& name, const std::string& config) {
-  if (name == "any_free_cpu") return RunnerPlacement::kAnyFreeCpu;
-  if (name == "one_per_worker_rank") return RunnerPlacement::kOnePerWorkerRank;
-  throw Error("prism::rl: " + config + "::FromJson: env_runner_placement is \"" + name +
-              "\"; use \"one_per_worker_rank\" or \"any_free_cpu\"");
-}
-
-/// Throws what to change when `runners` env runner actors cannot be made: no runtime, or
-/// (one per worker rank) fewer worker ranks than runners.
-void CheckRunnersFit(const std::string& config, int runners, RunnerPlacement placement) {
-  if (!prism::IsInitialized()) {
-    throw Error("prism::rl: " + config + ": num_env_runners " + std::to_string(runners) +
-                " needs prism::Init first (or EnvRunners(0) to sample on the driver)");
-  }
-  const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
-  if (placement == RunnerPlacement::kOnePerWorkerRank && runners > workers) {
-    throw Error("prism::rl: " + config + ": num_env_runners " + std::to_string(runners) + " is larger than the " +
-                std::to_string(workers) + " worker ranks (one runner per rank 1..N-1): launch at least " +
-                std::to_string(runners + 1) + " ranks or use fewer runners");
-  }
-}
-
-/// Adam's state as bytes (LibTorch's archive), and back into an optimizer over a module of
-/// the same shape.
-std::vector<uint8_t> OptimizerBytes(torch::optim::Adam& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  std::vector<uint8_t> bytes;
-  archive.save_to([&bytes](const void* data, size_t size) -> size_t {
-    const auto* p = static_cast<const uint8_t*>(data);
-    bytes.insert(bytes.end(), p, p + size);
-    return size;
-  });
-  return bytes;
-}
-
-void LoadOptimizerBytes(torch::optim::Adam& optimizer, const std::vector<uint8_t>& bytes) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  optimizer.load(archive);
-}
+namespace prism::rl::internal {
 
 /// Runner `index`'s actor options: 1 CPU, restarts without limit, on rank 1 + index or
 /// wherever a CPU is free.
@@ -143,21 +94,6 @@ class PpoEnvRunner {
   ppo::Sampler sampler_;
 };
 
-/// The Learner's options from a config.
-ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff);
-
-/// What a learner of a group returns from an update: the group's stats, and (learner 0)
-/// the new weights.
-struct LearnerResult {
-  double total_loss = 0, policy_loss = 0, vf_loss = 0, entropy = 0, mean_kl = 0, kl_coeff = 0;
-  int64_t num_minibatches = 0;
-  std::vector<uint8_t> weights;
-  template <class Archive>
-  void serialize(Archive& ar, unsigned) {
-    ar & total_loss & policy_loss & vf_loss & entropy & mean_kl & kl_coeff & num_minibatches & weights;
-  }
-};
-
 /// A DQN env runner actor: a DqnSampler with its own VectorEnv, Q-module copy, epsilon
 /// schedule and generator; returns replay rows for the driver's buffer.
 class DqnEnvRunner {
@@ -186,77 +122,9 @@ class DqnEnvRunner {
   std::mt19937_64 rng_;
 };
 
-/// One learner of a group (num_learners > 1), on world rank ranks[index]: its own module
-/// copy and Adam; gradients are averaged over the group's collective::Group every step, so
-/// every copy takes the same steps.
-class PpoLearner {
- public:
-  /// `optimizer`: Adam's state as OptimizerBytes wrote it (the driver's, restored from a
-  /// checkpoint or fetched from the group before), or empty for a fresh Adam.
-  static PpoLearner* Create(std::string config_json, int index, std::vector<int> ranks, std::string group_key,
-                            std::vector<uint8_t> weights, double kl_coeff, std::vector<uint8_t> optimizer) {
-    torch::set_num_threads(1);
-    auto* l = new PpoLearner(PPOConfig::FromJson(config_json), index, std::move(ranks), std::move(group_key),
-                             weights, kl_coeff);
-    if (!optimizer.empty()) LoadOptimizerBytes(l->learner_.optimizer(), optimizer);
-    return l;
-  }
-  /// This learner's Adam state (the group's members agree: they take the same averaged steps).
-  std::vector<uint8_t> OptimizerState() { return OptimizerBytes(learner_.optimizer()); }
-  LearnerResult Update(ppo::LearnerShard shard) {
-    if (!group_.valid()) {
-      // The first update: every learner is running it, so the group forms.
-      group_ = collective::Group::Create(group_key_, ranks_);
-    }
-    ppo::LearnerStats st = learner_.UpdateShard(
-        shard, [this](std::vector<float>& v) { group_.AllReduce(v, collective::ReduceOp::kAverage); },
-        static_cast<int>(ranks_.size()));
-    LearnerResult r{st.total_loss, st.policy_loss, st.vf_loss, st.entropy, st.mean_kl, st.kl_coeff,
-                    st.num_minibatches, {}};
-    if (index_ == 0) r.weights = ppo::GetWeights(*learner_.module());
-    return r;
-  }
-
- private:
-  PpoLearner(const PPOConfig& c, int index, std::vector<int> ranks, std::string group_key,
-             const std::vector<uint8_t>& weights, double kl_coeff)
-      : index_(index), ranks_(std::move(ranks)), group_key_(std::move(group_key)),
-        learner_(MakeModule(c, weights), LearnerOptionsOf(c, kl_coeff)) {}
-  static ppo::RLModule MakeModule(const PPOConfig& c, const std::vector<uint8_t>& weights) {
-    auto env = MakeEnv(c.env, c.env_config);
-    ppo::RLModule m(env->observation_space(), env->action_space(), c.hidden);
-    ppo::SetWeights(*m, weights.data(), weights.size());
-    return m;
-  }
-
-  int index_;
-  std::vector<int> ranks_;
-  std::string group_key_;
-  ppo::Learner learner_;
-  collective::Group group_;
-};
-
-ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff) {
-  ppo::LearnerOptions o;
-  o.lr = c.lr;
-  o.gamma = c.gamma;
-  o.lambda = c.lambda_;
-  o.minibatch_size = c.minibatch_size;
-  o.num_epochs = c.num_epochs;
-  o.grad_clip = c.grad_clip;
-  o.kl_target = c.kl_target;
-  o.loss = {.clip_param = c.clip_param, .vf_clip_param = c.vf_clip_param, .vf_loss_coeff = c.vf_loss_coeff,
-            .entropy_coeff = c.entropy_coeff, .use_kl_loss = c.use_kl_loss, .kl_coeff = kl_coeff};
-  o.seed = c.seed;
-  return o;
-}
-
-}  // namespace internal
-}  // namespace prism::rl
+}  // namespace prism::rl::internal
 
 PRISM_REMOTE(prism::rl::internal::PpoEnvRunner::Create, &prism::rl::internal::PpoEnvRunner::Sample,
-             prism::rl::internal::PpoLearner::Create, &prism::rl::internal::PpoLearner::Update,
-             &prism::rl::internal::PpoLearner::OptimizerState,
              prism::rl::internal::DqnEnvRunner::Create, &prism::rl::internal::DqnEnvRunner::Sample);
 
 namespace prism::rl {
@@ -266,187 +134,15 @@ constexpr const char* kCheckpointFile = "algorithm.h5";
 constexpr const char* kDqnConfigFile = "dqn_config.json";
 constexpr const char* kFormat = "prism-rl-ppo-1";
 constexpr size_t kSmoothingWindow = 100;
-
-[[noreturn]] void Bad(const std::string& what) { throw Error("prism::rl: PPOConfig: " + what); }
+/// How long the driver waits for the learner group's update (or Adam's state): a learner
+/// group has no restarts, and its collectives give up after as long.
+constexpr int64_t kLearnerTimeoutMs = 10 * 60 * 1000;
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 }  // namespace
-
-// ---- PPOConfig ----------------------------------------------------------------------------
-
-PPOConfig& PPOConfig::Environment(std::string env_name, EnvConfig config) {
-  env = std::move(env_name);
-  env_config = std::move(config);
-  return *this;
-}
-
-PPOConfig& PPOConfig::EnvRunners(int runners, int envs, int64_t fragment) {
-  num_env_runners = runners;
-  num_envs_per_env_runner = envs;
-  rollout_fragment_length = fragment;
-  return *this;
-}
-
-PPOConfig& PPOConfig::Learners(int n) {
-  num_learners = n;
-  return *this;
-}
-
-PPOConfig& PPOConfig::Training(const PPOTraining& t) {
-  if (t.lr) lr = *t.lr;
-  if (t.gamma) gamma = *t.gamma;
-  if (t.lambda_) lambda_ = *t.lambda_;
-  if (t.train_batch_size) train_batch_size = *t.train_batch_size;
-  if (t.minibatch_size) minibatch_size = *t.minibatch_size;
-  if (t.num_epochs) num_epochs = *t.num_epochs;
-  if (t.clip_param) clip_param = *t.clip_param;
-  if (t.vf_clip_param) vf_clip_param = *t.vf_clip_param;
-  if (t.vf_loss_coeff) vf_loss_coeff = *t.vf_loss_coeff;
-  if (t.entropy_coeff) entropy_coeff = *t.entropy_coeff;
-  if (t.use_kl_loss) use_kl_loss = *t.use_kl_loss;
-  if (t.kl_coeff) kl_coeff = *t.kl_coeff;
-  if (t.kl_target) kl_target = *t.kl_target;
-  if (t.grad_clip) grad_clip = *t.grad_clip;
-  return *this;
-}
-
-PPOConfig& PPOConfig::RLModule(std::vector<int64_t> sizes) {
-  hidden = std::move(sizes);
-  return *this;
-}
-
-PPOConfig& PPOConfig::Debugging(uint64_t s) {
-  seed = s;
-  return *this;
-}
-
-PPOConfig& PPOConfig::Fault(double timeout_s) {
-  sample_timeout_s = timeout_s;
-  return *this;
-}
-
-PPOConfig& PPOConfig::Placement(RunnerPlacement placement) {
-  env_runner_placement = placement;
-  return *this;
-}
-
-int64_t PPOConfig::ResolvedRolloutFragmentLength() const {
-  if (rollout_fragment_length > 0) return rollout_fragment_length;
-  const int64_t copies = static_cast<int64_t>(std::max(num_env_runners, 1)) * num_envs_per_env_runner;
-  return (train_batch_size + copies - 1) / copies;
-}
-
-void PPOConfig::Validate() const {
-  if (env.empty()) {
-    std::string names;
-    for (const auto& n : RegisteredEnvs()) names += (names.empty() ? "" : ", ") + n;
-    Bad("no environment: call .Environment(name) with a registered one (" + names + ")");
-  }
-  try {
-    MakeEnv(env, env_config);
-  } catch (const Error& e) {
-    Bad(std::string("Environment(\"") + env + "\"): " + e.what());
-  }
-  if (num_env_runners < 0) Bad("num_env_runners must be >= 0, got " + std::to_string(num_env_runners));
-  if (num_envs_per_env_runner < 1) {
-    Bad("num_envs_per_env_runner must be >= 1, got " + std::to_string(num_envs_per_env_runner));
-  }
-  if (rollout_fragment_length < 0) {
-    Bad("rollout_fragment_length must be >= 1 (or 0 for auto), got " + std::to_string(rollout_fragment_length));
-  }
-  if (num_learners < 0) Bad("num_learners must be >= 0, got " + std::to_string(num_learners));
-  if (train_batch_size < 1) Bad("train_batch_size must be >= 1, got " + std::to_string(train_batch_size));
-  if (minibatch_size < 1) Bad("minibatch_size must be >= 1, got " + std::to_string(minibatch_size));
-  if (minibatch_size > train_batch_size) {
-    Bad("minibatch_size (" + std::to_string(minibatch_size) + ") must be <= train_batch_size (" +
-        std::to_string(train_batch_size) + "): the train batch is split into minibatches of that size");
-  }
-  if (num_epochs < 1) Bad("num_epochs must be >= 1, got " + std::to_string(num_epochs));
-  if (!(lr > 0)) Bad("lr must be > 0, got " + std::to_string(lr));
-  if (!(gamma >= 0 && gamma <= 1)) Bad("gamma must be in [0, 1], got " + std::to_string(gamma));
-  if (!(lambda_ >= 0 && lambda_ <= 1)) Bad("lambda_ must be in [0, 1], got " + std::to_string(lambda_));
-  if (!(clip_param > 0)) Bad("clip_param must be > 0, got " + std::to_string(clip_param));
-  if (!(vf_clip_param > 0)) Bad("vf_clip_param must be > 0, got " + std::to_string(vf_clip_param));
-  if (!(vf_loss_coeff >= 0)) Bad("vf_loss_coeff must be >= 0");
-  if (!(entropy_coeff >= 0)) Bad("entropy_coeff must be >= 0, got " + std::to_string(entropy_coeff));
-  if (!(kl_coeff >= 0) || !(kl_target > 0)) Bad("kl_coeff must be >= 0 and kl_target > 0");
-  if (hidden.empty()) Bad("RLModule needs at least one hidden layer size");
-  for (int64_t h : hidden) {
-    if (h < 1) Bad("RLModule hidden sizes must be >= 1, got " + std::to_string(h));
-  }
-  if (!(sample_timeout_s > 0)) Bad("sample_timeout_s must be > 0");
-}
-
-std::string PPOConfig::ToJson() const {
-  nlohmann::json j;
-  j["env"] = env;
-  j["env_config"] = env_config;
-  j["num_env_runners"] = num_env_runners;
-  j["num_envs_per_env_runner"] = num_envs_per_env_runner;
-  j["rollout_fragment_length"] = rollout_fragment_length;
-  j["num_learners"] = num_learners;
-  j["lr"] = lr;
-  j["gamma"] = gamma;
-  j["lambda_"] = lambda_;
-  j["train_batch_size"] = train_batch_size;
-  j["minibatch_size"] = minibatch_size;
-  j["num_epochs"] = num_epochs;
-  j["clip_param"] = clip_param;
-  j["vf_clip_param"] = vf_clip_param;
-  j["vf_loss_coeff"] = vf_loss_coeff;
-  j["entropy_coeff"] = entropy_coeff;
-  j["use_kl_loss"] = use_kl_loss;
-  j["kl_coeff"] = kl_coeff;
-  j["kl_target"] = kl_target;
-  j["grad_clip"] = grad_clip;
-  j["hidden"] = hidden;
-  j["seed"] = seed;
-  j["sample_timeout_s"] = sample_timeout_s;
-  j["env_runner_placement"] = internal::PlacementName(env_runner_placement);
-  return j.dump();
-}
-
-PPOConfig PPOConfig::FromJson(const std::string& text) {
-  PPOConfig c;
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    auto get = [&](const char* key, auto& field) {
-      if (j.contains(key)) j.at(key).get_to(field);
-    };
-    get("env", c.env);
-    get("env_config", c.env_config);
-    get("num_env_runners", c.num_env_runners);
-    get("num_envs_per_env_runner", c.num_envs_per_env_runner);
-    get("rollout_fragment_length", c.rollout_fragment_length);
-    get("num_learners", c.num_learners);
-    get("lr", c.lr);
-    get("gamma", c.gamma);
-    get("lambda_", c.lambda_);
-    get("train_batch_size", c.train_batch_size);
-    get("minibatch_size", c.minibatch_size);
-    get("num_epochs", c.num_epochs);
-    get("clip_param", c.clip_param);
-    get("vf_clip_param", c.vf_clip_param);
-    get("vf_loss_coeff", c.vf_loss_coeff);
-    get("entropy_coeff", c.entropy_coeff);
-    get("use_kl_loss", c.use_kl_loss);
-    get("kl_coeff", c.kl_coeff);
-    get("kl_target", c.kl_target);
-    get("grad_clip", c.grad_clip);
-    get("hidden", c.hidden);
-    get("seed", c.seed);
-    get("sample_timeout_s", c.sample_timeout_s);
-    if (j.contains("env_runner_placement")) {
-      c.env_runner_placement = internal::ParsePlacement(j.at("env_runner_placement").get<std::string>(), "PPOConfig");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("prism::rl: PPOConfig::FromJson: ") + e.what());
-  }
-  return c;
-}
 
 // ---- TrainResult --------------------------------------------------------------------------
 
@@ -486,7 +182,7 @@ struct Algorithm::Impl {
   std::unique_ptr<ppo::Learner> learner;
   std::unique_ptr<ppo::Sampler> local_sampler;  // num_env_runners == 0
   std::vector<ActorHandle<internal::PpoEnvRunner>> runners;
-  std::vector<ActorHandle<internal::PpoLearner>> learners;  // num_learners > 1, made at the first Train
+  std::unique_ptr<internal::LearnerGroup> learners;  // num_learners > 1, made at the first Train
   std::vector<ActorHandle<internal::DqnEnvRunner>> dqn_runners;  // DQN with num_env_runners > 0
   int dqn_healthy_runners = 0;  // the fewest runners that answered a store step this iteration
   int64_t iteration = 0;
@@ -520,28 +216,14 @@ void KillAll(Handles& actors) {
 Algorithm::~Algorithm() {
   if (!impl_) return;
   KillAll(impl_->runners);
-  KillAll(impl_->learners);
+  impl_->learners.reset();
   KillAll(impl_->dqn_runners);
 }
 
 Algorithm PPOConfig::Build() const {
   Validate();
   if (num_env_runners > 0) internal::CheckRunnersFit("PPOConfig", num_env_runners, env_runner_placement);
-  if (num_learners > 1) {
-    if (!prism::IsInitialized()) {
-      Bad("num_learners " + std::to_string(num_learners) +
-          " needs prism::Init first (or Learners(1) for the local learner)");
-    }
-    const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
-    if (num_learners > workers) {
-      Bad("num_learners " + std::to_string(num_learners) + " is larger than the " + std::to_string(workers) +
-          " worker ranks (one learner per rank 1..N-1)");
-    }
-    if (minibatch_size < num_learners) {
-      Bad("minibatch_size (" + std::to_string(minibatch_size) + ") must be >= num_learners (" +
-          std::to_string(num_learners) + "): each learner takes minibatch_size / num_learners rows a step");
-    }
-  }
+  if (num_learners > 1) internal::CheckLearnersFit(*this);
   auto impl = std::make_unique<Algorithm::Impl>();
   impl->config = *this;
   impl->rng.seed(seed);
@@ -563,49 +245,21 @@ Algorithm PPOConfig::Build() const {
   return Algorithm(std::move(impl));
 }
 
-/// num_learners > 1: GAE on the driver, a shard per learner actor, the group's result.
-/// Learners are made at the first update with the module's weights then (after a restore,
-/// the restored ones).
+/// num_learners > 1: GAE on the driver, a shard per learner, the group's result (learner
+/// 0's weights become the driver's module). The group is made at the first update with the
+/// module's weights then (after a restore, the restored ones) and the driver's Adam state
+/// (restored from a checkpoint, or fresh).
 ppo::LearnerStats Algorithm::Impl::UpdateLearnerGroup(const ppo::SampleBatch& batch) {
-  Impl& s = *this;
-  const PPOConfig& c = s.config;
-  if (s.learners.empty()) {
-    std::vector<int> ranks;
-    for (int i = 0; i < c.num_learners; ++i) ranks.push_back(1 + i);
-    std::random_device entropy;
-    const std::string key = "prism-rl-ppo-learners-" + std::to_string(entropy()) + std::to_string(entropy());
-    const std::string json = c.ToJson();
-    const std::vector<uint8_t> weights = ppo::GetWeights(*s.module);
-    // The driver's Adam state: restored from a checkpoint, or fresh (then zero moments).
-    const std::vector<uint8_t> optimizer = internal::OptimizerBytes(s.learner->optimizer());
-    for (int i = 0; i < c.num_learners; ++i) {
-      s.learners.push_back(prism::Actor(internal::PpoLearner::Create)
-                               .SetResource("CPU", 1)
-                               .SetSchedulingStrategy(NodeAffinitySchedulingStrategy{ranks[i], false})
-                               .Remote(json, i, ranks, key, weights, s.learner->kl_coeff(), optimizer));
-    }
+  const PPOConfig& c = config;
+  if (!learners) {
+    learners = std::make_unique<internal::LearnerGroup>(c, ppo::GetWeights(*module), learner->kl_coeff(),
+                                                        internal::OptimizerBytes(learner->optimizer()));
   }
-  std::vector<ppo::LearnerShard> shards = ppo::Postprocess(batch, c.gamma, c.lambda_, c.num_learners);
-  std::vector<ObjectRef<internal::LearnerResult>> refs;
-  for (int i = 0; i < c.num_learners; ++i) {
-    refs.push_back(s.learners[i].Task(&internal::PpoLearner::Update).Remote(std::move(shards[i])));
-  }
-  std::shared_ptr<internal::LearnerResult> first;
-  for (int i = 0; i < c.num_learners; ++i) {
-    // A learner group has no restarts: its members' states must agree.
-    auto result = prism::Get(refs[i], /*timeout_ms=*/10 * 60 * 1000);
-    if (i == 0) first = result;
-  }
-  ppo::SetWeights(*s.module, first->weights.data(), first->weights.size());
-  s.learner->set_kl_coeff(first->kl_coeff);
-  ppo::LearnerStats st;
-  st.total_loss = first->total_loss;
-  st.policy_loss = first->policy_loss;
-  st.vf_loss = first->vf_loss;
-  st.entropy = first->entropy;
-  st.mean_kl = first->mean_kl;
-  st.kl_coeff = first->kl_coeff;
-  st.num_minibatches = first->num_minibatches;
+  std::vector<uint8_t> weights;
+  ppo::LearnerStats st = learners->Update(ppo::Postprocess(batch, c.gamma, c.lambda_, c.num_learners), weights,
+                                          kLearnerTimeoutMs);
+  ppo::SetWeights(*module, weights.data(), weights.size());
+  learner->set_kl_coeff(st.kl_coeff);
   return st;
 }
 
@@ -723,12 +377,10 @@ void Algorithm::Save(const std::string& dir) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("prism::rl: Save: cannot create " + dir + ": " + ec.message());
-  if (!s.learners.empty()) {
+  if (s.learners) {
     // A learner group holds Adam's state: bring it to the driver's optimizer (over the same
     // parameters, in the same order) so the checkpoint carries it.
-    auto state = prism::Get(s.learners[0].Task(&internal::PpoLearner::OptimizerState).Remote(),
-                            /*timeout_ms=*/10 * 60 * 1000);
-    internal::LoadOptimizerBytes(s.learner->optimizer(), *state);
+    internal::LoadOptimizerBytes(s.learner->optimizer(), s.learners->OptimizerState(kLearnerTimeoutMs));
   }
   nlohmann::json window = {{"returns", s.recent_returns}, {"lens", s.recent_lens}};
   ppo::SaveModule(dir + "/" + kCheckpointFile, *s.module, &s.learner->optimizer(),
@@ -854,7 +506,7 @@ void Algorithm::Restore(const std::string& dir) {
   }
   s.recent_returns = std::move(returns);
   s.recent_lens = std::move(lens);
-  KillAll(s.learners);  // a learner group (num_learners > 1) is made anew from these weights
+  s.learners.reset();  // a learner group (num_learners > 1) is made anew from these weights
 }
 
 Action Algorithm::ComputeSingleAction(const std::vector<float>& obs, bool explore) {
@@ -889,129 +541,14 @@ void Algorithm::KillEnvRunner(int index) {
   }
 }
 
-// ---- DQNConfig ----------------------------------------------------------------------------
-
-namespace {
-
-[[noreturn]] void BadDqn(const std::string& what) { throw Error("prism::rl: DQNConfig: " + what); }
-
-dqn::DqnConfig ToDqnConfig(const DQNConfig& c) {
-  dqn::DqnConfig d;
-  d.env = c.env;
-  d.env_config = c.env_config;
-  d.num_envs = c.num_envs_per_env_runner;
-  d.num_env_runners = c.num_env_runners;
-  d.rollout_fragment_length = c.rollout_fragment_length;
-  d.seed = c.seed;
-  d.gamma = c.gamma;
-  d.lr = c.lr;
-  d.grad_clip = c.grad_clip;
-  d.train_batch_size = c.train_batch_size;
-  d.replay_capacity = c.replay_buffer_capacity;
-  d.target_network_update_freq = c.target_network_update_freq;
-  d.tau = c.tau;
-  d.num_steps_sampled_before_learning_starts = c.num_steps_sampled_before_learning_starts;
-  d.epsilon = c.epsilon;
-  d.double_q = c.double_q;
-  d.n_step = c.n_step;
-  d.training_intensity = c.training_intensity;
-  d.model.hiddens = c.hidden;
-  d.model.head_hiddens = c.head_hiddens;
-  d.model.dueling = c.dueling;
-  return d;
-}
-
-}  // namespace
-
-DQNConfig& DQNConfig::Environment(std::string env_name, EnvConfig config) {
-  env = std::move(env_name);
-  env_config = std::move(config);
-  return *this;
-}
-
-DQNConfig& DQNConfig::EnvRunners(int runners, int envs, int64_t fragment) {
-  num_env_runners = runners;
-  num_envs_per_env_runner = envs;
-  rollout_fragment_length = fragment;
-  return *this;
-}
-
-DQNConfig& DQNConfig::Placement(RunnerPlacement placement) {
-  env_runner_placement = placement;
-  return *this;
-}
-
-DQNConfig& DQNConfig::Fault(double timeout_s) {
-  sample_timeout_s = timeout_s;
-  return *this;
-}
-
-DQNConfig& DQNConfig::Training(const DQNTraining& t) {
-  if (t.lr) lr = *t.lr;
-  if (t.gamma) gamma = *t.gamma;
-  if (t.train_batch_size) train_batch_size = *t.train_batch_size;
-  if (t.replay_buffer_capacity) replay_buffer_capacity = *t.replay_buffer_capacity;
-  if (t.target_network_update_freq) target_network_update_freq = *t.target_network_update_freq;
-  if (t.num_steps_sampled_before_learning_starts) {
-    num_steps_sampled_before_learning_starts = *t.num_steps_sampled_before_learning_starts;
-  }
-  if (t.epsilon) epsilon = *t.epsilon;
-  if (t.double_q) double_q = *t.double_q;
-  if (t.dueling) dueling = *t.dueling;
-  if (t.n_step) n_step = *t.n_step;
-  if (t.tau) tau = *t.tau;
-  if (t.grad_clip) grad_clip = *t.grad_clip;
-  if (t.training_intensity) training_intensity = *t.training_intensity;
-  return *this;
-}
-
-DQNConfig& DQNConfig::RLModule(std::vector<int64_t> sizes, std::vector<int64_t> head_sizes) {
-  hidden = std::move(sizes);
-  head_hiddens = std::move(head_sizes);
-  return *this;
-}
-
-DQNConfig& DQNConfig::Debugging(uint64_t s) {
-  seed = s;
-  return *this;
-}
-
-void DQNConfig::Validate() const {
-  if (env.empty()) {
-    std::string names;
-    for (const auto& n : RegisteredEnvs()) names += (names.empty() ? "" : ", ") + n;
-    BadDqn("no environment: call .Environment(name) with a registered one (" + names + ")");
-  }
-  std::unique_ptr<Env> probe;
-  try {
-    probe = MakeEnv(env, env_config);
-  } catch (const Error& e) {
-    BadDqn(std::string("Environment(\"") + env + "\"): " + e.what());
-  }
-  if (probe->action_space().kind != Space::Kind::kDiscrete) {
-    BadDqn("Environment(\"" + env + "\") has action space " + probe->action_space().ToString() +
-           "; DQN needs a Discrete action space (use PPOConfig for continuous actions)");
-  }
-  if (num_envs_per_env_runner < 1) {
-    BadDqn("num_envs_per_env_runner must be >= 1, got " + std::to_string(num_envs_per_env_runner));
-  }
-  if (hidden.empty()) BadDqn("RLModule needs at least one hidden layer size");
-  for (int64_t h : hidden) {
-    if (h < 1) BadDqn("RLModule hidden sizes must be >= 1, got " + std::to_string(h));
-  }
-  for (int64_t h : head_hiddens) {
-    if (h < 1) BadDqn("RLModule head_hiddens sizes must be >= 1, got " + std::to_string(h));
-  }
-  if (!(sample_timeout_s > 0)) BadDqn("sample_timeout_s must be > 0");
-  ToDqnConfig(*this).Validate();  // the training values (its errors name the field)
-}
+// ---- DQNConfig::Build ----------------------------------------------------------------------
 
 Algorithm DQNConfig::Build() const {
   Validate();
   if (num_env_runners > 0) internal::CheckRunnersFit("DQNConfig", num_env_runners, env_runner_placement);
   auto impl = std::make_unique<Algorithm::Impl>();
   impl->dqn_config = *this;
-  impl->dqn = std::make_unique<dqn::DqnTrainer>(ToDqnConfig(*this));
+  impl->dqn = std::make_unique<dqn::DqnTrainer>(internal::ToDqnConfig(*this));
   if (num_env_runners == 0) return Algorithm(std::move(impl));
   const std::string json = ToJson();
   for (int i = 0; i < num_env_runners; ++i) {
@@ -1035,78 +572,6 @@ Algorithm DQNConfig::Build() const {
     return rows;
   });
   return Algorithm(std::move(impl));
-}
-
-std::string DQNConfig::ToJson() const {
-  nlohmann::json j;
-  j["algorithm"] = "DQN";
-  j["env"] = env;
-  j["env_config"] = env_config;
-  j["num_env_runners"] = num_env_runners;
-  j["num_envs_per_env_runner"] = num_envs_per_env_runner;
-  j["rollout_fragment_length"] = rollout_fragment_length;
-  j["env_runner_placement"] = internal::PlacementName(env_runner_placement);
-  j["sample_timeout_s"] = sample_timeout_s;
-  j["lr"] = lr;
-  j["gamma"] = gamma;
-  j["train_batch_size"] = train_batch_size;
-  j["replay_buffer_capacity"] = replay_buffer_capacity;
-  j["target_network_update_freq"] = target_network_update_freq;
-  j["num_steps_sampled_before_learning_starts"] = num_steps_sampled_before_learning_starts;
-  j["epsilon"] = epsilon;
-  j["double_q"] = double_q;
-  j["dueling"] = dueling;
-  j["n_step"] = n_step;
-  j["tau"] = tau;
-  j["grad_clip"] = grad_clip;
-  j["training_intensity"] = training_intensity ? nlohmann::json(*training_intensity) : nlohmann::json(nullptr);
-  j["hidden"] = hidden;
-  j["head_hiddens"] = head_hiddens;
-  j["seed"] = seed;
-  return j.dump();
-}
-
-DQNConfig DQNConfig::FromJson(const std::string& text) {
-  DQNConfig c;
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    if (j.contains("algorithm") && j.at("algorithm") != "DQN") {
-      throw Error("prism::rl: DQNConfig::FromJson: the config is for " + j.at("algorithm").dump() + ", not DQN");
-    }
-    auto get = [&](const char* key, auto& field) {
-      if (j.contains(key)) j.at(key).get_to(field);
-    };
-    get("env", c.env);
-    get("env_config", c.env_config);
-    get("num_env_runners", c.num_env_runners);
-    get("num_envs_per_env_runner", c.num_envs_per_env_runner);
-    get("rollout_fragment_length", c.rollout_fragment_length);
-    if (j.contains("env_runner_placement")) {
-      c.env_runner_placement = internal::ParsePlacement(j.at("env_runner_placement").get<std::string>(), "DQNConfig");
-    }
-    get("sample_timeout_s", c.sample_timeout_s);
-    get("lr", c.lr);
-    get("gamma", c.gamma);
-    get("train_batch_size", c.train_batch_size);
-    get("replay_buffer_capacity", c.replay_buffer_capacity);
-    get("target_network_update_freq", c.target_network_update_freq);
-    get("num_steps_sampled_before_learning_starts", c.num_steps_sampled_before_learning_starts);
-    get("epsilon", c.epsilon);
-    get("double_q", c.double_q);
-    get("dueling", c.dueling);
-    get("n_step", c.n_step);
-    get("tau", c.tau);
-    get("grad_clip", c.grad_clip);
-    if (j.contains("training_intensity") && !j.at("training_intensity").is_null()) {
-      c.training_intensity = j.at("training_intensity").get<double>();
-    }
-    get("hidden", c.hidden);
-    get("head_hiddens", c.head_hiddens);
-    get("seed", c.seed);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("prism::rl: DQNConfig::FromJson: ") + e.what());
-  }
-  return c;
 }
 
 }  // namespace prism::rl

@@ -56,6 +56,9 @@ struct WorkerGroupOptions {
   /// Every worker in a process (rank) of its own: for workers that join one MPI
   /// communicator, like prism::train's.
   bool one_worker_per_rank = false;
+  /// Empty, or one world rank per worker: worker i runs on ranks[i] (its bundle holds a
+  /// sliver of "rank:<ranks[i]>"), as prism::rl pins its learners to ranks 1..n.
+  std::vector<int> ranks;
   std::string name = "workers";  // in messages
   int reserve_timeout_s = 60;    // how long the reservation may wait for resources
   /// SIGUSR1/SIGTERM on the driver's rank become kPreempted events (see prism/preemption.h).

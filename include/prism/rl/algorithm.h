@@ -23,7 +23,7 @@
 // restarted (max_restarts -1) and the iteration goes on with the others' samples; so does
 // one whose sample is later than sample_timeout_s (PPOConfig::Fault).
 //
-// Resources: each runner and each learner actor holds 1 CPU on its rank (RLlib's
+// Resources: each runner and each learner holds 1 CPU on its rank (RLlib's
 // num_cpus_per_env_runner / num_cpus_per_learner), pinned to rank 1 + index; they set
 // LibTorch's intra-op threads to 1 on their ranks (the MLPs are small). Two algorithms
 // alive at once need those CPUs twice. Differences from RLlib: ComputeSingleAction is
@@ -79,35 +79,80 @@ enum class RunnerPlacement {
   kAnyFreeCpu,
 };
 
-/// RLlib's PPOConfig as a builder. A value type: copy it freely. Not thread-safe.
-class PPOConfig {
+/// What PPOConfig and DQNConfig share (RLlib's AlgorithmConfig): the environment, the env
+/// runners and where they go, how long a sample may take, the seed. Its builder calls return
+/// the derived config, so a chain goes on: PPOConfig().Environment("CartPole-v1").Training(...).
+/// A value type: copy it freely. Not thread-safe.
+template <class Config>
+class AlgorithmConfig {
  public:
-  PPOConfig() = default;
   /// The registered environment to learn and its env_config.
-  PPOConfig& Environment(std::string env, EnvConfig env_config = {});
+  Config& Environment(std::string name, EnvConfig config = {}) {
+    env = std::move(name);
+    env_config = std::move(config);
+    return Self();
+  }
   /// Env runner actors (0: sample on the driver), env copies per runner, and steps per copy
-  /// per iteration (0, RLlib's "auto": train_batch_size / (max(runners, 1) * envs), rounded up).
-  PPOConfig& EnvRunners(int num_env_runners, int num_envs_per_env_runner = 1,
-                        int64_t rollout_fragment_length = 0);
-  /// Learners: 0 or 1 is the local learner on the driver; n > 1 are learner actors on
-  /// worker ranks 1..n (RLlib's LearnerGroup), each updating on its 1/n of the train batch
-  /// with minibatches of minibatch_size / n rows, gradients averaged over a
-  /// prism::collective group every step (so the group takes the local learner's steps). The
-  /// learners keep Adam's state; Save fetches it from the group, and the learners of a
-  /// restored algorithm start from it. Learner actors are not restarted: a dead learner
-  /// fails Train().
+  /// per sample (0: "auto", which each config defines).
+  Config& EnvRunners(int runners, int envs_per_runner = 1, int64_t fragment = 0) {
+    num_env_runners = runners;
+    num_envs_per_env_runner = envs_per_runner;
+    rollout_fragment_length = fragment;
+    return Self();
+  }
+  /// Where the env runner actors go (default kOnePerWorkerRank: runner i on rank 1 + i).
+  Config& Placement(RunnerPlacement placement) {
+    env_runner_placement = placement;
+    return Self();
+  }
+  /// How long Train() waits for a runner's sample before going on without it (RLlib's
+  /// sample_timeout_s).
+  Config& Fault(double timeout_s) {
+    sample_timeout_s = timeout_s;
+    return Self();
+  }
+  /// Seeds the module's initial weights, the env copies (runner i's copy j: seed + 1000 (i + 1)
+  /// + j) and the generators of sampling and learning.
+  Config& Debugging(uint64_t s) {
+    seed = s;
+    return Self();
+  }
+
+  // The settings (read them; change them through the builder calls).
+  std::string env;
+  EnvConfig env_config;
+  int num_env_runners;
+  int num_envs_per_env_runner = 1;
+  int64_t rollout_fragment_length = 0;
+  RunnerPlacement env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
+  double sample_timeout_s = 60;
+  uint64_t seed = 0;
+
+ protected:
+  explicit AlgorithmConfig(int default_env_runners) : num_env_runners(default_env_runners) {}
+
+ private:
+  Config& Self() { return static_cast<Config&>(*this); }
+};
+
+/// RLlib's PPOConfig as a builder. A value type: copy it freely. Not thread-safe.
+/// EnvRunners' rollout_fragment_length is the steps per env copy per iteration (0, RLlib's
+/// "auto": train_batch_size / (max(runners, 1) * envs), rounded up); 2 env runners by default.
+class PPOConfig : public AlgorithmConfig<PPOConfig> {
+ public:
+  PPOConfig() : AlgorithmConfig(/*default_env_runners=*/2) {}
+  /// Learners: 0 or 1 is the local learner on the driver; n > 1 are a learner group (RLlib's
+  /// LearnerGroup) on platform::WorkerGroup, learner i on worker rank 1 + i, each updating on
+  /// its 1/n of the train batch with minibatches of minibatch_size / n rows, gradients
+  /// averaged over a prism::collective group every step (so the group takes the local
+  /// learner's steps). The learners keep Adam's state; Save fetches it from the group, and the
+  /// learners of a restored algorithm start from it. A learner group is not restarted: a
+  /// learner that fails (or sends no result within 10 minutes) fails that Train() and every
+  /// later one, naming it; Restore a checkpoint or build the algorithm again.
   PPOConfig& Learners(int num_learners);
   PPOConfig& Training(const PPOTraining& training);
   /// Hidden layer sizes of the policy and value MLPs (tanh).
   PPOConfig& RLModule(std::vector<int64_t> hidden);
-  /// Seeds the module's initial weights, the env copies (runner i's copy j: seed + 1000 i + j)
-  /// and the samplers' and learner's generators.
-  PPOConfig& Debugging(uint64_t seed);
-  /// How long Train() waits for a runner's sample before going on without it (RLlib's
-  /// sample_timeout_s).
-  PPOConfig& Fault(double sample_timeout_s);
-  /// Where the env runner actors go (default kOnePerWorkerRank).
-  PPOConfig& Placement(RunnerPlacement placement);
 
   /// Checks the config (prism::Error naming what to change: an unregistered environment
   /// with the registered ones, more runners than worker ranks, minibatch_size larger than
@@ -122,12 +167,8 @@ class PPOConfig {
   std::string ToJson() const;
   static PPOConfig FromJson(const std::string& json);
 
-  // The settings (read them; change them through the builder calls).
-  std::string env;
-  EnvConfig env_config;
-  int num_env_runners = 2;
-  int num_envs_per_env_runner = 1;
-  int64_t rollout_fragment_length = 0;
+  // PPO's settings (read them; change them through the builder calls), beside
+  // AlgorithmConfig's.
   int num_learners = 0;
   double lr = 5e-5;
   double gamma = 0.99;
@@ -144,9 +185,6 @@ class PPOConfig {
   double kl_target = 0.01;
   double grad_clip = 0;
   std::vector<int64_t> hidden = {64, 64};
-  uint64_t seed = 0;
-  double sample_timeout_s = 60;
-  RunnerPlacement env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
 
   /// The steps per env copy per iteration rollout_fragment_length resolves to.
   int64_t ResolvedRolloutFragmentLength() const;

@@ -53,29 +53,20 @@ struct DQNTraining {
 };
 
 /// RLlib's DQNConfig as a builder. A value type: copy it freely. Not thread-safe.
-class DQNConfig {
+/// EnvRunners (none by default: the driver samples): rollout_fragment_length is the steps per
+/// env copy per training step (0, "auto": n_step). With runners, every training step Puts the
+/// online weights once, each runner samples rollout_fragment_length x num_envs steps with
+/// them (epsilon from the lifetime step count), and the driver adds their rows to the replay
+/// buffer in runner order and trains (RLlib's synchronous DQN). A round trip per training
+/// step: give runners fragments of tens of steps, and training_intensity to keep RLlib's
+/// updates per step.
+class DQNConfig : public AlgorithmConfig<DQNConfig> {
  public:
-  DQNConfig() = default;
-  /// The registered environment to learn (Discrete actions) and its env_config.
-  DQNConfig& Environment(std::string env, EnvConfig env_config = {});
-  /// Env runner actors (0: the driver samples), env copies per runner, and steps per copy
-  /// per training step (0, "auto": n_step). With runners, every training step Puts the
-  /// online weights once, each runner samples rollout_fragment_length x num_envs steps with
-  /// them (epsilon from the lifetime step count), and the driver adds their rows to the
-  /// replay buffer in runner order and trains (RLlib's synchronous DQN). A round trip per
-  /// training step: give runners fragments of tens of steps, and training_intensity to keep
-  /// RLlib's updates per step.
-  DQNConfig& EnvRunners(int num_env_runners, int num_envs_per_env_runner = 1, int64_t rollout_fragment_length = 0);
-  /// Where the env runner actors go (default kOnePerWorkerRank: runner i on rank 1 + i).
-  DQNConfig& Placement(RunnerPlacement placement);
-  /// How long a training step waits for a runner's sample before going on without it.
-  DQNConfig& Fault(double sample_timeout_s);
+  DQNConfig() : AlgorithmConfig(/*default_env_runners=*/0) {}
   DQNConfig& Training(const DQNTraining& training);
   /// The Q-module's encoder layer sizes (RLlib's fcnet_hiddens, tanh) and each head's hidden
   /// layer sizes (head_fcnet_hiddens, relu; empty: a linear head).
   DQNConfig& RLModule(std::vector<int64_t> hidden, std::vector<int64_t> head_hiddens = {});
-  /// Seeds the module's initial weights, the env copies, the replay buffer and exploration.
-  DQNConfig& Debugging(uint64_t seed);
 
   /// Throws prism::Error naming what to change: an unregistered environment (with the
   /// registered ones), a non-Discrete action space, a bad value.
@@ -90,14 +81,8 @@ class DQNConfig {
   std::string ToJson() const;
   static DQNConfig FromJson(const std::string& json);
 
-  // The settings (read them; change them through the builder calls).
-  std::string env;
-  EnvConfig env_config;
-  int num_env_runners = 0;
-  int num_envs_per_env_runner = 1;
-  int64_t rollout_fragment_length = 0;
-  RunnerPlacement env_runner_placement = RunnerPlacement::kOnePerWorkerRank;
-  double sample_timeout_s = 60;
+  // DQN's settings (read them; change them through the builder calls), beside
+  // AlgorithmConfig's (Debugging's seed also seeds the replay buffer and exploration).
   double lr = 5e-4;
   double gamma = 0.99;
   int64_t train_batch_size = 32;
@@ -113,7 +98,6 @@ class DQNConfig {
   std::optional<double> training_intensity;
   std::vector<int64_t> hidden = {256, 256};
   std::vector<int64_t> head_hiddens = {};
-  uint64_t seed = 0;
 };
 
 }  // namespace prism::rl

@@ -50,6 +50,22 @@ class BrokenOnRank2 : public Env {
 };
 PRISM_RL_REGISTER_ENV("BrokenOnRank2-v0", [](const EnvConfig&) { return std::make_unique<BrokenOnRank2>(); });
 
+/// CartPole that cannot be made on rank 2 (where learner 1 of a group builds its module).
+class UnmakeableOnRank2 : public Env {
+ public:
+  UnmakeableOnRank2() : env_(MakeEnv("CartPole-v1")) {
+    if (prism::GetRuntimeContext().GetRank() == 2) throw Error("UnmakeableOnRank2: no simulator license here");
+  }
+  const Space& observation_space() const override { return env_->observation_space(); }
+  const Space& action_space() const override { return env_->action_space(); }
+  std::vector<float> Reset(std::optional<uint64_t> seed) override { return env_->Reset(seed); }
+  StepResult Step(const Action& a) override { return env_->Step(a); }
+
+ private:
+  std::unique_ptr<Env> env_;
+};
+PRISM_RL_REGISTER_ENV("UnmakeableOnRank2-v0", [](const EnvConfig&) { return std::make_unique<UnmakeableOnRank2>(); });
+
 template <typename F>
 std::string ErrorOf(F&& f) {
   try {
@@ -162,7 +178,7 @@ TEST(PpoMpi, IterationsGoOnWithoutAStragglingOrDeadRunner) {
   EXPECT_NE(ErrorOf([&] { algo.KillEnvRunner(5); }).find("no env runner 5"), std::string::npos);
 }
 
-TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
+TEST(PpoMpi, ALearnerGroupAveragingGradientsLearnsCartPole) {
   torch::set_num_threads(1);
   Algorithm algo = CartPole().Learners(2).Build();
   TrainResult r;
@@ -186,7 +202,7 @@ TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
   }
   EXPECT_GE(steps, 100);
   // Restored, the new learners start from the checkpoint's weights (the old group goes
-  // first: its actors hold the ranks' CPUs).
+  // first: its workers hold the ranks' CPUs).
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("prism_rl_ppo_learners_" + std::to_string(getpid()))).string();
   algo.Save(dir);
@@ -209,6 +225,29 @@ TEST(PpoMpi, TwoLearnerActorsAveragingGradientsLearnCartPole) {
   std::filesystem::remove_all(dir);
   EXPECT_NE(ErrorOf([] { CartPole().Learners(3).Build(); }).find("num_learners 3 is larger than the 2 worker ranks"),
             std::string::npos);
+}
+
+TEST(PpoMpi, ALearnerThatFailsFailsTrainNamingItAndTheGroupGivesItsRanksBack) {
+  auto failing = [] {
+    return PPOConfig()
+        .Environment("UnmakeableOnRank2-v0")
+        .EnvRunners(0)
+        .Learners(2)
+        .Training({.train_batch_size = 200, .minibatch_size = 100, .num_epochs = 1})
+        .Build();
+  };
+  Algorithm algo = failing();
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = ErrorOf([&] { algo.Train(); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));  // an event, not a timeout
+  EXPECT_NE(error.find("learner 1 on rank 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("no simulator license here"), std::string::npos) << error;
+  // A later Train fails the same way, and the failed group's CPUs are free for a healthy one
+  // while the failed algorithm lives.
+  EXPECT_NE(ErrorOf([&] { algo.Train(); }).find("learner 1 on rank 2"), std::string::npos);
+  Algorithm healthy =
+      CartPole().EnvRunners(0).Learners(2).Training({.train_batch_size = 200, .minibatch_size = 100}).Build();
+  EXPECT_TRUE(std::isfinite(healthy.Train().total_loss));
 }
 
 TEST(PpoMpi, AnEnvironmentErrorOnARunnerReachesTheDriver) {
