@@ -16,17 +16,19 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
 #include "prism/api.h"
 #include "prism/collective.h"
 #include "prism/platform/invoke.h"
-#include "prism/platform/placement.h"
+#include "prism/platform/worker_group.h"
 #include "prism/platform/put.h"
 
 namespace prism::data::internal {
@@ -618,9 +620,12 @@ DecodedBucket ReadBucket(const Schema& schema, const char* data, uint64_t size,
 
 // ---- Member tasks ----------------------------------------------------------------------------
 
-/// What every member of one exchange is told (the same for all).
+/// What every member of one exchange is told (the same for all): its WorkerGroup's config.
+/// The driver holds the input blocks' refs until the members end (the config holds their
+/// ids as bytes, which keep nothing alive).
 struct MemberPlan {
-  std::string key;                        // the group's key
+  AllToAllSpec spec;
+  std::string key;                        // the members' collective group: the WorkerGroup's id
   std::vector<int> ranks;                 // the members' world ranks
   bool collective = false;                // an MPI job with more than one member
   int64_t timeout_ms = 0;
@@ -634,7 +639,7 @@ struct MemberPlan {
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & key & ranks & collective & timeout_ms & blocks & rows & member_of & outputs_per_member &
+    ar & spec & key & ranks & collective & timeout_ms & blocks & rows & member_of & outputs_per_member &
         names & dtypes & shapes;
   }
 };
@@ -824,7 +829,8 @@ std::vector<std::pair<int32_t, int64_t>> ShuffledOrder(const std::vector<Decoded
   return order;
 }
 
-std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPlan& plan, int member) {
+std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPlan& plan, int member,
+                                       std::function<bool()> aborted) {
   PhaseClock clock;
   const int members = static_cast<int>(plan.ranks.size());
   Schema schema = SchemaOf(plan);
@@ -832,7 +838,7 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   if (plan.collective && members > 1) {
     collective::GroupOptions o;
     o.timeout = std::chrono::milliseconds(plan.timeout_ms);
-    o.aborted = [] { return prism::IsCancelled(); };
+    o.aborted = std::move(aborted);
     group = collective::Group::Create(plan.key, plan.ranks, o);
   }
   collective::Group* g = group.valid() ? &group : nullptr;
@@ -1059,13 +1065,20 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
 
 }  // namespace
 
-/// One member of an exchange (a task pinned to its bundle).
-std::vector<ExchangeOutput> PrismDataAllToAllMember(AllToAllSpec spec, MemberPlan plan, int32_t member) {
+/// One member of an exchange: a WorkerGroup loop, given the MemberPlan as bytes. Returns its
+/// output blocks' refs and metadata as bytes: the group holds them (by holding this task's
+/// result) until the driver has read them. The group's abort (another member failed, or the
+/// driver gave up) breaks the member out of its collectives.
+std::string PrismDataAllToAllMember(std::string config) {
+  const platform::WorkerContext& me = platform::CurrentWorker();
+  const MemberPlan plan = platform::FromBytes<MemberPlan>(config);
+  auto aborted = std::make_shared<std::atomic<bool>>(false);
+  me.OnAbort([aborted] { aborted->store(true); });
   try {
-    return MemberMain(spec, plan, member);
+    return platform::ToBytes(MemberMain(plan.spec, plan, me.info().index, [aborted] { return aborted->load(); }));
   } catch (...) {
-    throw OpError("prism::data: " + spec.Name() + " failed on member " + std::to_string(member) + " (rank " +
-                  std::to_string(plan.ranks.at(static_cast<size_t>(member))) + "): " +
+    throw OpError("prism::data: " + plan.spec.Name() + " failed on member " + std::to_string(me.info().index) +
+                  " (rank " + std::to_string(me.info().rank) + "): " +
                   platform::DescribeException(std::current_exception()));
   }
 }
@@ -1087,12 +1100,9 @@ bool InMpiJob() {
   return initialized && !finalized;
 }
 
-std::string NewKey() {
-  static std::atomic<uint64_t> counter{0};
-  std::random_device rd;
-  return "prism-data-a2a/" + std::to_string(getpid()) + "/" + std::to_string(counter++) + "/" +
-         std::to_string(rd());
-}
+/// How long a failed exchange waits for its other members to stop after the abort (they
+/// stop at their next collective, or when their current step ends).
+constexpr int64_t kAbortWaitMs = 30000;
 
 }  // namespace
 
@@ -1169,25 +1179,28 @@ AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<Exchang
     }
   }
   const int members = std::max<int>(1, static_cast<int>(candidates.size()));
-  PlacementGroupCreationOptions pg_options;
-  pg_options.bundles.assign(static_cast<size_t>(members), {{"CPU", 1.0}});
-  pg_options.strategy = PlacementStrategy::SPREAD;
-  pg_options.one_bundle_per_rank = members > 1;
+  platform::WorkerGroupOptions group_options;
+  group_options.num_workers = members;
+  group_options.resources_per_worker = {{"CPU", 1.0}};
+  group_options.strategy = PlacementStrategy::SPREAD;
+  group_options.one_worker_per_rank = members > 1;
+  group_options.name = "data_" + spec_.Name();
+  group_options.reserve_timeout_s = static_cast<int>(std::clamp(reserve_timeout_s, 1.0, 1e6));
   mark("nodes listed");
-  PlacementGroup pg = CreatePlacementGroup(pg_options);
-  pg_id_ = pg.GetID();
-  const int wait_s = static_cast<int>(std::clamp(reserve_timeout_s, 1.0, 1e6));
-  if (!pg.Wait(wait_s)) {
-    Release();
-    throw Error(what + ": could not reserve one CPU on each of " + std::to_string(members) +
-                " ranks for the exchange within " + std::to_string(wait_s) +
-                " s (ExecutionOptions::task_timeout_s): other tasks, actors or placement groups hold "
-                "them (prism::state::ListPlacementGroups, ListTasks)");
+  const std::string reserving = what + ": could not reserve one CPU on each of " + std::to_string(members) +
+                                " ranks for the exchange (ExecutionOptions::task_timeout_s bounds the wait): ";
+  try {
+    group_ = std::make_unique<platform::WorkerGroup>(group_options);
+  } catch (const ResourceError& e) {
+    throw ResourceError(reserving + e.what());
+  } catch (const Error& e) {
+    throw Error(reserving + e.what());
   }
   mark("bundles reserved");
   MemberPlan plan;
-  for (const auto& where : platform::BundleLocations(pg)) plan.ranks.push_back(where.rank);
-  plan.key = NewKey();
+  plan.spec = spec_;
+  for (const platform::WorkerInfo& w : group_->workers()) plan.ranks.push_back(w.rank);
+  plan.key = "prism-data-a2a/" + group_->id();
   plan.collective = mpi && members > 1;
   plan.timeout_ms = static_cast<int64_t>(std::max(1.0, reserve_timeout_s) * 1000);
   plan.names = first.names;
@@ -1207,61 +1220,59 @@ AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<Exchang
   } else {
     plan.outputs_per_member = EqualParts(static_cast<int64_t>(used.size()), members);
   }
-  for (int m = 0; m < members; ++m) {
-    members_.push_back(Task(PrismDataAllToAllMember).SetPlacementGroup(pg, m).Remote(spec_, plan, m));
-  }
+  inputs_ = plan.blocks;  // the config holds their ids only
+  results_.resize(static_cast<size_t>(members));
+  group_->Start(platform::RegisteredName(PrismDataAllToAllMember), platform::ToBytes(plan));
+  tasks_ = members;
   mark("members launched");
 }
 
-AllToAllExchange::~AllToAllExchange() {
-  for (auto& m : members_) {
-    try {
-      Cancel(m);
-    } catch (...) {  // finished, or the runtime is gone
-    }
-  }
-  Release();
-}
-
-void AllToAllExchange::Release() {
-  if (pg_id_.empty()) return;
-  try {
-    RemovePlacementGroup(pg_id_);
-  } catch (...) {  // the runtime is gone
-  }
-  pg_id_.clear();
-}
+// The group aborts members still running (waiting up to 30 s for them) and gives the
+// reservation back.
+AllToAllExchange::~AllToAllExchange() = default;
 
 bool AllToAllExchange::Poll(int timeout_ms) {
   if (done_) return true;
-  WaitResult<std::vector<ExchangeOutput>> ready = Wait(members_, static_cast<int>(members_.size()), timeout_ms);
-  // A failed member fails the operator at once (the others are cancelled: their collectives
-  // see it and stop).
-  for (auto& ref : ready.ready) {
-    try {
-      Get(ref, 10000);
-    } catch (const TaskError& e) {
-      for (auto& m : members_) {
-        try {
-          Cancel(m);
-        } catch (...) {
-        }
-      }
-      Release();
-      throw Error(IsOpError(e) ? e.OriginalMessage() : "prism::data: " + spec_.Name() + " failed: " + e.what());
+  if (!failure_.empty()) throw Error(failure_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, timeout_ms));
+  while (group_->Running()) {
+    const int64_t left = timeout_ms < 0 ? -1
+                                        : std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                   deadline - std::chrono::steady_clock::now())
+                                                                   .count());
+    std::optional<platform::WorkerEvent> e = group_->Next(left);
+    if (!e) return false;
+    if (e->kind == platform::WorkerEvent::kFailed) Fail(*e);
+    if (e->kind == platform::WorkerEvent::kFinished) {
+      // Read now, while the group holds the member's result (and so its blocks).
+      results_.at(static_cast<size_t>(e->worker)) = platform::FromBytes<std::vector<ExchangeOutput>>(e->bytes);
     }
   }
-  if (!ready.unready.empty()) return false;
-  for (auto& ref : members_) {
-    std::shared_ptr<std::vector<ExchangeOutput>> got = Get(ref, 10000);  // alive through the loop
-    for (ExchangeOutput& out : *got) outputs_.push_back(std::move(out));
+  for (std::vector<ExchangeOutput>& member : results_) {
+    for (ExchangeOutput& out : member) outputs_.push_back(std::move(out));
   }
-  members_.clear();
+  results_.clear();
   if (!timing_.empty()) timing_ += "outputs received " + std::to_string(PhaseClock::WallSeconds()) + ", ";
-  Release();
+  group_.reset();  // the reservation goes back
+  inputs_.clear();
   if (!timing_.empty()) std::fprintf(stderr, "prism::data exchange driver: %sreleased %.3f\n", timing_.c_str(), PhaseClock::WallSeconds());
   done_ = true;
   return true;
+}
+
+void AllToAllExchange::Fail(const platform::WorkerEvent& e) {
+  const int rank = group_->workers().at(static_cast<size_t>(e.worker)).rank;
+  // A failed member fails the operator: the others' collectives see the abort and stop, and
+  // are waited for, so their CPUs are free when the error reaches the caller.
+  group_->Abort(kAbortWaitMs);
+  group_.reset();
+  inputs_.clear();
+  results_.clear();
+  failure_ = IsOpErrorType(e.error_type) ? e.message
+                                         : "prism::data: " + spec_.Name() + " failed on member " +
+                                               std::to_string(e.worker) + " (rank " + std::to_string(rank) +
+                                               "): " + e.bytes;
+  throw Error(failure_);
 }
 
 }  // namespace prism::data::internal

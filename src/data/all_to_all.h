@@ -3,11 +3,13 @@
 // MapGroups. Each is a barrier in the streaming executor: it takes every block of its input,
 // then runs one exchange and emits the new blocks in order.
 //
-// The exchange (AllToAllExchange, on the driver): one member task per rank with a CPU,
-// reserved together by a placement group (one bundle per rank, with a timeout, so a busy
-// cluster is a clear error and never a hang). The driver gives each member the blocks that
-// live on its rank (a block's BlockMeta says where its task ran), moving blocks to the least
-// loaded member when a rank holds more than its share of bytes. Each member (MemberMain):
+// The exchange (AllToAllExchange, on the driver): a platform::WorkerGroup of one member per
+// rank with a CPU (SPREAD, one per rank, reserved with a timeout, so a busy cluster is a
+// clear error and never a hang). The driver gives each member the blocks that live on its
+// rank (a block's BlockMeta says where its task ran), moving blocks to the least loaded
+// member when a rank holds more than its share of bytes. A member that fails ends as a
+// kFailed event; the driver aborts the others (their collectives stop) and throws. Each
+// member (MemberMain):
 //   1. makes a collective::Group with the others (none when it is alone: mpirun -n 1, or an
 //      InProcessCluster, where there is no MPI and one member does the whole operator);
 //   2. Gets its blocks and gives every row a destination member: by global row position
@@ -23,8 +25,9 @@
 //      orders their rows: by input block (Repartition), by the random key (RandomShuffle),
 //      by the sort key, stable by input block and row (Sort, GroupBy); then cuts them into
 //      output blocks, or runs the aggregations or the UDF once per group;
-//   5. Puts its output blocks and returns their refs and metadata (the driver holds the
-//      refs: the blocks live until the consumer drops them).
+//   5. Puts its output blocks and returns their refs and metadata as its result's bytes (the
+//      group holds the member's task result, which counts those refs, until the driver has
+//      read them; then the driver's refs keep the blocks until the consumer drops them).
 // Send, receive and output staging buffers come from a process-wide pool (ScratchBuffer)
 // and are reused by the next exchange: this VM faults fresh pages at 0.3 GB/s, so a 2 GiB
 // shuffle must not allocate 2 GiB afresh each time.
@@ -40,8 +43,14 @@
 #include <vector>
 
 #include "data/block_meta.h"
+#include "data/errors.h"
 #include "prism/data/block.h"
 #include "prism/object_ref.h"
+
+namespace prism::platform {
+class WorkerGroup;
+struct WorkerEvent;
+}  // namespace prism::platform
 
 namespace prism::data::internal {
 
@@ -120,28 +129,33 @@ class AllToAllExchange {
   /// yields n empty blocks).
   AllToAllExchange(const AllToAllSpec& spec, std::vector<ExchangeInput> inputs,
                    double reserve_timeout_s);
-  /// Cancels members still running and gives the reservation back.
+  /// Aborts members still running (waiting up to 30 s for them to stop) and gives the
+  /// reservation back.
   ~AllToAllExchange();
   AllToAllExchange(const AllToAllExchange&) = delete;
   AllToAllExchange& operator=(const AllToAllExchange&) = delete;
 
-  /// Waits up to `timeout_ms` for the members; true once all finished (then Outputs). Throws
-  /// prism::Error "prism::data: <operator> failed: ..." if a member failed (the others are
-  /// cancelled).
+  /// Waits up to `timeout_ms` (< 0: no bound) for the members; true once all finished (then
+  /// Outputs). Throws prism::Error "prism::data: <operator> failed on member <i> (rank <r>):
+  /// ..." if a member failed, after aborting the others (waiting up to 30 s for them), and
+  /// the same again on a later call.
   bool Poll(int timeout_ms);
   bool Done() const { return done_; }
   /// The output blocks in order (after Poll returned true).
   std::vector<ExchangeOutput>& Outputs() { return outputs_; }
   /// Member tasks launched.
-  int64_t Tasks() const { return static_cast<int64_t>(members_.size()); }
+  int64_t Tasks() const { return tasks_; }
 
  private:
-  void Release();
+  [[noreturn]] void Fail(const platform::WorkerEvent& e);
 
   AllToAllSpec spec_;
-  std::string pg_id_;
-  std::vector<ObjectRef<std::vector<ExchangeOutput>>> members_;
+  std::unique_ptr<platform::WorkerGroup> group_;  // until the members ended
+  std::vector<ObjectRef<Block>> inputs_;          // held for the members until they ended
+  std::vector<std::vector<ExchangeOutput>> results_;  // each member's, read as it finishes
   std::vector<ExchangeOutput> outputs_;
+  int64_t tasks_ = 0;
+  std::string failure_;
   std::string timing_;  // the driver's phases, with PRISM_DATA_A2A_TIMING
   bool done_ = false;
 };

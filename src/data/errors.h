@@ -29,13 +29,16 @@ class RetryableError : public OpError {
 };
 /// Whether a failed task threw a RetryableError / an OpError (a RetryableError included):
 /// by TaskError::OriginalType(), the thrown exception's type name. Thread-safe.
+/// IsOpErrorType takes the type name itself (a WorkerEvent's error_type).
 inline bool IsRetryableError(const TaskError& e) {
   static const std::string retryable = platform::TypeName(typeid(RetryableError));
   return e.OriginalType() == retryable;
 }
-inline bool IsOpError(const TaskError& e) {
+inline bool IsOpErrorType(const std::string& type) {
   static const std::string op_error = platform::TypeName(typeid(OpError));
-  return e.OriginalType() == op_error || IsRetryableError(e);
+  static const std::string retryable = platform::TypeName(typeid(RetryableError));
+  return type == op_error || type == retryable;
 }
+inline bool IsOpError(const TaskError& e) { return IsOpErrorType(e.OriginalType()); }
 
 }  // namespace prism::data::internal

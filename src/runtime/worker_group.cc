@@ -36,11 +36,13 @@ struct WireEvent {
   int kind = 0;
   int worker = -1;
   int attempt = 0;
-  std::string bytes;
+  std::string bytes;       // kReport, kFinished
+  std::string error_type;  // kFailed
+  std::string message;     // kFailed
   int signal = 0;
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar& kind& worker& attempt& bytes& signal;
+    ar& kind& worker& attempt& bytes& error_type& message& signal;
   }
 };
 
@@ -113,7 +115,8 @@ std::string PrismWorkerGroupRun(WorkerStart s) {
   } catch (...) {
     end.kind = WorkerEvent::kFailed;
     failure = std::current_exception();
-    end.bytes = DescribeException(failure);
+    end.error_type = ExceptionType(failure);
+    end.message = ExceptionMessage(failure);
   }
   t_worker = nullptr;
   {
@@ -199,6 +202,9 @@ struct WorkerGroup::Impl {
   std::vector<WorkerInfo> workers;
   int attempt = -1;
   std::set<int> alive;              // workers of the current attempt that have not ended
+  // The current attempt's worker tasks' results: they hold the refs the workers serialized
+  // into their results and reports until the reader has read them (header).
+  std::vector<ObjectRef<std::string>> results;
   std::deque<WorkerEvent> kept;     // events read by Abort, for Next
   std::optional<PreemptionHook> preemption;
 
@@ -218,6 +224,11 @@ struct WorkerGroup::Impl {
       e.worker = wire.worker;
       e.attempt = wire.attempt;
       e.bytes = std::move(wire.bytes);
+      if (e.kind == WorkerEvent::kFailed) {
+        e.bytes = wire.error_type + ": " + wire.message;  // as DescribeException
+        e.error_type = std::move(wire.error_type);
+        e.message = std::move(wire.message);
+      }
       e.signal = wire.signal;
       if (e.kind != WorkerEvent::kPreempted && e.attempt != attempt) continue;  // an older attempt's
       if (e.kind == WorkerEvent::kFinished || e.kind == WorkerEvent::kFailed) alive.erase(e.worker);
@@ -327,6 +338,7 @@ void WorkerGroup::Start(const std::string& loop, const std::string& config) {
   }
   ++g.attempt;
   g.kept.clear();
+  g.results.clear();
   for (const auto& w : g.workers) {
     detail::WorkerStart s;
     s.group_id = g.id;
@@ -339,7 +351,7 @@ void WorkerGroup::Start(const std::string& loop, const std::string& config) {
     auto task = prism::Task(detail::PrismWorkerGroupRun).SetPlacementGroup(g.pg, w.index);
     task.SetName(g.options.name + "_worker_" + std::to_string(w.index));
     for (const auto& [k, v] : g.options.resources_per_worker) task.SetResource(k, v);
-    task.Remote(s);
+    g.results.push_back(task.Remote(s));
     g.alive.insert(w.index);
   }
 }

@@ -44,7 +44,13 @@ std::string WgUntilStopped(std::string) {
   }
   return CurrentWorker().StopRequested() ? "stopped" : "never stopped";
 }
-PRISM_REMOTE(WgCount, WgFailOne, WgUntilStopped);
+// Puts `config` values (its index * 100 + i) and returns their refs as bytes.
+std::string WgPutValues(std::string config) {
+  std::vector<prism::ObjectRef<int>> refs;
+  for (int i = 0; i < std::stoi(config); ++i) refs.push_back(prism::Put(CurrentWorker().info().index * 100 + i));
+  return prism::platform::ToBytes(refs);
+}
+PRISM_REMOTE(WgCount, WgFailOne, WgUntilStopped, WgPutValues);
 
 /// Reads events until no worker runs (at most 30 s).
 std::vector<WorkerEvent> Drain(WorkerGroup& g) {
@@ -94,6 +100,8 @@ TEST(WorkerGroup, AFailureIsAnEventAbortEndsTheOthersAndARestartReusesTheRanks) 
   EXPECT_EQ(first->kind, WorkerEvent::kFailed);
   EXPECT_EQ(first->worker, 0);
   EXPECT_EQ(first->bytes, "std::runtime_error: worker 0 gave up");
+  EXPECT_EQ(first->error_type, "std::runtime_error") << "the type to decide by, apart from the message";
+  EXPECT_EQ(first->message, "worker 0 gave up");
   EXPECT_THROW(group.Start(prism::platform::RegisteredName(WgCount), "1"), prism::Error) << "others still run";
   EXPECT_TRUE(group.Abort(30000));
   for (const auto& e : Drain(group)) EXPECT_EQ(e.kind, WorkerEvent::kFinished);
@@ -139,6 +147,27 @@ TEST(WorkerGroup, SeveralGroupsRunAtOnce) {
   for (const auto& e : Drain(b)) reports_b += e.kind == WorkerEvent::kReport;
   EXPECT_EQ(reports_a, 6);
   EXPECT_EQ(reports_b, 10);
+}
+
+TEST(WorkerGroup, AWorkerHandsBackObjectRefsThatOutliveTheGroup) {
+  prism::platform::InProcessCluster cluster({.num_ranks = 3, .num_cpus = 1});
+  std::vector<std::vector<prism::ObjectRef<int>>> got(3);
+  {
+    WorkerGroup group({.num_workers = 3, .strategy = prism::PlacementStrategy::SPREAD, .name = "refs"});
+    group.Start(prism::platform::RegisteredName(WgPutValues), "4");
+    const std::vector<WorkerEvent> ends = Drain(group);
+    // The workers' own refs are gone by now: only the group's hold on their results keeps
+    // the objects until the reads below.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (const auto& e : ends) {
+      ASSERT_EQ(e.kind, WorkerEvent::kFinished) << e.bytes;
+      got[static_cast<size_t>(e.worker)] = prism::platform::FromBytes<std::vector<prism::ObjectRef<int>>>(e.bytes);
+    }
+  }
+  for (int w = 0; w < 3; ++w) {
+    ASSERT_EQ(got[static_cast<size_t>(w)].size(), 4u);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(*prism::Get(got[static_cast<size_t>(w)][static_cast<size_t>(i)], 10000), w * 100 + i);
+  }
 }
 
 TEST(Platform, AnExceptionsTypeAndMessageAreTheirOwn) {

@@ -22,6 +22,12 @@
 //
 // A group keeps its reservation until it is destroyed, so a restart (Start again after
 // every worker ended) runs on the same ranks.
+//
+// A worker may hand ObjectRefs back in its result or reports (platform::ToBytes of a value
+// holding them, as prism::data's all-to-all members return their output blocks): the group
+// holds each worker's task result, which the runtime counts as containing every ref the
+// worker serialized, until the next Start or the group's end. Read them back (FromBytes)
+// before either; the ObjectRefs read keep the objects alive from then on.
 
 #include <cstdint>
 #include <functional>
@@ -72,7 +78,10 @@ struct WorkerEvent {
   int worker = -1;   // index; -1 for kPreempted
   int attempt = 0;   // which Start it belongs to (0, 1, ...)
   std::string bytes;  // kReport: what was reported; kFinished: the loop's result;
-                      // kFailed: the error, as "<type>: <message>"
+                      // kFailed: the error, as "<type>: <message>" (for people)
+  std::string error_type;  // kFailed: the exception's type (platform::ExceptionType), to
+                           // decide by, e.g. a library's own error type
+  std::string message;     // kFailed: its message (platform::ExceptionMessage)
   int signal = 0;     // kPreempted: SIGUSR1 or SIGTERM
 };
 
@@ -104,8 +113,8 @@ class WorkerGroup {
   /// Asks every worker to stop at its next StopRequested() check. Does not wait.
   void RequestStop();
   /// Runs every worker's abort hooks (which break it out of a collective, say), then reads
-  /// events until every worker ended or `timeout_ms` passed. Reports read meanwhile are
-  /// kept for Next. Returns whether every worker ended.
+  /// events until every worker ended or `timeout_ms` passed. Events read meanwhile (reports,
+  /// the workers' ends) are kept for Next. Returns whether every worker ended.
   bool Abort(int64_t timeout_ms);
 
  private:

@@ -258,6 +258,10 @@ TEST(AllToAll, MapGroupsCallsTheFunctionOncePerGroupWithAllItsRows) {
   EXPECT_THAT(error, HasSubstr("ThrowOnThree"));
   EXPECT_THAT(error, HasSubstr("no threes"));
   EXPECT_THAT(error, HasSubstr("key 3"));
+  EXPECT_THAT(error, HasSubstr("failed on member"));
+  EXPECT_THAT(error, HasSubstr("std::runtime_error: no threes"));
+  // The other members were stopped and the reservation given back: the next exchange runs.
+  EXPECT_EQ(Range(100, 3).Map(Enrich).GroupBy("k").Aggregate({Count()}).Count(), 7);
 }
 
 TEST(AllToAll, EmptyDatasetsGiveEmptyResults) {
