@@ -147,28 +147,18 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 // ---- TrainResult --------------------------------------------------------------------------
 
 std::map<std::string, double> TrainResult::ToMap() const {
-  return {{"training_iteration", static_cast<double>(training_iteration)},
-          {"episode_return_mean", episode_return_mean},
-          {"episode_return_min", episode_return_min},
-          {"episode_return_max", episode_return_max},
-          {"episode_len_mean", episode_len_mean},
-          {"num_episodes", static_cast<double>(num_episodes)},
-          {"num_env_steps_sampled", static_cast<double>(num_env_steps_sampled)},
-          {"num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime)},
-          {"total_loss", total_loss},
-          {"policy_loss", policy_loss},
-          {"vf_loss", vf_loss},
-          {"entropy", entropy},
-          {"mean_kl", mean_kl},
-          {"curr_kl_coeff", curr_kl_coeff},
-          {"epsilon", epsilon},
-          {"mean_q", mean_q},
-          {"td_error_mean", td_error_mean},
-          {"num_env_steps_trained", static_cast<double>(num_env_steps_trained)},
-          {"replay_buffer_size", static_cast<double>(replay_buffer_size)},
-          {"sample_s", sample_s},
-          {"learn_s", learn_s},
-          {"num_healthy_env_runners", static_cast<double>(num_healthy_env_runners)}};
+  std::map<std::string, double> m{{"total_loss", total_loss},
+                                  {"policy_loss", policy_loss},
+                                  {"vf_loss", vf_loss},
+                                  {"entropy", entropy},
+                                  {"mean_kl", mean_kl},
+                                  {"curr_kl_coeff", curr_kl_coeff},
+                                  {"mean_q", mean_q},
+                                  {"sample_s", sample_s},
+                                  {"learn_s", learn_s},
+                                  {"num_healthy_env_runners", static_cast<double>(num_healthy_env_runners)}};
+  VisitMetrics([&m](const char* name, double value) { m[name] = value; });
+  return m;
 }
 
 // ---- Algorithm ----------------------------------------------------------------------------
@@ -269,21 +259,10 @@ TrainResult Algorithm::Train() {
     s.dqn_healthy_runners = static_cast<int>(s.dqn_runners.size());
     const dqn::DqnMetrics m = s.dqn->TrainIteration();
     TrainResult r;
+    static_cast<IterationMetrics&>(r) = m;
     r.num_healthy_env_runners = s.dqn_healthy_runners;
-    r.training_iteration = m.training_iteration;
-    r.episode_return_mean = m.episode_return_mean;
-    r.episode_return_min = m.episode_return_min;
-    r.episode_return_max = m.episode_return_max;
-    r.episode_len_mean = m.episode_len_mean;
-    r.num_episodes = m.num_episodes;
-    r.num_env_steps_sampled = m.num_env_steps_sampled;
-    r.num_env_steps_sampled_lifetime = m.num_env_steps_sampled_lifetime;
     r.total_loss = m.loss;
-    r.epsilon = m.epsilon;
     r.mean_q = m.q_mean;
-    r.td_error_mean = m.td_error_mean;
-    r.num_env_steps_trained = m.num_env_steps_trained;
-    r.replay_buffer_size = m.replay_buffer_size;
     r.learn_s = m.time_this_iter_s;
     s.iteration = m.training_iteration;
     s.lifetime_steps = m.num_env_steps_sampled_lifetime;

@@ -190,8 +190,9 @@ class PPOConfig : public AlgorithmConfig<PPOConfig> {
   int64_t ResolvedRolloutFragmentLength() const;
 };
 
-/// One Train() iteration's metrics (RLlib's result dict, flattened).
-struct TrainResult {
+/// What an iteration of PPO and of DQN both report (RLlib's result dict's shared keys):
+/// TrainResult's first part, and DQN's trainer's metrics' (src/rl/dqn/dqn_trainer.h).
+struct IterationMetrics {
   int64_t training_iteration = 0;
   // Over the last 100 finished episodes (RLlib's metrics_num_episodes_for_smoothing); NaN
   // before the first episode ends.
@@ -200,15 +201,41 @@ struct TrainResult {
   int64_t num_episodes = 0;  // finished in this iteration
   int64_t num_env_steps_sampled = 0;
   int64_t num_env_steps_sampled_lifetime = 0;
+  // DQN's (PPO leaves them 0): epsilon at the iteration's end, the mean |TD error| over the
+  // iteration's updates (NaN before learning starts), the replayed rows trained on this
+  // iteration, and the replay buffer's size.
+  double epsilon = 0, td_error_mean = 0;
+  int64_t num_env_steps_trained = 0;
+  int64_t replay_buffer_size = 0;
+
+  /// Calls visit(name, value) for each value above, by its name, as a double: the part of
+  /// every ToMap these metrics share.
+  template <class Visit>
+  void VisitMetrics(Visit&& visit) const {
+    visit("training_iteration", static_cast<double>(training_iteration));
+    visit("episode_return_mean", episode_return_mean);
+    visit("episode_return_min", episode_return_min);
+    visit("episode_return_max", episode_return_max);
+    visit("episode_len_mean", episode_len_mean);
+    visit("num_episodes", static_cast<double>(num_episodes));
+    visit("num_env_steps_sampled", static_cast<double>(num_env_steps_sampled));
+    visit("num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime));
+    visit("epsilon", epsilon);
+    visit("td_error_mean", td_error_mean);
+    visit("num_env_steps_trained", static_cast<double>(num_env_steps_trained));
+    visit("replay_buffer_size", static_cast<double>(replay_buffer_size));
+  }
+};
+
+/// One Train() iteration's metrics (RLlib's result dict, flattened): IterationMetrics and
+/// these.
+struct TrainResult : IterationMetrics {
   // The learner's means over the iteration's minibatches.
   double total_loss = 0, policy_loss = 0, vf_loss = 0, entropy = 0, mean_kl = 0;
   double curr_kl_coeff = 0;  // after this iteration's adaptation
-  // DQN's (PPO leaves them 0): epsilon at the iteration's end, the means of Q(s, a) and of
-  // |TD error| over the iteration's updates (NaN before learning starts), the replayed rows
-  // trained on this iteration, and the replay buffer's size. total_loss is DQN's qf_loss.
-  double epsilon = 0, mean_q = 0, td_error_mean = 0;
-  int64_t num_env_steps_trained = 0;
-  int64_t replay_buffer_size = 0;
+  // DQN's (PPO leaves it 0): the mean of Q(s, a) over the iteration's updates (NaN before
+  // learning starts). total_loss is DQN's qf_loss.
+  double mean_q = 0;
   // Timers (seconds). DQN interleaves sampling and learning: its sample_s is 0 and learn_s
   // the whole iteration.
   double sample_s = 0, learn_s = 0;

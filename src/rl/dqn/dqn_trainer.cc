@@ -74,25 +74,15 @@ std::pair<int64_t, int64_t> DqnConfig::RoundRobinWeights() const {
 }
 
 std::map<std::string, double> DqnMetrics::ToMap() const {
-  return {{"training_iteration", static_cast<double>(training_iteration)},
-          {"episode_return_mean", episode_return_mean},
-          {"episode_return_min", episode_return_min},
-          {"episode_return_max", episode_return_max},
-          {"episode_len_mean", episode_len_mean},
-          {"num_episodes", static_cast<double>(num_episodes)},
-          {"num_episodes_lifetime", static_cast<double>(num_episodes_lifetime)},
-          {"num_env_steps_sampled", static_cast<double>(num_env_steps_sampled)},
-          {"num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime)},
-          {"num_env_steps_trained", static_cast<double>(num_env_steps_trained)},
-          {"num_env_steps_trained_lifetime", static_cast<double>(num_env_steps_trained_lifetime)},
-          {"num_updates", static_cast<double>(num_updates)},
-          {"num_target_updates_lifetime", static_cast<double>(num_target_updates_lifetime)},
-          {"loss", loss},
-          {"q_mean", q_mean},
-          {"td_error_mean", td_error_mean},
-          {"epsilon", epsilon},
-          {"replay_buffer_size", static_cast<double>(replay_buffer_size)},
-          {"time_this_iter_s", time_this_iter_s}};
+  std::map<std::string, double> m{{"num_episodes_lifetime", static_cast<double>(num_episodes_lifetime)},
+                                  {"num_env_steps_trained_lifetime", static_cast<double>(num_env_steps_trained_lifetime)},
+                                  {"num_updates", static_cast<double>(num_updates)},
+                                  {"num_target_updates_lifetime", static_cast<double>(num_target_updates_lifetime)},
+                                  {"loss", loss},
+                                  {"q_mean", q_mean},
+                                  {"time_this_iter_s", time_this_iter_s}};
+  VisitMetrics([&m](const char* name, double value) { m[name] = value; });
+  return m;
 }
 
 DqnTrainer::DqnTrainer(DqnConfig config)

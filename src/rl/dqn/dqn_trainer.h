@@ -50,11 +50,12 @@
 #include <utility>
 #include <vector>
 
+#include "prism/rl/algorithm.h"
 #include "prism/rl/env.h"
 #include "rl/dqn/learner.h"
 #include "rl/dqn/q_module.h"
-#include "rl/dqn/sampler.h"
 #include "rl/dqn/replay_buffer.h"
+#include "rl/dqn/sampler.h"
 #include "rl/dqn/schedule.h"
 
 namespace prism::rl::dqn {
@@ -99,25 +100,15 @@ struct DqnConfig {
 /// What TrainIteration reports (RLlib's result keys in comments). Episode figures are over
 /// the last metrics_num_episodes_for_smoothing episodes; NaN before the first episode ends.
 /// Learner figures are means over the iteration's updates (0 updates: NaN).
-struct DqnMetrics {
-  int64_t training_iteration = 0;
-  double episode_return_mean = 0, episode_return_min = 0, episode_return_max = 0;
-  double episode_len_mean = 0;
-  int64_t num_episodes = 0;                    // ended in this iteration
+struct DqnMetrics : IterationMetrics {
   int64_t num_episodes_lifetime = 0;
-  int64_t num_env_steps_sampled = 0;           // this iteration
-  int64_t num_env_steps_sampled_lifetime = 0;
-  int64_t num_env_steps_trained = 0;           // replayed rows this iteration
   int64_t num_env_steps_trained_lifetime = 0;
   int64_t num_updates = 0;                     // gradient steps this iteration
   int64_t num_target_updates_lifetime = 0;
   double loss = 0;                             // qf_loss
   double q_mean = 0;                           // qf_mean
-  double td_error_mean = 0;
-  double epsilon = 0;                          // at the end of the iteration
-  int64_t replay_buffer_size = 0;
   double time_this_iter_s = 0;
-  /// Every figure by its name above, as doubles (for reporting through Algorithm).
+  /// Every figure by its name (IterationMetrics' and the above), as doubles.
   std::map<std::string, double> ToMap() const;
 };
 
