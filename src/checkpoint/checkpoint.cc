@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "checkpoint/checksums.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/json.h"
+#include "fs/durable_file.h"
+#include "prism/internal/json.h"
 #include "prism/checkpoint.h"
 #include "prism/runtime_context.h"
 
@@ -34,8 +34,8 @@ namespace prism {
 namespace {
 
 namespace fs = std::filesystem;
-using train::internal::ErrnoText;
-using train::internal::kMetadataFile;
+using internal::ErrnoText;
+using internal::kMetadataFile;
 
 /// mkdtemp(`prefix` + "XXXXXX"); throws prism::Error saying what to do.
 std::string MakeUniqueDir(const std::string& prefix, const std::string& what) {
@@ -131,37 +131,29 @@ Checkpoint Checkpoint::FromDirectory(const std::string& path) {
 std::map<std::string, std::string> Checkpoint::GetMetadata() const {
   if (path_.empty()) throw Error("Checkpoint::GetMetadata: the checkpoint has no directory");
   const std::string file = path_ + "/" + kMetadataFile;
-  std::optional<std::string> text = train::internal::ReadFileIfExists(file);
+  std::optional<std::string> text = internal::ReadFileIfExists(file);
   if (!text) return {};
-  train::internal::JsonValue json = train::internal::ParseJson(*text, file);
-  if (json.kind != train::internal::JsonValue::Kind::kObject) {
+  nlohmann::json json = internal::ParseJson(*text, file);
+  if (!json.is_object()) {
     throw Error(file + " is not a JSON object; checkpoint metadata is {\"key\": \"value\", ...}");
   }
   std::map<std::string, std::string> out;
-  for (const auto& [key, value] : json.object) {
-    using Kind = train::internal::JsonValue::Kind;
+  for (const auto& [key, value] : json.items()) {
     // Strings as they are; numbers, booleans and null (a hand-edited file) as their JSON
     // text. Nested values have no string to be.
-    if (value.kind == Kind::kArray || value.kind == Kind::kObject) {
+    if (value.is_structured()) {
       throw Error(file + ": metadata \"" + key +
                   "\" is a nested JSON value; checkpoint metadata maps strings to strings");
     }
-    out[key] = value.text;
+    out[key] = value.is_string() ? value.get<std::string>() : value.dump();
   }
   return out;
 }
 
 void Checkpoint::SetMetadata(const std::map<std::string, std::string>& metadata) const {
   if (path_.empty()) throw Error("Checkpoint::SetMetadata: the checkpoint has no directory");
-  std::string text = "{";
-  bool first = true;
-  for (const auto& [key, value] : metadata) {
-    text += first ? "\n  " : ",\n  ";
-    first = false;
-    text += train::internal::JsonQuote(key) + ": " + train::internal::JsonQuote(value);
-  }
-  text += first ? "}\n" : "\n}\n";
-  train::internal::WriteFileAtomically(path_ + "/" + kMetadataFile, text);
+  internal::WriteFileAtomically(path_ + "/" + kMetadataFile,
+                                nlohmann::json(metadata).dump(2) + "\n");
 }
 
 std::string MakeTempCheckpointDir() {

@@ -1,8 +1,8 @@
-// CheckpointStore: a run's committed checkpoints on storage (see checkpoint_store.h for the
-// protocol). Everything is read back from run_dir on every call, so there is no state to
+// CheckpointStore: a run's committed checkpoints on storage (see prism/checkpoint_store.h
+// for the protocol). Everything is read back from run_dir on every call, so there is no state to
 // go stale between processes.
 
-#include "checkpoint/checkpoint_store.h"
+#include "prism/checkpoint_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,17 +14,26 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <set>
 
 #include "checkpoint/checksums.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/json.h"
+#include "fs/durable_file.h"
+#include "prism/internal/json.h"
 
-namespace prism::train::internal {
+namespace prism {
 namespace {
 
 namespace fs = std::filesystem;
+using internal::ChecksumTree;
+using internal::ErrnoText;
+using internal::FileChecksum;
+using internal::FsyncPath;
+using internal::kMetadataFile;
+using internal::ReadFileIfExists;
+using internal::WriteFileAtomically;
+using Metrics = std::map<std::string, double>;
 
 constexpr const char* kIndexFile = ".prism_checkpoint_index";
 constexpr const char* kCheckpointPrefix = "checkpoint_";
@@ -92,34 +101,28 @@ void FsyncTree(const std::string& root) {
   FsyncPath(root);
 }
 
+/// The commit record: {"index": N, "time": T, "metrics": {...}, "files": {...}}, a metric
+/// that is not finite as null (prism/internal/json.h).
 std::string RecordJson(int index, double time, const Metrics& metrics,
                        const std::vector<FileChecksum>& files) {
-  std::string text = "{\n  \"index\": " + std::to_string(index) +
-                     ",\n  \"time\": " + JsonNumber(time) + ",\n  \"metrics\": {";
-  bool first = true;
-  for (const auto& [name, value] : metrics) {
-    text += first ? "\n    " : ",\n    ";
-    first = false;
-    text += JsonQuote(name) + ": " + JsonNumber(value);
-  }
-  text += first ? "}" : "\n  }";
-  return text + ",\n  \"files\": " + FilesJson(files, "  ") + "\n}\n";
+  nlohmann::json record = {{"index", index}, {"time", time}, {"metrics", metrics},
+                           {"files", internal::FilesJson(files)}};
+  return record.dump(2) + "\n";
 }
 
 Metrics ParseRecordMetrics(const std::string& text, const std::string& file) {
-  JsonValue json = ParseJson(text, file);
-  const JsonValue* metrics = json.Find("metrics");
-  if (json.kind != JsonValue::Kind::kObject || json.Find("index") == nullptr ||
-      metrics == nullptr || metrics->kind != JsonValue::Kind::kObject) {
+  nlohmann::json json = internal::ParseJson(text, file);
+  if (!json.is_object() || !json.contains("index") || !json.contains("metrics") ||
+      !json["metrics"].is_object()) {
     throw Error(file + " is not a checkpoint record ({\"index\": N, \"time\": T, \"metrics\": "
                        "{...}}); repair or remove that checkpoint directory");
   }
   Metrics out;
-  for (const auto& [name, value] : metrics->object) {
-    if (value.kind != JsonValue::Kind::kNumber) {
+  for (const auto& [name, value] : json["metrics"].items()) {
+    if (!value.is_number() && !value.is_null()) {
       throw Error(file + ": metric \"" + name + "\" is not a number");
     }
-    out[name] = value.number;
+    out[name] = internal::JsonDouble(value);
   }
   return out;
 }
@@ -234,11 +237,11 @@ std::vector<StoredCheckpoint> CheckpointStore::List() const {
     // be read cannot be ranked. Both are left out here (so one damaged checkpoint does not
     // stop a run's commits), and NewestValid reports them when a resume would need them.
     try {
-      std::optional<std::string> record = ReadFileIfExists(dir + "/" + kRecordFile);
+      std::optional<std::string> record = ReadFileIfExists(dir + "/" + kCheckpointRecordFile);
       if (!record) continue;
       StoredCheckpoint c;
       c.index = index;
-      c.metrics = ParseRecordMetrics(*record, dir + "/" + kRecordFile);
+      c.metrics = ParseRecordMetrics(*record, dir + "/" + kCheckpointRecordFile);
       c.checkpoint = Checkpoint::FromDirectory(dir);
       out.push_back(std::move(c));
     } catch (const Error&) {
@@ -269,12 +272,12 @@ ResumePoint CheckpointStore::NewestValid() const {
   std::sort(candidates.rbegin(), candidates.rend());  // newest first
   ResumePoint out;
   for (const auto& [index, dir] : candidates) {
-    Verification verification = VerifyCheckpoint(dir);
+    CheckpointVerification verification = VerifyCheckpoint(dir);
     StoredCheckpoint c;
     c.index = index;
     if (verification.problem.empty()) {
       try {
-        const std::string record_file = dir + "/" + kRecordFile;
+        const std::string record_file = dir + "/" + kCheckpointRecordFile;
         std::optional<std::string> record = ReadFileIfExists(record_file);
         if (!record) throw Error(record_file + " disappeared while it was verified");
         c.metrics = ParseRecordMetrics(*record, record_file);
@@ -331,11 +334,11 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
     const double now = std::chrono::duration<double>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-    const std::string record = staging + "/" + kRecordFile;
+    const std::string record = staging + "/" + kCheckpointRecordFile;
     // The checksums are of the bytes FsyncTree then makes durable. metadata.json is left
-    // out (SetMetadata may replace it later; see checksums.h), and so is a record the
+    // out (SetMetadata may replace it later), and so is a record the
     // directory may carry from an earlier commit (it is replaced here).
-    const std::vector<FileChecksum> files = ChecksumTree(staging, {kRecordFile, kMetadataFile});
+    const std::vector<FileChecksum> files = ChecksumTree(staging, {kCheckpointRecordFile, kMetadataFile});
     // Plain write: FsyncTree below makes it durable before the rename publishes it.
     {
       std::string text = RecordJson(index, now, metrics, files);
@@ -354,7 +357,7 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
     // Give a moved directory back to its owner; anything else left in staging is removed
     // here or by the next Commit.
     if (moved && ::rename(staging.c_str(), from.path().c_str()) == 0) {
-      ::unlink((from.path() + "/" + kRecordFile).c_str());
+      ::unlink((from.path() + "/" + kCheckpointRecordFile).c_str());
     } else {
       fs::remove_all(staging, ec);
     }
@@ -384,4 +387,4 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
   return out;
 }
 
-}  // namespace prism::train::internal
+}  // namespace prism

@@ -1,4 +1,4 @@
-// Checksums of a checkpoint's files (see checksums.h for the design).
+// Checksums of a checkpoint's files and their verification (prism/checkpoint_store.h).
 
 #include "checkpoint/checksums.h"
 
@@ -15,10 +15,11 @@
 #include <optional>
 #include <vector>
 
-#include "checkpoint/file_util.h"
+#include "fs/durable_file.h"
 #include "prism/errors.h"
+#include "prism/internal/json.h"
 
-namespace prism::train::internal {
+namespace prism::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -118,75 +119,76 @@ std::string CompareFile(const std::string& dir, const FileChecksum& expected) {
   return "";
 }
 
-std::string FilesJson(const std::vector<FileChecksum>& files, const std::string& indent) {
-  if (files.empty()) return "{}";
-  std::string text = "{";
-  bool first = true;
-  for (const auto& f : files) {
-    text += (first ? "\n" : ",\n") + indent + "  " + JsonQuote(f.path) +
-            ": {\"size\": " + std::to_string(f.size) + ", \"crc32\": \"" + Hex(f.crc32) + "\"}";
-    first = false;
-  }
-  return text + "\n" + indent + "}";
+nlohmann::json FilesJson(const std::vector<FileChecksum>& files) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& f : files) out[f.path] = {{"size", f.size}, {"crc32", Hex(f.crc32)}};
+  return out;
 }
 
-std::vector<FileChecksum> ParseFiles(const JsonValue& files, const std::string& source) {
+std::vector<FileChecksum> ParseFiles(const nlohmann::json& files, const std::string& source) {
   auto bad = [&](const std::string& what) {
     return Error(source + ": \"files\" " + what +
                  " (expected {\"<file>\": {\"size\": N, \"crc32\": \"8 hex digits\"}, ...})");
   };
-  if (files.kind != JsonValue::Kind::kObject) throw bad("is not an object");
+  if (!files.is_object()) throw bad("is not an object");
   std::vector<FileChecksum> out;
-  for (const auto& [path, entry] : files.object) {
+  for (const auto& [path, entry] : files.items()) {
     if (!InsideCheckpoint(path)) throw bad("names \"" + path + "\", outside the checkpoint");
-    const JsonValue* size = entry.Find("size");
-    const JsonValue* crc = entry.Find("crc32");
-    if (entry.kind != JsonValue::Kind::kObject || size == nullptr ||
-        size->kind != JsonValue::Kind::kNumber || crc == nullptr ||
-        crc->kind != JsonValue::Kind::kString) {
+    if (!entry.is_object() || !entry.contains("size") || !entry.contains("crc32") ||
+        !entry["crc32"].is_string()) {
       throw bad("entry \"" + path + "\" lacks a size or a crc32");
     }
+    if (!entry["size"].is_number_unsigned()) throw bad("entry \"" + path + "\" has a bad size");
     FileChecksum f;
     f.path = path;
+    f.size = entry["size"].get<uint64_t>();
+    const std::string crc = entry["crc32"].get<std::string>();
     char* end = nullptr;
-    f.size = std::strtoull(size->text.c_str(), &end, 10);
-    if (size->text.empty() || *end != '\0') throw bad("entry \"" + path + "\" has a bad size");
-    unsigned long value = std::strtoul(crc->text.c_str(), &end, 16);
-    if (crc->text.size() != 8 || *end != '\0') throw bad("entry \"" + path + "\" has a bad crc32");
+    unsigned long value = std::strtoul(crc.c_str(), &end, 16);
+    if (crc.size() != 8 || *end != '\0') throw bad("entry \"" + path + "\" has a bad crc32");
     f.crc32 = static_cast<uint32_t>(value);
     out.push_back(std::move(f));
   }
   return out;
 }
 
-Verification VerifyCheckpoint(const std::string& dir) {
-  Verification v;
+}  // namespace prism::internal
+
+namespace prism {
+
+using internal::CompareFile;
+using internal::kMetadataFile;
+using internal::ParseFiles;
+using internal::ReadFileIfExists;
+namespace fs = std::filesystem;
+
+CheckpointVerification VerifyCheckpoint(const std::string& dir) {
+  CheckpointVerification v;
   std::optional<std::string> text;
-  JsonValue record;
+  nlohmann::json record;
   try {
-    text = ReadFileIfExists(dir + "/" + kRecordFile);
+    text = ReadFileIfExists(dir + "/" + kCheckpointRecordFile);
     if (!text) {
-      v.problem = std::string("it has no ") + kRecordFile +
+      v.problem = std::string("it has no ") + kCheckpointRecordFile +
                   " (an unfinished commit, or the record was removed)";
       return v;
     }
-    record = ParseJson(*text, kRecordFile);
+    record = internal::ParseJson(*text, kCheckpointRecordFile);
   } catch (const Error& e) {
     v.problem = e.what();
     return v;
   }
-  const JsonValue* metrics = record.Find("metrics");
-  if (record.kind != JsonValue::Kind::kObject || record.Find("index") == nullptr ||
-      metrics == nullptr || metrics->kind != JsonValue::Kind::kObject) {
-    v.problem = std::string(kRecordFile) + " is not a checkpoint record";
+  if (!record.is_object() || !record.contains("index") || !record.contains("metrics") ||
+      !record["metrics"].is_object()) {
+    v.problem = std::string(kCheckpointRecordFile) + " is not a checkpoint record";
     return v;
   }
 
   std::vector<std::string> problems;
-  if (const JsonValue* files = record.Find("files")) {
+  if (record.contains("files")) {
     v.has_checksums = true;
     try {
-      for (const auto& expected : ParseFiles(*files, kRecordFile)) {
+      for (const auto& expected : ParseFiles(record["files"], kCheckpointRecordFile)) {
         if (std::string problem = CompareFile(dir, expected); !problem.empty()) {
           problems.push_back(std::move(problem));
         }
@@ -197,29 +199,29 @@ Verification VerifyCheckpoint(const std::string& dir) {
   }
   try {
     if (auto metadata = ReadFileIfExists(dir + "/" + kMetadataFile)) {
-      if (ParseJson(*metadata, kMetadataFile).kind != JsonValue::Kind::kObject) {
+      if (!internal::ParseJson(*metadata, kMetadataFile).is_object()) {
         problems.push_back(std::string(kMetadataFile) + " is not a JSON object");
       }
     }
   } catch (const Error& e) {
     problems.push_back(e.what());
   }
-  v.problem = JoinProblems(problems);
+  v.problem = internal::JoinProblems(problems);
   return v;
 }
 
 std::string VerifyCheckpointFile(const std::string& file) {
   const fs::path path(file);
-  const std::string dir = ParentDir(file);
+  const std::string dir = internal::ParentDir(file);
   const std::string name = path.filename().string();
   try {
-    std::optional<std::string> text = ReadFileIfExists(dir + "/" + kRecordFile);
+    std::optional<std::string> text = ReadFileIfExists(dir + "/" + kCheckpointRecordFile);
     if (!text) return "";
-    const std::string source = dir + "/" + kRecordFile;
-    JsonValue record = ParseJson(*text, source);
-    const JsonValue* files = record.Find("files");
-    if (files == nullptr) return "";  // committed before checkpoints carried checksums
-    for (const auto& expected : ParseFiles(*files, source)) {
+    const std::string source = dir + "/" + kCheckpointRecordFile;
+    nlohmann::json record = internal::ParseJson(*text, source);
+    // A record without files was committed before checkpoints carried checksums.
+    if (!record.is_object() || !record.contains("files")) return "";
+    for (const auto& expected : ParseFiles(record["files"], source)) {
       if (expected.path == name) return CompareFile(dir, expected);
     }
     return "";
@@ -228,4 +230,4 @@ std::string VerifyCheckpointFile(const std::string& file) {
   }
 }
 
-}  // namespace prism::train::internal
+}  // namespace prism

@@ -60,11 +60,11 @@
 
 #include "kernels.h"
 #include "prism/collective.h"
+#include "prism/internal/collective_testing.h"
 #include "prism/platform/communicator.h"
 #include "prism/platform/poll.h"
 #include "ring.h"
 #include "shared_memory.h"
-#include "testing.h"
 
 namespace prism::collective {
 

@@ -13,9 +13,8 @@
 #include <random>
 #include <sstream>
 
-#include "checkpoint/checkpoint_store.h"
-#include "checkpoint/checksums.h"
 #include "prism/api.h"
+#include "prism/checkpoint_store.h"
 #include "prism/placement_group.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
@@ -171,8 +170,8 @@ std::string NewestValidCheckpoint(const CheckpointStore& store, const std::strin
 /// Checks a checkpoint given as TorchTrainerOptions::resume_from_checkpoint, if it was
 /// committed (a directory of the user's own has no record to check against).
 void CheckChosenCheckpoint(const Checkpoint& checkpoint) {
-  if (!std::filesystem::exists(checkpoint.path() + "/" + kRecordFile)) return;
-  Verification v = VerifyCheckpoint(checkpoint.path());
+  if (!std::filesystem::exists(checkpoint.path() + "/" + kCheckpointRecordFile)) return;
+  CheckpointVerification v = VerifyCheckpoint(checkpoint.path());
   if (!v.problem.empty()) {
     throw TrainingFailedError("prism::train: resume_from_checkpoint " + checkpoint.path() +
                               " is corrupt: " + v.problem + ". Pick another checkpoint");

@@ -30,7 +30,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "checkpoint/checkpoint_store.h"
+#include "prism/checkpoint_store.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/worker_group.h"
 #include "prism/remote.h"

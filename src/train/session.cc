@@ -17,9 +17,9 @@
 #include <sstream>
 #include <thread>
 
-#include "checkpoint/checkpoint_store.h"
-#include "checkpoint/json.h"
 #include "prism/api.h"
+#include "prism/checkpoint_store.h"
+#include "prism/internal/json.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/worker_group.h"
 #include "prism/remote.h"
@@ -312,6 +312,15 @@ std::unique_ptr<Collective> MakeGroupCollective(const Worker& w) {
   return MakeNcclCollective(*mpi, w.cuda_device, OptionsFor(w));
 }
 
+/// `v` for progress.csv, every bit kept (pandas and Python's float() read NaN and inf).
+std::string CsvNumber(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 /// Where MakeTempCheckpointDir puts its directories (see checkpoint.cc).
 bool UnderTempCheckpointRoot(const std::string& path) {
   const char* tmp = std::getenv("TMPDIR");
@@ -326,16 +335,15 @@ bool UnderTempCheckpointRoot(const std::string& path) {
 
 void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
   const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::ostringstream json;
-  json << "{";
-  for (const auto& [k, v] : r.metrics) json << JsonQuote(k) << ": " << JsonNumber(v) << ", ";
-  json << "\"training_iteration\": " << r.iteration << ", \"attempt\": " << r.attempt
-       << ", \"timestamp\": " << JsonNumber(now) << ", \"checkpoint_dir_name\": "
-       << (r.checkpoint_path.empty()
-               ? std::string("null")
-               : JsonQuote(std::filesystem::path(r.checkpoint_path).filename().string()))
-       << "}\n";
-  std::ofstream(trial_dir + "/result.json", std::ios::app) << json.str();
+  // One JSON object a line, as Ray's result.json; a metric that is not finite is null.
+  nlohmann::json line(r.metrics);
+  line["training_iteration"] = r.iteration;
+  line["attempt"] = r.attempt;
+  line["timestamp"] = now;
+  line["checkpoint_dir_name"] =
+      r.checkpoint_path.empty() ? nlohmann::json()
+                                : nlohmann::json(std::filesystem::path(r.checkpoint_path).filename().string());
+  std::ofstream(trial_dir + "/result.json", std::ios::app) << line.dump() << "\n";
 
   const std::string csv = trial_dir + "/progress.csv";
   const bool fresh = !std::filesystem::exists(csv);
@@ -344,8 +352,8 @@ void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
     for (const auto& [k, v] : r.metrics) out << k << ",";
     out << "training_iteration,attempt,timestamp\n";
   }
-  for (const auto& [k, v] : r.metrics) out << JsonNumber(v) << ",";
-  out << r.iteration << "," << r.attempt << "," << JsonNumber(now) << "\n";
+  for (const auto& [k, v] : r.metrics) out << CsvNumber(v) << ",";
+  out << r.iteration << "," << r.attempt << "," << CsvNumber(now) << "\n";
 }
 
 std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
@@ -357,12 +365,13 @@ std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     Metrics m;
-    for (const auto& [key, value] : ParseJson(line, file).object) {
-      if (value.kind != JsonValue::Kind::kNumber ||
+    const nlohmann::json record = prism::internal::ParseJson(line, file);
+    for (const auto& [key, value] : record.items()) {
+      if ((!value.is_number() && !value.is_null()) ||
           std::find(std::begin(kNotMetrics), std::end(kNotMetrics), key) != std::end(kNotMetrics)) {
         continue;
       }
-      m[key] = value.number;
+      m[key] = prism::internal::JsonDouble(value);
     }
     out.push_back(std::move(m));
   }
@@ -472,7 +481,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
     record.iteration = w.reports;
     record.metrics = metrics;
     if (checkpoint) {
-      internal::CheckpointStore store(w.spec.trial_dir, w.spec.checkpoint_config);
+      CheckpointStore store(w.spec.trial_dir, w.spec.checkpoint_config);
       record.checkpoint_path = store.Commit(*checkpoint, metrics, /*move=*/true).checkpoint.path();
     }
     internal::AppendHistory(w.spec.trial_dir, record);

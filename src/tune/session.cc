@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
-#include "checkpoint/checkpoint_store.h"
 #include "prism/api.h"
+#include "prism/checkpoint_store.h"
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
 #include "prism/tune/tuner.h"
@@ -29,7 +29,7 @@ struct TrialSession {
   TrialSpec spec;
   std::vector<ObjectRef<std::string>> parameters;
   std::unique_ptr<platform::Channel> decisions;  // the driver's answers, when it decides
-  std::unique_ptr<train::internal::CheckpointStore> store;  // made at the first checkpoint
+  std::unique_ptr<prism::CheckpointStore> store;  // made at the first checkpoint
   int64_t iteration = 0;
   Clock::time_point started = Clock::now();
   Clock::time_point last_report = started;
@@ -103,7 +103,7 @@ bool Publish(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint
     m.checkpoint = checkpoint->path();
   } else if (checkpoint) {
     if (!s.store) {
-      s.store = std::make_unique<train::internal::CheckpointStore>(s.spec.trial_dir, s.spec.checkpoint_config);
+      s.store = std::make_unique<prism::CheckpointStore>(s.spec.trial_dir, s.spec.checkpoint_config);
     }
     Metrics with_iteration = metrics;
     with_iteration["training_iteration"] = static_cast<double>(m.iteration);

@@ -31,13 +31,12 @@
 #include <nlohmann/json.hpp>
 
 #include "prism/api.h"
+#include "prism/checkpoint_store.h"
 #include "prism/internal/json.h"
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
 #include "prism/tune/tuner.h"
-#include "checkpoint/checkpoint_store.h"
-#include "checkpoint/checksums.h"
 #include "tune/journal.h"
 #include "tune/metric_mode.h"
 #include "tune/status_table.h"
@@ -986,9 +985,9 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
     // The journal names a trial's checkpoint after the trial committed it, and retention
     // may delete the one before first: after a kill in between, the newest intact one in
     // the trial's directory is used.
-    if (!t->checkpoint.empty() && !fs::exists(t->checkpoint + "/" + train::internal::kRecordFile)) {
-      train::internal::CheckpointStore store(t->dir, impl.run.checkpoint_config);
-      train::internal::ResumePoint point = store.NewestValid();
+    if (!t->checkpoint.empty() && !fs::exists(t->checkpoint + "/" + kCheckpointRecordFile)) {
+      CheckpointStore store(t->dir, impl.run.checkpoint_config);
+      ResumePoint point = store.NewestValid();
       std::fprintf(stderr, "prism.tune: trial %s: its checkpoint %s is gone; %s\n", t->id.c_str(),
                    t->checkpoint.c_str(),
                    point.checkpoint ? ("resuming from " + point.checkpoint->checkpoint.path()).c_str()

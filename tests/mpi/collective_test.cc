@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "../common/collective_reference.h"
-#include "collective/testing.h"
+#include "prism/internal/collective_testing.h"
 #include "test_util.h"
 
 using namespace prism_test;

@@ -7,6 +7,10 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "prism/errors.h"
 
 namespace prism::internal {
 
@@ -15,6 +19,52 @@ namespace prism::internal {
 inline double JsonDouble(const nlohmann::json& j) {
   if (j.is_null()) return std::numeric_limits<double>::quiet_NaN();
   return j.get<double>();
+}
+
+/// `text` parsed. Files written before this convention (by an older Prism, or by Python's
+/// json module) may hold the bare words NaN, Infinity and -Infinity: they read as null.
+/// Throws prism::Error "<source>: malformed JSON: <why>" if `text` is not JSON.
+inline nlohmann::json ParseJson(std::string_view text, const std::string& source) {
+  std::string why;
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ...": the part
+    // after the tag.
+    why = e.what();
+    if (size_t at = why.find("] "); at != std::string::npos) why = why.substr(at + 2);
+  }
+  // Not JSON as written: try again with the bare words outside strings as null. If that
+  // fails too, the error is reported where the original text has it.
+  std::string patched;
+  patched.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      patched += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        patched += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (std::string_view word : {"-Infinity", "Infinity", "NaN"}) {
+      if (text.substr(i, word.size()) == word) {
+        patched += "null";
+        i += word.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) patched += c;
+  }
+  nlohmann::json out = nlohmann::json::parse(patched, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) throw Error(source + ": malformed JSON: " + why);
+  return out;
 }
 
 }  // namespace prism::internal

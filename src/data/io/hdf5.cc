@@ -24,10 +24,9 @@
 #include <set>
 #include <utility>
 
-#include "checkpoint/hdf5_handle.h"
 #include "data/io/file_util.h"
+#include "hdf5/hdf5.h"
 #include "prism/internal/buffer.h"
-#include "prism/internal/hdf5_lock.h"
 
 namespace prism::data::io {
 namespace {

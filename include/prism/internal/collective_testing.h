@@ -1,6 +1,7 @@
 #pragma once
 // Test hooks of prism::collective (process-wide; for tests only): smaller pieces make the
-// chunked and pipelined paths run with small buffers.
+// chunked and pipelined paths run with small buffers (prism::collective's tests, and
+// prism::train's MPI backend that forwards to them).
 
 #include <cstdint>
 

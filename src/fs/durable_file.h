@@ -1,5 +1,5 @@
 #pragma once
-// Durable file writes for checkpoints: fsync of files and directories, and whole-file
+// Durable file writes (checkpoints, their records, HDF5 state dicts): fsync of files and directories, and whole-file
 // replacement (write a temporary, fsync it, rename it over the target, fsync the
 // directory) so a crash leaves either the old file or the new one, never half of one.
 
@@ -16,7 +16,7 @@
 
 #include "prism/errors.h"
 
-namespace prism::train::internal {
+namespace prism::internal {
 
 /// strerror(err) as a std::string.
 inline std::string ErrnoText(int err) { return std::strerror(err); }
@@ -103,4 +103,4 @@ inline std::optional<std::string> ReadFileIfExists(const std::string& path) {
   return out;
 }
 
-}  // namespace prism::train::internal
+}  // namespace prism::internal

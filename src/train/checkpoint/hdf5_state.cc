@@ -12,8 +12,9 @@
 //
 // The file is written next to its destination as <file>.tmp, closed, fsynced and renamed
 // over <file>, so a reader sees the old file or the complete new one. LoadStateDict first
-// checks the file against the CRC-32 its checkpoint's commit recorded (checksums.h), so a
-// damaged file is an error, not weights.
+// checks the file against the CRC-32 its checkpoint's commit recorded
+// (VerifyCheckpointFile, prism/checkpoint_store.h), so a damaged file is an error, not
+// weights.
 
 #include <hdf5.h>
 #include <sys/stat.h>
@@ -29,30 +30,25 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/checksums.h"
-#include "checkpoint/file_util.h"
-#include "checkpoint/hdf5_handle.h"
-#include "prism/internal/hdf5_lock.h"
+#include "fs/durable_file.h"
+#include "hdf5/hdf5.h"
+#include "prism/checkpoint_store.h"
 #include "prism/train/checkpoint.h"
 
 namespace prism::train {
 namespace {
 
-using internal::ErrnoText;
-using internal::FsyncPath;
-using internal::ParentDir;
+using prism::internal::ErrnoText;
+using prism::internal::FsyncPath;
+using prism::internal::ParentDir;
 
 constexpr const char* kFormat = "prism-state-dict-1";
 constexpr const char* kModelGroup = "model";
 constexpr const char* kOptimizerGroup = "optimizer";
 constexpr const char* kOptimizerDataset = "torch_archive";
 
-// Libraries built for parallel HDF5 are never thread-safe (H5_HAVE_THREADSAFE is off in
-// libhdf5-openmpi-dev): one HDF5 call at a time in this process, shared with prism::data's
-// readers and writers.
-std::mutex& Hdf5Mutex() { return prism::internal::Hdf5Mutex(); }
-
 using prism::internal::Hdf5Cause;
+using prism::internal::Hdf5Mutex;  // one HDF5 call at a time in the process, Data's included
 using prism::internal::Hid;
 
 [[noreturn]] void Fail(const std::string& file, const std::string& what) {
@@ -479,7 +475,7 @@ void LoadStateDict(const std::string& file, torch::nn::Module& module,
   SilenceHdf5Errors();
   Hid f = OpenForReading(file);
   // After the open, so a missing file or a directory keeps its own message.
-  if (std::string problem = internal::VerifyCheckpointFile(file); !problem.empty()) {
+  if (std::string problem = VerifyCheckpointFile(file); !problem.empty()) {
     throw Error("refusing to load " + file + ": it does not match its checkpoint's record: " +
                 problem + ". The checkpoint is damaged: load an older one (a new Fit of the "
                 "run resumes from the newest intact checkpoint by itself)");

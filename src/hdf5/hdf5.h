@@ -1,13 +1,25 @@
 #pragma once
-// What every HDF5 user in Prism shares: an owning handle for HDF5 identifiers, and the most
-// specific message on HDF5's error stack (checkpoints' state dicts, prism::data's I/O).
+// What every HDF5 user in Prism shares (Train's state dicts, Data's HDF5 files): the
+// process-wide HDF5 lock, an owning handle for HDF5 identifiers, and the most specific
+// message on HDF5's error stack.
 
 #include <hdf5.h>
 
+#include <mutex>
 #include <string>
 #include <utility>
 
 namespace prism::internal {
+
+/// The process-wide HDF5 lock. Libraries built for parallel HDF5 are never thread-safe
+/// (H5_HAVE_THREADSAFE is off in libhdf5-openmpi-dev), and a rank may read data blocks
+/// (prism::data) while it saves a checkpoint (prism::train) on another thread: both hold it
+/// across a sequence of HDF5 calls, from opening the file to closing it. An inline
+/// function's static: one object in the program, whichever libraries include this.
+inline std::mutex& Hdf5Mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
 
 /// Owns an HDF5 identifier and closes it with the matching H5?close.
 class Hid {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "collective/testing.h"
+#include "prism/internal/collective_testing.h"
 #include "prism/collective.h"
 #include "prism/platform/communicator.h"
 #include "prism/train/collective.h"
