@@ -17,6 +17,7 @@
 #include "prism/collective.h"
 #include "prism/platform/communicator.h"
 #include "prism/train/collective.h"
+#include "train/collective/dtype_table.h"
 
 namespace prism::train {
 
@@ -51,25 +52,12 @@ std::string DtypeName(torch::ScalarType t) { return c10::toString(t); }
 
 /// The collective dtype of a tensor's, or false if it has none.
 bool ToDataType(torch::ScalarType t, coll::DataType* out) {
-  switch (t) {
-    case torch::kFloat32:
-      *out = coll::DataType::kFloat32;
-      return true;
-    case torch::kFloat64:
-      *out = coll::DataType::kFloat64;
-      return true;
-    case torch::kInt32:
-      *out = coll::DataType::kInt32;
-      return true;
-    case torch::kInt64:
-      *out = coll::DataType::kInt64;
-      return true;
-    case torch::kUInt8:
-      *out = coll::DataType::kUInt8;
-      return true;
-    default:
-      return false;
-  }
+  return internal::LookUpDtype<coll::DataType>({{torch::kFloat32, coll::DataType::kFloat32},
+                                                {torch::kFloat64, coll::DataType::kFloat64},
+                                                {torch::kInt32, coll::DataType::kInt32},
+                                                {torch::kInt64, coll::DataType::kInt64},
+                                                {torch::kUInt8, coll::DataType::kUInt8}},
+                                               t, out);
 }
 
 coll::ReduceOp ToReduceOp(ReduceOp op) {

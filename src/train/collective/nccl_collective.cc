@@ -15,6 +15,7 @@
 // untested until a machine with GPUs runs it.
 #include "prism/platform/poll.h"
 #include "prism/train/collective.h"
+#include "train/collective/dtype_table.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -44,34 +45,11 @@ std::string CudaText(cudaError_t e) {
 
 /// Element type for reductions; other operations move bytes (ncclUint8).
 bool NcclReduceType(torch::ScalarType t, ncclDataType_t* out) {
-  switch (t) {
-    case torch::kFloat32:
-      *out = ncclFloat32;
-      return true;
-    case torch::kFloat64:
-      *out = ncclFloat64;
-      return true;
-    case torch::kFloat16:
-      *out = ncclFloat16;
-      return true;
-    case torch::kBFloat16:
-      *out = ncclBfloat16;
-      return true;
-    case torch::kInt32:
-      *out = ncclInt32;
-      return true;
-    case torch::kInt64:
-      *out = ncclInt64;
-      return true;
-    case torch::kUInt8:
-      *out = ncclUint8;
-      return true;
-    case torch::kInt8:
-      *out = ncclInt8;
-      return true;
-    default:
-      return false;
-  }
+  return internal::LookUpDtype<ncclDataType_t>(
+      {{torch::kFloat32, ncclFloat32}, {torch::kFloat64, ncclFloat64}, {torch::kFloat16, ncclFloat16},
+       {torch::kBFloat16, ncclBfloat16}, {torch::kInt32, ncclInt32}, {torch::kInt64, ncclInt64},
+       {torch::kUInt8, ncclUint8}, {torch::kInt8, ncclInt8}},
+      t, out);
 }
 
 ncclRedOp_t NcclOp(ReduceOp op) {

@@ -32,59 +32,13 @@ using prism::CheckpointConfig;
 using prism::CheckpointStore;
 using prism::ResumePoint;
 using prism::StoredCheckpoint;
+using prism_test::DamageMiddle;
 using prism_test::ErrorOf;
+using prism_test::ReadText;
+using prism_test::TempDir;
+using prism_test::WriteText;
 using Metrics = std::map<std::string, double>;
 
-/// A fresh directory for one test, removed with everything in it afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-ckpt-test-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
-
-/// Inverts up to `n` bytes in the middle of `path` in place: its size stays the same, as
-/// when a bad disk or a stray `dd conv=notrunc` overwrites part of a file.
-void DamageMiddle(const std::string& path, size_t n) {
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(file) << path;
-  const size_t size = fs::file_size(path);
-  n = std::min(n, size);
-  const auto offset = static_cast<std::streamoff>((size - n) / 2);
-  std::string bytes(n, '\0');
-  file.seekg(offset);
-  file.read(bytes.data(), static_cast<std::streamsize>(n));
-  for (char& c : bytes) c = static_cast<char>(~c);
-  file.seekp(offset);
-  file.write(bytes.data(), static_cast<std::streamsize>(n));
-  ASSERT_TRUE(file) << path;
-}
 
 
 // ---- Checkpoint directories and metadata --------------------------------------------------
