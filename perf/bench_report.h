@@ -1,6 +1,9 @@
 // bench_report.h: what the perf/ programs share to report results: round statistics and a
 // JSON file in Google Benchmark's shape (a "context" block, then one aggregate entry per
 // benchmark), so that every program's file reads the same to the tools that parse them.
+// None of the programs runs on Google Benchmark (each times whole rounds of its own, often
+// across ranks), so the file is written with nlohmann-json in Prism's JSON convention
+// (prism/internal/json.h): a NaN or an infinity is null.
 // Header-only but for the build context (version, commit, build type): link prism_bench_info.
 //
 // MpiLibraryVersion() exists only where <mpi.h> was included first (the checkpoint benchmark
@@ -17,15 +20,16 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <set>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace prism_bench {
 
@@ -52,44 +56,19 @@ inline double Max(const std::vector<double>& v) {
 
 // ---- JSON values ------------------------------------------------------------------------
 
-inline std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
+/// A JSON value whose object keys stay in the order they were written.
+using Json = nlohmann::ordered_json;
 
-/// JSON has no NaN or infinity: those become null.
-inline std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
+/// A number; JSON has no NaN or infinity: those become null.
+inline Json JsonNumber(double v) { return v; }
+inline Json JsonString(const std::string& s) { return s; }
+
+/// `v` as text, the way a benchmark's label or target quotes it ("%.10g").
+inline std::string FormatNumber(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
-
-inline std::string JsonString(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
 
 // ---- Facts about the machine ------------------------------------------------------------
 
@@ -160,8 +139,18 @@ inline std::string MpiLibraryVersion() {
 
 // ---- The report -------------------------------------------------------------------------
 
-/// Fields written as given: name and an already formatted JSON value (JsonNumber, JsonString).
-using Fields = std::vector<std::pair<std::string, std::string>>;
+/// A field's value: a number, a bool, a Json; text only as JsonString(...), so that no
+/// number is written as text by mistake.
+struct FieldValue {
+  template <class T, class D = std::decay_t<T>,
+            std::enable_if_t<!std::is_same_v<D, std::string> && !std::is_same_v<D, const char*> &&
+                                 !std::is_same_v<D, char*>,
+                             int> = 0>
+  FieldValue(T&& v) : json(std::forward<T>(v)) {}  // NOLINT: implicit, as Json is
+  Json json;
+};
+/// Fields written in this order: name and value.
+using Fields = std::vector<std::pair<std::string, FieldValue>>;
 
 /// The "context" block. Optional parts are left out when unset, so each program's block
 /// keeps the fields it has always had.
@@ -219,140 +208,89 @@ struct Entry {
   std::string label;
 };
 
-inline void WriteContext(std::ostream& out, const Context& c) {
+inline Json ContextJson(const Context& c) {
   double load[3];
   LoadAverage(load);
-  auto triple = [](const double* v) {
-    return "[" + JsonNumber(v[0]) + ", " + JsonNumber(v[1]) + ", " + JsonNumber(v[2]) + "]";
-  };
-  out << "  \"context\": {\n";
-  out << "    \"date\": \"" << IsoDate() << "\",\n";
-  out << "    \"host_name\": " << JsonString(HostName()) << ",\n";
-  out << "    \"executable\": " << JsonString(c.executable) << ",\n";
-  out << "    \"num_cpus\": " << std::thread::hardware_concurrency() << ",\n";
-  if (c.mhz_per_cpu) out << "    \"mhz_per_cpu\": " << *c.mhz_per_cpu << ",\n";
-  out << "    \"cpu_scaling_enabled\": false,\n";
-  out << "    \"caches\": [],\n";
-  out << "    \"load_avg\": " << triple(load) << ",\n";
-  if (c.load_avg_at_start && c.load_avg_at_start->size() == 3)
-    out << "    \"load_avg_at_start\": " << triple(c.load_avg_at_start->data()) << ",\n";
+  Json j;
+  j["date"] = IsoDate();
+  j["host_name"] = HostName();
+  j["executable"] = c.executable;
+  j["num_cpus"] = std::thread::hardware_concurrency();
+  if (c.mhz_per_cpu) j["mhz_per_cpu"] = *c.mhz_per_cpu;
+  j["cpu_scaling_enabled"] = false;
+  j["caches"] = Json::array();
+  j["load_avg"] = {load[0], load[1], load[2]};
+  if (c.load_avg_at_start && c.load_avg_at_start->size() == 3) j["load_avg_at_start"] = *c.load_avg_at_start;
 #ifdef NDEBUG
-  out << "    \"library_build_type\": \"release\",\n";
+  j["library_build_type"] = "release";
 #else
-  out << "    \"library_build_type\": \"debug\",\n";
+  j["library_build_type"] = "debug";
 #endif
   if (c.mpi_ranks) {
-    out << "    \"mpi_ranks\": " << *c.mpi_ranks << ",\n";
-    out << "    \"mpi_library_version\": " << JsonString(c.mpi_library_version) << ",\n";
+    j["mpi_ranks"] = *c.mpi_ranks;
+    j["mpi_library_version"] = c.mpi_library_version;
   }
-  out << "    \"prism_version\": \"" << kPrismVersion << "\",\n";
-  out << "    \"prism_git_commit\": \"" << kPrismGitCommit << "\",\n";
-  out << "    \"prism_build_type\": \"" << kPrismBuildType << "\",\n";
-  out << "    \"mode\": \"" << (c.quick ? "quick" : "full") << "\",\n";
-  out << "    \"rounds\": " << c.rounds << ",\n";
-  for (const auto& [k, v] : c.fields) out << "    \"" << k << "\": " << v << ",\n";
-  out << "    \"statistic\": " << JsonString(c.statistic) << "\n";
-  out << "  }";
+  j["prism_version"] = kPrismVersion;
+  j["prism_git_commit"] = kPrismGitCommit;
+  j["prism_build_type"] = kPrismBuildType;
+  j["mode"] = c.quick ? "quick" : "full";
+  j["rounds"] = c.rounds;
+  for (const auto& [k, v] : c.fields) j[k] = v.json;
+  j["statistic"] = c.statistic;
+  return j;
 }
 
-inline void WriteEntry(std::ostream& out, const Entry& e) {
-  auto fields = [&](const Fields& f) {
-    for (const auto& [k, v] : f) out << "      \"" << k << "\": " << v << ",\n";
-  };
-  out << "    {\n";
-  out << "      \"name\": " << JsonString(e.name) << ",\n";
-  out << "      \"family_index\": " << e.family_index << ",\n";
-  out << "      \"run_name\": " << JsonString(e.name) << ",\n";
-  out << "      \"run_type\": \"aggregate\",\n";
-  out << "      \"repetitions\": " << e.per_round.size() << ",\n";
-  out << "      \"threads\": 1,\n";
-  out << "      \"aggregate_name\": \"median\",\n";
-  out << "      \"aggregate_unit\": \"time\",\n";
-  out << "      \"iterations\": " << e.iterations << ",\n";
-  out << "      \"real_time\": " << JsonNumber(e.real_time) << ",\n";
-  out << "      \"cpu_time\": " << JsonNumber(e.cpu_time) << ",\n";
-  out << "      \"time_unit\": " << JsonString(e.time_unit) << ",\n";
-  out << "      \"items_per_second\": " << JsonNumber(e.items_per_second) << ",\n";
-  if (e.bytes_per_second)
-    out << "      \"bytes_per_second\": " << JsonNumber(*e.bytes_per_second) << ",\n";
-  fields(e.before_unit);
-  out << "      \"unit\": " << JsonString(e.unit) << ",\n";
-  out << "      \"median\": " << JsonNumber(Median(e.per_round)) << ",\n";
-  out << "      \"min\": " << JsonNumber(Min(e.per_round)) << ",\n";
-  out << "      \"max\": " << JsonNumber(Max(e.per_round)) << ",\n";
-  out << "      \"per_round\": [";
-  for (size_t i = 0; i < e.per_round.size(); ++i)
-    out << (i ? ", " : "") << JsonNumber(e.per_round[i]);
-  out << "],\n";
-  fields(e.after_rounds);
+inline Json EntryJson(const Entry& e) {
+  Json j;
+  j["name"] = e.name;
+  j["family_index"] = e.family_index;
+  j["run_name"] = e.name;
+  j["run_type"] = "aggregate";
+  j["repetitions"] = e.per_round.size();
+  j["threads"] = 1;
+  j["aggregate_name"] = "median";
+  j["aggregate_unit"] = "time";
+  j["iterations"] = e.iterations;
+  j["real_time"] = e.real_time;
+  j["cpu_time"] = e.cpu_time;
+  j["time_unit"] = e.time_unit;
+  j["items_per_second"] = e.items_per_second;
+  if (e.bytes_per_second) j["bytes_per_second"] = *e.bytes_per_second;
+  for (const auto& [k, v] : e.before_unit) j[k] = v.json;
+  j["unit"] = e.unit;
+  j["median"] = Median(e.per_round);
+  j["min"] = Min(e.per_round);
+  j["max"] = Max(e.per_round);
+  j["per_round"] = e.per_round;
+  for (const auto& [k, v] : e.after_rounds) j[k] = v.json;
   if (e.target) {
     const Target& t = *e.target;
-    out << "      \"target\": " << JsonString(t.text) << ",\n";
-    out << "      \"target_value\": " << JsonNumber(t.value) << ",\n";
-    out << "      \"ratio_to_target\": " << JsonNumber(t.ratio_to_target) << ",\n";
-    out << "      \"target_met\": " << (t.met ? "true" : "false") << ",\n";
-    out << "      \"target_verdict_valid\": " << (t.verdict_valid ? "true" : "false") << ",\n";
+    j["target"] = t.text;
+    j["target_value"] = t.value;
+    j["ratio_to_target"] = t.ratio_to_target;
+    j["target_met"] = t.met;
+    j["target_verdict_valid"] = t.verdict_valid;
   }
-  if (e.extra) out << "      \"extra\": " << (*e.extra ? "true" : "false") << ",\n";
-  out << "      \"label\": " << JsonString(e.label) << "\n";
-  out << "    }";
+  if (e.extra) j["extra"] = *e.extra;
+  j["label"] = e.label;
+  return j;
 }
 
 /// Writes the whole file at `path`, creating its directories; throws std::runtime_error if
 /// it cannot.
 inline void WriteReport(const std::string& path, const Context& context,
                         const std::vector<Entry>& entries) {
+  Json report;
+  report["context"] = ContextJson(context);
+  report["benchmarks"] = Json::array();
+  for (const Entry& e : entries) report["benchmarks"].push_back(EntryJson(e));
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::ofstream out(p);
   if (!out) throw std::runtime_error("cannot write " + path);
-  out << "{\n";
-  WriteContext(out, context);
-  out << ",\n  \"benchmarks\": [";
-  for (size_t i = 0; i < entries.size(); ++i) {
-    out << (i ? ",\n" : "\n");
-    WriteEntry(out, entries[i]);
-  }
-  out << "\n  ]\n}\n";
+  // Invalid UTF-8 in a label (a peer's output) is replaced rather than thrown on.
+  out << report.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
   if (!out) throw std::runtime_error("error writing " + path);
-}
-
-// ---- Command line ------------------------------------------------------------------------
-
-/// A benchmark's own flags: bare switches (--quick) and --key=value pairs.
-struct CommandLine {
-  std::set<std::string> switches;
-  std::map<std::string, std::string> values;
-};
-
-/// Reads a benchmark's flags, skipping --prism-* ones (and a separate value after them:
-/// prism::Init reads those). `switches` lists the bare flags the program knows; --help
-/// prints `usage` and exits 0; anything else prints it and exits 2 (every rank sees the
-/// same argv, so every rank exits the same way, before MPI starts).
-inline CommandLine ParseCommandLine(int argc, char** argv, const char* program,
-                                    const std::set<std::string>& switches, void (*usage)()) {
-  auto starts_with = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
-  CommandLine out;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (starts_with(a, "--prism-")) {
-      if (a.find('=') == std::string::npos && i + 1 < argc && !starts_with(argv[i + 1], "--")) ++i;
-      continue;
-    }
-    if (switches.count(a)) {
-      out.switches.insert(a);
-    } else if (a == "--help" || a == "-h") {
-      usage();
-      std::exit(0);
-    } else if (starts_with(a, "--") && a.find('=') != std::string::npos) {
-      out.values[a.substr(2, a.find('=') - 2)] = a.substr(a.find('=') + 1);
-    } else {
-      std::fprintf(stderr, "%s: unknown argument '%s'\n", program, a.c_str());
-      usage();
-      std::exit(2);
-    }
-  }
-  return out;
 }
 
 }  // namespace prism_bench

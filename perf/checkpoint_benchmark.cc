@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/train/checkpoint.h"
 
@@ -49,58 +50,22 @@ struct Options {
   std::string dir;
 };
 
-void Usage() {
-  std::printf(
-      "usage: prism_checkpoint_benchmark [--quick] [--json=PATH] [--rounds=N] [--bytes=N]\n"
-      "                                  [--dir=DIR]\n"
-      "  --quick      8 MiB, 2 rounds (a smoke run)\n"
-      "  --json=PATH  where the Google-Benchmark-style JSON goes\n"
-      "               (default perf/results/checkpoint_benchmark.json, directories are created)\n"
-      "  --rounds=N   measured rounds (default 5), after one warm-up round\n"
-      "  --bytes=N    parameter bytes of the model (default 268435456 = 256 MiB)\n"
-      "  --dir=DIR    where the files are written (default $TMPDIR or /tmp)\n");
-}
-
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
   Options o;
-  bool rounds_set = false, bytes_set = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      Usage();
-      std::exit(0);
-    }
-    if (arg == "--quick") {
-      o.quick = true;
-      continue;
-    }
-    auto eq = arg.find('=');
-    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) {
-      std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
-      Usage();
-      std::exit(2);
-    }
-    std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
-    if (key == "json") {
-      o.json = value;
-    } else if (key == "rounds") {
-      o.rounds = std::max(1, std::atoi(value.c_str()));
-      rounds_set = true;
-    } else if (key == "bytes") {
-      o.bytes = std::strtoull(value.c_str(), nullptr, 10);
-      bytes_set = true;
-    } else if (key == "dir") {
-      o.dir = value;
-    } else {
-      std::fprintf(stderr, "unknown option --%s\n", key.c_str());
-      Usage();
-      std::exit(2);
-    }
-  }
-  if (o.quick) {
-    if (!rounds_set) o.rounds = 2;
-    if (!bytes_set) o.bytes = size_t{8} << 20;
-  }
+  prism_bench::Cli cli("prism_checkpoint_benchmark",
+                       "SaveStateDict's write bandwidth against a raw HDF5 write of the same bytes");
+  cli.AddQuick("8 MiB, 2 rounds (a smoke run)").AddJson(o.json);
+  cli.app.add_option("--rounds", o.rounds, "measured rounds (default 5), after one warm-up round")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--bytes", o.bytes, "parameter bytes of the model (default 268435456 = 256 MiB)");
+  cli.app.add_option("--dir", o.dir, "where the files are written (default $TMPDIR or /tmp)");
+  cli.Parse(argc, argv, [&] {
+    o.rounds = 2;
+    o.bytes = size_t{8} << 20;
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
   if (o.bytes < (size_t{1} << 16)) o.bytes = size_t{1} << 16;
   if (o.dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
@@ -189,8 +154,8 @@ void WriteJson(const Options& o, const std::vector<Result>& results, double rati
   c.executable = exe;
   c.quick = o.quick;
   c.rounds = o.rounds;
-  c.fields = {{"bytes", std::to_string(bytes)},
-              {"mlp_hidden_width", std::to_string(hidden)},
+  c.fields = {{"bytes", bytes},
+              {"mlp_hidden_width", hidden},
               {"storage_dir", prism_bench::JsonString(o.dir)},
               {"storage_fs_type", prism_bench::JsonString(FsType(o.dir))}};
   c.statistic = "median across rounds (min/max across rounds alongside)";
@@ -209,7 +174,7 @@ void WriteJson(const Options& o, const std::vector<Result>& results, double rati
     e.bytes_per_second = Median(r.gbps) * 1e9;
     e.unit = "GB/s";
     e.per_round = r.gbps;
-    e.after_rounds = {{"bytes", std::to_string(bytes)}};
+    e.after_rounds = {{"bytes", bytes}};
     if (is_save) {
       e.after_rounds.push_back({"ratio_to_raw", prism_bench::JsonNumber(ratio)});
       e.target = prism_bench::Target{">= 0.80 of hdf5_raw_write", 0.8, ratio / 0.8, ratio >= 0.8,

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 namespace {
@@ -124,59 +125,34 @@ struct Options {
   bool gloo_off = false;
 };
 
-void Usage() {
-  std::printf(
-      "usage: prism_collective_benchmark [--quick] [--json=PATH] [--rounds=N]\n"
-      "                                  [--sizes-mib=A,B,...] [--gloo=SCRIPT|off] [--prism-* flags]\n"
-      "  --quick         1 MiB only, 3 short rounds, no gloo (a smoke run of a few seconds)\n"
-      "  --json=PATH     where the Google-Benchmark-style JSON goes\n"
-      "                  (default perf/results/collective_benchmark.json)\n"
-      "  --sizes-mib     AllReduce sizes in MiB (default 1,4,16,64,256)\n"
-      "  --gloo          the gloo peer (default perf/peers/ddp_bench.py of this source tree, run\n"
-      "                  with /usr/bin/python3); off to skip it. Only on 2 ranks (the peer's size)\n"
-      "Run under mpirun with at least 2 ranks.\n");
-}
-
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
   Options o;
-  prism_bench::CommandLine cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_collective_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  std::map<std::string, std::string>& given = cl.values;
-  if (quick) {
-    o.quick = true;
+  prism_bench::Cli cli("prism_collective_benchmark",
+                       "AllReduce on a prism::train collective group against gloo (torch DDP's "
+                       "peer); run under mpirun with at least 2 ranks");
+  cli.AddQuick("1 MiB only, 3 short rounds, no gloo (a smoke run of a few seconds)")
+      .AddJson("perf/results/collective_benchmark.json");
+  std::string gloo;
+  cli.app.add_option("--rounds", o.rounds, "measured rounds (default 5)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--sizes-mib", o.sizes_mib, "AllReduce sizes in MiB (default 1,4,16,64,256)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--gloo", gloo,
+                     "the gloo peer (default perf/peers/ddp_bench.py of this source tree, run with "
+                     "/usr/bin/python3); off to skip it. Only on 2 ranks (the peer's size)");
+  cli.Parse(argc, argv, [&] {
     o.rounds = 3;
     o.sizes_mib = {1};
     o.budget_bytes = int64_t{8} << 20;
     o.timeout_s = 100;
     o.gloo_off = true;
-  }
-  try {
-    for (const auto& [k, v] : given) {
-      if (k == "json") {
-        o.json = v;
-      } else if (k == "rounds") {
-        o.rounds = std::max(1, std::stoi(v));
-      } else if (k == "gloo") {
-        o.gloo_off = v == "off";
-        if (!o.gloo_off) o.gloo = v;
-      } else if (k == "sizes-mib") {
-        o.sizes_mib.clear();
-        std::stringstream ss(v);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-          if (!item.empty()) o.sizes_mib.push_back(std::max<int64_t>(1, std::stoll(item)));
-        }
-        if (o.sizes_mib.empty()) throw std::invalid_argument("--sizes-mib lists no size");
-      } else {
-        std::fprintf(stderr, "prism_collective_benchmark: unknown flag --%s\n", k.c_str());
-        Usage();
-        std::exit(2);
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_collective_benchmark: bad flag value: %s\n", e.what());
-    std::exit(2);
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
+  if (cli.Given("--gloo")) {
+    o.gloo_off = gloo == "off";
+    if (!o.gloo_off) o.gloo = gloo;
   }
   if (o.gloo.empty()) o.gloo = PRISM_BENCH_SOURCE_DIR "/perf/peers/ddp_bench.py";
   return o;
@@ -252,14 +228,14 @@ void WriteJson(const Options& opt, int world, const std::vector<Result>& results
     e.time_unit = "us";
     e.items_per_second = sec > 0 ? 1 / sec : 0;
     e.bytes_per_second = sec > 0 ? r.bytes / sec : 0;
-    e.before_unit = {{"bytes", std::to_string(r.bytes)}};
+    e.before_unit = {{"bytes", r.bytes}};
     e.unit = "GB/s (bus bandwidth)";
     e.per_round = r.bus_gbps;
     if (r.has_target) {
       e.after_rounds = {{"ratio_to_best_other", prism_bench::JsonNumber(r.ratio)}};
       e.target = prism_bench::Target{
           "Prism bus bandwidth / max(raw MPI_Allreduce, gloo) >= " +
-              prism_bench::JsonNumber(kTargetRatio),
+              prism_bench::FormatNumber(kTargetRatio),
           kTargetRatio, r.ratio / kTargetRatio, r.ratio >= kTargetRatio, !opt.quick};
     }
     e.label = r.note;

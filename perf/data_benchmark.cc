@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/data.h"
@@ -50,12 +51,6 @@ constexpr int64_t kBatch = 4096;
 constexpr double kGiB = 1 << 30;
 
 prism::data::Block Identity(prism::data::Block b) { return b; }
-
-void Usage() {
-  std::fprintf(stderr,
-               "usage: mpirun -n 3 prism_data_benchmark --prism-num-cpus=2 [--quick] [--rows=N] "
-               "[--rounds=R] [--json=PATH]\n");
-}
 
 // A .npy file of `rows` rows of kColumns float32 values.
 void WriteNpy(const std::string& path, int64_t rows) {
@@ -164,16 +159,20 @@ prism_bench::Entry ToEntry(const Case& c, bool with_target, bool quick, double u
 PRISM_REMOTE(Identity);
 
 int main(int argc, char** argv) {
-  prism_bench::CommandLine cl = prism_bench::ParseCommandLine(argc, argv, "prism_data_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  const int64_t rows = cl.values.count("rows") ? std::stoll(cl.values["rows"]) : (quick ? 8192 : 81920);
-  const int rounds = cl.values.count("rounds") ? std::stoi(cl.values["rounds"]) : (quick ? 3 : 7);
-  const std::string json = cl.values.count("json") ? cl.values["json"] : "perf/results/data_benchmark.json";
-  if (rows < kBatch || rounds < 2) {
-    std::fprintf(stderr, "prism_data_benchmark: --rows must be >= %lld and --rounds >= 2\n",
-                 static_cast<long long>(kBatch));
-    return 2;
-  }
+  prism_bench::Cli cli("prism_data_benchmark",
+                       "Prism Data's read throughput and batch latency:\n"
+                       "  mpirun -n 3 prism_data_benchmark --prism-num-cpus=2 [flags]");
+  cli.AddQuick().AddJson("perf/results/data_benchmark.json");
+  int64_t rows = 0;
+  int rounds = 0;
+  cli.app.add_option("--rows", rows, "rows of the dataset (default 81920, quick 8192)")
+      ->check(CLI::Range(kBatch, int64_t{1} << 40));
+  cli.app.add_option("--rounds", rounds, "measured rounds (default 7, quick 3)")->check(CLI::Range(2, 1 << 20));
+  cli.Parse(argc, argv);
+  cli.QuickDefault("--rows", rows, 8192, 81920);
+  cli.QuickDefault("--rounds", rounds, 3, 7);
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
   const std::vector<double> load_at_start = [] {
     double l[3];
     prism_bench::LoadAverage(l);

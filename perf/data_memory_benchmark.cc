@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/data.h"
@@ -81,22 +82,23 @@ std::vector<std::vector<int64_t>> MemoryOfEveryRank() {
   return out;
 }
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: mpirun -n 3 prism_data_memory_benchmark --prism-num-cpus=2 "
-               "--prism-object-store-memory=256M [--quick] [--factor=10] [--json=PATH]\n");
-}
-
 }  // namespace
 
 PRISM_REMOTE(AddPayload, Memory);
 
 int main(int argc, char** argv) {
-  prism_bench::CommandLine cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_data_memory_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  const double factor = cl.values.count("factor") ? std::stod(cl.values["factor"]) : (quick ? 4 : 10);
-  const std::string json = cl.values.count("json") ? cl.values["json"] : "perf/results/data_memory_benchmark.json";
+  prism_bench::Cli cli("prism_data_memory_benchmark",
+                       "Prism Data on a dataset larger than the object store:\n"
+                       "  mpirun -n 3 prism_data_memory_benchmark --prism-num-cpus=2 "
+                       "--prism-object-store-memory=256M [flags]");
+  cli.AddQuick().AddJson("perf/results/data_memory_benchmark.json");
+  double factor = 0;
+  cli.app.add_option("--factor", factor, "the dataset's size over the object store's (default 10, quick 4)")
+      ->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv);
+  cli.QuickDefault("--factor", factor, 4, 10);
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
   prism::Init(argc, argv);
   namespace pd = prism::data;
   const int world = prism::GetRuntimeContext().GetWorldSize();
@@ -188,7 +190,7 @@ int main(int argc, char** argv) {
     e.per_round = {static_cast<double>(spilled_total)};
     e.after_rounds = {{"pipeline_seconds", prism_bench::JsonNumber(seconds)},
                       {"data_over_cap", prism_bench::JsonNumber(data_bytes / static_cast<double>(cap))},
-                      {"finished", failure.empty() ? "true" : "false"}};
+                      {"finished", failure.empty()}};
     prism_bench::Target t;
     t.text = "0 bytes spilled, no ObjectStoreFullError";
     t.value = 0;

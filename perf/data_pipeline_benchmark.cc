@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/data.h"
@@ -56,30 +57,23 @@ Block Scale(const Block& in) {
 
 PRISM_REMOTE(Generate, Scale);
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: mpirun -n 3 prism_data_pipeline_benchmark [--quick] [--rows=N] "
-               "[--partitions=P] [--rounds=R] [--json=PATH]\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  prism_bench::CommandLine cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_data_pipeline_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  auto value = [&](const char* name, int64_t quick_v, int64_t full_v) {
-    return cl.values.count(name) ? std::stoll(cl.values[name]) : (quick ? quick_v : full_v);
-  };
-  const int64_t n = value("rows", 200'000, 8'000'000);
-  const int64_t parts = value("partitions", 6, 24);
-  const int rounds = static_cast<int>(value("rounds", 1, 3));
-  const std::string json =
-      cl.values.count("json") ? cl.values["json"] : "perf/results/data_pipeline_benchmark.json";
-  if (n < 1 || parts < 1 || rounds < 1) {
-    std::fprintf(stderr, "prism_data_pipeline_benchmark: --rows, --partitions and --rounds must be >= 1\n");
-    return 2;
-  }
+  prism_bench::Cli cli("prism_data_pipeline_benchmark",
+                       "A Prism Data pipeline end to end:\n  mpirun -n 3 prism_data_pipeline_benchmark [flags]");
+  cli.AddQuick().AddJson("perf/results/data_pipeline_benchmark.json");
+  int64_t n = 0, parts = 0;
+  int rounds = 0;
+  cli.app.add_option("--rows", n, "rows (default 8000000, quick 200000)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--partitions", parts, "partitions (default 24, quick 6)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--rounds", rounds, "measured rounds (default 3, quick 1)")->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv);
+  cli.QuickDefault("--rows", n, 200'000, 8'000'000);
+  cli.QuickDefault("--partitions", parts, 6, 24);
+  cli.QuickDefault("--rounds", rounds, 1, 3);
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
   prism::Init(argc, argv);
   using namespace prism::data;
 

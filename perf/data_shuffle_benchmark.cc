@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/data.h"
@@ -38,12 +39,6 @@ using namespace prism::data;
 constexpr int64_t kRowBytes = 1024;
 constexpr int64_t kPayload = kRowBytes - 8;
 constexpr int64_t kUnit = 4096;  // MPI_Alltoallv's element: a contiguous type of 4 KiB
-
-void Usage() {
-  std::fprintf(stderr,
-               "usage: mpirun -n 3 prism_data_shuffle_benchmark --prism-num-cpus=2 "
-               "[--bytes=N (default 2 GiB)] [--rounds=R (default 3)] [--blocks=B] [--quick] [--json=PATH]\n");
-}
 
 // The payload of each row: its id's low byte, repeated.
 Block AddPayload(Block b) {
@@ -92,18 +87,25 @@ PRISM_REMOTE(AddPayload, RawAlltoallv);
 }  // namespace
 
 int main(int argc, char** argv) {
-  prism_bench::CommandLine cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_data_shuffle_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  const int64_t bytes = cl.values.count("bytes") ? std::stoll(cl.values["bytes"])
-                                                 : (quick ? int64_t{32} << 20 : int64_t{2} << 30);
-  const int rounds = cl.values.count("rounds") ? std::stoi(cl.values["rounds"]) : (quick ? 1 : 3);
-  const std::string json = cl.values.count("json") ? cl.values["json"]
-                                                   : (quick ? "perf/results/data_shuffle_benchmark_quick.json"
-                                                            : "perf/results/data_shuffle_benchmark.json");
+  prism_bench::Cli cli("prism_data_shuffle_benchmark",
+                       "Prism Data's all-to-all shuffle against a raw MPI_Alltoallv:\n"
+                       "  mpirun -n 3 prism_data_shuffle_benchmark --prism-num-cpus=2 [flags]");
+  cli.AddQuick().AddJson("perf/results/data_shuffle_benchmark.json");
+  int64_t bytes = 0, blocks = 0;
+  int rounds = 0;
+  cli.app.add_option("--blocks", blocks, "input blocks (default 16 per rank)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--bytes", bytes, "bytes shuffled (default 2 GiB, quick 32 MiB)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--rounds", rounds, "measured rounds (default 3, quick 1)")->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv);
+  cli.QuickDefault("--bytes", bytes, int64_t{32} << 20, int64_t{2} << 30);
+  cli.QuickDefault("--rounds", rounds, 1, 3);
+  cli.QuickDefault("--json", cli.json, "perf/results/data_shuffle_benchmark_quick.json",
+                   "perf/results/data_shuffle_benchmark.json");
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
   prism::Init(argc, argv);
   const int world = prism::GetRuntimeContext().GetWorldSize();
-  const int64_t blocks = cl.values.count("blocks") ? std::stoll(cl.values["blocks"]) : 16 * world;
+  if (!cli.Given("--blocks")) blocks = 16 * world;
   const int64_t rows = bytes / kRowBytes;
   double load_start[3];
   prism_bench::LoadAverage(load_start);

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 namespace {
@@ -110,25 +111,6 @@ class Counter {
 PRISM_REMOTE(NoOp, HoldUntil, ManyReturns, GetAll, ReadInPlace, Counter::Create, &Counter::Add);
 
 namespace {
-
-void Usage() {
-  std::fprintf(
-      stderr,
-      "usage: mpirun -n N prism_envelope_benchmark [--parts=LIST] [--queued=N] [--returns=N]\n"
-      "           [--objects=N] [--object-bytes=B] [--large-bytes=B] [--broadcast-bytes=B] [--actors=N]\n"
-      "           [--quick] [--json=PATH]\n"
-      "  --parts=LIST         of queued,returns,get,large,broadcast,actors (default all)\n"
-      "  --queued=N           tasks queued at once (default 1000000)\n"
-      "  --returns=N          returns of one task (default 10000)\n"
-      "  --objects=N          objects in one Get (default 10000)\n"
-      "  --object-bytes=B     each of them (default 8)\n"
-      "  --large-bytes=B      the large object (default 2147483648)\n"
-      "  --broadcast-bytes=B  the object every rank reads (default 1073741824)\n"
-      "  --actors=N           actors alive at once (default 10000)\n"
-      "  --quick              20000 queued, 1000 returns and objects, 64 MiB large,\n"
-      "                       16 MiB broadcast, 200 actors: a smoke run\n"
-      "  --json=PATH          write the figures as JSON\n");
-}
 
 std::string OnRank(int r) { return "rank:" + std::to_string(r); }
 
@@ -321,27 +303,36 @@ void Actors(int n, Figures& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_envelope_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  auto value = [&](const char* k, const char* normal, const char* smoke) {
-    auto it = cl.values.find(k);
-    return it == cl.values.end() ? std::string(quick ? smoke : normal) : it->second;
-  };
-  const std::string parts = "," + value("parts", "queued,returns,get,large,broadcast,actors",
-                                        "queued,returns,get,large,broadcast,actors") + ",";
+  prism_bench::Cli cli("prism_envelope_benchmark",
+                       "The runtime's envelope: how many tasks, returns, objects and actors at once, "
+                       "how large an object:\n  mpirun -n N prism_envelope_benchmark [flags]");
+  cli.AddQuick("20000 queued, 1000 returns and objects, 64 MiB large, 16 MiB broadcast, 200 "
+               "actors: a smoke run")
+      .AddJson();
+  std::string parts = "queued,returns,get,large,broadcast,actors";
+  int64_t queued = 0;
+  int returns = 0, objects = 0, actors = 0;
+  uint64_t object_bytes = 8, large = 0, bcast = 0;
+  cli.app.add_option("--parts", parts, "of queued,returns,get,large,broadcast,actors (default all)");
+  cli.app.add_option("--queued", queued, "tasks queued at once (default 1000000)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--returns", returns, "returns of one task (default 10000)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--objects", objects, "objects in one Get (default 10000)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--object-bytes", object_bytes, "each of them (default 8)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--large-bytes", large, "the large object (default 2147483648)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--broadcast-bytes", bcast, "the object every rank reads (default 1073741824)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--actors", actors, "actors alive at once (default 10000)")->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv);
+  cli.QuickDefault("--queued", queued, 20000, 1000000);
+  cli.QuickDefault("--returns", returns, 1000, 10000);
+  cli.QuickDefault("--objects", objects, 1000, 10000);
+  cli.QuickDefault("--large-bytes", large, uint64_t{67108864}, uint64_t{2147483648});
+  cli.QuickDefault("--broadcast-bytes", bcast, uint64_t{16777216}, uint64_t{1073741824});
+  cli.QuickDefault("--actors", actors, 200, 10000);
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
+  parts = "," + parts + ",";
   auto wants = [&](const char* p) { return parts.find("," + std::string(p) + ",") != std::string::npos; };
-  const int64_t queued = std::atoll(value("queued", "1000000", "20000").c_str());
-  const int returns = std::atoi(value("returns", "10000", "1000").c_str());
-  const int objects = std::atoi(value("objects", "10000", "1000").c_str());
-  const auto object_bytes = static_cast<uint64_t>(std::atoll(value("object-bytes", "8", "8").c_str()));
-  const auto large = static_cast<uint64_t>(std::atoll(value("large-bytes", "2147483648", "67108864").c_str()));
-  const auto bcast = static_cast<uint64_t>(std::atoll(value("broadcast-bytes", "1073741824", "16777216").c_str()));
-  const int actors = std::atoi(value("actors", "10000", "200").c_str());
-  const std::string json = value("json", "", "");
-  if (queued < 1 || returns < 1 || objects < 1 || object_bytes < 1 || large < 1 || bcast < 1 || actors < 1) {
-    Usage();
-    return 2;
-  }
   double load_start[3];
   prism_bench::LoadAverage(load_start);
   prism::Init(argc, argv);  // ranks 1..N-1 serve here until Shutdown

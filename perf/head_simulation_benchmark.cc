@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "head_simulation.h"
 #include "scheduler/scheduler.h"
@@ -75,20 +76,6 @@ double CpuSeconds() {
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-void Usage() {
-  std::fprintf(
-      stderr,
-      "usage: prism_head_simulation_benchmark [--ranks=100,1000,10000,100000] [--tasks=N]\n"
-      "                                       [--rounds=R] [--parts=LIST] [--quick] [--json=PATH]\n"
-      "  --ranks=LIST  simulated rank counts (default 100,1000,10000,100000)\n"
-      "  --tasks=N     no-op tasks per throughput round and queued for memory (default 200000)\n"
-      "  --rounds=R    throughput rounds per rank count (default 3)\n"
-      "  --parts=LIST  of throughput,decision,memory,pg,actors,alive,heartbeats (default all)\n"
-      "  --actors-alive=N  actors alive at once in the alive part (default 100000)\n"
-      "  --quick       ranks 100,1000,10000, 5000 tasks, 1 round: a smoke run\n"
-      "  --json=PATH   write the figures as JSON\n");
 }
 
 struct Throughput {
@@ -343,38 +330,33 @@ Exchange RunExchange(int ranks_hint) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_head_simulation_benchmark",
-                                          {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  auto value = [&](const char* k, const char* def) {
-    auto it = cl.values.find(k);
-    return it == cl.values.end() ? std::string(def) : it->second;
-  };
-  std::vector<int> rank_counts;
-  {
-    std::stringstream list(value("ranks", quick ? "100,1000,10000" : "100,1000,10000,100000"));
-    std::string item;
-    while (std::getline(list, item, ',')) rank_counts.push_back(std::atoi(item.c_str()));
-  }
-  const int64_t tasks = std::atoll(value("tasks", quick ? "5000" : "200000").c_str());
-  const int rounds = std::atoi(value("rounds", quick ? "1" : "3").c_str());
-  const int actors_alive = std::atoi(value("actors-alive", quick ? "2000" : "100000").c_str());
-  const std::string json = value("json", "");
-  const std::string parts =
-      "," + value("parts", "throughput,decision,memory,pg,actors,alive,heartbeats") + ",";
+  prism_bench::Cli cli("prism_head_simulation_benchmark",
+                       "The real head driven by N simulated ranks in one process");
+  cli.AddQuick("ranks 100,1000,10000, 5000 tasks, 1 round, 2000 actors alive: a smoke run").AddJson();
+  std::vector<int> rank_counts = {100, 1000, 10000, 100000};
+  int64_t tasks = 200000;
+  int rounds = 3, actors_alive = 100000;
+  std::string parts = "throughput,decision,memory,pg,actors,alive,heartbeats";
+  cli.app.add_option("--ranks", rank_counts, "simulated rank counts (default 100,1000,10000,100000)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--tasks", tasks, "no-op tasks per throughput round and queued for memory (default 200000)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--rounds", rounds, "throughput rounds per rank count (default 3)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--parts", parts, "of throughput,decision,memory,pg,actors,alive,heartbeats (default all)");
+  cli.app.add_option("--actors-alive", actors_alive, "actors alive at once in the alive part (default 100000)");
+  cli.Parse(argc, argv, [&] {
+    rank_counts = {100, 1000, 10000};
+    tasks = 5000;
+    rounds = 1;
+    actors_alive = 2000;
+  });
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
+  parts = "," + parts + ",";
   auto wants = [&](const char* part) {
     return parts.find(std::string(",") + part + ",") != std::string::npos;
   };
-  for (int n : rank_counts) {
-    if (n < 1) {
-      Usage();
-      return 2;
-    }
-  }
-  if (tasks < 1 || rounds < 1) {
-    Usage();
-    return 2;
-  }
   double load_start[3];
   prism_bench::LoadAverage(load_start);
   std::printf(

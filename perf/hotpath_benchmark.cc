@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 int NoOp() { return 0; }
@@ -100,30 +101,19 @@ struct Path {
   std::function<void(int)> run;  // runs the path n times
 };
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: prism_hotpath_benchmark [--iterations=K] [--only=NAME]\n"
-               "  NAME: task_roundtrip, serialize_1kib, deserialize_1kib, serialize_1kib_pod, actor_call\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_hotpath_benchmark", {}, Usage);
+  prism_bench::Cli cli("prism_hotpath_benchmark",
+                       "The hot paths between callgrind's start/stop macros (perf/run_callgrind.sh)");
   int iterations = 1000;
   std::string only;
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "iterations") iterations = std::stoi(v);
-      else if (k == "only") only = v;
-      else throw std::invalid_argument("unknown flag --" + k);
-    }
-    if (iterations < 1) throw std::invalid_argument("--iterations must be >= 1");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_hotpath_benchmark: %s\n", e.what());
-    Usage();
-    return 2;
-  }
+  cli.app.add_option("--iterations", iterations, "calls of each path (default 1000)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--only", only,
+                     "one path: task_roundtrip, serialize_1kib, deserialize_1kib, "
+                     "serialize_1kib_pod or actor_call");
+  cli.Parse(argc, argv);
   alarm(600);  // watchdog: under valgrind a path runs ~50x slower; a hang still ends
 
   Record record;
@@ -178,8 +168,7 @@ int main(int argc, char** argv) {
     }
   }
   if (ran == 0) {
-    std::fprintf(stderr, "prism_hotpath_benchmark: no path named '%s'\n", only.c_str());
-    Usage();
+    std::fprintf(stderr, "prism_hotpath_benchmark: no path named '%s' (see --help)\n", only.c_str());
     status = 2;
   }
   std::fflush(stdout);

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 namespace {
@@ -51,18 +52,6 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void Usage() {
-  std::fprintf(
-      stderr,
-      "usage: mpirun -n N prism_many_ranks_benchmark [--rounds=R] [--idle-s=S] [--bytes=B]\n"
-      "                                             [--quick] [--json=PATH]\n"
-      "  --rounds=R   fan-out and broadcast rounds (default 5)\n"
-      "  --idle-s=S   idle window for the idle CPU (default 5)\n"
-      "  --bytes=B    broadcast object size (default 16777216)\n"
-      "  --quick      3 rounds, 2 s idle, 1 MiB broadcast\n"
-      "  --json=PATH  write the figures as JSON\n");
-}
-
 /// One task pinned to every rank; returns each rank's facts.
 std::vector<std::vector<double>> FanOut(int world) {
   std::vector<prism::ObjectRef<std::vector<double>>> refs;
@@ -81,22 +70,22 @@ std::vector<std::vector<double>> FanOut(int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_many_ranks_benchmark", {"--quick"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  auto value = [&](const char* k, const char* def) {
-    auto it = cl.values.find(k);
-    return it == cl.values.end() ? std::string(def) : it->second;
-  };
-  const int rounds = std::atoi(value("rounds", quick ? "3" : "5").c_str());
-  const double idle_s = std::atof(value("idle-s", quick ? "2" : "5").c_str());
-  const auto bytes =
-      static_cast<uint64_t>(std::atoll(value("bytes", quick ? "1048576" : "16777216").c_str()));
-  const std::string json = value("json", "");
-  if (rounds < 1 || idle_s <= 0 || bytes == 0) {
-    Usage();
-    return 2;
-  }
+  prism_bench::Cli cli("prism_many_ranks_benchmark",
+                       "Init, fan-out, broadcast and idle CPU on many ranks:\n"
+                       "  mpirun -n N prism_many_ranks_benchmark [flags]");
+  cli.AddQuick("3 rounds, 2 s idle, 1 MiB broadcast").AddJson();
+  int rounds = 0;
+  double idle_s = 0;
+  uint64_t bytes = 0;
+  cli.app.add_option("--rounds", rounds, "fan-out and broadcast rounds (default 5)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--idle-s", idle_s, "idle window for the idle CPU (default 5)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--bytes", bytes, "broadcast object size (default 16777216)")->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv);
+  cli.QuickDefault("--rounds", rounds, 3, 5);
+  cli.QuickDefault("--idle-s", idle_s, 2, 5);
+  cli.QuickDefault("--bytes", bytes, 1048576, 16777216);
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
   double load_start[3];
   prism_bench::LoadAverage(load_start);
   const auto init0 = Clock::now();

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 int NoOp() { return 0; }
@@ -82,38 +83,27 @@ struct Round {
 
 double MiB(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: prism_memory_benchmark [--tasks=N] [--rounds=R] [--settle-ms=MS]\n"
-               "                              [--max-residual-mb=X] [--malloc-trim] [--json=PATH]\n"
-               "  --tasks=N            no-op tasks submitted at once per round (default 1000000)\n"
-               "  --rounds=R           rounds (default 3)\n"
-               "  --settle-ms=MS       wait after the refs are dropped (default 500)\n"
-               "  --max-residual-mb=X  exit 1 if rank 0 keeps more than X MiB after the rounds\n"
-               "  --malloc-trim        call malloc_trim(0) after each round before reading RSS:\n"
-               "                       what is left is in use, not freed memory malloc kept\n"
-               "  --json=PATH          write the figures as JSON\n");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_memory_benchmark", {"--malloc-trim"},
-                                          Usage);
-  auto value = [&](const char* k, const char* def) {
-    auto it = cl.values.find(k);
-    return it == cl.values.end() ? std::string(def) : it->second;
-  };
-  const int64_t tasks = std::atoll(value("tasks", "1000000").c_str());
-  const int rounds = std::atoi(value("rounds", "3").c_str());
-  const int settle_ms = std::atoi(value("settle-ms", "500").c_str());
-  const double max_residual_mb = std::atof(value("max-residual-mb", "-1").c_str());
-  const std::string json = value("json", "");
-  const bool trim = cl.switches.count("--malloc-trim") > 0;
-  if (tasks <= 0 || rounds <= 0) {
-    Usage();
-    return 2;
-  }
+  prism_bench::Cli cli("prism_memory_benchmark",
+                       "Rank 0's memory per queued task, and what it keeps once the tasks are done");
+  cli.AddJson();
+  int64_t tasks = 1000000;
+  int rounds = 3, settle_ms = 500;
+  double max_residual_mb = -1;
+  bool trim = false;
+  cli.app.add_option("--tasks", tasks, "no-op tasks submitted at once per round (default 1000000)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--rounds", rounds, "rounds (default 3)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--settle-ms", settle_ms, "wait after the refs are dropped (default 500)");
+  cli.app.add_option("--max-residual-mb", max_residual_mb,
+                     "exit 1 if rank 0 keeps more than X MiB after the rounds");
+  cli.app.add_flag("--malloc-trim", trim,
+                   "call malloc_trim(0) after each round before reading RSS: what is left is in "
+                   "use, not freed memory malloc kept");
+  cli.Parse(argc, argv);
+  const std::string& json = cli.json;
 
   prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here until Shutdown
   const int world = prism::GetRuntimeContext().GetWorldSize();

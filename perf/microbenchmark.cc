@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 // ---- Remote functions -------------------------------------------------------------------
@@ -197,18 +198,6 @@ struct Options {
   double watchdog_s = 600;  // one benchmark taking longer than this aborts the job
 };
 
-void Usage() {
-  std::printf(
-      "usage: prism_microbenchmark [--quick] [--json=PATH] [--rounds=N] [--min-time=SECONDS]\n"
-      "                            [--filter=NAME[,NAME...]] [--put-bytes=N] [--clients=N]\n"
-      "                            [--threads=N] [--async-batch=N] [--actor-batch=N] [--list]\n"
-      "                            [--prism-* flags]\n"
-      "  --quick      tiny sizes, 3 short rounds (a CI smoke run of a few seconds)\n"
-      "  --json=PATH  where the Google-Benchmark-style JSON goes\n"
-      "               (default perf/results/microbenchmark.json, directories are created)\n"
-      "  --filter     run only benchmarks whose name contains one of the given strings\n");
-}
-
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -219,17 +208,27 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
-/// Parses our flags; --prism-* flags are left for prism::Init. Exits on a bad flag (every
-/// rank sees the same argv, so every rank exits the same way, before MPI starts).
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
   Options o;
-  prism_bench::CommandLine cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_microbenchmark", {"--quick", "--list"}, Usage);
-  const bool quick = cl.switches.count("--quick") > 0;
-  o.list = cl.switches.count("--list") > 0;
-  std::map<std::string, std::string>& given = cl.values;
-  if (quick) {
-    o.quick = true;
+  prism_bench::Cli cli("prism_microbenchmark", "Ray's `ray microbenchmark` set on Prism (perf/README.md)");
+  cli.AddQuick("tiny sizes, 3 short rounds (a CI smoke run of a few seconds)")
+      .AddJson("perf/results/microbenchmark.json");
+  std::string filter;
+  cli.app.add_option("--rounds", o.rounds, "measured rounds")->check(CLI::PositiveNumber);
+  cli.app.add_option("--min-time", o.min_time_s, "seconds each round runs at least");
+  cli.app.add_option("--filter", filter,
+                     "run only benchmarks whose name contains one of these strings (NAME[,NAME...])");
+  cli.app.add_option("--put-bytes", o.put_bytes, "bytes of the large Put");
+  cli.app.add_option("--clients", o.clients, "client actors of the multi-client benchmarks");
+  cli.app.add_option("--threads", o.threads, "driver threads of the multi-threaded ones")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--async-batch", o.async_batch, "tasks per async batch");
+  cli.app.add_option("--actor-batch", o.actor_batch, "actor calls per batch")->check(CLI::PositiveNumber);
+  cli.app.add_option("--watchdog", o.watchdog_s,
+                     "seconds one benchmark may take before it aborts the job (default 600)");
+  cli.app.add_flag("--list", o.list, "list the benchmarks and exit");
+  cli.Parse(argc, argv, [&] {
     o.rounds = 3;
     o.min_time_s = 0.02;
     o.async_batch = 200;
@@ -241,39 +240,10 @@ Options ParseOptions(int argc, char** argv) {
     o.pg_batch = 2;
     o.put_bytes = 4ull << 20;
     o.watchdog_s = 60;
-  }
-  try {
-    for (const auto& [k, v] : given) {
-      if (k == "json")
-        o.json = v;
-      else if (k == "rounds")
-        o.rounds = std::max(1, std::stoi(v));
-      else if (k == "min-time")
-        o.min_time_s = std::stod(v);
-      else if (k == "filter")
-        o.filter = Split(v, ',');
-      else if (k == "put-bytes")
-        o.put_bytes = std::stoull(v);
-      else if (k == "clients")
-        o.clients = std::stoi(v);
-      else if (k == "threads")
-        o.threads = std::max(1, std::stoi(v));
-      else if (k == "async-batch")
-        o.async_batch = std::stoi(v);
-      else if (k == "actor-batch")
-        o.actor_batch = std::max(1, std::stoi(v));
-      else if (k == "watchdog")
-        o.watchdog_s = std::stod(v);
-      else {
-        std::fprintf(stderr, "prism_microbenchmark: unknown flag --%s\n", k.c_str());
-        Usage();
-        std::exit(2);
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_microbenchmark: bad flag value: %s\n", e.what());
-    std::exit(2);
-  }
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
+  o.filter = Split(filter, ',');
   return o;
 }
 

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 namespace {
@@ -97,14 +98,6 @@ PRISM_REMOTE(ObMakeBytes, ObMakeTensor, ObReadBytes, ObReadTensor);
 
 namespace {
 
-void Usage() {
-  std::printf(
-      "usage: mpirun -n 3 prism_object_benchmark [--mib=256] [--rounds=5] [--json=PATH]\n"
-      "  --mib=N     object size in MiB (default 256)\n"
-      "  --rounds=R  rounds; figures are medians over rounds (default 5)\n"
-      "  --json=PATH write the figures as JSON (bench_report.h's shape)\n");
-}
-
 struct Series {
   std::string name;
   std::string note;
@@ -126,18 +119,17 @@ double MeanSeconds(const std::function<double()>& op, double min_s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_object_benchmark", {}, Usage);
-  auto value = [&](const char* k, const char* def) {
-    auto it = cl.values.find(k);
-    return it == cl.values.end() ? std::string(def) : it->second;
-  };
-  const uint64_t mib = std::strtoull(value("mib", "256").c_str(), nullptr, 10);
-  const int rounds = std::atoi(value("rounds", "5").c_str());
-  const std::string json = value("json", "");
-  if (mib == 0 || rounds <= 0) {
-    Usage();
-    return 2;
-  }
+  prism_bench::Cli cli("prism_object_benchmark",
+                       "Get of a large value as users call it (vector, ArrayView, tensor):\n"
+                       "  mpirun -n 3 prism_object_benchmark [flags]");
+  cli.AddJson();
+  uint64_t mib = 256;
+  int rounds = 5;
+  cli.app.add_option("--mib", mib, "object size in MiB (default 256)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--rounds", rounds, "rounds; figures are medians over rounds (default 5)")
+      ->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv);
+  const std::string& json = cli.json;
   const uint64_t bytes = mib << 20;
 
   prism::Init(argc, argv);  // ranks 1..N-1 serve tasks here until Shutdown

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 namespace {
@@ -46,12 +47,6 @@ struct Options {
   int rounds = 5;
   double min_time_s = 0.5;
 };
-
-void Usage() {
-  std::fprintf(stderr,
-               "usage: prism_reference_benchmark [--quick] [--json=PATH] [--rounds=N] [--min-time=S]\n"
-               "  run under mpirun -n 2 or more for the MPI ping-pong (1 rank: memcpy only)\n");
-}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -163,26 +158,20 @@ prism_bench::Entry MakeEntry(const std::string& name, const std::string& unit,
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_reference_benchmark", {"--quick"}, Usage);
   Options o;
-  o.quick = cl.switches.count("--quick") > 0;
-  if (o.quick) {
+  prism_bench::Cli cli("prism_reference_benchmark",
+                       "The machine's memcpy bandwidth and MPI ping-pong, the references Prism is "
+                       "measured against; run under mpirun -n 2 or more for the ping-pong (1 rank: "
+                       "memcpy only)");
+  cli.AddQuick("3 short rounds").AddJson(o.json);
+  cli.app.add_option("--rounds", o.rounds, "measured rounds")->check(CLI::PositiveNumber);
+  cli.app.add_option("--min-time", o.min_time_s, "seconds each round runs at least")->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv, [&] {
     o.rounds = 3;
     o.min_time_s = 0.05;
-  }
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "json") o.json = v;
-      else if (k == "rounds") o.rounds = std::stoi(v);
-      else if (k == "min-time") o.min_time_s = std::stod(v);
-      else throw std::invalid_argument("unknown flag --" + k);
-    }
-    if (o.rounds < 1 || o.min_time_s <= 0) throw std::invalid_argument("--rounds and --min-time must be > 0");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_reference_benchmark: %s\n", e.what());
-    Usage();
-    return 2;
-  }
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
   alarm(o.quick ? 60 : 300);  // watchdog: SIGALRM ends the process (and mpirun the job)
 
   MPI_Init(&argc, &argv);

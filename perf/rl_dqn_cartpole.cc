@@ -28,10 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "rl/dqn/dqn_trainer.h"
 
 namespace {
 
+/// "256,256" -> {256, 256}; "" -> {}.
 std::vector<int64_t> ParseList(const std::string& s) {
   std::vector<int64_t> out;
   std::stringstream in(s);
@@ -50,39 +52,33 @@ int main(int argc, char** argv) {
   std::string curve_path;
   prism::rl::dqn::DqnConfig base;
   base.env = "CartPole-v1";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    try {
-      if (a.rfind("--seeds=", 0) == 0) {
-        seeds = ParseList(a.substr(8));
-      } else if (a.rfind("--max-steps=", 0) == 0) {
-        max_steps = std::stoll(a.substr(12));
-      } else if (a.rfind("--target=", 0) == 0) {
-        target = std::stod(a.substr(9));
-      } else if (a.rfind("--hiddens=", 0) == 0) {
-        base.model.hiddens = ParseList(a.substr(10));
-      } else if (a.rfind("--head-hiddens=", 0) == 0) {
-        base.model.head_hiddens = ParseList(a.substr(15));
-      } else if (a.rfind("--n-step=", 0) == 0) {
-        base.n_step = std::stoi(a.substr(9));
-      } else if (a.rfind("--final-epsilon=", 0) == 0) {
-        base.epsilon.back().second = std::stod(a.substr(16));
-      } else if (a.rfind("--curve=", 0) == 0) {
-        curve_path = a.substr(8);
-      } else if (a == "--verbose") {
-        verbose = true;
-      } else {
-        std::fprintf(stderr,
-                     "usage: prism_rl_dqn_cartpole [--seeds=0,1,2,3,4] [--max-steps=100000] "
-                     "[--target=450] [--hiddens=256,256] [--head-hiddens=] [--n-step=1] "
-                     "[--final-epsilon=0.05] [--verbose] [--curve=PATH]\n");
-        return 2;
-      }
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "bad argument %s\n", a.c_str());
-      return 2;
-    }
-  }
+  prism_bench::Cli cli("prism_rl_dqn_cartpole",
+                       "DQN's learning check on CartPole-v1 (RLlib's target: a mean return of 450 "
+                       "within 100k env steps), seed after seed.\n"
+                       "Exit code 0 if every seed reached the target, 1 otherwise, 2 for a bad flag.");
+  // A list of whole numbers, possibly empty ("--head-hiddens=": no head layers).
+  auto list_flag = [&](const char* name, std::vector<int64_t>& out, const char* what) {
+    cli.app.add_option_function<std::string>(
+        name,
+        [&out, name](const std::string& v) {
+          try {
+            out = ParseList(v);
+          } catch (const std::exception&) {
+            throw CLI::ValidationError(name, "'" + v + "' is not a list of whole numbers like 256,256");
+          }
+        },
+        what);
+  };
+  list_flag("--seeds", seeds, "the seeds, one run each (default 0,1,2,3,4)");
+  cli.app.add_option("--max-steps", max_steps, "env steps per seed at most (default 100000)");
+  cli.app.add_option("--target", target, "the mean return to reach (default 450)");
+  list_flag("--hiddens", base.model.hiddens, "hidden layers of the Q network (default RLlib's 256)");
+  list_flag("--head-hiddens", base.model.head_hiddens, "hidden layers of the dueling heads (default RLlib's)");
+  cli.app.add_option("--n-step", base.n_step, "n-step returns (default 1)");
+  cli.app.add_option("--final-epsilon", base.epsilon.back().second, "the exploration's last epsilon (default 0.05)");
+  cli.app.add_flag("--verbose", verbose, "a line per iteration");
+  cli.app.add_option("--curve", curve_path, "write the learning curve as CSV (perf/plot_rl_curves.py plots it)");
+  cli.Parse(argc, argv);
   std::ofstream curve;
   if (!curve_path.empty()) {
     curve.open(curve_path, std::ios::trunc);

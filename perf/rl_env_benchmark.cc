@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/rl/env.h"
 
@@ -48,42 +49,23 @@ struct Options {
   int num_envs = 64;
 };
 
-void Usage() {
-  std::printf(
-      "usage: prism_rl_env_benchmark [--quick] [--json=PATH] [--rounds=N] [--seconds=S]\n"
-      "                              [--num-envs=N]\n"
-      "  --quick       2 rounds of 0.05 s (a smoke run, no target verdict)\n"
-      "  --json=PATH   where the JSON goes (default perf/results/rl_env_benchmark.json)\n"
-      "  --rounds=N    measured rounds per benchmark (default 5), after a warm-up round\n"
-      "  --seconds=S   length of a round (default 1.0)\n"
-      "  --num-envs=N  copies in the VectorEnv benchmarks (default 64)\n");
-}
-
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_rl_env_benchmark", {"--quick"}, Usage);
   Options o;
-  o.quick = cl.switches.count("--quick") > 0;
-  if (o.quick) {
+  prism_bench::Cli cli("prism_rl_env_benchmark", "prism::rl's environments: env steps per second");
+  cli.AddQuick("2 rounds of 0.05 s (a smoke run, no target verdict)")
+      .AddJson("perf/results/rl_env_benchmark.json");
+  cli.app.add_option("--rounds", o.rounds, "measured rounds per benchmark (default 5), after a warm-up round")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--seconds", o.seconds, "length of a round (default 1.0)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--num-envs", o.num_envs, "copies in the VectorEnv benchmarks (default 64)")
+      ->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv, [&] {
     o.rounds = 2;
     o.seconds = 0.05;
-  }
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "json") o.json = v;
-      else if (k == "rounds") o.rounds = std::stoi(v);
-      else if (k == "seconds") o.seconds = std::stod(v);
-      else if (k == "num-envs") o.num_envs = std::stoi(v);
-      else throw std::invalid_argument("unknown option --" + k);
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_rl_env_benchmark: %s\n", e.what());
-    Usage();
-    std::exit(2);
-  }
-  if (o.rounds < 1 || o.seconds <= 0 || o.num_envs < 1) {
-    std::fprintf(stderr, "prism_rl_env_benchmark: --rounds, --seconds and --num-envs must be positive\n");
-    std::exit(2);
-  }
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
   return o;
 }
 
@@ -181,7 +163,7 @@ std::function<int64_t()> VectorIndicesLoop(int n) {
   };
 }
 
-std::string Num(double v) { return prism_bench::JsonNumber(v); }
+prism_bench::Json Num(double v) { return prism_bench::JsonNumber(v); }
 
 }  // namespace
 
@@ -251,8 +233,8 @@ int main(int argc, char** argv) {
   c.load_avg_at_start = load_at_start;
   c.quick = opt.quick;
   c.rounds = opt.rounds;
-  c.fields = {{"seconds_per_round", Num(opt.seconds)}, {"num_envs", std::to_string(opt.num_envs)},
-              {"threads", "1"}};
+  c.fields = {{"seconds_per_round", Num(opt.seconds)}, {"num_envs", opt.num_envs},
+              {"threads", 1}};
   c.statistic = "median across rounds (min/max across rounds alongside)";
   try {
     prism_bench::WriteReport(opt.json, c, entries);

@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/rl.h"
@@ -67,47 +68,31 @@ struct Options {
   int envs_per_runner = 1;
 };
 
-void Usage() {
-  std::printf(
-      "usage: mpirun -n <1 + runners> prism_rl_sampling_benchmark [--quick] [--json=PATH] [--rounds=N]\n"
-      "           [--seconds=S] [--iterations=N] [--runners=N] [--envs-per-runner=N]\n"
-      "  --quick              2 rounds of 0.1 s and 2 Train() iterations (a smoke run)\n"
-      "  --json=PATH          where the JSON goes (default perf/results/rl_sampling_benchmark.json)\n"
-      "  --rounds=N           (a) measured rounds per sampler, after a warm-up (default 5)\n"
-      "  --seconds=S          (a) length of a round (default 1.0)\n"
-      "  --iterations=N       (b) measured Train() iterations, after a warm-up one (default 10)\n"
-      "  --runners=N          (b) env runner actors, on ranks 1..N (default 2)\n"
-      "  --envs-per-runner=N  (b) CartPole copies per runner (default 1)\n");
-}
-
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_rl_sampling_benchmark", {"--quick"}, Usage);
   Options o;
-  o.quick = cl.switches.count("--quick") > 0;
-  if (o.quick) {
+  prism_bench::Cli cli("prism_rl_sampling_benchmark",
+                       "prism::rl's sampling: (a) samplers on the driver, (b) PPO's Train() with env "
+                       "runner actors:\n  mpirun -n <1 + runners> prism_rl_sampling_benchmark [flags]");
+  cli.AddQuick("2 rounds of 0.1 s and 2 Train() iterations (a smoke run)")
+      .AddJson("perf/results/rl_sampling_benchmark.json");
+  cli.app.add_option("--rounds", o.rounds, "(a) measured rounds per sampler, after a warm-up (default 5)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--seconds", o.seconds, "(a) length of a round (default 1.0)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--iterations", o.iterations,
+                     "(b) measured Train() iterations, after a warm-up one (default 10)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--runners", o.runners, "(b) env runner actors, on ranks 1..N (default 2)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--envs-per-runner", o.envs_per_runner, "(b) CartPole copies per runner (default 1)")
+      ->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv, [&] {
     o.rounds = 2;
     o.seconds = 0.1;
     o.iterations = 2;
-  }
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "json") o.json = v;
-      else if (k == "rounds") o.rounds = std::stoi(v);
-      else if (k == "seconds") o.seconds = std::stod(v);
-      else if (k == "iterations") o.iterations = std::stoi(v);
-      else if (k == "runners") o.runners = std::stoi(v);
-      else if (k == "envs-per-runner") o.envs_per_runner = std::stoi(v);
-      else throw std::invalid_argument("unknown option --" + k);
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_rl_sampling_benchmark: %s\n", e.what());
-    Usage();
-    std::exit(2);
-  }
-  if (o.rounds < 1 || o.seconds <= 0 || o.iterations < 1 || o.runners < 1 || o.envs_per_runner < 1) {
-    std::fprintf(stderr, "prism_rl_sampling_benchmark: every count and --seconds must be positive\n");
-    std::exit(2);
-  }
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
   return o;
 }
 
@@ -119,7 +104,7 @@ double ThreadCpuSeconds() {
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string Num(double v) { return prism_bench::JsonNumber(v); }
+prism_bench::Json Num(double v) { return prism_bench::JsonNumber(v); }
 
 struct SamplerRounds {
   std::vector<double> wall, cpu;  // env steps per wall-clock second, per CPU second
@@ -223,7 +208,7 @@ int main(int argc, char** argv) {
     e.items_per_second = med;
     e.unit = "steps/s";
     e.per_round = r.wall;
-    e.after_rounds = {{"steps_per_cpu_second_median", Num(cpu_med)}, {"num_envs", std::to_string(n)}};
+    e.after_rounds = {{"steps_per_cpu_second_median", Num(cpu_med)}, {"num_envs", n}};
     e.label = "ppo::Sampler, CartPole-v1, " + std::to_string(n) +
               " copies, 64x64 MLPs, one thread: env steps/s with policy inference";
     entries.push_back(e);
@@ -246,13 +231,13 @@ int main(int argc, char** argv) {
   const std::string setup = std::to_string(opt.runners) + " env runner actors x " +
                             std::to_string(opt.envs_per_runner) + " copies, CartPole-v1, 64x64 MLPs, " +
                             "train_batch_size 4000";
-  prism_bench::Fields common = {{"runners", std::to_string(opt.runners)},
-                                {"envs_per_runner", std::to_string(opt.envs_per_runner)},
+  prism_bench::Fields common = {{"runners", opt.runners},
+                                {"envs_per_runner", opt.envs_per_runner},
                                 {"env_steps_per_iteration_median", Num(steps)},
                                 {"sample_s_median", Num(sample_s)},
                                 {"learn_s_median", Num(learn_s)},
                                 {"train_s_median", Num(train_s)},
-                                {"min_healthy_env_runners", std::to_string(t.healthy_min)}};
+                                {"min_healthy_env_runners", t.healthy_min}};
   prism_bench::Entry sample;
   sample.name = "rl_sampling_cartpole_train_sample_phase";
   sample.family_index = family++;
@@ -285,9 +270,9 @@ int main(int argc, char** argv) {
   c.quick = opt.quick;
   c.rounds = opt.rounds;
   c.fields = {{"seconds_per_round", Num(opt.seconds)},
-              {"train_iterations", std::to_string(opt.iterations)},
-              {"steps_per_sample_call", std::to_string(kStepsPerSample)},
-              {"torch_threads", "1"}};
+              {"train_iterations", opt.iterations},
+              {"steps_per_sample_call", kStepsPerSample},
+              {"torch_threads", 1}};
   c.statistic = "median across rounds (a) or Train() iterations (b); min/max alongside";
   int status = 0;
   try {

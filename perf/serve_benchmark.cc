@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/serve.h"
@@ -154,93 +155,59 @@ struct Options {
   bool Wants(const std::string& part) const { return ("," + only + ",").find("," + part + ",") != std::string::npos; }
 };
 
-void Usage() {
-  std::fprintf(stderr,
-               "usage: mpirun -n 3 prism_serve_benchmark --prism-num-cpus=2 [--quick] [--json=PATH]\n"
-               "           [--duration=S] [--connections=1,8,64] [--calls=N] [--step=A,B,C]\n"
-               "           [--work-ms=MS] [--csv=PATH] [--only=http,handle,autoscaling]\n"
-               "  --quick          1 s per wrk run, 500 calls, a 2,4,5 s load step (a smoke run)\n"
-               "  --json=PATH      the Google-Benchmark-style JSON (default perf/results/serve_benchmark.json)\n"
-               "  --duration=S     seconds per wrk run in the http part (default 5)\n"
-               "  --connections=L  wrk's connection counts in the http part (default 1,8,64)\n"
-               "  --calls=N        measured calls per handle / actor row (default 5000)\n"
-               "  --step=A,B,C     seconds of the load step: 1 connection, 32, then 1 (default 5,10,10)\n"
-               "  --work-ms=MS     the autoscaled handler's sleep (default 5)\n"
-               "  --csv=PATH       the replicas-over-time CSV (default perf/plots/serve_autoscaling.csv;\n"
-               "                   the plot goes beside it as .png)\n"
-               "  --only=LIST      the parts to run (default http,handle,autoscaling)\n");
-}
-
-std::vector<double> NumberList(const std::string& v) {
-  std::vector<double> out;
-  std::stringstream in(v);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stod(item));
+/// The items of a comma-separated list.
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
   return out;
 }
 
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_serve_benchmark", {"--quick"}, Usage);
   Options o;
-  o.quick = cl.switches.count("--quick") > 0;
-  if (o.quick) {
+  prism_bench::Cli cli("prism_serve_benchmark",
+                       "prism::serve: HTTP, handle calls and autoscaling:\n"
+                       "  mpirun -n 3 prism_serve_benchmark --prism-num-cpus=2 [flags]");
+  cli.AddQuick("1 s per wrk run, 500 calls, a 2,4,5 s load step (a smoke run)")
+      .AddJson("perf/results/serve_benchmark.json");
+  std::vector<std::string> only = {"http", "handle", "autoscaling"};
+  cli.app.add_option("--duration", o.duration_s, "seconds per wrk run in the http part (default 5)")
+      ->check(CLI::Range(0.5, 600.0));
+  cli.app.add_option("--connections", o.connections, "wrk's connection counts in the http part (default 1,8,64)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 10000));
+  cli.app.add_option("--calls", o.calls, "measured calls per handle / actor row (default 5000)")
+      ->check(CLI::Range(10, 1 << 30));
+  cli.app.add_option("--step", o.step,
+                     "seconds of the load step: 1 connection, 32, then 1 (three values; default 5,10,10)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.5, 600.0));
+  cli.app.add_option("--work-ms", o.work_ms, "the autoscaled handler's sleep (default 5)")
+      ->check(CLI::Range(0, 1000));
+  cli.app.add_option("--csv", o.csv,
+                     "the replicas-over-time CSV (default perf/plots/serve_autoscaling.csv; the plot "
+                     "goes beside it as .png)");
+  cli.app.add_option("--only", only, "the parts to run (default http,handle,autoscaling)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"http", "handle", "autoscaling"}));
+  cli.Parse(argc, argv, [&] {
     o.duration_s = 1;
     o.calls = 500;
     o.step = {2, 4, 5};
-    o.json = "perf/results/serve_benchmark_quick.json";
+    cli.json = "perf/results/serve_benchmark_quick.json";
     o.csv = "perf/results/serve_autoscaling_quick.csv";
+  });
+  if (o.step.size() != 3) {
+    std::fprintf(stderr, "prism_serve_benchmark: --step needs three values (A,B,C)\n");
+    std::exit(prism::cli::kExitBadFlags);
   }
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "json") {
-        o.json = v;
-      } else if (k == "duration") {
-        o.duration_s = std::stod(v);
-      } else if (k == "connections") {
-        o.connections.clear();
-        for (double c : NumberList(v)) o.connections.push_back(static_cast<int>(c));
-      } else if (k == "calls") {
-        o.calls = std::stoi(v);
-      } else if (k == "step") {
-        o.step = NumberList(v);
-      } else if (k == "work-ms") {
-        o.work_ms = std::stoi(v);
-      } else if (k == "csv") {
-        o.csv = v;
-      } else if (k == "only") {
-        o.only = v;
-      } else {
-        std::fprintf(stderr, "prism_serve_benchmark: unknown flag --%s\n", k.c_str());
-        Usage();
-        std::exit(2);
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_serve_benchmark: bad flag value (%s)\n", e.what());
-    std::exit(2);
-  }
-  const bool bad_connections =
-      o.connections.empty() ||
-      std::any_of(o.connections.begin(), o.connections.end(), [](int c) { return c < 1 || c > 10000; });
-  const bool bad_step = o.step.size() != 3 || std::any_of(o.step.begin(), o.step.end(), [](double s) {
-                          return !(s >= 0.5 && s <= 600);
-                        });
-  bool bad_only = false;
-  {
-    std::stringstream in(o.only);
-    for (std::string p; std::getline(in, p, ',');) bad_only |= p != "http" && p != "handle" && p != "autoscaling";
-  }
-  if (o.duration_s < 0.5 || o.duration_s > 600 || bad_connections || o.calls < 10 || bad_step || o.work_ms < 0 ||
-      o.work_ms > 1000 || bad_only) {
-    std::fprintf(stderr,
-                 "prism_serve_benchmark: need --duration in [0.5, 600], --connections in 1..10000, --calls >= 10, "
-                 "--step of three values in [0.5, 600], --work-ms in [0, 1000], --only of http, handle, "
-                 "autoscaling\n");
-    std::exit(2);
-  }
+  o.quick = cli.quick;
+  o.json = cli.json;
+  o.only = Join(only);
   return o;
 }
 
-std::string Num(double v) { return prism_bench::JsonNumber(v); }
+prism_bench::Json Num(double v) { return prism_bench::JsonNumber(v); }
 
 // ---- The parts ---------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 #include "wrk_runner.h"
 #include "serve/http_server.h"
@@ -61,69 +62,31 @@ struct Options {
   int sync_requests = 20000;
 };
 
-void Usage() {
-  std::printf(
-      "usage: prism_serve_http_benchmark [--quick] [--json=PATH] [--rounds=N] [--duration=S]\n"
-      "           [--connections=1,8,64] [--wrk-threads=T] [--io-threads=N] [--sync-requests=N]\n"
-      "  --quick            1 s per wrk run, 2,000 synchronous requests (a smoke run)\n"
-      "  --json=PATH        the Google-Benchmark-style JSON\n"
-      "                     (default perf/results/serve_http_benchmark.json)\n"
-      "  --rounds=N         repeat the whole set N times (default 1)\n"
-      "  --duration=S       seconds per wrk run (default 5)\n"
-      "  --connections=L    wrk's connection counts (default 1,8,64)\n"
-      "  --wrk-threads=T    wrk's threads, at most the connections (default 1: the server's\n"
-      "                     I/O thread and wrk each get one of this machine's 2 cores)\n"
-      "  --io-threads=N     the server's I/O threads (default 1)\n"
-      "  --sync-requests=N  the C++ client's measured requests (default 20000)\n");
-}
-
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
-  auto cl = prism_bench::ParseCommandLine(argc, argv, "prism_serve_http_benchmark", {"--quick"}, Usage);
   Options o;
-  o.quick = cl.switches.count("--quick") > 0;
-  if (o.quick) {
+  prism_bench::Cli cli("prism_serve_http_benchmark", "prism::serve's HTTP proxy under wrk and a C++ client");
+  cli.AddQuick("1 s per wrk run, 2,000 synchronous requests (a smoke run)")
+      .AddJson("perf/results/serve_http_benchmark.json");
+  cli.app.add_option("--rounds", o.rounds, "repeat the whole set N times (default 1)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--duration", o.duration_s, "seconds per wrk run (default 5)")->check(CLI::Range(0.5, 600.0));
+  cli.app.add_option("--connections", o.connections, "wrk's connection counts (default 1,8,64)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 10000));
+  cli.app.add_option("--wrk-threads", o.wrk_threads,
+                     "wrk's threads, at most the connections (default 1: the server's I/O thread "
+                     "and wrk each get one of this machine's 2 cores)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--io-threads", o.io_threads, "the server's I/O threads (default 1)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--sync-requests", o.sync_requests, "the C++ client's measured requests (default 20000)")
+      ->check(CLI::Range(10, 1 << 30));
+  cli.Parse(argc, argv, [&] {
     o.duration_s = 1;
     o.sync_requests = 2000;
-  }
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "json") {
-        o.json = v;
-      } else if (k == "rounds") {
-        o.rounds = std::stoi(v);
-      } else if (k == "duration") {
-        o.duration_s = std::stod(v);
-      } else if (k == "connections") {
-        o.connections.clear();
-        std::stringstream in(v);
-        for (std::string item; std::getline(in, item, ',');) o.connections.push_back(std::stoi(item));
-      } else if (k == "wrk-threads") {
-        o.wrk_threads = std::stoi(v);
-      } else if (k == "io-threads") {
-        o.io_threads = std::stoi(v);
-      } else if (k == "sync-requests") {
-        o.sync_requests = std::stoi(v);
-      } else {
-        std::fprintf(stderr, "prism_serve_http_benchmark: unknown flag --%s\n", k.c_str());
-        Usage();
-        std::exit(2);
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_serve_http_benchmark: bad flag value (%s)\n", e.what());
-    std::exit(2);
-  }
-  bool bad_connections = o.connections.empty() ||
-                         std::any_of(o.connections.begin(), o.connections.end(),
-                                     [](int c) { return c < 1 || c > 10000; });
-  if (o.rounds < 1 || o.duration_s < 0.5 || o.duration_s > 600 || bad_connections ||
-      o.wrk_threads < 1 || o.io_threads < 1 || o.sync_requests < 10) {
-    std::fprintf(stderr,
-                 "prism_serve_http_benchmark: need --rounds >= 1, --duration in [0.5, 600], "
-                 "--connections in 1..10000, --wrk-threads >= 1, --io-threads >= 1, "
-                 "--sync-requests >= 10\n");
-    std::exit(2);
-  }
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
   return o;
 }
 
@@ -186,7 +149,7 @@ std::string Cell(const std::vector<double>& v, const char* fmt) {
   return out;
 }
 
-std::string Num(double v) { return prism_bench::JsonNumber(v); }
+prism_bench::Json Num(double v) { return prism_bench::JsonNumber(v); }
 
 }  // namespace
 

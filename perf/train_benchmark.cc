@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "bench_cli.h"
 #include "prism/api.h"
 #include "prism/train.h"
 
@@ -62,25 +65,22 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  prism_bench::Cli cli("prism_train_benchmark",
+                       "prism::train's throughput: an MLP on 1 and 2 workers, scaling efficiency");
+  cli.AddQuick("1 round of 3 steps (a smoke run)").AddJson("perf/results/train_benchmark.json");
+  int rounds = 5, steps = 50;
+  cli.app.add_option("--rounds", rounds, "measured rounds (default 5)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--steps", steps, "training steps per round (default 50)")->check(CLI::PositiveNumber);
+  cli.Parse(argc, argv, [&] {
+    rounds = 1;
+    steps = 3;
+    cli.json = "perf/results/train_benchmark_quick.json";
+  });
+  const bool quick = cli.quick;
+  const std::string& json = cli.json;
   prism::Init(argc, argv);
   int status = 0;
   try {
-    bool quick = false;
-    int rounds = 5, steps = 50;
-    std::string json = "perf/results/train_benchmark.json";
-    for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--quick") quick = true;
-      else if (a.rfind("--rounds=", 0) == 0) rounds = std::stoi(a.substr(9));
-      else if (a.rfind("--steps=", 0) == 0) steps = std::stoi(a.substr(8));
-      else if (a.rfind("--json=", 0) == 0) json = a.substr(7);
-      else if (a.rfind("--prism-", 0) != 0) throw prism::Error("unknown flag " + a + " (see the header of perf/train_benchmark.cc)");
-    }
-    if (quick) {
-      rounds = 1;
-      steps = 3;
-      if (json == "perf/results/train_benchmark.json") json = "perf/results/train_benchmark_quick.json";
-    }
     const int world = prism::GetRuntimeContext().GetWorldSize();
     const int max_workers = std::min(2, world);
     const std::string storage = std::filesystem::temp_directory_path() /
@@ -118,20 +118,24 @@ int main(int argc, char** argv) {
       std::printf("scaling efficiency, 2 workers: %.2f (PyTorch DDP + gloo here: 0.88)\n", efficiency);
     }
 
+    nlohmann::ordered_json report;
+    report["context"] = {{"mpi_ranks", world}, {"mode", quick ? "quick" : "full"}, {"rounds", rounds},
+                         {"steps", steps}};
+    report["benchmarks"] = nlohmann::ordered_json::array();
+    for (auto& [workers, v] : rate) {
+      report["benchmarks"].push_back({{"name", "train_mlp_samples_per_second/" + std::to_string(workers) + "w"},
+                                      {"run_type", "iteration"},
+                                      {"iterations", v.size()},
+                                      {"real_time", Median(step_ms[workers])},
+                                      {"time_unit", "ms"},
+                                      {"items_per_second", Median(v)},
+                                      {"scaling_efficiency", workers == 2 ? efficiency : 1.0}});
+    }
     std::filesystem::path path(json);
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
     std::ofstream out(path);
-    out << "{\n  \"context\": {\"mpi_ranks\": " << world << ", \"mode\": \"" << (quick ? "quick" : "full")
-        << "\", \"rounds\": " << rounds << ", \"steps\": " << steps << "},\n  \"benchmarks\": [";
-    bool first = true;
-    for (auto& [workers, v] : rate) {
-      out << (first ? "\n" : ",\n") << "    {\"name\": \"train_mlp_samples_per_second/" << workers
-          << "w\", \"run_type\": \"iteration\", \"iterations\": " << v.size()
-          << ", \"real_time\": " << Median(step_ms[workers]) << ", \"time_unit\": \"ms\", \"items_per_second\": "
-          << Median(v) << ", \"scaling_efficiency\": " << (workers == 2 ? efficiency : 1.0) << "}";
-      first = false;
-    }
-    out << "\n  ]\n}\n";
+    out << report.dump(2) << "\n";
+    if (!out) throw std::runtime_error("cannot write " + json);
     std::printf("JSON: %s\n", std::filesystem::absolute(path).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "prism_train_benchmark: %s\n", e.what());

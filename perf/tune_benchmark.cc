@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "bench_report.h"
 
 namespace tune = prism::tune;
@@ -126,92 +127,60 @@ struct Options {
   std::string storage;
 };
 
-void Usage() {
-  std::printf(
-      "usage: mpirun -n 3 prism_tune_benchmark --prism-num-cpus=6 [--quick] [--json=PATH]\n"
-      "         [--parts=overhead,throughput,search] [--rounds=N] [--overhead-rounds=N]\n"
-      "         [--trials=N] [--sleep-s=S] [--concurrency=C] [--throughput-trials=T]\n"
-      "         [--reports=R] [--search-trials=N] [--optuna=SCRIPT|off] [--storage=DIR]\n"
-      "  --quick              200 x 0.05 s trials, 4 x 200 reports, 100 search trials, 1 round\n"
-      "  --parts              which parts to run (default all three)\n"
-      "  --rounds             rounds of throughput and search (default 3); --overhead-rounds\n"
-      "                       rounds of overhead (default 1: 25 s each)\n"
-      "  --trials, --sleep-s  overhead: N trials sleeping S s (default 2000, 0.2)\n"
-      "  --concurrency        C trials at once (default 16); the cluster needs C CPUs\n"
-      "                       (--prism-num-cpus per rank)\n"
-      "  --throughput-trials, --reports   throughput: T trials of R reports (default 16, 2000)\n"
-      "  --search-trials      search: trials per study (default 1000)\n"
-      "  --optuna             the Optuna peer (default perf/peers/optuna_bench.py of this source\n"
-      "                       tree, run with /usr/bin/python3); off to skip it\n"
-      "  --storage            where trials write their files (default a temp directory,\n"
-      "                       removed at the end)\n");
-}
-
+/// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
 Options ParseOptions(int argc, char** argv) {
   Options o;
-  prism_bench::CommandLine cl =
-      prism_bench::ParseCommandLine(argc, argv, "prism_tune_benchmark", {"--quick"}, Usage);
-  if (cl.switches.count("--quick")) {
-    o.quick = true;
-    o.json = "perf/results/tune_benchmark_quick.json";
+  prism_bench::Cli cli("prism_tune_benchmark",
+                       "prism::tune: bookkeeping overhead, report throughput, search against Optuna:\n"
+                       "  mpirun -n 3 prism_tune_benchmark --prism-num-cpus=6 [flags]");
+  cli.AddQuick("200 x 0.05 s trials, 4 x 200 reports, 100 search trials, 1 round")
+      .AddJson("perf/results/tune_benchmark.json");
+  std::vector<std::string> parts;
+  std::string optuna;
+  cli.app.add_option("--parts", parts, "which parts to run: overhead,throughput,search (default all three)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"overhead", "throughput", "search"}));
+  cli.app.add_option("--rounds", o.rounds, "rounds of throughput and search (default 3)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--overhead-rounds", o.overhead_rounds, "rounds of overhead (default 1: 25 s each)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--trials", o.trials, "overhead: N trials (default 2000)")->check(CLI::PositiveNumber);
+  cli.app.add_option("--sleep-s", o.sleep_s, "overhead: each sleeping S s (default 0.2)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--concurrency", o.concurrency,
+                     "C trials at once (default 16); the cluster needs C CPUs (--prism-num-cpus per rank)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--throughput-trials", o.throughput_trials, "throughput: T trials (default 16)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--reports", o.reports, "throughput: of R reports each (default 2000)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--search-trials", o.search_trials, "search: trials per study (default 1000)")
+      ->check(CLI::PositiveNumber);
+  cli.app.add_option("--optuna", optuna,
+                     "the Optuna peer (default perf/peers/optuna_bench.py of this source tree, run "
+                     "with /usr/bin/python3); off to skip it");
+  cli.app.add_option("--storage", o.storage,
+                     "where trials write their files (default a temp directory, removed at the end)");
+  cli.Parse(argc, argv, [&] {
+    cli.json = "perf/results/tune_benchmark_quick.json";
     o.rounds = 1;
     o.trials = 200;
     o.sleep_s = 0.05;
     o.throughput_trials = 4;
     o.reports = 200;
     o.search_trials = 100;
+  });
+  o.quick = cli.quick;
+  o.json = cli.json;
+  if (cli.Given("--parts")) {
+    auto has = [&](const char* p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); };
+    o.overhead = has("overhead");
+    o.throughput = has("throughput");
+    o.search = has("search");
   }
-  auto positive = [](const std::string& flag, double v) {
-    if (!(v > 0) || !std::isfinite(v)) {
-      throw std::invalid_argument("--" + flag + " must be a positive number");
-    }
-    return v;
-  };
-  try {
-    for (const auto& [k, v] : cl.values) {
-      if (k == "json") {
-        o.json = v;
-      } else if (k == "parts") {
-        o.overhead = o.throughput = o.search = false;
-        std::stringstream ss(v);
-        for (std::string part; std::getline(ss, part, ',');) {
-          if (part == "overhead") o.overhead = true;
-          else if (part == "throughput") o.throughput = true;
-          else if (part == "search") o.search = true;
-          else if (!part.empty())
-            throw std::invalid_argument("--parts: unknown part '" + part + "' (known: overhead, throughput, search)");
-        }
-        if (!o.overhead && !o.throughput && !o.search) throw std::invalid_argument("--parts names no part");
-      } else if (k == "rounds") {
-        o.rounds = static_cast<int>(positive(k, std::stoi(v)));
-      } else if (k == "overhead-rounds") {
-        o.overhead_rounds = static_cast<int>(positive(k, std::stoi(v)));
-      } else if (k == "trials") {
-        o.trials = static_cast<int64_t>(positive(k, static_cast<double>(std::stoll(v))));
-      } else if (k == "sleep-s") {
-        o.sleep_s = positive(k, std::stod(v));
-      } else if (k == "concurrency") {
-        o.concurrency = static_cast<int>(positive(k, std::stoi(v)));
-      } else if (k == "throughput-trials") {
-        o.throughput_trials = static_cast<int>(positive(k, std::stoi(v)));
-      } else if (k == "reports") {
-        o.reports = static_cast<int64_t>(positive(k, static_cast<double>(std::stoll(v))));
-      } else if (k == "search-trials") {
-        o.search_trials = static_cast<int64_t>(positive(k, static_cast<double>(std::stoll(v))));
-      } else if (k == "optuna") {
-        o.optuna_off = v == "off";
-        if (!o.optuna_off) o.optuna = v;
-      } else if (k == "storage") {
-        o.storage = v;
-      } else {
-        std::fprintf(stderr, "prism_tune_benchmark: unknown flag --%s\n", k.c_str());
-        Usage();
-        std::exit(2);
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "prism_tune_benchmark: bad flag value: %s\n", e.what());
-    std::exit(2);
+  if (cli.Given("--optuna")) {
+    o.optuna_off = optuna == "off";
+    if (!o.optuna_off) o.optuna = optuna;
   }
   if (o.optuna.empty()) o.optuna = PRISM_BENCH_SOURCE_DIR "/perf/peers/optuna_bench.py";
   return o;
@@ -488,13 +457,9 @@ std::vector<double> FieldOf(const std::vector<R>& v, double R::*f) {
   return out;
 }
 
-std::string Num(double v) { return prism_bench::JsonNumber(v); }
+prism_bench::Json Num(double v) { return prism_bench::JsonNumber(v); }
 
-std::string NumList(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + Num(v[i]);
-  return s + "]";
-}
+prism_bench::Json NumList(const std::vector<double>& v) { return v; }
 
 }  // namespace
 
@@ -572,9 +537,9 @@ int main(int argc, char** argv) {
       e.target = prism_bench::Target{"Fit wall time / (N * S / C) - 1 <= 3 %", kOverheadTargetPct,
                                      med_pct / kOverheadTargetPct, med_pct <= kOverheadTargetPct,
                                      !opt.quick};
-      e.label = "Tuner::Fit of " + std::to_string(opt.trials) + " trials sleeping " + Num(opt.sleep_s) +
+      e.label = "Tuner::Fit of " + std::to_string(opt.trials) + " trials sleeping " + prism_bench::FormatNumber(opt.sleep_s) +
                 " s and reporting once, " + std::to_string(opt.concurrency) +
-                " at a time; overhead over N*S/C = " + Num(ideal) + " s";
+                " at a time; overhead over N*S/C = " + prism_bench::FormatNumber(ideal) + " s";
       add(e);
       prism_bench::Entry w;
       w.name = "tune_bookkeeping_wall";
@@ -585,7 +550,7 @@ int main(int argc, char** argv) {
       w.unit = "s";
       w.per_round = wall;
       w.extra = true;
-      w.label = "the same Fit's wall time; theoretical minimum " + Num(ideal) + " s";
+      w.label = "the same Fit's wall time; theoretical minimum " + prism_bench::FormatNumber(ideal) + " s";
       add(w);
     }
 
