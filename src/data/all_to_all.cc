@@ -829,95 +829,133 @@ std::vector<std::pair<int32_t, int64_t>> ShuffledOrder(const std::vector<Decoded
   return order;
 }
 
-std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPlan& plan, int member,
-                                       std::function<bool()> aborted) {
-  PhaseClock clock;
-  const int members = static_cast<int>(plan.ranks.size());
-  Schema schema = SchemaOf(plan);
-  collective::Group group;
-  if (plan.collective && members > 1) {
-    collective::GroupOptions o;
-    o.timeout = std::chrono::milliseconds(plan.timeout_ms);
-    o.aborted = std::move(aborted);
-    group = collective::Group::Create(plan.key, plan.ranks, o);
-  }
-  collective::Group* g = group.valid() ? &group : nullptr;
-  clock.Mark("group");
+// MemberMain's steps (all_to_all.h's numbered list), each on what the one before gave it.
 
-  // This member's blocks, cut to the rows that count.
-  std::vector<int64_t> mine, start(plan.blocks.size() + 1, 0);
-  for (size_t b = 0; b < plan.blocks.size(); ++b) {
-    start[b + 1] = start[b] + plan.rows[b];
-    if (plan.member_of[b] == member) mine.push_back(static_cast<int64_t>(b));
-  }
-  const int64_t total = start.back();
-  std::vector<ObjectRef<Block>> refs;
-  for (int64_t b : mine) refs.push_back(plan.blocks[static_cast<size_t>(b)]);
+/// Step 1: the collective group of the members (none when alone, or outside MPI).
+collective::Group JoinMembers(const MemberPlan& plan, std::function<bool()> aborted) {
+  if (!plan.collective || plan.ranks.size() < 2) return collective::Group();
+  collective::GroupOptions o;
+  o.timeout = std::chrono::milliseconds(plan.timeout_ms);
+  o.aborted = std::move(aborted);
+  return collective::Group::Create(plan.key, plan.ranks, o);
+}
+
+/// A member's input: its blocks, cut to the rows that count, and where they are in the
+/// operator's input.
+struct MemberInput {
+  Schema schema;
   std::vector<Block> blocks;
+  std::vector<int64_t> mine;   // the input block each of `blocks` is
+  std::vector<int64_t> start;  // the first row of every input block; back(): all rows
+};
+
+/// Step 2: Gets this member's blocks. Aggregate combines them at once (map-side): only one
+/// partial row per key leaves the member.
+MemberInput GetInput(const AllToAllSpec& spec, const MemberPlan& plan, int member) {
+  MemberInput in;
+  in.schema = SchemaOf(plan);
+  in.start.assign(plan.blocks.size() + 1, 0);
+  for (size_t b = 0; b < plan.blocks.size(); ++b) {
+    in.start[b + 1] = in.start[b] + plan.rows[b];
+    if (plan.member_of[b] == member) in.mine.push_back(static_cast<int64_t>(b));
+  }
+  std::vector<ObjectRef<Block>> refs;
+  for (int64_t b : in.mine) refs.push_back(plan.blocks[static_cast<size_t>(b)]);
   if (!refs.empty()) {
     auto got = Get(refs, static_cast<int>(std::min<int64_t>(plan.timeout_ms, INT32_MAX)));
     for (size_t k = 0; k < got.size(); ++k) {
       Block b = *got[k];
-      const int64_t keep = plan.rows[static_cast<size_t>(mine[k])];
+      const int64_t keep = plan.rows[static_cast<size_t>(in.mine[k])];
       if (keep < b.num_rows()) b = b.Slice(0, keep);
-      if (b.num_rows() > 0 && b.schema() != schema) {
-        throw Error("block " + std::to_string(mine[k]) + " has the schema " + b.schema().ToString() +
-                    ", not the dataset's " + schema.ToString());
+      if (b.num_rows() > 0 && b.schema() != in.schema) {
+        throw Error("block " + std::to_string(in.mine[k]) + " has the schema " + b.schema().ToString() +
+                    ", not the dataset's " + in.schema.ToString());
       }
-      blocks.push_back(std::move(b));
+      in.blocks.push_back(std::move(b));
     }
   }
-
   if (spec.kind == AllToAllSpec::kAggregate) {
-    // Map-side combine: only one partial row per key leaves this member.
-    Block partial = CombinePartials(blocks, schema, spec.key, spec.aggs);
-    schema = PartialSchema(schema, spec.key, spec.aggs);
-    blocks.clear();
-    mine.clear();
+    Block partial = CombinePartials(in.blocks, in.schema, spec.key, spec.aggs);
+    in.schema = PartialSchema(in.schema, spec.key, spec.aggs);
+    in.blocks.clear();
+    in.mine.clear();
     if (partial.num_rows() > 0) {
-      blocks.push_back(std::move(partial));
-      mine.push_back(member);
+      in.blocks.push_back(std::move(partial));
+      in.mine.push_back(member);
     }
   }
-  clock.Mark("get");
-  // Each row's destination, as pieces per destination (and random keys for a shuffle).
-  std::vector<std::vector<BucketPiece>> buckets(static_cast<size_t>(members));
-  const bool shuffle = spec.kind == AllToAllSpec::kRandomShuffle ||
-                       (spec.kind == AllToAllSpec::kRepartition && spec.shuffle);
-  const bool ranged = spec.kind == AllToAllSpec::kSort || spec.kind == AllToAllSpec::kAggregate ||
-                      spec.kind == AllToAllSpec::kMapGroups;
-  std::vector<int64_t> out_blocks_before(static_cast<size_t>(members) + 1, 0);
-  for (int j = 0; j < members; ++j) out_blocks_before[j + 1] = out_blocks_before[j] + plan.outputs_per_member[j];
-  // Repartition: the rows of output block o, and the first row of each member's range.
-  std::vector<int64_t> part_rows, member_lo(static_cast<size_t>(members) + 1, 0);
-  if (spec.kind == AllToAllSpec::kRepartition && !spec.shuffle) {
-    part_rows = EqualParts(total, spec.num_blocks);
+  return in;
+}
+
+bool IsShuffle(const AllToAllSpec& spec) {
+  return spec.kind == AllToAllSpec::kRandomShuffle || (spec.kind == AllToAllSpec::kRepartition && spec.shuffle);
+}
+bool IsOrderedRepartition(const AllToAllSpec& spec) {
+  return spec.kind == AllToAllSpec::kRepartition && !spec.shuffle;
+}
+
+/// What the whole exchange emits: member j's output blocks are [before[j], before[j + 1]),
+/// and an ordered Repartition's output block o holds rows[o] rows.
+struct OutputLayout {
+  std::vector<int64_t> before;
+  std::vector<int64_t> rows;  // ordered Repartition only
+};
+
+OutputLayout LayOut(const AllToAllSpec& spec, const MemberPlan& plan, int64_t total_rows) {
+  const size_t members = plan.ranks.size();
+  OutputLayout out;
+  out.before.assign(members + 1, 0);
+  for (size_t j = 0; j < members; ++j) out.before[j + 1] = out.before[j] + plan.outputs_per_member[j];
+  if (IsOrderedRepartition(spec)) out.rows = EqualParts(total_rows, spec.num_blocks);
+  return out;
+}
+
+/// Where a member's rows go: per destination member, pieces of its blocks; a shuffle's rows
+/// that stay here are `kept` instead (gathered straight from the input blocks: no bucket,
+/// no copy to itself, a third of the bytes at 3 ranks).
+struct Routes {
+  std::vector<std::vector<BucketPiece>> buckets;
+  std::vector<BucketPiece> kept;
+};
+
+/// Step 2 (continued): gives every row of `in` a destination member: by global row position
+/// (ordered Repartition), by its random key (shuffles), by key range (Sort, GroupBy: the
+/// members' samples pick the boundaries, a collective step).
+Routes Route(const AllToAllSpec& spec, collective::Group* g, int member, const MemberInput& in,
+             const OutputLayout& layout) {
+  const int members = static_cast<int>(layout.before.size()) - 1;
+  const bool shuffle = IsShuffle(spec);
+  // Ordered Repartition: the first row of each member's range.
+  std::vector<int64_t> member_lo(static_cast<size_t>(members) + 1, 0);
+  if (IsOrderedRepartition(spec)) {
     for (int j = 0; j < members; ++j) {
       member_lo[j + 1] = member_lo[j];
-      for (int64_t o = out_blocks_before[j]; o < out_blocks_before[j + 1]; ++o) member_lo[j + 1] += part_rows[o];
+      for (int64_t o = layout.before[j]; o < layout.before[j + 1]; ++o) member_lo[j + 1] += layout.rows[o];
     }
   }
   Block sample;
   std::vector<int64_t> boundaries;
-  if (ranged) {
+  if (spec.kind == AllToAllSpec::kSort || spec.kind == AllToAllSpec::kAggregate ||
+      spec.kind == AllToAllSpec::kMapGroups) {
     Schema key_schema;
-    for (const Field& f : schema.fields) {
+    for (const Field& f : in.schema.fields) {
       if (f.name == spec.key) key_schema.fields.push_back(f);
     }
-    std::tie(sample, boundaries) = SampleBoundaries(g, members, blocks, key_schema, spec.key, spec.descending);
+    std::tie(sample, boundaries) = SampleBoundaries(g, members, in.blocks, key_schema, spec.key, spec.descending);
   }
-  std::vector<BucketPiece> kept;  // a shuffle's rows that stay on this member
-  for (size_t k = 0; k < blocks.size(); ++k) {
-    const Block& b = blocks[k];
-    const int64_t index = mine[k];
+  Routes routes;
+  routes.buckets.resize(static_cast<size_t>(members));
+  for (size_t k = 0; k < in.blocks.size(); ++k) {
+    const Block& b = in.blocks[k];
+    const int64_t index = in.mine[k];
     if (b.num_rows() == 0) continue;
     std::vector<BucketPiece> per(static_cast<size_t>(members));
     for (auto& p : per) {
       p.block = &b;
       p.input_block = index;
     }
-    if (spec.kind == AllToAllSpec::kRepartition && !spec.shuffle) {
-      const int64_t s = start[static_cast<size_t>(index)];
+    if (IsOrderedRepartition(spec)) {
+      const int64_t s = in.start[static_cast<size_t>(index)];
       for (int j = 0; j < members; ++j) {
         const int64_t lo = std::max(member_lo[j], s), hi = std::min(member_lo[j + 1], s + b.num_rows());
         for (int64_t r = lo; r < hi; ++r) per[j].rows.push_back(r - s);
@@ -927,10 +965,10 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
         const uint64_t key = ShuffleKey(spec.seed, index, r);
         // Destinations weighted by each member's output blocks.
         const uint64_t slot = static_cast<uint64_t>(
-            (static_cast<unsigned __int128>(key) * static_cast<uint64_t>(out_blocks_before.back())) >> 64);
-        const int j = static_cast<int>(std::upper_bound(out_blocks_before.begin(), out_blocks_before.end(),
+            (static_cast<unsigned __int128>(key) * static_cast<uint64_t>(layout.before.back())) >> 64);
+        const int j = static_cast<int>(std::upper_bound(layout.before.begin(), layout.before.end(),
                                                         static_cast<int64_t>(slot)) -
-                                       out_blocks_before.begin()) - 1;
+                                       layout.before.begin()) - 1;
         per[j].rows.push_back(r);
       }
     } else {
@@ -942,112 +980,125 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
     }
     for (int j = 0; j < members; ++j) {
       if (per[j].rows.empty()) continue;
-      // A shuffle gathers its own rows straight from its input blocks: no bucket, no copy
-      // to itself (a third of the bytes at 3 ranks).
       if (shuffle && j == member) {
-        kept.push_back(std::move(per[j]));
+        routes.kept.push_back(std::move(per[j]));
       } else {
-        buckets[j].push_back(std::move(per[j]));
+        routes.buckets[j].push_back(std::move(per[j]));
       }
     }
   }
+  return routes;
+}
 
-  clock.Mark("partition");
-  // Write every bucket into one send buffer and swap them.
+/// The rows a member has after the swap: sources[j] is member j's bucket, read in place
+/// (decoded[j] its pieces), then the blocks of its kept pieces from first_kept on.
+struct Received {
+  std::vector<DecodedBucket> decoded;
+  std::vector<Block> sources;
+  int32_t first_kept = 0;
+  int64_t rows = 0;
+  int64_t sent_bytes = 0;
+};
+
+/// Step 3: writes each destination's rows into one send buffer and swaps the buckets.
+Received SwapBuckets(collective::Group* g, const Schema& schema, Routes& routes, PhaseClock& clock) {
+  const int members = static_cast<int>(routes.buckets.size());
   std::vector<int64_t> send_bytes(static_cast<size_t>(members)), send_at(static_cast<size_t>(members));
-  int64_t send_total = 0;
+  Received got;
   for (int j = 0; j < members; ++j) {
-    send_bytes[j] = static_cast<int64_t>(BucketBytes(schema, buckets[j], false));
-    send_at[j] = send_total;
-    send_total += send_bytes[j];
+    send_bytes[j] = static_cast<int64_t>(BucketBytes(schema, routes.buckets[j], false));
+    send_at[j] = got.sent_bytes;
+    got.sent_bytes += send_bytes[j];
   }
-  std::shared_ptr<char> send = ScratchBuffer(static_cast<uint64_t>(send_total));
+  std::shared_ptr<char> send = ScratchBuffer(static_cast<uint64_t>(got.sent_bytes));
   for (int j = 0; j < members; ++j) {
-    WriteBucket(schema, buckets[j], nullptr, send.get() + send_at[j]);
+    WriteBucket(schema, routes.buckets[j], nullptr, send.get() + send_at[j]);
   }
-  buckets.clear();
+  routes.buckets.clear();
   clock.Mark("write buckets");
   std::vector<int64_t> recv_bytes, recv_at;
   std::shared_ptr<char> recv = Swap(g, send, send_bytes, send_at, recv_bytes, recv_at);
   send.reset();
-  if (kept.empty()) blocks.clear();  // the inputs' objects may go now (kept rows point into them)
-  clock.Mark("AllToAllV");
-
-  std::vector<Block> sources;
-  std::vector<DecodedBucket> decoded;
+  // Step 4: the received buckets, read in place.
   for (int j = 0; j < members; ++j) {
-    decoded.push_back(ReadBucket(schema, recv.get() + recv_at[j], static_cast<uint64_t>(recv_bytes[j]), recv));
-    sources.push_back(decoded.back().block);
+    got.decoded.push_back(ReadBucket(schema, recv.get() + recv_at[j], static_cast<uint64_t>(recv_bytes[j]), recv));
+    got.sources.push_back(got.decoded.back().block);
+    got.rows += got.sources.back().num_rows();
   }
-  int64_t rows = 0;
-  for (const Block& s : sources) rows += s.num_rows();
-  const auto first_kept = static_cast<int32_t>(sources.size());
-  for (const BucketPiece& p : kept) {
-    sources.push_back(*p.block);
-    rows += static_cast<int64_t>(p.rows.size());
+  got.first_kept = static_cast<int32_t>(got.sources.size());
+  for (const BucketPiece& p : routes.kept) {
+    got.sources.push_back(*p.block);
+    got.rows += static_cast<int64_t>(p.rows.size());
   }
+  return got;
+}
 
-  std::vector<ExchangeOutput> outputs;
-  const int64_t my_outputs = plan.outputs_per_member[member];
-  if (spec.kind == AllToAllSpec::kRepartition && !spec.shuffle) {
-    // Pieces in input block order, then cut at the output blocks' sizes.
-    struct Piece {
-      int64_t block;
-      int32_t source;
-      int64_t begin, count;
-    };
-    std::vector<Piece> pieces;
-    for (int j = 0; j < members; ++j) {
-      int64_t at = 0;
-      for (const auto& [block, n] : decoded[j].pieces) {
-        pieces.push_back({block, j, at, n});
-        at += n;
-      }
-    }
-    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.block < b.block; });
-    std::vector<Run> runs;
-    for (const Piece& p : pieces) runs.push_back({p.source, p.begin, p.count});
+/// Step 5, ordered Repartition: the received pieces in input block order, cut at this
+/// member's output blocks' sizes.
+std::vector<ExchangeOutput> EmitRepartition(const Received& got, int member, const OutputLayout& layout) {
+  struct Piece {
+    int64_t block;
+    int32_t source;
+    int64_t begin, count;
+  };
+  std::vector<Piece> pieces;
+  for (size_t j = 0; j < got.decoded.size(); ++j) {
     int64_t at = 0;
-    for (int64_t o = out_blocks_before[member]; o < out_blocks_before[member + 1]; ++o) {
-      const int64_t n = part_rows[static_cast<size_t>(o)];
-      outputs.push_back(n > 0 ? PutGathered(sources, SliceRuns(runs, at, n)) : PutOutput(Block()));
+    for (const auto& [block, n] : got.decoded[j].pieces) {
+      pieces.push_back({block, static_cast<int32_t>(j), at, n});
       at += n;
     }
-    return outputs;
   }
-  if (rows == 0) return outputs;
-  std::vector<std::pair<int32_t, int64_t>> order;
-  if (shuffle) {
-    order = ShuffledOrder(decoded, kept, first_kept, spec.seed, member);
-  } else {
-    // Stable: ties by input block, then by row (a bucket's rows keep their block's order).
-    std::vector<std::vector<int64_t>> block_of(static_cast<size_t>(members));
-    for (int j = 0; j < members; ++j) {
-      for (const auto& [block, n] : decoded[j].pieces) block_of[j].insert(block_of[j].end(), static_cast<size_t>(n), block);
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.block < b.block; });
+  std::vector<Run> runs;
+  for (const Piece& p : pieces) runs.push_back({p.source, p.begin, p.count});
+  std::vector<ExchangeOutput> outputs;
+  int64_t at = 0;
+  for (int64_t o = layout.before[member]; o < layout.before[member + 1]; ++o) {
+    const int64_t n = layout.rows[static_cast<size_t>(o)];
+    outputs.push_back(n > 0 ? PutGathered(got.sources, SliceRuns(runs, at, n)) : PutOutput(Block()));
+    at += n;
+  }
+  return outputs;
+}
+
+/// Step 4 (continued): the order of the received rows: random (shuffles), or by the key,
+/// stable by input block and row (a bucket's rows keep their block's order).
+std::vector<std::pair<int32_t, int64_t>> OrderRows(const AllToAllSpec& spec, const Received& got,
+                                                   const Routes& routes, int member) {
+  if (IsShuffle(spec)) return ShuffledOrder(got.decoded, routes.kept, got.first_kept, spec.seed, member);
+  std::vector<std::vector<int64_t>> block_of(got.decoded.size());
+  for (size_t j = 0; j < got.decoded.size(); ++j) {
+    for (const auto& [block, n] : got.decoded[j].pieces) {
+      block_of[j].insert(block_of[j].end(), static_cast<size_t>(n), block);
     }
-    order = SortedOrderBy(sources, spec.key, spec.descending, &block_of);
   }
-  clock.Mark("order");
-  if (spec.kind == AllToAllSpec::kRandomShuffle || spec.kind == AllToAllSpec::kRepartition ||
-      spec.kind == AllToAllSpec::kSort) {
-    const std::vector<int64_t> parts = EqualParts(rows, std::max<int64_t>(1, my_outputs));
-    size_t at = 0;
-    for (int64_t n : parts) {
-      if (n == 0 && spec.kind != AllToAllSpec::kRepartition) continue;
-      outputs.push_back(n > 0 ? PutGathered(sources, ToRuns(order, at, at + static_cast<size_t>(n)))
-                              : PutOutput(Block()));
-      at += static_cast<size_t>(n);
-    }
-    clock.Mark("gather into the store");
-    clock.Print(member, send_total);
-    return outputs;
+  return SortedOrderBy(got.sources, spec.key, spec.descending, &block_of);
+}
+
+/// Step 5, RandomShuffle, Repartition(shuffle), Sort: the ordered rows cut into this
+/// member's output blocks, each written straight into its object.
+std::vector<ExchangeOutput> EmitBlocks(const AllToAllSpec& spec, const Received& got,
+                                       const std::vector<std::pair<int32_t, int64_t>>& order, int64_t my_outputs) {
+  std::vector<ExchangeOutput> outputs;
+  size_t at = 0;
+  for (int64_t n : EqualParts(got.rows, std::max<int64_t>(1, my_outputs))) {
+    if (n == 0 && spec.kind != AllToAllSpec::kRepartition) continue;
+    outputs.push_back(n > 0 ? PutGathered(got.sources, ToRuns(order, at, at + static_cast<size_t>(n)))
+                            : PutOutput(Block()));
+    at += static_cast<size_t>(n);
   }
-  const Block sorted = Gather(sources, order, 0, order.size());
+  return outputs;
+}
+
+/// Step 5, Aggregate and MapGroups: the sorted rows' groups merged into one row each, or
+/// given to the UDF once per group (a slice of the sorted rows: no copy).
+std::vector<ExchangeOutput> EmitGroups(const AllToAllSpec& spec, const Block& sorted) {
+  std::vector<ExchangeOutput> outputs;
   if (spec.kind == AllToAllSpec::kAggregate) {
     outputs.push_back(PutOutput(MergePartialsSorted(sorted, spec.key, spec.aggs)));
     return outputs;
   }
-  // MapGroups: the UDF once per group, on a slice of the sorted rows (no copy).
   const Column& group_keys = sorted.GetColumn(spec.key);
   std::vector<Block> results;
   for (const auto& [b, e] : GroupRanges(group_keys)) {
@@ -1063,6 +1114,36 @@ std::vector<ExchangeOutput> MemberMain(const AllToAllSpec& spec, const MemberPla
   return outputs;
 }
 
+/// One member's whole exchange (all_to_all.h's steps 1 to 5).
+std::vector<ExchangeOutput> MemberMain(const MemberPlan& plan, int member, std::function<bool()> aborted) {
+  const AllToAllSpec& spec = plan.spec;
+  PhaseClock clock;
+  collective::Group group = JoinMembers(plan, std::move(aborted));
+  collective::Group* g = group.valid() ? &group : nullptr;
+  clock.Mark("group");
+  MemberInput in = GetInput(spec, plan, member);
+  clock.Mark("get");
+  const OutputLayout layout = LayOut(spec, plan, in.start.back());
+  Routes routes = Route(spec, g, member, in, layout);
+  clock.Mark("partition");
+  const Received got = SwapBuckets(g, in.schema, routes, clock);
+  if (routes.kept.empty()) in.blocks.clear();  // the inputs' objects may go now (kept rows point into them)
+  clock.Mark("AllToAllV");
+
+  if (IsOrderedRepartition(spec)) return EmitRepartition(got, member, layout);
+  if (got.rows == 0) return {};
+  const std::vector<std::pair<int32_t, int64_t>> order = OrderRows(spec, got, routes, member);
+  clock.Mark("order");
+  if (spec.kind == AllToAllSpec::kRandomShuffle || spec.kind == AllToAllSpec::kRepartition ||
+      spec.kind == AllToAllSpec::kSort) {
+    std::vector<ExchangeOutput> outputs = EmitBlocks(spec, got, order, plan.outputs_per_member[member]);
+    clock.Mark("gather into the store");
+    clock.Print(member, got.sent_bytes);
+    return outputs;
+  }
+  return EmitGroups(spec, Gather(got.sources, order, 0, order.size()));
+}
+
 }  // namespace
 
 /// One member of an exchange: a WorkerGroup loop, given the MemberPlan as bytes. Returns its
@@ -1075,7 +1156,7 @@ std::string PrismDataAllToAllMember(std::string config) {
   auto aborted = std::make_shared<std::atomic<bool>>(false);
   me.OnAbort([aborted] { aborted->store(true); });
   try {
-    return platform::ToBytes(MemberMain(plan.spec, plan, me.info().index, [aborted] { return aborted->load(); }));
+    return platform::ToBytes(MemberMain(plan, me.info().index, [aborted] { return aborted->load(); }));
   } catch (...) {
     throw OpError("prism::data: " + plan.spec.Name() + " failed on member " + std::to_string(me.info().index) +
                   " (rank " + std::to_string(me.info().rank) + "): " +
