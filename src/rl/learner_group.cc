@@ -177,7 +177,15 @@ LearnerGroup::LearnerGroup(const PPOConfig& config, const std::vector<uint8_t>& 
   options.one_worker_per_rank = true;
   for (int i = 0; i < num_learners_; ++i) options.ranks.push_back(1 + i);
   options.name = "rl_ppo_learners";
-  group_ = std::make_unique<platform::WorkerGroup>(options);
+  try {
+    group_ = std::make_unique<platform::WorkerGroup>(options);
+  } catch (const ResourceError&) {
+    throw;  // the cluster could never hold them: its message names what is missing
+  } catch (const Error& e) {
+    throw Error("prism::rl: Learners(" + std::to_string(num_learners_) + "): " + e.what() +
+                ". Learner i holds 1 CPU on rank 1 + i beside the env runner there: give each rank a CPU "
+                "more (e.g. --prism-num-cpus=2) or use fewer learners");
+  }
   group_->Start(platform::RegisteredName(PpoLearnerLoop, "prism::rl's learner group"),
                 platform::ToBytes(LearnerStart{config.ToJson(), weights, kl_coeff, optimizer}));
   std::vector<int> all;

@@ -51,7 +51,8 @@ class LearnerGroup {
   /// Reserves config.num_learners workers (1 CPU each on ranks 1..n; waits up to 60 s for
   /// them) and starts every learner from `weights`, `kl_coeff` and Adam's state `optimizer`
   /// (OptimizerBytes; empty for a fresh Adam), waiting up to 60 s for all to be ready.
-  /// Throws Error if the workers cannot be reserved or a learner fails to start.
+  /// Throws ResourceError if the cluster could never hold them, Error (saying what to
+  /// change) if their CPUs are not free within 60 s or a learner fails to start.
   LearnerGroup(const PPOConfig& config, const std::vector<uint8_t>& weights, double kl_coeff,
                const std::vector<uint8_t>& optimizer);
   /// Aborts the learners and gives their CPUs back.
