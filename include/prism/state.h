@@ -35,9 +35,20 @@ struct NodeState {
   bool is_head = false;
   std::map<std::string, double> resources_total;
   std::map<std::string, double> resources_available;
+  /// Calls v(name, field) for every field, in this order (serialization, Python, JSON).
+  template <class V>
+  void Fields(V&& v) {
+    v("rank", rank);
+    v("node_id", node_id);
+    v("host", host);
+    v("state", state);
+    v("is_head", is_head);
+    v("resources_total", resources_total);
+    v("resources_available", resources_available);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & rank & node_id & host & state & is_head & resources_total & resources_available;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -51,10 +62,21 @@ struct ActorState {
   int max_restarts = 0;
   std::string death_cause;
   std::string placement_group_id;
+  template <class V>
+  void Fields(V&& v) {
+    v("actor_id", actor_id);
+    v("class_name", class_name);
+    v("name", name);
+    v("state", state);
+    v("rank", rank);
+    v("num_restarts", num_restarts);
+    v("max_restarts", max_restarts);
+    v("death_cause", death_cause);
+    v("placement_group_id", placement_group_id);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & actor_id & class_name & name & state & rank & num_restarts & max_restarts &
-        death_cause & placement_group_id;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -62,8 +84,15 @@ struct ActorState {
 struct TaskEvent {
   std::string state;
   int64_t time_ns = 0;
+  template <class V>
+  void Fields(V&& v) {
+    v("state", state);
+    v("time_ns", time_ns);
+  }
   template <class Ar>
-  void serialize(Ar& ar, unsigned) { ar & state & time_ns; }
+  void serialize(Ar& ar, unsigned) {
+    Fields([&ar](const char*, auto& field) { ar & field; });
+  }
 };
 
 struct TaskState {
@@ -79,10 +108,24 @@ struct TaskState {
   std::string error_type;          // FAILED: the exception type, e.g. "std::runtime_error"
   std::string error_message;
   std::vector<TaskEvent> events;  // every state change, oldest first
+  template <class V>
+  void Fields(V&& v) {
+    v("task_id", task_id);
+    v("name", name);
+    v("func_name", func_name);
+    v("type", type);
+    v("state", state);
+    v("rank", rank);
+    v("attempt", attempt);
+    v("actor_id", actor_id);
+    v("placement_group_id", placement_group_id);
+    v("error_type", error_type);
+    v("error_message", error_message);
+    v("events", events);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & task_id & name & func_name & type & state & rank & attempt & actor_id &
-        placement_group_id & error_type & error_message & events;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -96,9 +139,19 @@ struct TaskFilter {
   std::string actor_id;
   int rank = -1;
   size_t limit = 100;
+  template <class V>
+  void Fields(V&& v) {
+    v("state", state);
+    v("name", name);
+    v("func_name", func_name);
+    v("type", type);
+    v("actor_id", actor_id);
+    v("rank", rank);
+    v("limit", limit);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & state & name & func_name & type & actor_id & rank & limit;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -109,9 +162,18 @@ struct PlacementGroupState {
   std::string state;     // PENDING, CREATED
   std::vector<std::map<std::string, double>> bundles;
   std::vector<int> bundle_ranks;  // where each bundle is reserved; empty while PENDING
+  template <class V>
+  void Fields(V&& v) {
+    v("placement_group_id", placement_group_id);
+    v("name", name);
+    v("strategy", strategy);
+    v("state", state);
+    v("bundles", bundles);
+    v("bundle_ranks", bundle_ranks);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & placement_group_id & name & strategy & state & bundles & bundle_ranks;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -120,8 +182,16 @@ struct TaskSummaryEntry {
   std::string func_or_class_name;
   std::string type;  // NORMAL_TASK, ACTOR_CREATION_TASK, ACTOR_TASK
   std::map<std::string, uint64_t> state_counts;  // state -> tasks now in it
+  template <class V>
+  void Fields(V&& v) {
+    v("func_or_class_name", func_or_class_name);
+    v("type", type);
+    v("state_counts", state_counts);
+  }
   template <class Ar>
-  void serialize(Ar& ar, unsigned) { ar & func_or_class_name & type & state_counts; }
+  void serialize(Ar& ar, unsigned) {
+    Fields([&ar](const char*, auto& field) { ar & field; });
+  }
 };
 
 struct TaskSummary {
@@ -129,9 +199,16 @@ struct TaskSummary {
   uint64_t total_tasks = 0;         // NORMAL_TASK
   uint64_t total_actor_tasks = 0;   // ACTOR_TASK
   uint64_t total_actor_scheduled = 0;  // ACTOR_CREATION_TASK
+  template <class V>
+  void Fields(V&& v) {
+    v("summary", summary);
+    v("total_tasks", total_tasks);
+    v("total_actor_tasks", total_actor_tasks);
+    v("total_actor_scheduled", total_actor_scheduled);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & summary & total_tasks & total_actor_tasks & total_actor_scheduled;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -145,10 +222,20 @@ struct JobState {
   int num_ranks = 0;
   int driver_pid = 0;
   std::string driver_host;
+  template <class V>
+  void Fields(V&& v) {
+    v("job_id", job_id);
+    v("status", status);
+    v("entrypoint", entrypoint);
+    v("launcher", launcher);
+    v("start_time_ns", start_time_ns);
+    v("num_ranks", num_ranks);
+    v("driver_pid", driver_pid);
+    v("driver_host", driver_host);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & job_id & status & entrypoint & launcher & start_time_ns & num_ranks & driver_pid &
-        driver_host;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -162,9 +249,20 @@ struct WorkerState {
   bool is_alive = true;
   uint64_t num_tasks_finished = 0;  // tasks and actor calls it completed (any outcome)
   int num_actors = 0;               // live actors it hosts
+  template <class V>
+  void Fields(V&& v) {
+    v("rank", rank);
+    v("pid", pid);
+    v("host", host);
+    v("node_id", node_id);
+    v("worker_type", worker_type);
+    v("is_alive", is_alive);
+    v("num_tasks_finished", num_tasks_finished);
+    v("num_actors", num_actors);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & rank & pid & host & node_id & worker_type & is_alive & num_tasks_finished & num_actors;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 
@@ -175,8 +273,18 @@ struct ErrorState {
   std::string message;
   std::string id;  // the task or actor
   int rank = -1;
+  template <class V>
+  void Fields(V&& v) {
+    v("time_ns", time_ns);
+    v("type", type);
+    v("message", message);
+    v("id", id);
+    v("rank", rank);
+  }
   template <class Ar>
-  void serialize(Ar& ar, unsigned) { ar & time_ns & type & message & id & rank; }
+  void serialize(Ar& ar, unsigned) {
+    Fields([&ar](const char*, auto& field) { ar & field; });
+  }
 };
 
 /// One rank's object store (Ray's `ray memory --stats-only` and its object store and
@@ -195,11 +303,23 @@ struct ObjectStoreState {
   uint64_t num_spilled_total = 0;
   uint64_t restored_bytes_total = 0;  // ever read back from disk
   uint64_t num_restored_total = 0;
+  template <class V>
+  void Fields(V&& v) {
+    v("rank", rank);
+    v("capacity_bytes", capacity_bytes);
+    v("used_bytes", used_bytes);
+    v("peak_used_bytes", peak_used_bytes);
+    v("num_objects", num_objects);
+    v("spilled_bytes", spilled_bytes);
+    v("num_spilled", num_spilled);
+    v("spilled_bytes_total", spilled_bytes_total);
+    v("num_spilled_total", num_spilled_total);
+    v("restored_bytes_total", restored_bytes_total);
+    v("num_restored_total", num_restored_total);
+  }
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & rank & capacity_bytes & used_bytes & peak_used_bytes & num_objects & spilled_bytes &
-        num_spilled & spilled_bytes_total & num_spilled_total & restored_bytes_total &
-        num_restored_total;
+    Fields([&ar](const char*, auto& field) { ar & field; });
   }
 };
 

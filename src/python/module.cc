@@ -407,6 +407,30 @@ std::vector<ObjectId> IdsOf(const py::list& refs) {
   return ids;
 }
 
+/// A state API record (prism/state.h) as a dict of its fields, by the names Fields gives
+/// them; a field that is itself a list of records (a task's events) becomes a list of dicts.
+template <class T>
+py::object StateValue(T& value) {
+  if constexpr (requires { value.Fields([](const char*, auto&) {}); }) {
+    py::dict d;
+    value.Fields([&d](const char* name, auto& field) { d[name] = StateValue(field); });
+    return d;
+  } else if constexpr (requires { value.front().Fields([](const char*, auto&) {}); }) {
+    py::list out;
+    for (auto& item : value) out.append(StateValue(item));
+    return out;
+  } else {
+    return py::cast(value);
+  }
+}
+
+template <class T>
+py::list StateList(std::vector<T> records) {
+  py::list out;
+  for (T& record : records) out.append(StateValue(record));
+  return out;
+}
+
 }  // namespace
 }  // namespace prism::python
 
@@ -678,78 +702,9 @@ PYBIND11_MODULE(_prism, m) {
   m.def("remove_placement_group", &RemovePlacementGroup);
   m.def("placement_group_id_by_name", [](const std::string& name) { return GetPlacementGroup(name).GetID(); });
 
-  m.def("list_tasks", [] {
-    py::list out;
-    for (const auto& t : state::ListTasks()) {
-      py::dict d;
-      d["task_id"] = t.task_id;
-      d["name"] = t.name;
-      d["state"] = t.state;
-      d["rank"] = t.rank;
-      d["type"] = t.type;
-      d["func_name"] = t.func_name;
-      d["attempt"] = t.attempt;
-      d["error_type"] = t.error_type;
-      d["error_message"] = t.error_message;
-      out.append(d);
-    }
-    return out;
-  });
-  m.def("list_nodes", [] {
-    py::list out;
-    for (const auto& n : state::ListNodes()) {
-      py::dict d;
-      d["rank"] = n.rank;
-      d["node_id"] = n.node_id;
-      d["host"] = n.host;
-      d["state"] = n.state;
-      d["is_head"] = n.is_head;
-      d["resources_total"] = n.resources_total;
-      d["resources_available"] = n.resources_available;
-      out.append(d);
-    }
-    return out;
-  });
-  m.def("list_placement_groups", [] {
-    py::list out;
-    for (const auto& g : state::ListPlacementGroups()) {
-      py::dict d;
-      d["placement_group_id"] = g.placement_group_id;
-      d["name"] = g.name;
-      d["strategy"] = g.strategy;
-      d["state"] = g.state;
-      d["bundles"] = g.bundles;
-      d["bundle_ranks"] = g.bundle_ranks;
-      out.append(d);
-    }
-    return out;
-  });
-  m.def("list_errors", [](size_t limit) {
-    py::list out;
-    for (const auto& e : state::ListErrors(limit)) {
-      py::dict d;
-      d["time_ns"] = e.time_ns;
-      d["type"] = e.type;
-      d["message"] = e.message;
-      d["id"] = e.id;
-      d["rank"] = e.rank;
-      out.append(d);
-    }
-    return out;
-  });
-  m.def("list_actors", [] {
-    py::list out;
-    for (const auto& a : state::ListActors()) {
-      py::dict d;
-      d["actor_id"] = a.actor_id;
-      d["name"] = a.name;
-      d["class_name"] = a.class_name;
-      d["state"] = a.state;
-      d["rank"] = a.rank;
-      d["num_restarts"] = a.num_restarts;
-      d["death_cause"] = a.death_cause;
-      out.append(d);
-    }
-    return out;
-  });
+  m.def("list_tasks", [] { return StateList(state::ListTasks()); });
+  m.def("list_nodes", [] { return StateList(state::ListNodes()); });
+  m.def("list_placement_groups", [] { return StateList(state::ListPlacementGroups()); });
+  m.def("list_errors", [](size_t limit) { return StateList(state::ListErrors(limit)); });
+  m.def("list_actors", [] { return StateList(state::ListActors()); });
 }
