@@ -6,9 +6,8 @@
 
 #include "rl/config.h"
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <type_traits>
 
@@ -100,7 +99,8 @@ C ConfigFromJson(const std::string& text) {
   try {
     nlohmann::json j = nlohmann::json::parse(text);
     if (j.contains("algorithm") && j.at("algorithm") != kAlgorithmName<C>) {
-      throw Error(caller + "the config is for " + j.at("algorithm").dump() + ", not " + kAlgorithmName<C>);
+      throw Error(caller + "the config is for " + j.at("algorithm").dump() + ", not " +
+                  kAlgorithmName<C>);
     }
     VisitFields(c, [&](const char* key, auto& field) {
       if (!j.contains(key)) return;
@@ -143,12 +143,15 @@ std::unique_ptr<Env> CheckShared(const C& c) {
   } catch (const Error& e) {
     Bad<C>(std::string("Environment(\"") + c.env + "\"): " + e.what());
   }
-  if (c.num_env_runners < 0) Bad<C>("num_env_runners must be >= 0, got " + std::to_string(c.num_env_runners));
+  if (c.num_env_runners < 0)
+    Bad<C>("num_env_runners must be >= 0, got " + std::to_string(c.num_env_runners));
   if (c.num_envs_per_env_runner < 1) {
-    Bad<C>("num_envs_per_env_runner must be >= 1, got " + std::to_string(c.num_envs_per_env_runner));
+    Bad<C>("num_envs_per_env_runner must be >= 1, got " +
+           std::to_string(c.num_envs_per_env_runner));
   }
   if (c.rollout_fragment_length < 0) {
-    Bad<C>("rollout_fragment_length must be >= 1 (or 0 for auto), got " + std::to_string(c.rollout_fragment_length));
+    Bad<C>("rollout_fragment_length must be >= 1 (or 0 for auto), got " +
+           std::to_string(c.rollout_fragment_length));
   }
   if (c.hidden.empty()) Bad<C>("RLModule needs at least one hidden layer size");
   for (int64_t h : c.hidden) {
@@ -169,8 +172,9 @@ void CheckRunnersFit(const std::string& config, int runners, RunnerPlacement pla
   }
   const int workers = prism::GetRuntimeContext().GetWorldSize() - 1;
   if (placement == RunnerPlacement::kOnePerWorkerRank && runners > workers) {
-    throw Error("prism::rl: " + config + ": num_env_runners " + std::to_string(runners) + " is larger than the " +
-                std::to_string(workers) + " worker ranks (one runner per rank 1..N-1): launch at least " +
+    throw Error("prism::rl: " + config + ": num_env_runners " + std::to_string(runners) +
+                " is larger than the " + std::to_string(workers) +
+                " worker ranks (one runner per rank 1..N-1): launch at least " +
                 std::to_string(runners + 1) + " ranks or use fewer runners");
   }
 }
@@ -186,8 +190,9 @@ void CheckLearnersFit(const PPOConfig& c) {
                    std::to_string(workers) + " worker ranks (one learner per rank 1..N-1)");
   }
   if (c.minibatch_size < c.num_learners) {
-    Bad<PPOConfig>("minibatch_size (" + std::to_string(c.minibatch_size) + ") must be >= num_learners (" +
-                   std::to_string(c.num_learners) + "): each learner takes minibatch_size / num_learners rows a step");
+    Bad<PPOConfig>("minibatch_size (" + std::to_string(c.minibatch_size) +
+                   ") must be >= num_learners (" + std::to_string(c.num_learners) +
+                   "): each learner takes minibatch_size / num_learners rows a step");
   }
 }
 
@@ -251,7 +256,8 @@ PPOConfig& PPOConfig::RLModule(std::vector<int64_t> sizes) {
 
 int64_t PPOConfig::ResolvedRolloutFragmentLength() const {
   if (rollout_fragment_length > 0) return rollout_fragment_length;
-  const int64_t copies = static_cast<int64_t>(std::max(num_env_runners, 1)) * num_envs_per_env_runner;
+  const int64_t copies =
+      static_cast<int64_t>(std::max(num_env_runners, 1)) * num_envs_per_env_runner;
   return (train_batch_size + copies - 1) / copies;
 }
 
@@ -259,20 +265,26 @@ void PPOConfig::Validate() const {
   using C = PPOConfig;
   CheckShared(*this);
   if (num_learners < 0) Bad<C>("num_learners must be >= 0, got " + std::to_string(num_learners));
-  if (train_batch_size < 1) Bad<C>("train_batch_size must be >= 1, got " + std::to_string(train_batch_size));
-  if (minibatch_size < 1) Bad<C>("minibatch_size must be >= 1, got " + std::to_string(minibatch_size));
+  if (train_batch_size < 1)
+    Bad<C>("train_batch_size must be >= 1, got " + std::to_string(train_batch_size));
+  if (minibatch_size < 1)
+    Bad<C>("minibatch_size must be >= 1, got " + std::to_string(minibatch_size));
   if (minibatch_size > train_batch_size) {
     Bad<C>("minibatch_size (" + std::to_string(minibatch_size) + ") must be <= train_batch_size (" +
-           std::to_string(train_batch_size) + "): the train batch is split into minibatches of that size");
+           std::to_string(train_batch_size) +
+           "): the train batch is split into minibatches of that size");
   }
   if (num_epochs < 1) Bad<C>("num_epochs must be >= 1, got " + std::to_string(num_epochs));
   if (!(lr > 0)) Bad<C>("lr must be > 0, got " + std::to_string(lr));
   if (!(gamma >= 0 && gamma <= 1)) Bad<C>("gamma must be in [0, 1], got " + std::to_string(gamma));
-  if (!(lambda_ >= 0 && lambda_ <= 1)) Bad<C>("lambda_ must be in [0, 1], got " + std::to_string(lambda_));
+  if (!(lambda_ >= 0 && lambda_ <= 1))
+    Bad<C>("lambda_ must be in [0, 1], got " + std::to_string(lambda_));
   if (!(clip_param > 0)) Bad<C>("clip_param must be > 0, got " + std::to_string(clip_param));
-  if (!(vf_clip_param > 0)) Bad<C>("vf_clip_param must be > 0, got " + std::to_string(vf_clip_param));
+  if (!(vf_clip_param > 0))
+    Bad<C>("vf_clip_param must be > 0, got " + std::to_string(vf_clip_param));
   if (!(vf_loss_coeff >= 0)) Bad<C>("vf_loss_coeff must be >= 0");
-  if (!(entropy_coeff >= 0)) Bad<C>("entropy_coeff must be >= 0, got " + std::to_string(entropy_coeff));
+  if (!(entropy_coeff >= 0))
+    Bad<C>("entropy_coeff must be >= 0, got " + std::to_string(entropy_coeff));
   if (!(kl_coeff >= 0) || !(kl_target > 0)) Bad<C>("kl_coeff must be >= 0 and kl_target > 0");
 }
 
@@ -309,7 +321,8 @@ DQNConfig& DQNConfig::RLModule(std::vector<int64_t> sizes, std::vector<int64_t> 
 void DQNConfig::Validate() const {
   std::unique_ptr<Env> probe = CheckShared(*this);
   if (probe->action_space().kind != Space::Kind::kDiscrete) {
-    Bad<DQNConfig>("Environment(\"" + env + "\") has action space " + probe->action_space().ToString() +
+    Bad<DQNConfig>("Environment(\"" + env + "\") has action space " +
+                   probe->action_space().ToString() +
                    "; DQN needs a Discrete action space (use PPOConfig for continuous actions)");
   }
   for (int64_t h : head_hiddens) {

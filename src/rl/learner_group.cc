@@ -51,8 +51,12 @@ ppo::LearnerOptions LearnerOptionsOf(const PPOConfig& c, double kl_coeff) {
   o.num_epochs = c.num_epochs;
   o.grad_clip = c.grad_clip;
   o.kl_target = c.kl_target;
-  o.loss = {.clip_param = c.clip_param, .vf_clip_param = c.vf_clip_param, .vf_loss_coeff = c.vf_loss_coeff,
-            .entropy_coeff = c.entropy_coeff, .use_kl_loss = c.use_kl_loss, .kl_coeff = kl_coeff};
+  o.loss = {.clip_param = c.clip_param,
+            .vf_clip_param = c.vf_clip_param,
+            .vf_loss_coeff = c.vf_loss_coeff,
+            .entropy_coeff = c.entropy_coeff,
+            .use_kl_loss = c.use_kl_loss,
+            .kl_coeff = kl_coeff};
   o.seed = c.seed;
   return o;
 }
@@ -67,7 +71,7 @@ struct LearnerStart {
   std::vector<uint8_t> optimizer;  // OptimizerBytes, or empty for a fresh Adam
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar & config_json & weights & kl_coeff & optimizer;
+    ar& config_json& weights& kl_coeff& optimizer;
   }
 };
 
@@ -78,7 +82,7 @@ struct LearnerCommand {
   ppo::LearnerShard shard;  // kUpdate
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar & kind & shard;
+    ar& kind& shard;
   }
 };
 
@@ -101,7 +105,7 @@ struct LearnerReply {
   std::vector<uint8_t> bytes;  // kUpdated: learner 0's weights; kOptimizerState: Adam's state
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar & kind & total_loss & policy_loss & vf_loss & entropy & mean_kl & kl_coeff & num_minibatches & bytes;
+    ar& kind& total_loss& policy_loss& vf_loss& entropy& mean_kl& kl_coeff& num_minibatches& bytes;
   }
 };
 
@@ -151,14 +155,16 @@ std::string PpoLearnerLoop(std::string start_bytes) {
         collective::GroupOptions options;
         options.aborted = [aborted] { return aborted->load(); };
         options.timeout = std::chrono::milliseconds(kCollectiveTimeoutMs);
-        group = collective::Group::Create("prism-rl-learners-" + me.group_id() + "-" + std::to_string(me.attempt()),
-                                          ranks, options);
+        group = collective::Group::Create(
+            "prism-rl-learners-" + me.group_id() + "-" + std::to_string(me.attempt()), ranks,
+            options);
       }
       ppo::LearnerStats st = learner.UpdateShard(
-          command.shard, [&group](std::vector<float>& v) { group.AllReduce(v, collective::ReduceOp::kAverage); },
+          command.shard,
+          [&group](std::vector<float>& v) { group.AllReduce(v, collective::ReduceOp::kAverage); },
           static_cast<int>(ranks.size()));
-      reply = {Reply::kUpdated, st.total_loss, st.policy_loss, st.vf_loss, st.entropy, st.mean_kl, st.kl_coeff,
-               st.num_minibatches, {}};
+      reply = {Reply::kUpdated, st.total_loss, st.policy_loss,     st.vf_loss, st.entropy,
+               st.mean_kl,      st.kl_coeff,   st.num_minibatches, {}};
       if (index == 0) reply.bytes = ppo::GetWeights(*learner.module());
     }
     me.Report(platform::ToBytes(reply));
@@ -168,8 +174,8 @@ std::string PpoLearnerLoop(std::string start_bytes) {
 
 // ---- The driver's side -------------------------------------------------------------------
 
-LearnerGroup::LearnerGroup(const PPOConfig& config, const std::vector<uint8_t>& weights, double kl_coeff,
-                           const std::vector<uint8_t>& optimizer)
+LearnerGroup::LearnerGroup(const PPOConfig& config, const std::vector<uint8_t>& weights,
+                           double kl_coeff, const std::vector<uint8_t>& optimizer)
     : num_learners_(config.num_learners) {
   platform::WorkerGroupOptions options;
   options.num_workers = num_learners_;
@@ -182,9 +188,10 @@ LearnerGroup::LearnerGroup(const PPOConfig& config, const std::vector<uint8_t>& 
   } catch (const ResourceError&) {
     throw;  // the cluster could never hold them: its message names what is missing
   } catch (const Error& e) {
-    throw Error("prism::rl: Learners(" + std::to_string(num_learners_) + "): " + e.what() +
-                ". Learner i holds 1 CPU on rank 1 + i beside the env runner there: give each rank a CPU "
-                "more (e.g. --prism-num-cpus=2) or use fewer learners");
+    throw Error(
+        "prism::rl: Learners(" + std::to_string(num_learners_) + "): " + e.what() +
+        ". Learner i holds 1 CPU on rank 1 + i beside the env runner there: give each rank a CPU "
+        "more (e.g. --prism-num-cpus=2) or use fewer learners");
   }
   group_->Start(platform::RegisteredName(PpoLearnerLoop, "prism::rl's learner group"),
                 platform::ToBytes(LearnerStart{config.ToJson(), weights, kl_coeff, optimizer}));
@@ -193,27 +200,30 @@ LearnerGroup::LearnerGroup(const PPOConfig& config, const std::vector<uint8_t>& 
   Await(all, /*timeout_ms=*/60 * 1000, "start");
 }
 
-LearnerGroup::~LearnerGroup() = default;  // ~WorkerGroup aborts the learners (their OnAbort hooks end the loops)
+LearnerGroup::~LearnerGroup() =
+    default;  // ~WorkerGroup aborts the learners (their OnAbort hooks end the loops)
 
 void LearnerGroup::Send(int learner, const std::string& bytes) {
   platform::Publish(InboxName(group_->id(), learner), bytes);
 }
 
 std::vector<LearnerReply> LearnerGroup::Await(const std::vector<int>& from, int64_t timeout_ms,
-                                                     const char* what) {
+                                              const char* what) {
   std::vector<std::optional<LearnerReply>> got(static_cast<size_t>(num_learners_));
   size_t missing = from.size();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   auto fail = [&](const std::string& why) {
-    failure_ = "prism::rl: the learner group (" + std::to_string(num_learners_) + " learners) failed in " + what +
-               ": " + why + "; the algorithm cannot learn further (build it again, or Restore a checkpoint)";
+    failure_ = "prism::rl: the learner group (" + std::to_string(num_learners_) +
+               " learners) failed in " + what + ": " + why +
+               "; the algorithm cannot learn further (build it again, or Restore a checkpoint)";
     group_->Abort(/*timeout_ms=*/30 * 1000);  // breaks the others out of their all-reduce
     group_.reset();                           // and gives their CPUs back
     throw Error(failure_);
   };
   while (missing > 0) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
     if (left <= 0) fail("no reply within " + std::to_string(timeout_ms / 1000) + " s");
     auto e = group_->Next(left);
     if (!e) continue;
@@ -223,7 +233,8 @@ std::vector<LearnerReply> LearnerGroup::Await(const std::vector<int>& from, int6
       if (!slot) --missing;
       slot = platform::FromBytes<LearnerReply>(e->bytes);
     } else if (e->kind == platform::WorkerEvent::kFailed) {
-      fail(learner + " on rank " + std::to_string(group_->workers().at(e->worker).rank) + " threw " + e->bytes);
+      fail(learner + " on rank " + std::to_string(group_->workers().at(e->worker).rank) +
+           " threw " + e->bytes);
     } else if (e->kind == platform::WorkerEvent::kFinished) {
       fail(learner + " ended its loop");
     }  // kPreempted (a signal to the driver's rank): Train's caller decides what it means
@@ -233,19 +244,20 @@ std::vector<LearnerReply> LearnerGroup::Await(const std::vector<int>& from, int6
   return replies;
 }
 
-ppo::LearnerStats LearnerGroup::Update(std::vector<ppo::LearnerShard> shards, std::vector<uint8_t>& weights,
-                                       int64_t timeout_ms) {
+ppo::LearnerStats LearnerGroup::Update(std::vector<ppo::LearnerShard> shards,
+                                       std::vector<uint8_t>& weights, int64_t timeout_ms) {
   if (!failure_.empty()) throw Error(failure_);
   std::vector<int> all;
   for (int i = 0; i < num_learners_; ++i) {
-    Send(i, platform::ToBytes(LearnerCommand{LearnerCommand::kUpdate, std::move(shards.at(static_cast<size_t>(i)))}));
+    Send(i, platform::ToBytes(LearnerCommand{LearnerCommand::kUpdate,
+                                             std::move(shards.at(static_cast<size_t>(i)))}));
     all.push_back(i);
   }
   std::vector<LearnerReply> replies = Await(all, timeout_ms, "an update");
   LearnerReply& first = replies[0];
   weights = std::move(first.bytes);
-  return {first.total_loss, first.policy_loss, first.vf_loss, first.entropy, first.mean_kl, first.kl_coeff,
-          first.num_minibatches};
+  return {first.total_loss, first.policy_loss, first.vf_loss,        first.entropy,
+          first.mean_kl,    first.kl_coeff,    first.num_minibatches};
 }
 
 std::vector<uint8_t> LearnerGroup::OptimizerState(int64_t timeout_ms) {

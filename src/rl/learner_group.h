@@ -18,12 +18,12 @@
 // is an event the driver hears at once (kFailed), and aborting the group breaks the others
 // out of their all-reduce instead of leaving them waiting for the dead peer.
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "prism/rl/algorithm.h"
 #include "rl/ppo/learner.h"
@@ -71,7 +71,8 @@ class LearnerGroup {
 
  private:
   /// Reads events until every learner in `from` replied (their replies in `from`'s order).
-  std::vector<LearnerReply> Await(const std::vector<int>& from, int64_t timeout_ms, const char* what);
+  std::vector<LearnerReply> Await(const std::vector<int>& from, int64_t timeout_ms,
+                                  const char* what);
   void Send(int learner, const std::string& bytes);
 
   std::unique_ptr<platform::WorkerGroup> group_;
