@@ -95,10 +95,10 @@ case $case in
       -- $py "$here/epochs.py" 30 preempt >"$out" 2>"$err" &
     pid=$!
     for _ in $(seq 240); do
-      grep -q '"epoch": 2' "$work/store/pre/result.json" 2>/dev/null && break
+      grep -q '"epoch": \?2' "$work/store/pre/result.json" 2>/dev/null && break
       sleep 0.25
     done
-    grep -q '"epoch": 2' "$work/store/pre/result.json" 2>/dev/null || fail "no epoch 2 within 60 s"
+    grep -q '"epoch": \?2' "$work/store/pre/result.json" 2>/dev/null || fail "no epoch 2 within 60 s"
     kill -USR1 "$(pgrep -P $pid -x mpirun)"  # mpirun forwards SIGUSR1 to every rank (not timeout: it would die)
     wait $pid
     status=$?

@@ -242,7 +242,7 @@ run_preempt() {
   jobid=$(EPOCHS=8 submit_training) || fail "sbatch refused the job"
   out="$work/train-$jobid.out"
   run="$work/store/fashion_mnist_cnn_$jobid"
-  wait_for "$run/result.json" '"epoch": 1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
+  wait_for "$run/result.json" '"epoch": \?1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
   signal_job "$jobid" "$out" "$sig" "after epoch 1" "$@"
   grep -q "received SIG$sig (preemption or time limit)" "$out" || fail "the head did not report SIG$sig"
   grep -q "stopped on SIG$sig" "$out" || fail "training did not stop on SIG$sig"
@@ -402,7 +402,7 @@ run_script() {
           "$root/jobs/train_script.sbatch") || fail "sbatch refused jobs/train_script.sbatch"
   out="$work/script-$jobid.out"
   run="$work/store/ScriptTrainer_$jobid"
-  wait_for "$run/result.json" '"epoch": 1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
+  wait_for "$run/result.json" '"epoch": \?1' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
   signal_job "$jobid" "$out" USR1 "after epoch 1" --batch
   grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
   grep -q "stopping after epoch [1-4]'s checkpoint" "$out" || fail "the Python scripts did not stop on should_stop()"
