@@ -7,7 +7,6 @@
 
 #include <mpi.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
