@@ -1180,10 +1180,6 @@ bool InMpiJob() {
   return initialized && !finalized;
 }
 
-/// How long a failed exchange waits for its other members to stop after the abort (they
-/// stop at their next collective, or when their current step ends).
-constexpr int64_t kAbortWaitMs = 30000;
-
 }  // namespace
 
 AllToAllExchange::AllToAllExchange(const AllToAllSpec& spec, std::vector<ExchangeInput> inputs,
@@ -1342,9 +1338,9 @@ bool AllToAllExchange::Poll(int timeout_ms) {
 
 void AllToAllExchange::Fail(const platform::WorkerEvent& e) {
   const int rank = group_->workers().at(static_cast<size_t>(e.worker)).rank;
-  // A failed member fails the operator: the others' collectives see the abort and stop, and
-  // are waited for, so their CPUs are free when the error reaches the caller.
-  group_->Abort(kAbortWaitMs);
+  // A failed member fails the operator. The group's end aborts the others (their
+  // collectives see it and stop; they are waited for up to 30 s), so their CPUs are free
+  // when the error reaches the caller.
   group_.reset();
   inputs_.clear();
   results_.clear();
