@@ -52,7 +52,7 @@ void AddFlags(CLI::App& app, Options& o) {
   app.add_option("--envs-per-runner", o.envs, "environment copies per runner (default 1)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--learners", o.learners,
-                 "1: learn on the driver (default); N > 1: learner actors on ranks 1..N")
+                 "1: learn on the driver (default); N > 1: a group of N learners on ranks 1..N")
       ->check(CLI::Range(0, 4096));
   app.add_option("--stop-return", o.stop_return,
                  "stop when the mean return of the last 100 episodes reaches R (default 450 for "
