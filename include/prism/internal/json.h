@@ -5,6 +5,8 @@
 // does by itself, and reads back as NaN where a number is expected. The files stay standard
 // JSON, so a browser, jq and Python's json module read them.
 
+#include <algorithm>
+#include <cstddef>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +15,35 @@
 #include "prism/errors.h"
 
 namespace prism::internal {
+
+/// How deep JSON may nest where Prism parses it (checkpoint records, journals, Serve's
+/// Request::Json): deeper documents are refused before parsing, since copying or dumping
+/// them recurses once per level and a hostile one would overflow the stack.
+inline constexpr size_t kMaxJsonDepth = 512;
+
+/// The deepest nesting of arrays and objects in `text` (brackets inside strings do not
+/// count), counting no further than `stop_at`. Does not check that `text` is JSON.
+inline size_t JsonNestingDepth(std::string_view text, size_t stop_at = kMaxJsonDepth + 1) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest < stop_at; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 /// `j` as a double; null (how a NaN or an infinity was written) is NaN. Throws
 /// nlohmann::json::type_error if `j` is neither a number nor null.
@@ -23,8 +54,13 @@ inline double JsonDouble(const nlohmann::json& j) {
 
 /// `text` parsed. Files written before this convention (by an older Prism, or by Python's
 /// json module) may hold the bare words NaN, Infinity and -Infinity: they read as null.
-/// Throws prism::Error "<source>: malformed JSON: <why>" if `text` is not JSON.
+/// Throws prism::Error "<source>: malformed JSON: <why>" if `text` is not JSON or nests
+/// deeper than kMaxJsonDepth.
 inline nlohmann::json ParseJson(std::string_view text, const std::string& source) {
+  if (JsonNestingDepth(text) > kMaxJsonDepth) {
+    throw Error(source + ": malformed JSON: nested deeper than " + std::to_string(kMaxJsonDepth) +
+                " levels");
+  }
   std::string why;
   try {
     return nlohmann::json::parse(text);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "prism/errors.h"
+#include "prism/internal/json.h"
 
 namespace prism::serve {
 
@@ -42,9 +43,14 @@ struct Request {
   std::map<std::string, std::string> headers;
   std::string body;    // the bytes as sent (JSON, an image, anything)
 
-  /// The body parsed as JSON. Throws BadRequestError (400 over HTTP) naming the parse
-  /// error when the body is not JSON. Thread-safe (parses each time).
+  /// The body parsed as JSON. Throws BadRequestError (400 over HTTP) naming the problem
+  /// when the body is not JSON or nests deeper than internal::kMaxJsonDepth (512) levels.
+  /// Thread-safe (parses each time).
   nlohmann::json Json() const {
+    if (internal::JsonNestingDepth(body) > internal::kMaxJsonDepth) {
+      throw BadRequestError("the request body's JSON nests deeper than " +
+                            std::to_string(internal::kMaxJsonDepth) + " levels");
+    }
     try {
       return nlohmann::json::parse(body);
     } catch (const nlohmann::json::parse_error& e) {
@@ -83,11 +89,12 @@ struct Response {
   std::string content_type = "application/json";
   std::map<std::string, std::string> headers;  // extra headers
 
-  /// A 200 (or `status`) response whose body is `j` serialized.
+  /// A 200 (or `status`) response whose body is `j` serialized. Bytes in its strings that
+  /// are not UTF-8 become U+FFFD (JSON text is UTF-8), instead of an exception.
   static Response Json(const nlohmann::json& j, int status = 200) {
     Response r;
     r.status = status;
-    r.body = j.dump();
+    r.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return r;
   }
   /// A text/plain response.

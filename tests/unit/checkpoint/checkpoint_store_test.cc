@@ -197,6 +197,21 @@ TEST(CheckpointStore, RecordKeepsEveryBitOfTheMetrics) {
   EXPECT_NE(record.find("\"nan\": null"), std::string::npos) << record;
 }
 
+TEST(CheckpointStore, ADeeplyNestedRecordIsRejectedNotACrash) {
+  TempDir scratch, storage;
+  CheckpointStore store(storage.path(), {});
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {{"loss", 1.0}});
+  store.Commit(MakeWorkerCheckpoint(scratch, "y"), {{"loss", 0.5}});
+  WriteText(storage / "checkpoint_000002/prism_checkpoint.json",
+            std::string(100000, '[') + std::string(100000, ']'));
+  ResumePoint point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_EQ(point.checkpoint->index, 1);
+  ASSERT_EQ(point.rejected.size(), 1u);
+  EXPECT_NE(point.rejected[0].problem.find("nested deeper than 512 levels"), std::string::npos)
+      << point.rejected[0].problem;
+}
+
 TEST(CheckpointStore, ARecordWithPythonsNaNAndInfinityWordsStillReads) {
   // Records written before the null convention hold NaN and Infinity as bare words (as
   // Python's json module writes them): they stay readable, and the checkpoint stays valid.

@@ -213,5 +213,23 @@ TEST(ServeApi, RequestJsonAndQuery) {
   EXPECT_EQ(Response::Json({{"k", 1}}).body, "{\"k\":1}");
 }
 
+TEST(ServeApi, ADeeplyNestedBodyIsABadRequestAndInvalidUtf8IsReplaced) {
+  // 100,000 levels would overflow the stack of whatever copies or dumps the parsed value.
+  Request r;
+  r.body = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    r.Json();
+    ADD_FAILURE() << "a body nested 100,000 levels deep was accepted";
+  } catch (const BadRequestError& e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper than 512 levels"), std::string::npos) << e.what();
+  }
+  r.body = std::string(512, '[') + std::string(512, ']');  // the limit itself parses
+  EXPECT_TRUE(r.Json().is_array());
+  r.body = "{\"s\": \"[[[[\"}";  // brackets in strings do not count
+  EXPECT_EQ(r.Json()["s"], "[[[[");
+  // A string that is not UTF-8 is answered with U+FFFD in its place, not an exception.
+  EXPECT_EQ(Response::Json({{"s", std::string("a\xff")}}).body, "{\"s\":\"a\xef\xbf\xbd\"}");
+}
+
 }  // namespace
 }  // namespace prism::serve::internal
