@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "prism/errors.h"
+#include "prism/internal/json.h"
 
 namespace prism::tune::internal {
 
@@ -63,7 +64,11 @@ std::vector<nlohmann::json> Journal::Read(const std::string& path) {
   events.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
-    auto event = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    // A line nested deeper than any event is damage (and copying it would recurse once per
+    // level): it is not parsed.
+    auto event = prism::internal::JsonNestingDepth(lines[i]) > prism::internal::kMaxJsonDepth
+                     ? nlohmann::json(nlohmann::json::value_t::discarded)
+                     : nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
     if (event.is_discarded() || !event.is_object()) {
       if (i + 1 == lines.size()) break;  // torn by a kill mid-write: the prefix stands
       throw Error("prism::tune: the experiment journal " + path + " is damaged at line " +

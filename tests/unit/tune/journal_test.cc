@@ -1,0 +1,43 @@
+// The experiment journal's reader (src/tune/journal.h) against damaged files: a torn last
+// line is dropped, damage before it is an error naming the line, and a line nested deeper
+// than any event is damage, not a stack overflow.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tune/journal.h"
+#include "../../common/test_util.h"
+
+namespace {
+
+using prism::tune::internal::Journal;
+using prism_test::ErrorOf;
+using prism_test::TempDir;
+using prism_test::WriteText;
+
+TEST(Journal, ATornLastLineIsDroppedAndEarlierDamageIsNamed) {
+  TempDir dir;
+  const std::string file = dir / "experiment_state.jsonl";
+  WriteText(file, "{\"kind\": \"fit_start\"}\n{\"kind\": \"res");
+  auto events = Journal::Read(file);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["kind"], "fit_start");
+
+  WriteText(file, "{\"kind\": \"fit_start\"}\n{\"kind\": \"res\n{\"kind\": \"fit_end\"}\n");
+  std::string error = ErrorOf([&] { Journal::Read(file); });
+  EXPECT_NE(error.find("damaged at line 2"), std::string::npos) << error;
+}
+
+TEST(Journal, ALineNestedDeeperThanAnyEventIsDamage) {
+  TempDir dir;
+  const std::string file = dir / "experiment_state.jsonl";
+  const std::string deep = "{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  WriteText(file, "{\"kind\": \"fit_start\"}\n" + deep + "\n{\"kind\": \"fit_end\"}\n");
+  std::string error = ErrorOf([&] { Journal::Read(file); });
+  EXPECT_NE(error.find("damaged at line 2"), std::string::npos) << error;
+  WriteText(file, "{\"kind\": \"fit_start\"}\n" + deep + "\n");  // the last line: torn
+  EXPECT_EQ(Journal::Read(file).size(), 1u);
+}
+
+}  // namespace
