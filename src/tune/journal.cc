@@ -1,22 +1,73 @@
 #include "tune/journal.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "prism/errors.h"
 #include "prism/internal/json.h"
 
 namespace prism::tune::internal {
 
+namespace {
+
+/// Whether `line` is a whole event (a JSON object no deeper than any event is).
+bool WholeEvent(const std::string& line) {
+  if (prism::internal::JsonNestingDepth(line) > prism::internal::kMaxJsonDepth) return false;
+  auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return !event.is_discarded() && event.is_object();
+}
+
+}  // namespace
+
 Journal::Journal(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw Error("prism::tune: cannot open the experiment journal " + path_ + ": " +
                 std::strerror(errno) + "; check that storage_path is writable");
+  }
+  // One writer per experiment: a second Fit or Restore of it (another job, or a job
+  // requeued while its first run still dies) is refused until the writer has exited. The
+  // lock goes with the process, however it ends. A file system without flock (some
+  // parallel file systems) is used without it.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("prism::tune: the experiment journal " + path_ + " is held by another process "
+                "that is running this experiment; wait for it to end (a job's ranks can outlive "
+                "its launcher by seconds), or give RunConfig::name a new name");
+  }
+  // A torn last line (a kill or a full disk mid-write) is cut off before anything is
+  // appended, so the next event starts a line of its own and every later Read still works.
+  std::ifstream in(path_, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t cut = std::string::npos;  // where the torn line starts, if there is one
+  if (!text.empty() && text.back() != '\n') {
+    const size_t newline = text.rfind('\n');
+    cut = newline == std::string::npos ? 0 : newline + 1;
+  } else if (text.size() >= 2) {
+    const size_t newline = text.rfind('\n', text.size() - 2);
+    const size_t start = newline == std::string::npos ? 0 : newline + 1;
+    const std::string last = text.substr(start, text.size() - 1 - start);
+    if (!last.empty() && !WholeEvent(last)) cut = start;
+  }
+  if (cut != std::string::npos) {
+    if (::ftruncate(fd_, static_cast<off_t>(cut)) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      throw Error("prism::tune: cannot cut the torn last line off the experiment journal " +
+                  path_ + ": " + std::strerror(err));
+    }
+    std::fprintf(stderr, "prism.tune: the experiment journal %s ended in a torn line (%zu bytes, "
+                 "from a kill or a full disk): cut off before resuming\n",
+                 path_.c_str(), text.size() - cut);
   }
   last_sync_ = std::chrono::steady_clock::now();
 }
@@ -31,14 +82,18 @@ Journal::~Journal() {
 void Journal::Append(const nlohmann::json& event) {
   std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line += '\n';
-  // O_APPEND and one write: the line lands whole or (killed mid-write) torn at the end.
+  // O_APPEND and one write: the line lands whole or (killed mid-write) torn at the end. A
+  // write that fails (a full disk) takes its part of a line back off the file.
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
   size_t done = 0;
   while (done < line.size()) {
     ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      if (done > 0 && before >= 0) (void)::ftruncate(fd_, before);
       throw Error("prism::tune: writing the experiment journal " + path_ + " failed: " +
-                  std::strerror(errno) + " (is the file system full?)");
+                  std::strerror(err) + " (is the file system full?)");
     }
     done += static_cast<size_t>(n);
   }

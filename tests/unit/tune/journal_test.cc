@@ -40,4 +40,31 @@ TEST(Journal, ALineNestedDeeperThanAnyEventIsDamage) {
   EXPECT_EQ(Journal::Read(file).size(), 1u);
 }
 
+TEST(Journal, OpeningCutsATornLastLineSoLaterEventsStartTheirOwn) {
+  TempDir dir;
+  const std::string file = dir / "experiment_state.jsonl";
+  WriteText(file, "{\"e\": \"experiment\"}\n{\"e\": \"res");  // a full disk mid-write
+  for (int restore = 0; restore < 3; ++restore) {  // a job requeued three times
+    Journal journal(file);
+    journal.Append({{"e", "restore"}, {"n", restore}});
+  }
+  auto events = Journal::Read(file);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[3]["n"], 2);
+  EXPECT_EQ(prism_test::ReadText(file).find("res{"), std::string::npos);
+}
+
+TEST(Journal, OneWriterAtATime) {
+  TempDir dir;
+  const std::string file = dir / "experiment_state.jsonl";
+  {
+    Journal writer(file);
+    std::string error = ErrorOf([&] { Journal second(file); });
+    EXPECT_NE(error.find("held by another process"), std::string::npos) << error;
+  }
+  Journal after(file);  // the first writer is gone
+  after.Append({{"e", "experiment"}});
+  EXPECT_EQ(Journal::Read(file).size(), 1u);
+}
+
 }  // namespace
