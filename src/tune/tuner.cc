@@ -286,6 +286,8 @@ void Tuner::Impl::OpenJournal() {
   if (fresh) {
     json stop = json::object();
     for (const auto& [k, v] : run.stop) stop[k] = v;
+    json space_text = json::object();  // what Restore compares its param_space with
+    for (const auto& [name, domain] : space) space_text[name] = domain.ToString();
     journal->Append({{"e", "experiment"},
                      {"v", kJournalVersion},
                      {"trainable", trainable_name},
@@ -307,7 +309,8 @@ void Tuner::Impl::OpenJournal() {
                      {"name", run.name},
                      {"storage_path", run.storage_path},
                      {"verbose", run.verbose},
-                     {"status_interval_s", run.status_interval_s}});
+                     {"status_interval_s", run.status_interval_s},
+                     {"param_space", space_text}});
   } else {
     journal->Append({{"e", "restore"}, {"elapsed_s", elapsed_before}});
   }
@@ -936,6 +939,27 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
   if (impl.trainable_name != h.value("trainable", "")) {
     throw Error("prism::tune::Tuner::Restore: the experiment ran trainable \"" + h.value("trainable", "") +
                 "\", not \"" + impl.trainable_name + "\"; pass the same function");
+  }
+  // The experiment's trials were drawn from its param_space: another one would add or
+  // change trials silently (a 4-point grid restored with 6 points ran 2 more).
+  if (h.contains("param_space")) {
+    std::string changes;
+    const json& was = h["param_space"];
+    for (const auto& [name, text] : was.items()) {
+      auto it = impl.space.find(name);
+      const std::string now = it == impl.space.end() ? "missing" : it->second.ToString();
+      if (now != text.get<std::string>()) {
+        changes += "; " + name + " was " + text.get<std::string>() + ", now " + now;
+      }
+    }
+    for (const auto& [name, domain] : impl.space) {
+      if (!was.contains(name)) changes += "; " + name + " is new (" + domain.ToString() + ")";
+    }
+    if (!changes.empty()) {
+      throw Error("prism::tune::Tuner::Restore: the param_space differs from the experiment's (" +
+                  changes.substr(2) + "); restore with the param_space it was started with, or "
+                  "start a new experiment");
+    }
   }
   // Replay the journal.
   for (size_t i = 1; i < events.size(); ++i) {

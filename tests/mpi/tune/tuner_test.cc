@@ -341,6 +341,15 @@ TEST(Tuner, PreemptionStopsTrialsAtACheckpointAndRestoreFinishesThemWithoutRepea
     path = e.ExperimentPath();
   }
   ASSERT_TRUE(tune::Tuner::CanRestore(path));
+  // Restored with a 6-point grid instead of its 4 points: refused, naming the change (it
+  // used to run 2 more trials silently).
+  std::vector<tune::Value> more = ids;
+  more.push_back(4);
+  more.push_back(5);
+  const std::string changed =
+      ErrorOf([&] { tune::Tuner::Restore(path, Preempted, {{"i", tune::GridSearch(more)}}); });
+  EXPECT_NE(changed.find("param_space differs"), std::string::npos) << changed;
+  EXPECT_NE(changed.find("i was grid_search([0, 1, 2, 3])"), std::string::npos) << changed;
   tune::ResultGrid results = tune::Tuner::Restore(path, Preempted, space).Fit();
   ASSERT_EQ(results.size(), 4u);  // no trial lost, none added
   std::set<int> seen;
