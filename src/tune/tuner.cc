@@ -466,6 +466,13 @@ void Tuner::Impl::Launch(TrialState& t) {
     spec.time_total_s = 0;
   }
   t.restart_fresh = false;
+  // The attempt reports every iteration after the one it starts from again: the history
+  // keeps only the reports before it, so it matches the trial's state (a resume from an
+  // older checkpoint made metrics_history read 1, 2, 2, 3).
+  std::erase_if(t.history, [&](const Metrics& r) {
+    auto it = r.find("training_iteration");
+    return it != r.end() && it->second > static_cast<double>(spec.iteration);
+  });
   spec.args = trainable.args;
   spec.stop = run.stop;
   t.decisions.clear();

@@ -77,9 +77,13 @@ void FlakyCounter(tune::Config config) {
   }
   const std::string marker = tune::TrialDir() + "/failed_once";
   for (int step = start + 1; step <= 5; ++step) {
-    if (step == 3 && !fs::exists(marker)) {
+    if (step == 4 && !fs::exists(marker)) {
       std::ofstream(marker) << "x";
-      throw std::runtime_error("injected failure at step 3");
+      throw std::runtime_error("injected failure at step 4");
+    }
+    if (step == 3) {  // reported without a checkpoint: made again after the failure
+      tune::Report({{"step", double(step)}});
+      continue;
     }
     std::string dir = prism::MakeTempCheckpointDir();
     std::ofstream(dir + "/step") << step;
@@ -269,7 +273,8 @@ TEST(Tuner, AFailedTrialIsRetriedFromItsLatestCheckpoint) {
   EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.error;
   EXPECT_EQ(r.metrics.at("step"), 5);
   EXPECT_EQ(r.metrics.at("training_iteration"), 5);  // counted from the checkpoint's report
-  // Steps 1, 2 before the failure, then 3, 4, 5 from the step-2 checkpoint: none repeated.
+  // Steps 1, 2 (checkpointed) and 3 (not) before the failure at 4, then 3, 4, 5 again from
+  // the step-2 checkpoint: the history keeps step 3 once, as the trial's state has it.
   std::vector<double> steps;
   for (const auto& m : r.metrics_history) steps.push_back(m.at("step"));
   EXPECT_EQ(steps, (std::vector<double>{1, 2, 3, 4, 5}));
