@@ -82,7 +82,9 @@ std::string Lower(beast::string_view s) {
 }
 
 std::string ErrorBody(const std::string& message) {
-  return nlohmann::json{{"error", message}}.dump();
+  // A message may quote the request's bytes (a parse error does): bytes that are not
+  // UTF-8 become U+FFFD, or dump would throw.
+  return nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Response ErrorResponse(int status, const std::string& message) {

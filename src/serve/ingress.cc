@@ -10,7 +10,9 @@ namespace {
 http::Response JsonError(int status, const std::string& message) {
   http::Response r;
   r.status = status;
-  r.body = nlohmann::json{{"error", message}}.dump();
+  // A message may quote the request's bytes (a parse error does): bytes that are not
+  // UTF-8 become U+FFFD, or dump would throw.
+  r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

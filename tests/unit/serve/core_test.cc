@@ -182,6 +182,20 @@ TEST(ServeIngress, ErrorsMapToStatusCodes) {
   auto r = ErrorResponse(std::make_exception_ptr(TaskError("std::runtime_error", "boom", "Call", 1, "x")));
   EXPECT_EQ(r.status, 500);
   EXPECT_EQ(nlohmann::json::parse(r.body)["error"], "boom");
+  // A binary body's parse error quotes bytes that are not UTF-8: still a 400 with a JSON body
+  // (dump threw inside the completion, and the client got "dropped the request" instead).
+  Request binary;
+  binary.body = std::string("\x89PNG\r\n\x1a\n\xff\xfe", 10);
+  std::exception_ptr error;
+  try {
+    binary.Json();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  ASSERT_TRUE(error);
+  r = ErrorResponse(error);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(nlohmann::json::parse(r.body)["error"].get<std::string>().find("invalid JSON"), std::string::npos);
 }
 
 TEST(ServeApi, DeploymentOptionsAreChecked) {
