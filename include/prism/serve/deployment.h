@@ -505,6 +505,7 @@ class Deployment {
       }
     };
     (one(args), ...);
+    (void)one;  // Bind() without arguments uses it nowhere
     internal::DeploymentSpec spec;
     spec.name = name_;
     spec.class_key = Registrar::Key();
