@@ -376,7 +376,16 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
       if (keep.count(c.index)) continue;
       const std::string doomed = run_dir_ + "/" + kDeletingPrefix +
                                  DirName(c.index).substr(11) + "-" + std::to_string(::getpid());
-      if (::rename(c.checkpoint.path().c_str(), doomed.c_str()) == 0) fs::remove_all(doomed, ec);
+      // A checkpoint that cannot be deleted stays on storage, said once here with the way
+      // out; the run goes on (retention must never fail a commit that succeeded).
+      if (::rename(c.checkpoint.path().c_str(), doomed.c_str()) != 0) {
+        std::fprintf(stderr, "prism: retention could not delete %s: %s; delete it by hand\n",
+                     c.checkpoint.path().c_str(), ErrnoText(errno).c_str());
+      } else if (fs::remove_all(doomed, ec); ec) {
+        std::fprintf(stderr, "prism: retention could not delete %s (renamed from %s): %s; delete "
+                     "it by hand\n", doomed.c_str(), c.checkpoint.path().c_str(),
+                     ec.message().c_str());
+      }
     }
   }
 
