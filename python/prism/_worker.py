@@ -12,7 +12,7 @@ import traceback
 import cloudpickle
 
 from . import _serialization
-from .exceptions import FunctionNotFoundError
+from .exceptions import FunctionNotFoundError, TaskError
 
 MARKER = "\n[prism-python-exception:"
 _cache = {}  # function blob -> function or class
@@ -84,13 +84,25 @@ def decode_args(views):
 
 def describe(exc):
     """The text a failed task leaves with: traceback, then the pickled exception."""
+    if isinstance(exc, TaskError):
+        # A task this one called failed: pass its cause on, not the wrapper, so the caller's
+        # error is still of the cause's type (`except ValueError` works at every depth, as in
+        # Ray) and carries the innermost traceback once; each level adds one header line.
+        cause = exc.cause
+        return _pickled(str(exc), cause, exc.cause_type)
     tb = exc.__traceback__
     if tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next  # from the user's code on: this module's frame says nothing
     text = "".join(traceback.format_exception(type(exc), exc, tb))
-    cause_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return _pickled(text, exc, f"{type(exc).__module__}.{type(exc).__qualname__}")
+
+
+def _pickled(text, exc, cause_type):
+    """`text`, then `exc` pickled as the caller rebuilds it (None: only the text)."""
     # The class, args and attributes apart: an exception whose __init__ takes other
     # arguments than its args cannot be unpickled whole (see rebuild_exception).
+    if exc is None:
+        return text + MARKER + base64.b64encode(cloudpickle.dumps((None, (), {}, cause_type, text))).decode() + "]"
     try:
         pickled = cloudpickle.dumps((type(exc), exc.args, dict(getattr(exc, "__dict__", {})),
                                      cause_type, text))
