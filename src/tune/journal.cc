@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "prism/errors.h"
 #include "prism/internal/json.h"
@@ -17,11 +18,14 @@ namespace prism::tune::internal {
 
 namespace {
 
-/// Whether `line` is a whole event (a JSON object no deeper than any event is).
-bool WholeEvent(const std::string& line) {
-  if (prism::internal::JsonNestingDepth(line) > prism::internal::kMaxJsonDepth) return false;
+/// `line` as an event, or nullopt if it is not a whole one: not a JSON object, or nested
+/// deeper than any event is (damage, and copying it would recurse once per level, so it is
+/// not parsed).
+std::optional<nlohmann::json> ParseEvent(const std::string& line) {
+  if (prism::internal::JsonNestingDepth(line) > prism::internal::kMaxJsonDepth) return std::nullopt;
   auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  return !event.is_discarded() && event.is_object();
+  if (event.is_discarded() || !event.is_object()) return std::nullopt;
+  return event;
 }
 
 }  // namespace
@@ -55,7 +59,7 @@ Journal::Journal(std::string path) : path_(std::move(path)) {
     const size_t newline = text.rfind('\n', text.size() - 2);
     const size_t start = newline == std::string::npos ? 0 : newline + 1;
     const std::string last = text.substr(start, text.size() - 1 - start);
-    if (!last.empty() && !WholeEvent(last)) cut = start;
+    if (!last.empty() && !ParseEvent(last)) cut = start;
   }
   if (cut != std::string::npos) {
     if (::ftruncate(fd_, static_cast<off_t>(cut)) != 0) {
@@ -119,18 +123,14 @@ std::vector<nlohmann::json> Journal::Read(const std::string& path) {
   events.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
-    // A line nested deeper than any event is damage (and copying it would recurse once per
-    // level): it is not parsed.
-    auto event = prism::internal::JsonNestingDepth(lines[i]) > prism::internal::kMaxJsonDepth
-                     ? nlohmann::json(nlohmann::json::value_t::discarded)
-                     : nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
-    if (event.is_discarded() || !event.is_object()) {
+    std::optional<nlohmann::json> event = ParseEvent(lines[i]);
+    if (!event) {
       if (i + 1 == lines.size()) break;  // torn by a kill mid-write: the prefix stands
       throw Error("prism::tune: the experiment journal " + path + " is damaged at line " +
                   std::to_string(i + 1) + " (not a JSON object); restore from a copy or start "
                   "a new experiment");
     }
-    events.push_back(std::move(event));
+    events.push_back(std::move(*event));
   }
   return events;
 }
