@@ -59,6 +59,17 @@
 #include "prism/errors.h"
 
 namespace prism::serve::http {
+
+Response ErrorResponse(int status, const std::string& message) {
+  Response r;
+  r.status = status;
+  // A message may quote the request's bytes (a parse error does): bytes that are not
+  // UTF-8 become U+FFFD, or dump would throw.
+  r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false,
+                                                   nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
 namespace {
 
 namespace asio = boost::asio;
@@ -81,18 +92,6 @@ std::string Lower(beast::string_view s) {
   return out;
 }
 
-std::string ErrorBody(const std::string& message) {
-  // A message may quote the request's bytes (a parse error does): bytes that are not
-  // UTF-8 become U+FFFD, or dump would throw.
-  return nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-Response ErrorResponse(int status, const std::string& message) {
-  Response r;
-  r.status = status;
-  r.body = ErrorBody(message);
-  return r;
-}
 
 // Asio opens sockets without SOCK_CLOEXEC: a process the serving program starts (a shell, a
 // curl) would inherit the listening socket and keep the port accepting after StopAccepting.

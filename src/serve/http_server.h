@@ -35,6 +35,10 @@ struct Response {
   std::map<std::string, std::string> headers;
 };
 
+/// A JSON error response: {"error": message} with `status` (bytes of `message` that are
+/// not UTF-8 become U+FFFD).
+Response ErrorResponse(int status, const std::string& message);
+
 /// Called once per request on one of the server's I/O threads. Call `respond` exactly once,
 /// now or later from any thread; a Respond after Stop is dropped. Never block inside.
 using Respond = std::function<void(Response)>;

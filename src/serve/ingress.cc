@@ -5,38 +5,26 @@
 #include "prism/serve/deployment.h"
 
 namespace prism::serve::internal {
-namespace {
-
-http::Response JsonError(int status, const std::string& message) {
-  http::Response r;
-  r.status = status;
-  // A message may quote the request's bytes (a parse error does): bytes that are not
-  // UTF-8 become U+FFFD, or dump would throw.
-  r.body = nlohmann::json{{"error", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return r;
-}
-
-}  // namespace
 
 http::Response ErrorResponse(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const BackPressureError& e) {
-    return JsonError(503, e.what());
+    return http::ErrorResponse(503, e.what());
   } catch (const BadRequestError& e) {
-    return JsonError(400, e.what());
+    return http::ErrorResponse(400, e.what());
   } catch (const DeploymentError& e) {
-    return JsonError(503, e.what());
+    return http::ErrorResponse(503, e.what());
   } catch (const ActorError& e) {
-    return JsonError(503, std::string("serve: the replica died: ") + e.what());
+    return http::ErrorResponse(503, std::string("serve: the replica died: ") + e.what());
   } catch (const TaskError& e) {
     // An exception from the handler, raised on the replica's rank: its type tells 400 from 500.
-    if (e.OriginalType().find("BadRequestError") != std::string::npos) return JsonError(400, e.OriginalMessage());
-    return JsonError(500, e.OriginalMessage());
+    if (e.OriginalType().find("BadRequestError") != std::string::npos) return http::ErrorResponse(400, e.OriginalMessage());
+    return http::ErrorResponse(500, e.OriginalMessage());
   } catch (const std::exception& e) {
-    return JsonError(500, e.what());
+    return http::ErrorResponse(500, e.what());
   } catch (...) {
-    return JsonError(500, "serve: unknown error");
+    return http::ErrorResponse(500, "serve: unknown error");
   }
 }
 
@@ -83,7 +71,7 @@ void Ingress::Handle(http::Request request, http::Respond respond) {
     if (!match) {
       std::string known;
       for (const auto& [p, d] : routes_) known += (known.empty() ? "" : ", ") + p;
-      respond(JsonError(404, "no route for " + request.path + " (route prefixes: " +
+      respond(http::ErrorResponse(404, "no route for " + request.path + " (route prefixes: " +
                                  (known.empty() ? "none" : known) + ")"));
       return;
     }
