@@ -112,8 +112,7 @@ std::string RecordJson(int index, double time, const Metrics& metrics,
 
 Metrics ParseRecordMetrics(const std::string& text, const std::string& file) {
   nlohmann::json json = internal::ParseJson(text, file);
-  if (!json.is_object() || !json.contains("index") || !json.contains("metrics") ||
-      !json["metrics"].is_object()) {
+  if (!internal::IsCheckpointRecord(json)) {
     throw Error(file + " is not a checkpoint record ({\"index\": N, \"time\": T, \"metrics\": "
                        "{...}}); repair or remove that checkpoint directory");
   }

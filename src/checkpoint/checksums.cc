@@ -178,8 +178,7 @@ CheckpointVerification VerifyCheckpoint(const std::string& dir) {
     v.problem = e.what();
     return v;
   }
-  if (!record.is_object() || !record.contains("index") || !record.contains("metrics") ||
-      !record["metrics"].is_object()) {
+  if (!internal::IsCheckpointRecord(record)) {
     v.problem = std::string(kCheckpointRecordFile) + " is not a checkpoint record";
     return v;
   }

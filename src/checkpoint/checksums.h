@@ -39,6 +39,13 @@ std::string CompareFile(const std::string& dir, const FileChecksum& expected);
 /// The record's "files" member: {"model.h5": {"size": N, "crc32": "89abcdef"}, ...}.
 nlohmann::json FilesJson(const std::vector<FileChecksum>& files);
 
+/// Whether `record` has a commit record's shape: an object with "index" and a "metrics"
+/// object ("files" is optional: a record from before checksums).
+inline bool IsCheckpointRecord(const nlohmann::json& record) {
+  return record.is_object() && record.contains("index") && record.contains("metrics") &&
+         record["metrics"].is_object();
+}
+
 /// Reads what FilesJson wrote. Throws prism::Error naming `source` if it is malformed or
 /// names a file outside the checkpoint.
 std::vector<FileChecksum> ParseFiles(const nlohmann::json& files, const std::string& source);
