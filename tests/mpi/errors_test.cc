@@ -158,7 +158,7 @@ TEST(TaskError, NestedFailurePassesThroughAndCanBeCaught) {
 
 TEST(Retries, SucceedsAfterFailedAttempts) {
   TempDir dir;
-  const std::string path = dir.File("attempts");
+  const std::string path = dir / "attempts";
   // Fails on attempts 1 and 2, succeeds on attempt 3 = the second retry.
   auto ref = prism::Task(ErFlaky).SetRetryExceptions(true).SetMaxRetries(2).Remote(path, 3);
   EXPECT_EQ(*prism::Get(ref, 30000), 3);
@@ -167,7 +167,7 @@ TEST(Retries, SucceedsAfterFailedAttempts) {
 
 TEST(Retries, ExhaustedRaisesTaskError) {
   TempDir dir;
-  const std::string path = dir.File("attempts");
+  const std::string path = dir / "attempts";
   auto ref = prism::Task(ErFlaky).SetRetryExceptions(true).SetMaxRetries(2).Remote(path, 100);
   try {
     prism::Get(ref, 30000);
@@ -181,12 +181,12 @@ TEST(Retries, ExhaustedRaisesTaskError) {
 
 TEST(Retries, NoRetryOfExceptionsByDefault) {
   TempDir dir;
-  const std::string path = dir.File("attempts");
+  const std::string path = dir / "attempts";
   // Default: exceptions are not retried even though max_retries defaults to 3.
   EXPECT_THROW(prism::Get(prism::Task(ErFlaky).Remote(path, 2), 30000), prism::TaskError);
   EXPECT_EQ(CountLines(path), 1);
   // SetMaxRetries(0) with retry_exceptions: one attempt only.
-  const std::string path2 = dir.File("attempts2");
+  const std::string path2 = dir / "attempts2";
   auto ref = prism::Task(ErFlaky).SetRetryExceptions(true).SetMaxRetries(0).Remote(path2, 2);
   EXPECT_THROW(prism::Get(ref, 30000), prism::TaskError);
   EXPECT_EQ(CountLines(path2), 1);
@@ -194,7 +194,7 @@ TEST(Retries, NoRetryOfExceptionsByDefault) {
 
 TEST(Retries, DependentsWaitForTheRetry) {
   TempDir dir;
-  const std::string path = dir.File("attempts");
+  const std::string path = dir / "attempts";
   auto flaky = prism::Task(ErFlaky).SetRetryExceptions(true).SetMaxRetries(3).Remote(path, 2);
   auto dependent = prism::Task(ErAddOne).Remote(flaky);
   EXPECT_EQ(*prism::Get(dependent, 30000), 3);

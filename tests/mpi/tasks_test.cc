@@ -137,11 +137,11 @@ TEST(Tasks, VoidTasks) {
   TempDir dir;
   std::vector<prism::ObjectRef<void>> refs;
   for (int r = 0; r < World(); ++r) {
-    refs.push_back(On(r, TkTouch).Remote(dir.File("mark" + std::to_string(r))));
+    refs.push_back(On(r, TkTouch).Remote(dir / ("mark" + std::to_string(r))));
   }
   prism::Get(refs);
   for (int r = 0; r < World(); ++r) {
-    std::ifstream in(dir.File("mark" + std::to_string(r)));
+    std::ifstream in(dir / ("mark" + std::to_string(r)));
     ASSERT_TRUE(in.good()) << "void task on rank " << r << " did not run";
     int written = -1;
     in >> written;

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "../common/test_util.h"  // TempDir (a directory tasks on every rank of this host see), ErrorOf
+
 namespace prism_test {
 
 inline int World() { return prism::GetRuntimeContext().GetWorldSize(); }
@@ -100,31 +102,6 @@ bool PollUntil(Done done, double seconds = 10) {
   }
   return true;
 }
-
-/// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
-/// All ranks of these tests run on one host, so tasks can use it to leave marks.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-mpi-test-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 /// Deterministic 'large' payload: n doubles derived from seed.
 inline std::vector<double> MakeDoubles(size_t n, uint64_t seed) {
