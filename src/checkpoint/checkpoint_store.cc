@@ -1,6 +1,11 @@
 // CheckpointStore: a run's committed checkpoints on storage (see prism/checkpoint_store.h
 // for the protocol). Everything is read back from run_dir on every call, so there is no state to
 // go stale between processes.
+//
+// A commit that fails leaves nothing behind: the staging directory is removed (a moved
+// directory is given back), so the newest committed checkpoint is still the newest. When it
+// failed for want of room (ENOSPC, or libstdc++'s copy's EIO on a file system that has too
+// little left: fs/space.h) the error says so with the numbers and the way out.
 
 #include "prism/checkpoint_store.h"
 
@@ -20,6 +25,7 @@
 
 #include "checkpoint/checksums.h"
 #include "fs/durable_file.h"
+#include "fs/space.h"
 #include "prism/internal/json.h"
 
 namespace prism {
@@ -29,6 +35,7 @@ namespace fs = std::filesystem;
 using internal::ChecksumTree;
 using internal::ErrnoText;
 using internal::FileChecksum;
+using internal::FileError;
 using internal::FsyncPath;
 using internal::kMetadataFile;
 using internal::ReadFileIfExists;
@@ -148,8 +155,10 @@ bool ProcessAlive(long pid) {
 
 /// Removes what an interrupted Commit or retention left behind: staging directories of
 /// processes that are gone (or of this one: its commits are serialized, so none is in
-/// flight), and directories renamed away for deletion.
+/// flight), and directories renamed away for deletion. One that cannot be removed is named
+/// on stderr (once per process) with the way out; the commit goes on.
 void RemoveLeftovers(const std::string& run_dir) {
+  static std::set<std::string> named;  // under CommitMutex()
   for (const auto& name : DirectoryEntries(run_dir)) {
     bool stale = false;
     if (StartsWith(name, kStagingPrefix)) {
@@ -158,11 +167,27 @@ void RemoveLeftovers(const std::string& run_dir) {
     } else if (StartsWith(name, kDeletingPrefix)) {
       stale = true;
     }
-    if (stale) {
-      std::error_code ec;
-      fs::remove_all(run_dir + "/" + name, ec);  // best effort: the next Commit tries again
+    if (!stale) continue;
+    const std::string path = run_dir + "/" + name;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec && named.insert(path).second) {
+      std::fprintf(stderr,
+                   "prism: cannot remove %s, left by an interrupted checkpoint commit or "
+                   "deletion: %s; it is not a checkpoint any more (never listed or resumed "
+                   "from): delete it by hand\n",
+                   path.c_str(), ec.message().c_str());
     }
   }
+}
+
+/// The errno a failure carried (FileError, std::filesystem's errors), else 0.
+int ErrnoOf(const std::exception& e) {
+  if (const auto* file = dynamic_cast<const FileError*>(&e)) return file->err();
+  if (const auto* fs_error = dynamic_cast<const fs::filesystem_error*>(&e)) {
+    return fs_error->code().value();
+  }
+  return 0;
 }
 
 /// A score to rank by, or nullopt when the checkpoint has none (missing or NaN).
@@ -312,20 +337,22 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
   int index = RecordedMaxIndex(run_dir_);
   for (const auto& name : DirectoryEntries(run_dir_)) index = std::max(index, ParseCheckpointName(name));
   ++index;
-  // Claimed before anything is written: an interrupted commit's index is never reused.
-  WriteFileAtomically(run_dir_ + "/" + kIndexFile, std::to_string(index) + "\n");
 
   const std::string final_dir = run_dir_ + "/" + DirName(index);
   const std::string staging =
       run_dir_ + "/" + kStagingPrefix + DirName(index).substr(11) + "-" + std::to_string(::getpid());
   bool moved = false;
+  int err = 0;  // the errno of a failed call that threw without one
   try {
+    // Claimed before anything is written: an interrupted commit's index is never reused.
+    WriteFileAtomically(run_dir_ + "/" + kIndexFile, std::to_string(index) + "\n");
     if (move && ::rename(from.path().c_str(), staging.c_str()) == 0) {
       moved = true;  // same file system: no copy
     } else {
       fs::copy(from.path(), staging, fs::copy_options::recursive | fs::copy_options::copy_symlinks,
                ec);
       if (ec) {
+        err = ec.value();
         throw Error("cannot copy checkpoint " + from.path() + " to " + staging + ": " +
                     ec.message());
       }
@@ -342,17 +369,25 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
     {
       std::string text = RecordJson(index, now, metrics, files);
       FILE* out = std::fopen(record.c_str(), "w");
-      if (out == nullptr) throw Error("cannot create " + record + ": " + ErrnoText(errno));
+      if (out == nullptr) {
+        err = errno;
+        throw Error("cannot create " + record + ": " + ErrnoText(err));
+      }
       bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-      ok = std::fclose(out) == 0 && ok;
-      if (!ok) throw Error("cannot write " + record + ": " + ErrnoText(errno));
+      if (!ok) err = errno;
+      if (std::fclose(out) != 0 && ok) {
+        ok = false;
+        err = errno;
+      }
+      if (!ok) throw Error("cannot write " + record + ": " + ErrnoText(err));
     }
     FsyncTree(staging);
     if (::rename(staging.c_str(), final_dir.c_str()) != 0) {
-      throw Error("cannot rename " + staging + " to " + final_dir + ": " + ErrnoText(errno));
+      err = errno;
+      throw Error("cannot rename " + staging + " to " + final_dir + ": " + ErrnoText(err));
     }
     FsyncPath(run_dir_);
-  } catch (...) {
+  } catch (const std::exception& e) {
     // Give a moved directory back to its owner; anything else left in staging is removed
     // here or by the next Commit.
     if (moved && ::rename(staging.c_str(), from.path().c_str()) == 0) {
@@ -360,7 +395,22 @@ StoredCheckpoint CheckpointStore::Commit(const Checkpoint& from, const Metrics& 
     } else {
       fs::remove_all(staging, ec);
     }
-    throw;
+    if (err == 0) err = ErrnoOf(e);
+    // What the commit needed on run_dir's file system: a copy, or only the record.
+    const uint64_t needed = moved ? 64 * 1024 : internal::TreeBytes(from.path()) + 64 * 1024;
+    if (!internal::OutOfSpace(err, run_dir_, needed)) throw;
+    std::string newest = "the run has no checkpoint yet";
+    try {
+      if (auto latest = Latest()) newest = "the newest checkpoint is still " + latest->checkpoint.path();
+    } catch (const Error&) {
+    }
+    throw FileError("cannot commit checkpoint " + from.path() + " into " + run_dir_ + ": " +
+                        internal::NoSpaceText(err, run_dir_, needed, "the checkpoint") +
+                        ". Nothing was committed (" + newest +
+                        "). Free space there, keep fewer checkpoints "
+                        "(CheckpointConfig::num_to_keep), or set RunConfig::storage_path (or "
+                        "PRISM_STORAGE_PATH) to a file system with room",
+                    err);
   }
   if (move && !moved) fs::remove_all(from.path(), ec);  // copied across file systems
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -23,6 +24,7 @@
 #include "prism/checkpoint.h"
 #include "prism/checkpoint_store.h"
 #include "../../common/test_util.h"
+#include "small_fs.h"
 
 namespace {
 
@@ -35,7 +37,9 @@ using prism::StoredCheckpoint;
 using prism_test::DamageMiddle;
 using prism_test::ErrorOf;
 using prism_test::ReadText;
+using prism_test::SmallFs;
 using prism_test::TempDir;
+using prism_test::WriteBytes;
 using prism_test::WriteText;
 using Metrics = std::map<std::string, double>;
 
@@ -551,6 +555,121 @@ TEST(CheckpointDir, MakeTempCheckpointDirMakesItsOwnLooseRootPrivate) {
   WithTmpdir(tmp.path(), [&] { a = prism::MakeTempCheckpointDir(); });
   EXPECT_EQ(a.rfind(root + "/", 0), 0u) << a;
   EXPECT_EQ(fs::status(root).permissions() & fs::perms::all, fs::perms::owner_all);
+}
+
+// ---- A full disk and what cannot be deleted ----------------------------------------------
+
+/// The names in `dir`.
+std::set<std::string> Names(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+// A commit that does not fit says "no space left" with the numbers and the way out (not
+// libstdc++'s "Input/output error" for a short copy), and loses nothing: no staging
+// directory stays, the source is untouched and the newest checkpoint is still the newest.
+TEST(CheckpointStore, ACommitThatDoesNotFitSaysNoSpaceLeftAndKeepsTheNewestCheckpoint) {
+  TempDir scratch, tmp;
+  SmallFs disk(tmp / "disk", 1 << 20);
+  if (!disk.Mounted()) GTEST_SKIP() << SmallFs::kWhySkipped;
+  const std::string run = disk / "run";
+  CheckpointStore store(run, {});
+  const StoredCheckpoint first = store.Commit(MakeWorkerCheckpoint(scratch, "small"), {{"loss", 1}});
+
+  // 2 MiB from another file system (scratch): copied, and it does not fit.
+  Checkpoint big = MakeWorkerCheckpoint(scratch, "big");
+  WriteBytes(big.path() + "/model.bin", 2 << 20);
+  std::string error = ErrorOf([&] { store.Commit(big, {{"loss", 0.5}}); });
+  EXPECT_NE(error.find("cannot commit checkpoint " + big.path() + " into " + run +
+                       ": no space left on " + disk.path() + " (the file system holding " + run +
+                       "): "),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find(" free, the checkpoint needs about 2.1 MiB"), std::string::npos) << error;
+  EXPECT_NE(error.find("the newest checkpoint is still " + first.checkpoint.path()),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("CheckpointConfig::num_to_keep"), std::string::npos) << error;
+  EXPECT_NE(error.find("PRISM_STORAGE_PATH"), std::string::npos) << error;
+  EXPECT_EQ(error.find("Input/output error"), std::string::npos) << error;
+  EXPECT_TRUE(fs::exists(big.path() + "/model.bin"));  // the source is still whole
+  EXPECT_EQ(fs::file_size(big.path() + "/model.bin"), 2u << 20);
+  EXPECT_EQ(Names(run), (std::set<std::string>{"checkpoint_000001", ".prism_checkpoint_index"}));
+  ResumePoint point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_EQ(point.checkpoint->index, 1);
+  EXPECT_TRUE(point.rejected.empty());
+
+  // A disk with no room at all: the first write (the index record) says it too.
+  WriteBytes(disk / "filler", 2 << 20);
+  error = ErrorOf([&] { store.Commit(MakeWorkerCheckpoint(scratch, "tiny"), {}); });
+  EXPECT_NE(error.find("no space left on " + disk.path()), std::string::npos) << error;
+  EXPECT_NE(error.find("0 bytes free"), std::string::npos) << error;
+  EXPECT_EQ(store.NewestValid().checkpoint->index, 1);
+
+  // Room again: the run goes on.
+  fs::remove(disk / "filler");
+  EXPECT_GT(store.Commit(MakeWorkerCheckpoint(scratch, "after"), {}).index, 1);
+}
+
+// A checkpoint retention cannot delete is named on stderr with the way out; the next
+// commit tries again and names what it still cannot remove, once; once it can, it is gone.
+TEST(CheckpointStore, ACheckpointRetentionCannotDeleteIsNamedAndRemovedLater) {
+  TempDir scratch, storage;
+  CheckpointConfig config;
+  config.num_to_keep = 1;
+  CheckpointStore store(storage.path(), config);
+  const StoredCheckpoint first = store.Commit(MakeWorkerCheckpoint(scratch, "x"), {});
+  // Something in the checkpoint that cannot be removed: a mount point (for root), a
+  // directory without write permission (for anyone else).
+  const std::string stuck = first.checkpoint.path() + "/sub";
+  std::unique_ptr<SmallFs> mount;
+  if (::geteuid() == 0) {
+    mount = std::make_unique<SmallFs>(stuck, 1 << 16);
+    if (!mount->Mounted()) GTEST_SKIP() << SmallFs::kWhySkipped;
+    WriteText(stuck + "/inside", "x");
+  } else {
+    fs::permissions(stuck, fs::perms::owner_read | fs::perms::owner_exec);
+  }
+  const std::string doomed =
+      storage / (".deleting-checkpoint_000001-" + std::to_string(::getpid()));
+  struct Unmount {  // where the mount is once retention renamed its checkpoint away
+    std::string path;
+    ~Unmount() {
+      if (!path.empty()) ::umount2(path.c_str(), MNT_DETACH);
+    }
+  } unmount_renamed{mount ? doomed + "/sub" : ""};
+
+  testing::internal::CaptureStderr();
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {});
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("retention could not delete " + doomed + " (renamed from " +
+                      first.checkpoint.path() + "): "),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("delete it by hand"), std::string::npos) << said;
+  EXPECT_EQ(Indices(store.List()), (std::vector<int>{2}));  // never listed again
+
+  // The next commits try again; the first says what is left, the second says nothing more.
+  testing::internal::CaptureStderr();
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {});
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {});
+  said = testing::internal::GetCapturedStderr();
+  const std::string named = "prism: cannot remove " + doomed + ", left by an interrupted";
+  EXPECT_NE(said.find(named), std::string::npos) << said;
+  EXPECT_EQ(said.find(named), said.rfind(named)) << "named once: " << said;
+  EXPECT_TRUE(fs::exists(doomed));
+
+  // Once it can be removed, the next commit does.
+  if (mount) {
+    ASSERT_EQ(::umount2((doomed + "/sub").c_str(), MNT_DETACH), 0);
+  } else {
+    fs::permissions(doomed + "/sub", fs::perms::owner_all);
+  }
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {});
+  EXPECT_FALSE(fs::exists(doomed));
+  EXPECT_EQ(Indices(store.List()), (std::vector<int>{5}));
 }
 
 }  // namespace
