@@ -5,6 +5,8 @@
 
 #include <hdf5.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -55,20 +57,29 @@ class Hid {
 };
 
 /// The most specific message on HDF5's error stack (then clears it), e.g. "unable to
-/// lock file, errno = 11, error message = 'Resource temporarily unavailable'".
-inline std::string Hdf5Cause() {
-  std::string cause;
+/// lock file, errno = 11, error message = 'Resource temporarily unavailable'". With `err`,
+/// also the errno a system call on the stack failed with (its text says "errno = N"; 0 if
+/// none did): HDF5 reports a full disk only there.
+inline std::string Hdf5Cause(int* err = nullptr) {
+  struct Found {
+    std::string cause;
+    int err = 0;
+  } found;
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_UPWARD,
-      [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
-        if (n == 0 && err != nullptr && err->desc != nullptr) {
-          *static_cast<std::string*>(data) = err->desc;
+      [](unsigned n, const H5E_error2_t* e, void* data) -> herr_t {
+        auto* found = static_cast<Found*>(data);
+        if (e == nullptr || e->desc == nullptr) return 0;
+        if (n == 0) found->cause = e->desc;
+        if (found->err == 0) {
+          if (const char* at = std::strstr(e->desc, "errno = ")) found->err = std::atoi(at + 8);
         }
         return 0;
       },
-      &cause);
+      &found);
   H5Eclear2(H5E_DEFAULT);
-  return cause;
+  if (err != nullptr) *err = found.err;
+  return found.cause;
 }
 
 }  // namespace prism::internal

@@ -14,12 +14,16 @@
 // over <file>, so a reader sees the old file or the complete new one. LoadStateDict first
 // checks the file against the CRC-32 its checkpoint's commit recorded
 // (VerifyCheckpointFile, prism/checkpoint_store.h), so a damaged file is an error, not
-// weights.
+// weights. A save that fails for want of room says so, with the file system, the bytes
+// free and about how many the file needed (fs/space.h; HDF5 keeps the errno of a failed
+// write in its error stack's text, so Fail passes it on in a FileError).
 
 #include <hdf5.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -39,6 +43,7 @@ namespace prism::train {
 namespace {
 
 using prism::internal::ErrnoText;
+using prism::internal::FileError;
 using prism::internal::FsyncPath;
 using prism::internal::ParentDir;
 
@@ -52,8 +57,13 @@ using prism::internal::Hdf5Mutex;  // one HDF5 call at a time in the process, Da
 using prism::internal::Hid;
 
 [[noreturn]] void Fail(const std::string& file, const std::string& what) {
-  std::string cause = Hdf5Cause();
-  throw Error(file + ": " + what + (cause.empty() ? "" : ": " + cause));
+  const int call_errno = errno;
+  int err = 0;
+  std::string cause = Hdf5Cause(&err);
+  // errno itself may be left over from an earlier call: trusted only when it says the disk
+  // is full, and then only if the stack names no errno of its own.
+  if (err == 0 && (call_errno == ENOSPC || call_errno == EDQUOT)) err = call_errno;
+  throw FileError(file + ": " + what + (cause.empty() ? "" : ": " + cause), err);
 }
 
 /// Throws prism::Error naming `file` and `what` if an HDF5 call returned a negative id or
@@ -415,6 +425,36 @@ void WriteStateFile(const std::string& path, const std::string& file,
   if (f.Close() < 0) Fail(file, "cannot close " + path + " (data may not have been written)");
 }
 
+/// About how many bytes the file of `module` and `optimizer_bytes` takes: the tensors as
+/// stored (half and bfloat16 as float32) and the optimizer's bytes, with room for HDF5's
+/// own headers.
+uint64_t StateDictBytes(const torch::nn::Module& module, const std::string& optimizer_bytes) {
+  uint64_t total = 4096 + optimizer_bytes.size();
+  for (const auto& [name, tensor] : NamedTensors(module)) {
+    const auto type = tensor.scalar_type();
+    const uint64_t element =
+        (type == torch::kHalf || type == torch::kBFloat16) ? 4 : tensor.element_size();
+    total += 512 + static_cast<uint64_t>(tensor.numel()) * element;
+  }
+  return total;
+}
+
+/// Rethrows the exception in flight, as a full disk when that is why the save failed.
+[[noreturn]] void RethrowSaveFailure(const std::string& file, uint64_t needed) {
+  try {
+    throw;
+  } catch (const FileError& e) {
+    const std::string dir = ParentDir(file);
+    if (!prism::internal::OutOfSpace(e.err(), dir, needed)) throw;
+    throw FileError("cannot save the state dict " + file + ": " +
+                        prism::internal::NoSpaceText(e.err(), dir, needed, "the state dict") +
+                        ". Nothing was written (a file already there is unchanged); free space "
+                        "there or save to another file system (MakeTempCheckpointDir's "
+                        "directories are under TMPDIR)",
+                    e.err());
+  }
+}
+
 }  // namespace
 
 void SaveStateDict(const std::string& file, const torch::nn::Module& module,
@@ -444,6 +484,7 @@ void SaveStateDict(const std::string& file, const torch::nn::Module& module,
   }
 
   const std::string tmp = file + ".tmp";
+  const uint64_t needed = StateDictBytes(module, optimizer_bytes);
   {
     std::lock_guard<std::mutex> lock(Hdf5Mutex());
     SilenceHdf5Errors();
@@ -452,14 +493,14 @@ void SaveStateDict(const std::string& file, const torch::nn::Module& module,
                      attributes);
     } catch (...) {
       std::remove(tmp.c_str());  // every handle is closed by now: nothing half-written stays
-      throw;
+      RethrowSaveFailure(file, needed);
     }
   }
   try {
     FsyncPath(tmp);
   } catch (...) {
     std::remove(tmp.c_str());
-    throw;
+    RethrowSaveFailure(file, needed);
   }
   if (std::rename(tmp.c_str(), file.c_str()) != 0) {
     int err = errno;

@@ -21,6 +21,7 @@
 #include "prism/checkpoint_store.h"
 #include "prism/train/checkpoint.h"
 #include "../../common/test_util.h"
+#include "../checkpoint/small_fs.h"
 
 namespace {
 
@@ -35,6 +36,7 @@ using prism::train::ReadAttributes;
 using prism::train::SaveStateDict;
 using prism_test::DamageMiddle;
 using prism_test::ErrorOf;
+using prism_test::SmallFs;
 using prism_test::TempDir;
 using prism_test::WriteText;
 
@@ -302,6 +304,31 @@ TEST(StateDict, Hdf5FailuresBecomeErrorsNamingTheFile) {
       << error;
   EXPECT_NE(error.find("Is a directory"), std::string::npos) << error;  // HDF5's own cause
   EXPECT_FALSE(fs::exists(file));
+}
+
+// A state dict that does not fit says "no space left" with the room left and the room it
+// needed, and the file saved before is still there, whole.
+TEST(StateDict, ASaveThatDoesNotFitSaysNoSpaceLeftAndKeepsThePreviousFile) {
+  TempDir tmp;
+  SmallFs disk(tmp / "disk", 1 << 20);
+  if (!disk.Mounted()) GTEST_SKIP() << SmallFs::kWhySkipped;
+  const std::string file = disk / "model.h5";
+  Net net;
+  SaveStateDict(file, *net, nullptr, {{"epoch", 1}});
+  torch::nn::Linear big(512, 1024);  // 2 MiB of float32 weights
+  torch::optim::SGD sgd(big->parameters(), 0.1);
+  std::string error = ErrorOf([&] { SaveStateDict(file, *big, &sgd, {{"epoch", 2}}); });
+  EXPECT_EQ(error.rfind("cannot save the state dict " + file + ": no space left on " +
+                            disk.path() + ": ",
+                        0),
+            0u)
+      << error;
+  EXPECT_NE(error.find(" free, the state dict needs about 2.0 MiB"), std::string::npos) << error;
+  EXPECT_NE(error.find("a file already there is unchanged"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(file + ".tmp"));
+  EXPECT_EQ(std::get<int64_t>(ReadAttributes(file).at("epoch")), 1);
+  Net loaded;
+  LoadStateDict(file, *loaded);
 }
 
 /// Output of a shell command (stdout and stderr).
