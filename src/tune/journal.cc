@@ -49,12 +49,25 @@ Journal::Journal(std::string path) : path_(std::move(path)) {
   }
   // A torn last line (a kill or a full disk mid-write) is cut off before anything is
   // appended, so the next event starts a line of its own and every later Read still works.
+  // A last line that lacks only its '\n' is a whole event, which Read returns: it gets its
+  // '\n' instead, so the journal keeps what a restore read from it.
   std::ifstream in(path_, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t cut = std::string::npos;  // where the torn line starts, if there is one
   if (!text.empty() && text.back() != '\n') {
     const size_t newline = text.rfind('\n');
-    cut = newline == std::string::npos ? 0 : newline + 1;
+    const size_t start = newline == std::string::npos ? 0 : newline + 1;
+    if (ParseEvent(text.substr(start))) {
+      if (::write(fd_, "\n", 1) != 1) {
+        const int err = errno;
+        ::close(fd_);
+        fd_ = -1;
+        throw Error("prism::tune: cannot end the last line of the experiment journal " + path_ +
+                    ": " + std::strerror(err) + " (is the file system full?)");
+      }
+    } else {
+      cut = start;
+    }
   } else if (text.size() >= 2) {
     const size_t newline = text.rfind('\n', text.size() - 2);
     const size_t start = newline == std::string::npos ? 0 : newline + 1;

@@ -22,7 +22,9 @@ namespace prism::tune::internal {
 
 class Journal {
  public:
-  /// Opens (creating) `path` for appending. Throws prism::Error naming it on failure.
+  /// Opens (creating) `path` for appending: cuts off a torn last line (the one Read drops),
+  /// and ends with '\n' a last line that is a whole event but lacks it (one Read returns).
+  /// Throws prism::Error naming it on failure, or when another process holds it.
   explicit Journal(std::string path);
   ~Journal();
   Journal(const Journal&) = delete;

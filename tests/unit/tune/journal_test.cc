@@ -54,6 +54,23 @@ TEST(Journal, OpeningCutsATornLastLineSoLaterEventsStartTheirOwn) {
   EXPECT_EQ(prism_test::ReadText(file).find("res{"), std::string::npos);
 }
 
+// Found by the journal's fuzz target (tests/fuzz/corpus/journal/regress-*): a whole event
+// that lacks only its '\n' is read, so opening the journal must keep it, not cut it as torn.
+TEST(Journal, AWholeLastEventWithoutItsNewlineIsKeptWhenOpened) {
+  TempDir dir;
+  const std::string file = dir / "experiment_state.jsonl";
+  WriteText(file, "{\"e\": \"experiment\"}\n{\"e\": \"result\", \"n\": 1}");
+  ASSERT_EQ(Journal::Read(file).size(), 2u);
+  {
+    Journal journal(file);
+    journal.Append({{"e", "restore"}});
+  }
+  auto events = Journal::Read(file);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1]["n"], 1);
+  EXPECT_EQ(events[2]["e"], "restore");
+}
+
 TEST(Journal, OneWriterAtATime) {
   TempDir dir;
   const std::string file = dir / "experiment_state.jsonl";
