@@ -178,6 +178,40 @@ void CheckChosenCheckpoint(const Checkpoint& checkpoint) {
   }
 }
 
+/// The run directory (storage_path/name) of a Fit that may fail: made by the store if it
+/// was not there, it goes again, with a storage path made for it, when the Fit ends in an
+/// exception having written nothing into it, so a failed start leaves no empty directory
+/// behind. One with results or checkpoints stays, and WhatIsLeft names it for the error.
+class RunDirectoryGuard {
+ public:
+  RunDirectoryGuard(std::string storage, std::string trial_dir)
+      : storage_(std::move(storage)), trial_dir_(std::move(trial_dir)) {
+    std::error_code ec;
+    made_storage_ = !std::filesystem::exists(storage_, ec);
+    made_trial_dir_ = !std::filesystem::exists(trial_dir_, ec);
+  }
+  RunDirectoryGuard(const RunDirectoryGuard&) = delete;
+  RunDirectoryGuard& operator=(const RunDirectoryGuard&) = delete;
+  ~RunDirectoryGuard() {
+    if (kept_ || !made_trial_dir_) return;
+    // rmdir removes only an empty directory: never anything a worker wrote meanwhile.
+    if (::rmdir(trial_dir_.c_str()) == 0 && made_storage_) ::rmdir(storage_.c_str());
+  }
+  /// The Fit ended well: the directory is its result.
+  void Keep() { kept_ = true; }
+  /// For a failure's message: where the run's results and checkpoints are, if it has any.
+  std::string WhatIsLeft() const {
+    std::error_code ec;
+    if (std::filesystem::is_empty(trial_dir_, ec) || ec) return "";
+    return ". The run's results and checkpoints so far are in " + trial_dir_ +
+           " (a Fit with the same name and storage_path resumes from them)";
+  }
+
+ private:
+  std::string storage_, trial_dir_;
+  bool made_storage_ = false, made_trial_dir_ = false, kept_ = false;
+};
+
 }  // namespace
 
 Result RunGroup(const GroupRun& spec) {
@@ -191,6 +225,7 @@ Result RunGroup(const GroupRun& spec) {
   const std::string name = run.name.empty() ? DefaultRunName(spec.kind) : run.name;
   const std::string storage = run.storage_path.empty() ? DefaultStoragePath() : run.storage_path;
   const std::string trial_dir = storage + "/" + name;
+  RunDirectoryGuard run_dir_guard(storage, trial_dir);
   CheckpointStore store(trial_dir, run.checkpoint_config);  // checks it is writable
 
   std::string resume;
@@ -320,7 +355,8 @@ Result RunGroup(const GroupRun& spec) {
     if (run.failure_config.max_failures >= 0 && failures > run.failure_config.max_failures) {
       throw TrainingFailedError("prism::train: training failed (" + std::to_string(failures) +
                                 " failure(s), max_failures=" +
-                                std::to_string(run.failure_config.max_failures) + "): " + failure);
+                                std::to_string(run.failure_config.max_failures) + "): " + failure +
+                                run_dir_guard.WhatIsLeft());
     }
     if (std::string newest = NewestValidCheckpoint(store, name, false); !newest.empty()) {
       resume = newest;
@@ -334,6 +370,7 @@ Result RunGroup(const GroupRun& spec) {
     }
   }
 
+  run_dir_guard.Keep();
   Result result;
   result.path = trial_dir;
   if (last_report) result.metrics = last_report->metrics;

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fs/durable_file.h"
 #include "prism/api.h"
 #include "prism/checkpoint_store.h"
 #include "prism/internal/json.h"
@@ -328,10 +329,31 @@ bool UnderTempCheckpointRoot(const std::string& path) {
   return path.rfind(root, 0) == 0;
 }
 
+/// Commits world rank 0's reported checkpoint into the run and returns where it went. A
+/// checkpoint in MakeTempCheckpointDir's scratch that fails to commit is removed (it would
+/// only fill TMPDIR: the run goes on from its newest committed checkpoint), and the error
+/// says so; a directory of the caller's own is left where it was, and the error says that.
+std::string CommitReported(const WorkerSpec& spec, const Checkpoint& checkpoint,
+                           const Metrics& metrics) {
+  try {
+    CheckpointStore store(spec.trial_dir, spec.checkpoint_config);
+    return store.Commit(checkpoint, metrics, /*move=*/true).checkpoint.path();
+  } catch (const Error& e) {
+    std::error_code ec;
+    std::string where;
+    if (!UnderTempCheckpointRoot(checkpoint.path())) {
+      where = "the checkpoint directory " + checkpoint.path() + " is left as it was";
+    } else if (std::filesystem::remove_all(checkpoint.path(), ec); ec) {
+      where = "its scratch copy " + checkpoint.path() + " could not be removed (" + ec.message() +
+              "): delete it by hand";
+    } else {
+      where = "its scratch copy " + checkpoint.path() + " was removed";
+    }
+    throw Error("prism::train: Report: " + std::string(e.what()) + "; " + where);
+  }
+}
 
 }  // namespace
-
-
 
 void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
   const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -343,17 +365,19 @@ void AppendHistory(const std::string& trial_dir, const ReportRecord& r) {
   line["checkpoint_dir_name"] =
       r.checkpoint_path.empty() ? nlohmann::json()
                                 : nlohmann::json(std::filesystem::path(r.checkpoint_path).filename().string());
-  std::ofstream(trial_dir + "/result.json", std::ios::app) << line.dump() << "\n";
+  // Each line in one write or not at all (a full disk), so ReadHistory never meets half a
+  // line; a failure is the report's error, naming the file and the cause.
+  prism::internal::AppendWhole(trial_dir + "/result.json", line.dump() + "\n");
 
   const std::string csv = trial_dir + "/progress.csv";
-  const bool fresh = !std::filesystem::exists(csv);
-  std::ofstream out(csv, std::ios::app);
-  if (fresh) {
+  std::ostringstream out;
+  if (!std::filesystem::exists(csv)) {
     for (const auto& [k, v] : r.metrics) out << k << ",";
     out << "training_iteration,attempt,timestamp\n";
   }
   for (const auto& [k, v] : r.metrics) out << CsvNumber(v) << ",";
   out << r.iteration << "," << r.attempt << "," << CsvNumber(now) << "\n";
+  prism::internal::AppendWhole(csv, out.str());
 }
 
 std::vector<Metrics> ReadHistory(const std::string& trial_dir) {
@@ -480,10 +504,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
     record.attempt = w.spec.attempt;
     record.iteration = w.reports;
     record.metrics = metrics;
-    if (checkpoint) {
-      CheckpointStore store(w.spec.trial_dir, w.spec.checkpoint_config);
-      record.checkpoint_path = store.Commit(*checkpoint, metrics, /*move=*/true).checkpoint.path();
-    }
+    if (checkpoint) record.checkpoint_path = internal::CommitReported(w.spec, *checkpoint, metrics);
     internal::AppendHistory(w.spec.trial_dir, record);
     platform::CurrentWorker().Report(platform::ToBytes(record));  // to the driver, in order
   } else if (checkpoint && internal::UnderTempCheckpointRoot(checkpoint->path())) {
