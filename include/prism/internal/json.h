@@ -64,7 +64,8 @@ inline nlohmann::json ParseJson(std::string_view text, const std::string& source
   std::string why;
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // A parse_error, or out_of_range for a number no double holds (1e999).
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ...": the part
     // after the tag.
     why = e.what();

@@ -53,7 +53,7 @@ struct Request {
     }
     try {
       return nlohmann::json::parse(body);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e999)
       throw BadRequestError(std::string("invalid JSON in the request body: ") + e.what());
     }
   }

@@ -216,6 +216,25 @@ TEST(CheckpointStore, ADeeplyNestedRecordIsRejectedNotACrash) {
       << point.rejected[0].problem;
 }
 
+// Found by fuzzing the checkpoint readers (tests/fuzz/corpus/checkpoint/regress-*): a number
+// no double holds threw nlohmann's out_of_range, past every `catch (const prism::Error&)`,
+// so one such record stopped List and NewestValid for the whole run.
+TEST(CheckpointStore, ARecordWithANumberTooLargeForADoubleIsRejectedNotAnEscape) {
+  TempDir scratch, storage;
+  CheckpointStore store(storage.path(), {});
+  store.Commit(MakeWorkerCheckpoint(scratch, "x"), {{"loss", 1.0}});
+  store.Commit(MakeWorkerCheckpoint(scratch, "y"), {{"loss", 0.5}});
+  WriteText(storage / "checkpoint_000002/prism_checkpoint.json",
+            "{\"index\": 2, \"metrics\": {\"loss\": 1e999}}");
+  EXPECT_EQ(store.List().size(), 1u);
+  ResumePoint point = store.NewestValid();
+  ASSERT_TRUE(point.checkpoint.has_value());
+  EXPECT_EQ(point.checkpoint->index, 1);
+  ASSERT_EQ(point.rejected.size(), 1u);
+  EXPECT_NE(point.rejected[0].problem.find("malformed JSON: number overflow"), std::string::npos)
+      << point.rejected[0].problem;
+}
+
 TEST(CheckpointStore, ARecordWithPythonsNaNAndInfinityWordsStillReads) {
   // Records written before the null convention hold NaN and Infinity as bare words (as
   // Python's json module writes them): they stay readable, and the checkpoint stays valid.
