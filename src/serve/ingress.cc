@@ -28,17 +28,6 @@ http::Response ErrorResponse(std::exception_ptr error) {
   }
 }
 
-std::optional<std::string> MatchRoute(const std::map<std::string, std::string>& routes, const std::string& path) {
-  std::optional<std::string> best;
-  for (const auto& [prefix, deployment] : routes) {
-    const bool match = prefix == "/" || path == prefix ||
-                       (path.compare(0, prefix.size(), prefix) == 0 &&
-                        (prefix.back() == '/' || (path.size() > prefix.size() && path[prefix.size()] == '/')));
-    if (match && (!best || prefix.size() > best->size())) best = prefix;
-  }
-  return best;
-}
-
 Ingress::Ingress(const std::string& host, uint16_t port) {
   http::ServerOptions options;
   options.host = host;

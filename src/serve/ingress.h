@@ -19,15 +19,12 @@
 #include <string>
 
 #include "serve/http_server.h"
+#include "serve/router_core.h"  // MatchRoute
 
 namespace prism::serve::internal {
 
 /// The HTTP answer for a failed call (the mapping above), with body {"error": message}.
 http::Response ErrorResponse(std::exception_ptr error);
-
-/// The route prefix (a key of `routes`) that serves `path`: the longest that equals it or
-/// is followed in it by '/' ("/" matches every path); nullopt if none.
-std::optional<std::string> MatchRoute(const std::map<std::string, std::string>& routes, const std::string& path);
 
 class Ingress {
  public:

@@ -18,4 +18,15 @@ int ChooseReplica(const std::vector<ReplicaLoad>& replicas, int max_ongoing_requ
   return replicas[static_cast<size_t>(rb)].in_flight < replicas[static_cast<size_t>(ra)].in_flight ? rb : ra;
 }
 
+std::optional<std::string> MatchRoute(const std::map<std::string, std::string>& routes, const std::string& path) {
+  std::optional<std::string> best;
+  for (const auto& [prefix, deployment] : routes) {
+    const bool match = prefix == "/" || path == prefix ||
+                       (path.compare(0, prefix.size(), prefix) == 0 &&
+                        (prefix.back() == '/' || (path.size() > prefix.size() && path[prefix.size()] == '/')));
+    if (match && (!best || prefix.size() > best->size())) best = prefix;
+  }
+  return best;
+}
+
 }  // namespace prism::serve::internal

@@ -9,7 +9,10 @@
 // slots.
 
 #include <cstddef>
+#include <map>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace prism::serve::internal {
@@ -22,6 +25,11 @@ struct ReplicaLoad {
 
 /// The index of the replica to send to, or -1 when none has room.
 int ChooseReplica(const std::vector<ReplicaLoad>& replicas, int max_ongoing_requests, std::mt19937_64& rng);
+
+/// The route prefix (a key of `routes`) that serves `path`: the longest that equals it or
+/// is followed in it by '/' ("/" matches every path); nullopt if none. The HTTP ingress
+/// sends each request to the application whose prefix this picks.
+std::optional<std::string> MatchRoute(const std::map<std::string, std::string>& routes, const std::string& path);
 
 /// Whether one more request may wait when `queued` already do.
 inline bool CanQueue(size_t queued, int max_queued_requests) {
