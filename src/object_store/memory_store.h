@@ -14,8 +14,9 @@
 // throws ObjectStoreFullError with the sizes involved. Files go when their objects are
 // freed and when the store is destroyed. Disk I/O never happens under the store's lock.
 // Each file starts with a header naming the store that wrote it (a random token), the
-// object and its size, and a CRC-32 of the bytes: a file that is not this store's copy of
-// that object, or was changed, is read back as ObjectLostError, never as the object.
+// object and its size, and a CRC-32 of the bytes (spill_file.h): a file that is not this
+// store's copy of that object, or was changed, is read back as ObjectLostError, never as
+// the object.
 
 #include <chrono>
 #include <condition_variable>
