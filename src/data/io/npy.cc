@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -149,12 +150,21 @@ NpyHeader ReadNpyHeader(const std::string& path) {
         "the array is in Fortran order, so its rows are not contiguous: save it with "
         "np.save(path, np.ascontiguousarray(a))");
   }
-  uint64_t elements = 1;
-  for (int64_t d : out.shape) {
-    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements))
-      Bad(path, "shape too large");
+  // The bytes of a row, then of the array, checked for overflow: a corrupt shape such as
+  // (2**61,) of float64 would otherwise wrap to a small size that the file seems to hold,
+  // and rows would be read (and indexed) far past the bytes there are.
+  uint64_t row_bytes = DTypeSize(out.dtype);
+  bool overflow = false;
+  for (size_t i = 1; i < out.shape.size(); ++i)
+    overflow |= __builtin_mul_overflow(row_bytes, static_cast<uint64_t>(out.shape[i]), &row_bytes);
+  uint64_t need = 0;
+  overflow |= row_bytes > static_cast<uint64_t>(INT64_MAX) ||
+              __builtin_mul_overflow(row_bytes, static_cast<uint64_t>(out.shape[0]), &need) ||
+              __builtin_add_overflow(need, out.data_offset, &need);
+  if (overflow) {
+    Bad(path, "its shape " + ShapeToString(out.shape) +
+                  " holds more bytes than any file can: the .npy header is corrupt");
   }
-  const uint64_t need = out.data_offset + elements * DTypeSize(out.dtype);
   if (size < need) {
     Bad(path, "holds " + std::to_string(size) + " bytes but its shape " + ShapeToString(out.shape) +
                   " needs " + std::to_string(need) + ": the file is truncated");

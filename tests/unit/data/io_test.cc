@@ -386,6 +386,15 @@ TEST_F(DataIo, NumpyBadInputSaysWhatToDo) {
               HasSubstr("needs "));
   EXPECT_THAT(error("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }"),
               HasSubstr("structured"));
+  // Shapes whose byte count wraps around 2^64 (found by fuzzing the .npy reader,
+  // tests/fuzz/corpus/npy/regress-*): they looked like a few bytes the file holds, and a
+  // read made a block of 2^62 values per row over none.
+  EXPECT_THAT(error("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }"),
+              HasSubstr("holds more bytes than any file can"));
+  EXPECT_THAT(error("{'descr': '<i4', 'fortran_order': False, 'shape': (1, 4611686018427387904), }"),
+              HasSubstr("holds more bytes than any file can"));
+  EXPECT_THAT(error("{'descr': '<i4', 'fortran_order': False, 'shape': (0, 4611686018427387904), }"),
+              HasSubstr("holds more bytes than any file can"));
   WriteText("plain.npy", "just some text, long enough");
   EXPECT_THAT(ErrorOf([&] { io::ReadNpyHeader(Path("plain.npy")); }), HasSubstr("not a .npy file"));
   EXPECT_THAT(ErrorOf([&] { io::ReadNpyRows(Path("gone.npy"), 0, 1); }),
