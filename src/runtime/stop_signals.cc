@@ -1,6 +1,7 @@
 #include "runtime/stop_signals.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,9 +167,31 @@ __attribute__((constructor)) void InstallEarlyStopSignals() {
   }
 }
 
+// A rank whose launcher (mpirun, orted) is killed outright would otherwise live on as an
+// orphan, still writing a Tune journal or a checkpoint that a restarted job is about to
+// read: the kernel kills it when its parent ends (a parent-death signal). It is set on this
+// thread, which lives from Init to Shutdown: the kernel looks at the setting of each live
+// thread of the child, and a thread's setting ends with the thread. The launcher forks its
+// ranks from its main thread, so a launcher thread ending does not fire it. A launcher that
+// died before the setting took is seen by the parent having changed.
+void EndWithLauncher(pid_t launcher) {
+  if (launcher <= 0) return;
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+    PRISM_LOG_WARN("cannot ask to end with the MPI launcher (prctl: " << std::strerror(errno)
+                   << "); a rank outlives a launcher killed with SIGKILL");
+    return;
+  }
+  if (getppid() != launcher) {
+    std::fprintf(stderr, "prism: the MPI launcher (pid %d) has ended; exiting\n", static_cast<int>(launcher));
+    std::fflush(stderr);
+    _exit(1);
+  }
+}
+
 // Blocks in read() by design: woken by a signal, or by the 0 byte Uninstall writes.
-void Watch(int rank) {
+void Watch(int rank, pid_t launcher) {
   NameThisThread("prism-signals");
+  EndWithLauncher(launcher);
   for (;;) {
     char byte = 0;
     ssize_t n = read(g_pipe[0], &byte, 1);
@@ -256,7 +279,7 @@ void InstallStopSignals(int rank, std::vector<std::string> hosts, std::vector<in
   for (size_t i = 0; i < std::size(kSignals); ++i) {
     InstallIfDefault(i);
   }
-  g_watcher = std::thread(Watch, rank);
+  g_watcher = std::thread(Watch, rank, g_parent_is_mpi_launcher ? getppid() : 0);
   if (early != 0) {
     // Heard before Init: the watcher logs it and rank 0 acknowledges it now.
     const char byte = static_cast<char>(early);

@@ -23,6 +23,9 @@
 //     spill_check SEED  Puts 40 objects of 4 MiB whose bytes depend on SEED (with a small
 //                       object store they spill), reads them all back twice and checks
 //                       every byte; prints "spill_check ok" or what was wrong (exit 1)
+//     heartbeat DIR     every rank appends a line to DIR/rank<r> every 20 ms for 60 s (a
+//                       task holds each worker rank; the driver writes its own): what a
+//                       rank still writes after its launcher is killed shows in the files
 #include <prism/api.h>
 #include <prism/platform/preemption.h>
 #include <signal.h>
@@ -44,6 +47,19 @@
 namespace {
 
 int Square(int x) { return x * x; }
+/// Appends a line to dir/rank<r> every 20 ms for 60 s.
+int Heartbeat(std::string dir) {
+  const int rank = prism::GetRuntimeContext().GetRank();
+  const std::string path = dir + "/rank" + std::to_string(rank);
+  for (int i = 0; i < 3000; ++i) {
+    if (FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fprintf(f, "%d\n", i);
+      std::fclose(f);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return rank;
+}
 int KillSelf(int sig) {
   std::fprintf(stderr, "failure_helper: rank %d raising signal %d\n",
                prism::GetRuntimeContext().GetRank(), sig);
@@ -85,7 +101,7 @@ int SleepMs(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;
 }
-PRISM_REMOTE(Square, KillSelf, ThrowInThread, ListeningSockets, ExitThree, SleepMs);
+PRISM_REMOTE(Square, KillSelf, ThrowInThread, ListeningSockets, ExitThree, SleepMs, Heartbeat);
 
 int LastRank() { return prism::GetRuntimeContext().GetWorldSize() - 1; }
 std::string RankRes(int r) { return "rank:" + std::to_string(r); }
@@ -255,6 +271,13 @@ int main(int argc, char** argv) {
     const int last = *prism::Task(Square).SetResource(RankRes(LastRank()), 0.01).Remote(7).Get(30000);
     std::printf("failure_helper: idle rank %d alive after %d calls to ranks 1 and 2 (%d)\n",
                 LastRank(), calls, last);
+    prism::Shutdown();
+    return 0;
+  } else if (mode == "heartbeat" && argc > 2) {
+    for (int r = 1; r <= LastRank(); ++r) {
+      prism::Task(Heartbeat).SetResource(RankRes(r), 0.01).Remote(std::string(argv[2]));
+    }
+    Heartbeat(argv[2]);
     prism::Shutdown();
     return 0;
   } else if (mode == "spill_check") {
