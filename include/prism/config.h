@@ -14,6 +14,7 @@
 //   ranks_per_node        --prism-ranks-per-node=2      PRISM_RANKS_PER_NODE
 //   max_inline_bytes      --prism-max-inline-bytes=     PRISM_MAX_INLINE_BYTES
 //   rank_timeout_s        --prism-rank-timeout=30       PRISM_RANK_TIMEOUT
+//   pending_warn_s        --prism-pending-warn=10       PRISM_PENDING_WARN (seconds; 0: never)
 //   log_level             --prism-log-level=info        PRISM_LOG_LEVEL (error|warn|info|debug)
 //   task_table_size       --prism-task-table-size=N     PRISM_TASK_TABLE_SIZE
 //   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
@@ -51,6 +52,10 @@ struct Config {
   std::optional<uint64_t> max_inline_bytes;
   /// A rank silent for this long is declared dead and the job ends. Default 60 s.
   std::optional<double> rank_timeout_s;
+  /// A task that has waited this long for resources only an actor's end or a placement
+  /// group's removal can free is named in a warning on rank 0, with what it wants and what
+  /// holds it (again each time its wait doubles). 0: never. Default 10 s.
+  std::optional<double> pending_warn_s;
   /// error, warn, info or debug. Default warn.
   std::optional<std::string> log_level;
   /// How many ended tasks the head keeps for prism::state::ListTasks (the most recent);

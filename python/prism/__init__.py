@@ -77,6 +77,8 @@ def is_initialized():
 
 def _raise_task_failure(fields):
     original_type, message, task_name, rank, what = fields
+    if original_type == "WorkerCrashed":
+        raise exceptions.WorkerCrashedError(f"prism: {message}; its retries (max_retries) are spent") from None
     at = message.rfind(_MARKER)
     if at < 0:  # a C++ task failed
         raise TaskError(what, None, original_type, "", task_name, rank) from None

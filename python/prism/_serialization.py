@@ -60,16 +60,52 @@ class _Pickler(cloudpickle.CloudPickler):
         return super().reducer_override(obj)
 
 
-def _pickle(value):
+MAX_VALUE_DEPTH = 1000  # C++'s prism::kMaxValueDepth: the same limit in both languages
+_TOO_DEEP = (f"prism: cannot serialize a value nested more than {MAX_VALUE_DEPTH} levels deep "
+             "(prism's value depth limit, as in C++: every list, dict, tuple and object inside a "
+             "value is a level); going deeper would overflow the thread's stack. Flatten the "
+             "structure: keep a tree's nodes in one list and refer to children by index, or a long "
+             "chain as a list")
+
+
+def _frames():
+    frame, n = sys._getframe(), 0
+    while frame is not None:
+        frame, n = frame.f_back, n + 1
+    return n
+
+
+def _dump(value):
     buffers = []
     out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(value)
+    return out.getbuffer(), buffers
+
+
+def _too_deep(e):
+    # cloudpickle turns a RecursionError into a PicklingError raised while handling it.
+    return any(isinstance(x, RecursionError) for x in (e, e.__cause__, e.__context__))
+
+
+def _pickle(value):
     try:
-        _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(value)
+        try:
+            return _dump(value)
+        except (RecursionError, pickle.PicklingError) as e:
+            # Python's recursion limit counts the caller's frames too: give the value its
+            # full MAX_VALUE_DEPTH levels (the pickler takes two per level: its save and our
+            # reducer_override), then try once more.
+            needed = _frames() + 2 * MAX_VALUE_DEPTH + 50
+            if not _too_deep(e) or sys.getrecursionlimit() >= needed:
+                raise
+            sys.setrecursionlimit(needed)
+        return _dump(value)
     except Exception as e:
+        if _too_deep(e):
+            raise SerializationError(_TOO_DEEP) from None
         raise SerializationError(
             f"prism: cannot pickle a value of type {type(value).__name__}: {e} (values that cross "
             "ranks must be picklable: no locks, open files, sockets or generators)") from e
-    return out.getbuffer(), buffers
 
 
 def encode(value):

@@ -4,9 +4,13 @@ bytes, cached), decodes the arguments, calls it and encodes the result. An excep
 back as ("error", text): the traceback, then the pickled exception after a marker, which
 prism.get turns back into the same exception type on the driver."""
 
+import asyncio
 import base64
 import importlib
+import inspect
+import os
 import sys
+import threading
 import traceback
 
 import cloudpickle
@@ -14,8 +18,50 @@ import cloudpickle
 from . import _serialization
 from .exceptions import FunctionNotFoundError, TaskError
 
-MARKER = "\n[prism-python-exception:"
+MARKER = "\n[prism-python-exception:"  # the C++ core's kErrorAttachmentMarker
 _cache = {}  # function blob -> function or class
+_calls = threading.local()  # per executor thread: .depth (user code running), .loop, .pid
+
+
+class _ProcessExit(BaseException):
+    """os._exit called by a task's code: it would end the rank and every task on it."""
+
+    def __init__(self, status):
+        BaseException.__init__(self, status)
+        self.status = status
+
+
+_real_exit = os._exit
+
+
+def _exit(status):
+    """os._exit inside a task or actor method ends the call as if its worker died (the
+    task is retried, the actor ends), not the rank: in Prism a rank hosts the driver or
+    other tasks, where in Ray each task has a worker process of its own. Anywhere else (the
+    driver's own code, a process the task forked) it exits as always."""
+    if getattr(_calls, "depth", 0) > 0 and getattr(_calls, "pid", None) == os.getpid():
+        raise _ProcessExit(status)
+    _real_exit(status)
+
+
+os._exit = _exit
+
+
+def _call(function, args, kwargs):
+    """Calls the user's function as a task's code; a coroutine it returns (an async def
+    method) runs to completion on this thread's event loop."""
+    _calls.depth = getattr(_calls, "depth", 0) + 1
+    _calls.pid = os.getpid()
+    try:
+        result = function(*args, **kwargs)
+        if inspect.iscoroutine(result):
+            loop = getattr(_calls, "loop", None)
+            if loop is None or loop.is_closed():
+                loop = _calls.loop = asyncio.new_event_loop()
+            result = loop.run_until_complete(result)
+        return result
+    finally:
+        _calls.depth -= 1
 
 
 def _rank():
@@ -91,8 +137,8 @@ def describe(exc):
         cause = exc.cause
         return _pickled(str(exc), cause, exc.cause_type)
     tb = exc.__traceback__
-    if tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
-        tb = tb.tb_next  # from the user's code on: this module's frame says nothing
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # from the user's code on: this module's frames say nothing
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     return _pickled(text, exc, f"{type(exc).__module__}.{type(exc).__qualname__}")
 
@@ -146,11 +192,17 @@ def _ok(result):
     return ("ok", parts, contained)
 
 
+def _exited(e):
+    return ("exit", f"called os._exit({e.status})")
+
+
 def run_task(blob, views):
     try:
         function = resolve(blob)
         args, kwargs = decode_args(views)
-        return _ok(function(*args, **kwargs))
+        return _ok(_call(function, args, kwargs))
+    except _ProcessExit as e:
+        return _exited(e)
     except BaseException as e:
         return ("error", describe(e))
     finally:
@@ -161,7 +213,9 @@ def create_actor(blob, views):
     try:
         cls = resolve(blob)
         args, kwargs = decode_args(views)
-        return ("ok", cls(*args, **kwargs))
+        return ("ok", _call(cls, args, kwargs))
+    except _ProcessExit as e:
+        return _exited(e)
     except BaseException as e:
         return ("error", describe(e))
     finally:
@@ -177,7 +231,9 @@ def call_actor(instance, method_name, views):
             raise AttributeError(
                 f"prism: actor {type(instance).__qualname__} has no method {name!r}") from None
         args, kwargs = decode_args(views)
-        return _ok(method(*args, **kwargs))
+        return _ok(_call(method, args, kwargs))
+    except _ProcessExit as e:
+        return _exited(e)
     except BaseException as e:
         return ("error", describe(e))
     finally:

@@ -73,6 +73,12 @@ class GetTimeoutError(PrismError, TimeoutError):
     """prism.get did not finish within its timeout (GetTimeoutError)."""
 
 
+class WorkerCrashedError(PrismError):
+    """The task ended its process (its code called ``os._exit``) on every attempt its
+    ``max_retries`` allowed (WorkerCrashedError). Prism runs tasks inside the MPI ranks, so
+    the call does not end the rank: the task fails as if its worker had died, and is retried."""
+
+
 class ActorDiedError(PrismError):
     """A call on an actor that is dead: killed, or its constructor raised (ActorDiedError)."""
 

@@ -19,8 +19,14 @@ enum class ErrorKind : uint8_t {
   kPlacementGroupRemoved,  // the task's placement group went away: TaskError
   kError,               // a control call failed for another reason: prism::Error
   kTaskCancelled,       // prism::Cancel or a SetTimeout deadline: TaskCancelledError
+  kWorkerCrashed,       // the task ended its process (Python's os._exit): retried up to
+                        // max_retries like a lost worker, then TaskError (Ray's WorkerCrashedError)
 };
-inline constexpr uint8_t kNumErrorKinds = 9;
+inline constexpr uint8_t kNumErrorKinds = 10;
+
+/// Where a language binding's machine-readable attachment starts in an error message (the
+/// Python binding's pickled exception): what comes before it is the text for people.
+inline constexpr const char* kErrorAttachmentMarker = "\n[prism-python-exception:";
 
 /// "TaskException", "ObjectLost", ...: the name a kind shows in messages and the state API.
 const char* ErrorKindName(ErrorKind kind);
@@ -38,6 +44,8 @@ struct ErrorInfo {
   static ErrorInfo Exception(std::string type, std::string message, std::string task_name, int rank);
   /// The what() of the rethrown TaskError.
   std::string Render() const;
+  /// Render() without a binding's attachment (kErrorAttachmentMarker on): for logs.
+  std::string RenderText() const;
 };
 
 }  // namespace prism::internal

@@ -13,7 +13,7 @@ const char* ErrorKindName(ErrorKind kind) {
   static const char* const kNames[] = {"TaskException", "ObjectLost",     "ActorError",
                                        "ObjectStoreFull", "CopyDidNotFit", "ResourceError",
                                        "PlacementGroupRemoved", "Error",
-                                       "TaskCancelled"};
+                                       "TaskCancelled", "WorkerCrashed"};
   static_assert(std::size(kNames) == kNumErrorKinds);
   return kNames[static_cast<size_t>(kind)];
 }
@@ -30,6 +30,14 @@ std::string ErrorInfo::Render() const {
   std::string s = type + ": " + message;
   if (!task_name.empty()) s += " (in task " + task_name + " on rank " + std::to_string(rank) + ")";
   return s;
+}
+
+std::string ErrorInfo::RenderText() const {
+  const size_t attachment = message.find(kErrorAttachmentMarker);
+  if (attachment == std::string::npos) return Render();
+  ErrorInfo text = *this;
+  text.message.resize(attachment);
+  return text.Render();
 }
 
 bool IsForHead(const Message& m) {

@@ -1,6 +1,9 @@
 #include "head/actor_manager.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/log.h"
 #include "head/task_manager.h"
@@ -194,6 +197,31 @@ std::pair<uint64_t, std::string> ActorManager::Lookup(const std::string& ray_nam
   auto it = names_.find({ray_namespace, name});
   if (it == names_.end()) return {0, ""};
   return {it->second.Value(), actors_.at(it->second).creation->options->class_name};
+}
+
+namespace {
+/// A C++ class's typeid name demangled ("7Counter" -> "Counter"); a Python class's
+/// qualified name ("python:app.Counter" -> "app.Counter").
+std::string DisplayClassName(const std::string& name) {
+  if (name.starts_with("python:")) return name.substr(7);
+  int status = 0;
+  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string shown = status == 0 && out != nullptr ? out : name;
+  std::free(out);
+  return shown;
+}
+}  // namespace
+
+std::vector<LastingHold> ActorManager::Holds() const {
+  std::vector<LastingHold> out;
+  for (const auto& [id, a] : actors_) {
+    if (a.state == Actor::State::kDead || a.rank < 0 || a.bundle >= 0) continue;
+    const auto& o = *a.creation->options;
+    std::string by = "actor " + (o.class_name.empty() ? o.name : DisplayClassName(o.class_name));
+    if (!o.actor_name.empty()) by += " \"" + o.actor_name + "\"";
+    out.push_back({a.rank, std::move(by), o.demand});
+  }
+  return out;
 }
 
 std::vector<state::ActorState> ActorManager::List() const {

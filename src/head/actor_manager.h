@@ -82,6 +82,9 @@ class ActorManager {
   /// A live named actor's id and class name in `ray_namespace` (id 0 if none).
   std::pair<uint64_t, std::string> Lookup(const std::string& ray_namespace, const std::string& name) const;
   std::vector<state::ActorState> List() const;
+  /// What live actors hold on their ranks outside placement groups (in a bundle, the
+  /// bundle's reservation holds it).
+  std::vector<LastingHold> Holds() const;
   /// Live actors on each rank.
   const std::vector<int>& PerRank() const { return per_rank_; }
 

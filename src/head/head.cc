@@ -156,6 +156,11 @@ size_t Head::NumObjects() {
   return objects_.Size();
 }
 
+std::vector<std::string> Head::WaitingWarnings(int64_t bound_ns) {
+  Locked lock(*this);
+  return tasks_.WaitingWarnings(WallNowNs(), bound_ns);
+}
+
 size_t Head::NumTasks() {
   Locked lock(*this);
   return tasks_.Size();

@@ -82,6 +82,8 @@ class Head {
                                               const std::string& id = "");
   /// Ranks holding each bundle of a created group (empty while pending).
   std::vector<int> BundleRanks(const std::string& id);
+  /// TaskManager::WaitingWarnings, now. Thread-safe.
+  std::vector<std::string> WaitingWarnings(int64_t bound_ns);
   size_t NumObjects();
   size_t NumTasks();
 

@@ -134,8 +134,10 @@ void ObjectManager::NotifyReady(ObjectId id, ObjectEntry& e, int also) {
       AssignPull(id, e, rank);
       continue;
     }
-    // A rank sent an inline value keeps a cached copy: it must hear when it is freed.
-    if (e.inline_value && std::find(e.locations.begin(), e.locations.end(), rank) == e.locations.end()) {
+    // A rank sent an inline value or a failure keeps it: it must hear when it is freed (a
+    // failure nobody read is reported then, and the entry does not stay for good).
+    if ((e.inline_value || e.state == ObjectEntry::State::kFailed) &&
+        std::find(e.locations.begin(), e.locations.end(), rank) == e.locations.end()) {
       e.locations.push_back(rank);
     }
     send_(rank, ReadyMessage(id, e));

@@ -47,6 +47,13 @@ class ObjectManager {
   void AddStreamValue(ObjectId id, int consumer, int producer, const Payload& inline_value,
                       uint64_t size, std::vector<ObjectId> contained);
   ObjectEntry* Find(ObjectId id) { return objects_.Find(id); }
+  /// True if nothing refers to `id` any more (no ObjectRef, task argument or containing
+  /// object): whatever it becomes, nobody can read it.
+  bool Unreferenced(ObjectId id) {
+    const ObjectEntry* e = objects_.Find(id);
+    return e == nullptr ||
+           (e->holders.empty() && e->task_uses == 0 && !(e->extra && e->extra->container_refs > 0));
+  }
   /// What a dispatched task learns of a by-reference argument: the inline value of a
   /// small, ready object.
   ArgLocation LocationOf(ObjectId id);

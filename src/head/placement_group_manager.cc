@@ -159,6 +159,18 @@ std::vector<state::PlacementGroupState> PlacementGroupManager::List() const {
   return out;
 }
 
+std::vector<LastingHold> PlacementGroupManager::Reservations() const {
+  std::vector<LastingHold> out;
+  for (const auto& [id, g] : groups_) {
+    if (!g.created) continue;
+    const std::string group = "placement group " + (g.options.name.empty() ? id : g.options.name);
+    for (size_t b = 0; b < g.bundles.size(); ++b) {
+      out.push_back({g.ranks[b], group + " bundle " + std::to_string(b), g.bundles[b]});
+    }
+  }
+  return out;
+}
+
 std::string PlacementGroupManager::CheckTask(const TaskSpec& spec) const {
   auto g = groups_.find(spec.options->placement_group);
   if (g == groups_.end()) {

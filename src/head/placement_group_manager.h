@@ -27,6 +27,14 @@ struct Holding {
   int bundle = -1;
 };
 
+/// Resources something holds for as long as it lives (an actor, a placement group's
+/// bundle), for the warning about tasks that wait on them.
+struct LastingHold {
+  int rank = -1;
+  std::string by;  // "actor Counter", "placement group pg-1 bundle 0"
+  ResourceSet amount;
+};
+
 class PlacementGroupManager {
  public:
   PlacementGroupManager(Scheduler& scheduler, const std::vector<std::string>& node_of_rank)
@@ -54,6 +62,8 @@ class PlacementGroupManager {
   /// Ranks holding each bundle of a created group (empty while pending or unknown).
   std::vector<int> BundleRanks(const std::string& id) const;
   std::vector<state::PlacementGroupState> List() const;
+  /// What created groups' bundles reserve on their ranks.
+  std::vector<LastingHold> Reservations() const;
   /// Reserves pending groups that fit now, oldest first.
   void PlacePending();
 

@@ -206,6 +206,125 @@ void TaskManager::DrainQueues() {
   }
 }
 
+namespace {
+
+/// "rank 0 has {CPU: 2}, held by actor A {CPU: 1}, actor B {CPU: 1}; rank 1 ...": the ranks
+/// whose capacity could hold `demand` (only `pinned` if >= 0), and what holds them for good.
+std::string DescribeLastingHolds(const Scheduler& scheduler, const std::vector<LastingHold>& lasting,
+                                 const ResourceSet& demand, int pinned) {
+  std::string out;
+  int ranks_shown = 0;
+  for (int r = 0; r < scheduler.NumRanks(); ++r) {
+    if ((pinned >= 0 && r != pinned) || !demand.FitsIn(scheduler.Capacity(r))) continue;
+    if (++ranks_shown > 3) {
+      out += "; ...";
+      break;
+    }
+    ResourceSet wanted;  // the rank's capacity of what the task asks for
+    for (const auto& [name, units] : demand.Entries()) wanted.Set(name, scheduler.Capacity(r).Get(name));
+    out += (out.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " has " + wanted.ToString() +
+           ", held by";
+    int shown = 0, more = 0;
+    for (const auto& hold : lasting) {
+      if (hold.rank != r) continue;
+      if (++shown > 4) {
+        ++more;
+        continue;
+      }
+      out += (shown > 1 ? ", " : " ") + hold.by + " " + hold.amount.ToString();
+    }
+    if (shown == 0) out += " nothing that lasts";
+    if (more > 0) out += " and " + std::to_string(more) + " more";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> TaskManager::WaitingWarnings(int64_t now, int64_t bound_ns) {
+  std::vector<std::string> out;
+  if (bound_ns <= 0) return out;
+  // What only an actor's end or a group's removal frees, and per rank what is left besides.
+  std::vector<LastingHold> lasting = actors_.Holds();
+  for (auto& hold : groups_.Reservations()) lasting.push_back(std::move(hold));
+  std::vector<ResourceSet> open;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) open.push_back(scheduler_.Capacity(r));
+  for (const auto& hold : lasting) open[static_cast<size_t>(hold.rank)].Subtract(hold.amount);
+
+  // Each kind of waiting task once: its oldest, how long, and how many more.
+  struct Waiting {
+    const TaskOptions* options = nullptr;
+    int64_t waited = 0;
+    size_t count = 0;
+    int pinned = -1;
+  };
+  std::map<std::string, Waiting> waiting;
+  auto note = [&](const std::string& key, const TaskOptions& o, int64_t waited, size_t count, int pinned) {
+    Waiting& w = waiting[key];
+    if (waited > w.waited) {
+      w.options = &o;
+      w.waited = waited;
+      w.pinned = pinned;
+    }
+    w.count += count;
+  };
+  // Queued at the head: no rank has room now. Cannot come free if, with every running task
+  // ended, it still fits on no rank it may run on.
+  for (auto& [key, queue] : queues_) {
+    if (queue.empty()) continue;
+    auto it = tasks_.find(queue.front());
+    if (it == tasks_.end()) continue;  // failed while queued: DrainQueues drops it
+    const TaskOptions& o = *it->second.spec->options;
+    if (!o.placement_group.empty()) continue;  // its bundle's own tasks free it as they end
+    const bool hard = o.strategy.kind == SchedulingStrategy::Kind::kNodeAffinity && !o.strategy.soft &&
+                      o.strategy.rank >= 0 && o.strategy.rank < scheduler_.NumRanks();
+    bool could_free = false;
+    for (int r = 0; r < scheduler_.NumRanks() && !could_free; ++r) {
+      could_free = (!hard || r == o.strategy.rank) && o.demand.FitsIn(open[static_cast<size_t>(r)]);
+    }
+    if (could_free) continue;
+    const int64_t waited = now - it->second.times[static_cast<size_t>(TaskPhase::kPendingNode)];
+    if (waited >= bound_ns) note("queued " + key, o, waited, queue.size(), hard ? o.strategy.rank : -1);
+  }
+  // Sent ahead to a rank (pipelined short tasks) whose lasting holds leave it no room: it
+  // waits in that rank's queue, and cannot be running.
+  if (!lasting.empty()) {
+    for (const auto& [id, task] : tasks_) {
+      const TaskSpec& spec = *task.spec;
+      if (task.rank < 0 || task.blocked || spec.kind != TaskKind::kTask ||
+          !spec.options->placement_group.empty() ||
+          spec.options->demand.FitsIn(open[static_cast<size_t>(task.rank)])) {
+        continue;
+      }
+      const int64_t waited = now - task.times[static_cast<size_t>(TaskPhase::kSubmitted)];
+      if (waited >= bound_ns) {
+        note("on rank " + std::to_string(task.rank) + " " + ClassKey(*spec.options), *spec.options, waited, 1,
+             task.rank);
+      }
+    }
+  }
+
+  std::map<std::string, int64_t> next;  // kinds still waiting: when each warns again
+  for (const auto& [key, w] : waiting) {
+    const auto before = next_warning_.find(key);
+    const int64_t due = before == next_warning_.end() ? bound_ns : before->second;
+    next[key] = due;
+    if (w.waited < due) continue;
+    next[key] = std::max(due * 2, w.waited * 2);
+    const TaskOptions& o = *w.options;
+    out.push_back("task " + o.name +
+                  (w.count > 1 ? " (and " + std::to_string(w.count - 1) + " more like it)" : "") +
+                  " has waited " + std::to_string(w.waited / 1'000'000'000) + " s for " + o.demand.ToString() +
+                  ", which no rank can free while its actors and placement groups live: " +
+                  DescribeLastingHolds(scheduler_, lasting, o.demand, w.pinned) +
+                  ". An actor holds its resources until it ends (kill it, or drop every handle to it); "
+                  "a placement group until it is removed. Give actors fewer (Ray's default for an actor "
+                  "is 0 CPUs), remove what is no longer used, or start more ranks");
+  }
+  next_warning_ = std::move(next);
+  return out;
+}
+
 void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   auto it = tasks_.find(done.id);
   if (it == tasks_.end()) {
@@ -262,7 +381,9 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     PRISM_LOG_INFO("actor call " << task.spec->options->name << " failed by a restart; retry " << task.spec->attempt);
     task.rank = -1;
     RouteActorCall(task);
-  } else if (!done.ok && !task.cancelled && task.spec->options->retry_exceptions && task.spec->attempt < task.spec->options->max_retries) {
+  } else if (!done.ok && !task.cancelled &&
+             (task.spec->options->retry_exceptions || done.error.kind == ErrorKind::kWorkerCrashed) &&
+             task.spec->attempt < task.spec->options->max_retries) {
     if (generator != generators_.end()) {
       // The new attempt replays from its first value: the head drops what was reported.
       generator->second.attempt_yielded = 0;
@@ -271,7 +392,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
     task.spec = std::make_shared<TaskSpec>(*task.spec);  // the old one may still be in flight
     ++task.spec->attempt;
     PRISM_LOG_WARN("task " << task.spec->options->name << " failed on rank " << from << " ("
-                            << done.error.Render() << "); retry " << task.spec->attempt << "/"
+                            << done.error.RenderText() << "); retry " << task.spec->attempt << "/"
                             << task.spec->options->max_retries);
     task.rank = -1;
     task.blocked = false;
@@ -295,8 +416,11 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
     const TaskSpec& spec = *node.mapped().spec;
     if (node.mapped().implicit_result) objects_.ClaimResult(id, spec.submitter);
     RecordEnded(node.mapped(), done, failure, from);
-    if (objects_.Find(id) == nullptr && !done.ok) {
-      PRISM_LOG_DEBUG("result of failed task " << spec.options->name << " dropped: no refs left");
+    if (failure && objects_.Unreferenced(id) &&
+        (failure->kind == ErrorKind::kTaskException || failure->kind == ErrorKind::kWorkerCrashed)) {
+      // Nobody will ever read this failure (Ray's "unhandled error"): say it, or it is lost.
+      PRISM_LOG_WARN("unhandled error: task " << spec.options->name << " failed and every ObjectRef to its "
+                     "result was dropped, so nothing will read it: " << failure->RenderText());
     }
     if (auto g = generators_.find(id); g != generators_.end()) {
       // After every value (they were sent before): the end, with the error if it failed.

@@ -70,6 +70,15 @@ class TaskManager {
   /// actors die with the group.
   std::vector<TaskId> DetachFromGroup(const std::string& group);
 
+  /// Warnings for tasks waiting on resources that only an actor's end or a placement
+  /// group's removal can free: queued at the head and fitting on no rank if every running
+  /// task ended, or sent ahead to a rank (pipelined) whose actors and groups leave no room
+  /// for them. One line per kind of task, the first time its oldest has waited `bound_ns`
+  /// (from `now`), then each time that wait doubles. Tasks in a placement group are left
+  /// out (their bundle's own tasks free it as they end). Walks the live tasks when any
+  /// actor or group holds resources: for a once-a-second caller.
+  std::vector<std::string> WaitingWarnings(int64_t now, int64_t bound_ns);
+
   /// The state-API view of the live tasks.
   std::vector<TaskRecord> LiveRecords();
   size_t Size() const { return tasks_.size(); }
@@ -139,6 +148,8 @@ class TaskManager {
   // Ready tasks that found no room, FIFO per scheduling class (function + demand).
   std::map<std::string, std::deque<TaskId>> queues_;  // never erased: QueueOf keeps a pointer
   size_t queued_ = 0;
+  // Per kind of task waiting for good (WaitingWarnings): the wait at which it warns next.
+  std::map<std::string, int64_t> next_warning_;
   std::shared_ptr<const TaskOptions> last_class_;  // QueueOf's last class, whose queue is last_queue_
   std::deque<TaskId>* last_queue_ = nullptr;
 };

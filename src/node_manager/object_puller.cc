@@ -19,7 +19,8 @@ void ThrowStored(MemoryStore& store, ObjectId id, const ErrorInfo& e) {
       throw TaskCancelledError(e.type, e.message, e.task_name, e.rank, "prism: " + e.Render());
     case ErrorKind::kTaskException:
     case ErrorKind::kResourceError:
-    case ErrorKind::kPlacementGroupRemoved: break;
+    case ErrorKind::kPlacementGroupRemoved:
+    case ErrorKind::kWorkerCrashed: break;
   }
   throw TaskError(e.type, e.message, e.task_name, e.rank, "prism: task failed: " + e.Render());
 }

@@ -508,6 +508,20 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
       ReleaseActorGpus(host->id());
       to_head_(ActorDied{host->id(), "the actor ended itself with ExitActor()"});
     }
+  } catch (const WorkerExitSignal& e) {
+    // As if the task's worker process had died: a task is retried elsewhere (max_retries),
+    // an actor ends (its calls fail with ActorDiedError) and may be restarted.
+    done.ok = false;
+    const std::string cause = spec.options->name + " " + e.what + " on rank " + std::to_string(rank_) +
+                              ", which would have ended the rank and everything on it";
+    if (host != nullptr) {
+      done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor's " + cause, spec.options->name, rank_);
+      FailCalls(host->Die("the actor's " + cause), "the actor's " + cause);
+      ReleaseActorGpus(host->id());
+      to_head_(ActorDied{host->id(), "the actor's " + cause});
+    } else {
+      done.error = ErrorInfo::Of(ErrorKind::kWorkerCrashed, "task " + cause, spec.options->name, rank_);
+    }
   } catch (const ActorError& e) {
     done.ok = false;
     done.error = ErrorInfo::Of(ErrorKind::kActorError, e.what(), spec.options->name, rank_);

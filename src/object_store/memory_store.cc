@@ -246,6 +246,7 @@ std::optional<StoredObject> MemoryStore::Find(ObjectId id) {
     Entry& e = it->second;
     if (!e.spilled) {
       if (e.in_lru) Touch(e, id);
+      e.error_read = e.error != nullptr;
       return StoredObject{e.value, e.error};
     }
   }
@@ -268,6 +269,7 @@ FoundObjects MemoryStore::FindMany(std::span<const ObjectId> ids) {
         continue;
       }
       if (e.in_lru) Touch(e, ids[i]);
+      e.error_read = e.error != nullptr;
       out[i] = StoredObject{e.value, e.error};
     }
   }
@@ -278,11 +280,26 @@ FoundObjects MemoryStore::FindMany(std::span<const ObjectId> ids) {
 }
 
 void MemoryStore::Erase(const std::vector<ObjectId>& ids) {
-  std::lock_guard<AdaptiveMutex> lock(mu_);
+  std::vector<std::shared_ptr<ErrorInfo>> unread;
+  {
+    std::lock_guard<AdaptiveMutex> lock(mu_);
+    EraseLocked(ids, unread);
+  }
+  for (const auto& error : unread) {
+    PRISM_LOG_WARN("unhandled error: task " << error->task_name << " failed and every ObjectRef to its "
+                   "result was dropped unread: " << error->RenderText());
+  }
+}
+
+void MemoryStore::EraseLocked(const std::vector<ObjectId>& ids, std::vector<std::shared_ptr<ErrorInfo>>& unread) {
   for (ObjectId id : ids) {
     auto it = objects_.find(id);
     if (it == objects_.end()) continue;
     Entry& e = it->second;
+    if (e.error && !e.error_read &&
+        (e.error->kind == ErrorKind::kTaskException || e.error->kind == ErrorKind::kWorkerCrashed)) {
+      unread.push_back(e.error);
+    }
     if (e.spilled) {
       ::unlink(PathOf(id).c_str());
       spilled_bytes_ -= e.size;

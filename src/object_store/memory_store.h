@@ -69,6 +69,8 @@ class MemoryStore {
   std::optional<StoredObject> Find(ObjectId id);
   /// Find for many ids, with one lock for those in memory.
   FoundObjects FindMany(std::span<const ObjectId> ids);
+  /// Drops the objects. A task's failure that no Find read is logged as an unhandled
+  /// error (Ray's): nothing else will ever show it.
   void Erase(const std::vector<ObjectId>& ids);
   /// Which of `ids` are here (in memory, spilled, or as an error), without reading any
   /// spilled object back.
@@ -127,6 +129,7 @@ class MemoryStore {
   struct Entry {
     Payload value;  // null while spilled
     std::shared_ptr<ErrorInfo> error;
+    bool error_read = false;  // a Find returned the error
     uint64_t size = 0;
     bool spilled = false;
     bool spilling = false;  // being written out: not a candidate again
@@ -134,6 +137,8 @@ class MemoryStore {
     std::list<ObjectId>::iterator lru;
   };
   PresenceFlags Present(std::span<const ObjectId> ids, size_t& count);
+  /// Erase under mu_; the unread task failures go to `unread`.
+  void EraseLocked(const std::vector<ObjectId>& ids, std::vector<std::shared_ptr<ErrorInfo>>& unread);
   /// WaitFor's sleep when the reader waits for most of the objects it misses: no per-id
   /// registration; looks again after every (need - have) arrivals. Requires mu_ (`lock`).
   void WaitCounting(std::unique_lock<AdaptiveMutex>& lock, std::span<const ObjectId> ids,

@@ -135,10 +135,17 @@ void AppendParts(const py::handle& parts, Buffer& out) {
   for (const auto& info : infos) out.Append(info.ptr, static_cast<size_t>(info.size * info.itemsize));
 }
 
-/// What prism._worker returned: ("ok", parts, contained ids) or ("error", message).
-void TakeWorkerResult(const py::tuple& result, Buffer& out) {
-  std::string status = result[0].cast<std::string>();
+/// Throws what a failed call of prism._worker's returned: ("error", message) or ("exit",
+/// what) for code that called os._exit (the task runner fails it as a crashed worker).
+void ThrowIfFailed(const py::tuple& result) {
+  const std::string status = result[0].cast<std::string>();
+  if (status == "exit") throw internal::WorkerExitSignal{result[1].cast<std::string>()};
   if (status != "ok") throw PythonTaskError(result[1].cast<std::string>());
+}
+
+/// What prism._worker returned: ("ok", parts, contained ids), or a failure (ThrowIfFailed).
+void TakeWorkerResult(const py::tuple& result, Buffer& out) {
+  ThrowIfFailed(result);
   AppendParts(result[1], out);
   for (py::handle id : result[2]) internal::ContainedRefScope::Record(ObjectId(id.cast<uint64_t>()));
 }
@@ -172,7 +179,7 @@ void* CreateActor(const std::vector<ByteView>& args) {
   TaskGil gil;
   py::tuple result =
       Worker().attr("create_actor")(py::bytes(FirstArg(args, "Python actor")), ArgViews(args, 1));
-  if (result[0].cast<std::string>() != "ok") throw PythonTaskError(result[1].cast<std::string>());
+  ThrowIfFailed(result);
   return new PyActor{result[1]};
 }
 
@@ -370,13 +377,19 @@ py::object DecodeCpp(const std::string& type, const py::object& view_object) {
   throw py::error_already_set();
 }
 
-/// Runs `attempt(slice_ms)` (which releases the GIL while it blocks) in slices of at most
-/// 200 ms until it returns true, or until timeout_ms (< 0: no limit) passed; between slices
-/// it runs Python's signal handlers, so Ctrl-C interrupts a long get or wait with
-/// KeyboardInterrupt. A TimeoutError of a slice is not an error unless the whole timeout
-/// passed (then it propagates). Returns the last attempt's result.
+/// The main thread's id: the only thread where Python runs signal handlers.
+unsigned long g_main_thread = 0;
+
+/// Runs `attempt(timeout)` (which releases the GIL while it blocks) until it returns true or
+/// timeout_ms (< 0: no limit) passed. On the main thread it waits in slices of at most 200
+/// ms and runs Python's signal handlers between them, so Ctrl-C interrupts a long get or
+/// wait with KeyboardInterrupt; a slice's TimeoutError is no error unless the whole timeout
+/// passed, and then it says how long that was. Elsewhere (a task's thread, where no signal
+/// handler runs) it is one wait: a task waiting in slices would leave and take back its
+/// rank's CPU every 200 ms. Returns the last attempt's result.
 template <typename Attempt>
-bool WaitInSlices(int64_t timeout_ms, Attempt&& attempt) {
+bool WaitInSlices(int64_t timeout_ms, const char* what, Attempt&& attempt) {
+  if (PyThread_get_thread_ident() != g_main_thread) return attempt(timeout_ms);
   constexpr int64_t kSliceMs = 200;
   const auto start = std::chrono::steady_clock::now();
   while (true) {
@@ -389,8 +402,14 @@ bool WaitInSlices(int64_t timeout_ms, Attempt&& attempt) {
     bool last = timeout_ms >= 0 && left < kSliceMs;
     try {
       if (attempt(left) || last) return true;
-    } catch (const TimeoutError&) {
-      if (last) throw;
+    } catch (const TimeoutError& e) {
+      if (last) {
+        // The slice's message counts only its own milliseconds; keep what it says after them.
+        const std::string slice = e.what();
+        const size_t detail = slice.find(" ms: ");
+        throw TimeoutError(std::string("prism: ") + what + " timed out after " + std::to_string(timeout_ms) +
+                           " ms" + (detail == std::string::npos ? "" : slice.substr(detail + 3)));
+      }
     }
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
@@ -438,6 +457,7 @@ PYBIND11_MODULE(_prism, m) {
   using namespace prism;
   using namespace prism::python;
   m.doc() = "Prism's C++ core for the prism Python package (use prism, not this module)";
+  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
   // Python exceptions for the core's errors. A TaskError arrives as _prism.TaskFailure with
   // its fields; prism.get turns it into the task's own exception type.
@@ -607,7 +627,7 @@ PYBIND11_MODULE(_prism, m) {
     CoreApi& core = internal::RequireCore("get");
     std::vector<ObjectId> ids = IdsOf(refs);
     std::vector<Payload> payloads;
-    WaitInSlices(timeout_ms, [&](int64_t slice) {
+    WaitInSlices(timeout_ms, "get", [&](int64_t slice) {
       py::gil_scoped_release release;
       payloads = core.Get(ids, slice);
       return true;
@@ -626,7 +646,7 @@ PYBIND11_MODULE(_prism, m) {
     CoreApi& core = internal::RequireCore("wait");
     std::vector<ObjectId> ids = IdsOf(refs);
     std::vector<bool> ready;
-    bool done = WaitInSlices(timeout_ms, [&](int64_t slice) {
+    bool done = WaitInSlices(timeout_ms, "wait", [&](int64_t slice) {
       py::gil_scoped_release release;
       ready = core.Wait(ids, num_returns, slice);
       return std::count(ready.begin(), ready.end(), true) >= num_returns;

@@ -37,6 +37,7 @@
 #include "node_manager/node.h"
 #include "runtime/settings.h"
 #include "runtime/stop_signals.h"
+#include "runtime/waiting_watch.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/ucx/ucx_data_plane.h"
 
@@ -58,6 +59,7 @@ struct Runtime {
   std::unique_ptr<MpiTransport> transport;
   std::unique_ptr<UcxDataPlane> ucx;  // the data plane, unless PRISM_DATA_PLANE=mpi
   std::unique_ptr<Head> head;
+  std::unique_ptr<WaitingWatch> waiting_watch;  // rank 0: warns of tasks waiting for good
   std::unique_ptr<Node> node;
   std::unique_ptr<OutputForwarder> forwarder;  // worker ranks, with log_to_driver
   std::unique_ptr<DriverPrinter> printer;      // rank 0, with log_to_driver
@@ -508,6 +510,7 @@ void DoInit(const Config& config, int argc, char** argv) {
     job.pids = rt->pids;
     job.task_table_size = rt->settings.task_table_size;
     rt->head->SetJobInfo(std::move(job));
+    rt->waiting_watch = std::make_unique<WaitingWatch>(*rt->head, rt->settings.pending_warn_s);
   }
 
   if (rt->settings.log_to_driver && rt->world > 1) {
@@ -594,6 +597,7 @@ void Shutdown() {
   g_runtime.store(nullptr);
   SetProcessCore(nullptr);  // from here on ObjectRef destructors are no-ops
   UninstallStopSignals();
+  rt->waiting_watch.reset();
   if (rt->transport) {
     for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
     rt->transport->Stop(std::chrono::milliseconds(5000));

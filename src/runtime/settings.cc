@@ -46,6 +46,7 @@ constexpr Option kRanksPerNode{"ranks_per_node", "--prism-ranks-per-node", "PRIS
 constexpr Option kMaxInline{"max_inline_bytes", "--prism-max-inline-bytes",
                             "PRISM_MAX_INLINE_BYTES", "100K"};
 constexpr Option kRankTimeout{"rank_timeout_s", "--prism-rank-timeout", "PRISM_RANK_TIMEOUT", "30"};
+constexpr Option kPendingWarn{"pending_warn_s", "--prism-pending-warn", "PRISM_PENDING_WARN", "10"};
 constexpr Option kLogLevel{"log_level", "--prism-log-level", "PRISM_LOG_LEVEL", "info"};
 constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM_TASK_TABLE_SIZE",
                             "100000"};
@@ -54,7 +55,7 @@ constexpr Option kNetwork{"network", "--prism-network", "PRISM_NETWORK", "ib0"};
 constexpr Option kLogToDriver{"log_to_driver", "--prism-log-to-driver", "PRISM_LOG_TO_DRIVER", "0"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
-                                      &kRankTimeout, &kLogLevel, &kTaskTable, &kDataPlane,
+                                      &kRankTimeout, &kPendingWarn, &kLogLevel, &kTaskTable, &kDataPlane,
                                       &kNetwork, &kLogToDriver};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
@@ -408,6 +409,8 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   Resolve(s.max_inline_bytes, code.max_inline_bytes, kMaxInline, src, ParseBytes, any, "");
   Resolve(s.rank_timeout_s, code.rank_timeout_s, kRankTimeout, src, ParseNumber, positive,
           "must be > 0 seconds");
+  Resolve(s.pending_warn_s, code.pending_warn_s, kPendingWarn, src, ParseNumber, non_negative,
+          "must be >= 0 seconds (0: never warn)");
   Resolve(s.task_table_size, code.task_table_size, kTaskTable, src, ParseCount, any, "");
 
   if (!code.resources.empty()) {

@@ -45,6 +45,8 @@ struct Settings {
   int ranks_per_node = 0;
   uint64_t max_inline_bytes = 100 * 1024;
   double rank_timeout_s = 60;
+  /// Config::pending_warn_s: 0 = never warn.
+  double pending_warn_s = 10;
   LogLevel log_level = LogLevel::kWarn;
   /// Worker ranks' stdout and stderr go to the driver's console, "(rank=N, host=H) "
   /// before each line (Config::log_to_driver).

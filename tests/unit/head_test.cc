@@ -1,4 +1,7 @@
 // The head's protocol driven by hand: a fake `send` records what it would put on the wire.
+#include <chrono>
+#include <thread>
+
 #include "head_fixture.h"
 
 namespace prism::internal {
@@ -250,6 +253,56 @@ TEST_F(HeadTest, ActorCallWithAPendingArgumentIsRoutedOnceToTheActor) {
   for (auto& [dest, d] : Take<DispatchTask>()) {
     EXPECT_NE(d.spec->id, ObjectId(3)) << "dispatched again to rank " << dest;
   }
+}
+
+TEST_F(HeadTest, WarnsOfATaskWaitingOnResourcesOnlyActorsHold) {
+  for (uint64_t id : {1, 2}) {  // an actor holding a CPU on each rank, for good
+    TaskSpec creation = Spec(id);
+    creation.kind = TaskKind::kActorCreation;
+    creation.Edit().name = "Counter";
+    creation.Edit().function = "Counter";
+    head_.Handle(0, SubmitTask{creation});
+  }
+  for (auto& [rank, d] : Take<DispatchTask>()) Done(rank, d.spec->id.Value());
+  head_.Handle(0, SubmitTask{Spec(3)});
+  head_.Handle(0, SubmitTask{Spec(4)});
+  EXPECT_TRUE(Take<DispatchTask>().empty()) << "no CPU is free";
+  constexpr int64_t kBound = 50'000'000;  // 50 ms
+  EXPECT_TRUE(head_.WaitingWarnings(kBound).empty()) << "not before the bound";
+  std::this_thread::sleep_for(std::chrono::nanoseconds(kBound));
+  auto warnings = head_.WaitingWarnings(kBound);
+  ASSERT_EQ(warnings.size(), 1u) << "one line per scheduling class";
+  EXPECT_NE(warnings[0].find("task f (and 1 more like it) has waited"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("for {CPU: 1}"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("rank 0 has {CPU: 1}, held by actor Counter {CPU: 1}"), std::string::npos)
+      << warnings[0];
+  EXPECT_TRUE(head_.WaitingWarnings(kBound).empty()) << "again only once the wait has doubled";
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * kBound));
+  EXPECT_EQ(head_.WaitingWarnings(kBound).size(), 1u) << "the wait doubled";
+}
+
+TEST_F(HeadTest, WarnsOfAShortTaskSentAheadToARankActorsHold) {
+  head_.Handle(0, SubmitTask{Spec(1)});  // its 1 us run measures f as short: pipelined
+  for (auto& [rank, d] : Take<DispatchTask>()) Done(rank, d.spec->id.Value());
+  for (uint64_t id : {2, 3}) {
+    TaskSpec creation = Spec(id);
+    creation.kind = TaskKind::kActorCreation;
+    creation.Edit().name = "Counter";
+    creation.Edit().function = "Counter";
+    head_.Handle(0, SubmitTask{creation});
+  }
+  for (auto& [rank, d] : Take<DispatchTask>()) Done(rank, d.spec->id.Value());
+  head_.Handle(0, SubmitTask{Spec(4)});
+  ASSERT_EQ(Take<DispatchTask>().size(), 1u) << "a short function is sent ahead to a full rank";
+  auto warnings = head_.WaitingWarnings(1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("task f has waited"), std::string::npos) << warnings[0];
+}
+
+TEST_F(HeadTest, NoWarningWhileRunningTasksHoldWhatAWaitingTaskWants) {
+  for (uint64_t id : {1, 2, 3}) head_.Handle(0, SubmitTask{Spec(id)});
+  EXPECT_EQ(Take<DispatchTask>().size(), 2u);
+  EXPECT_TRUE(head_.WaitingWarnings(1).empty()) << "it frees as they end";
 }
 
 }  // namespace

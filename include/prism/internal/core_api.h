@@ -186,6 +186,13 @@ class DeferRefReleases {
 /// Thrown by prism::ExitActor() and caught by the actor's host (not a std::exception, so
 /// that `catch (const std::exception&)` in user code does not swallow it).
 struct ExitActorSignal {};
+/// Thrown by a language binding when the task's code ended its process (Python's
+/// os._exit): caught by the task runner, which fails the task as its worker crashing
+/// (ErrorKind::kWorkerCrashed: retried up to max_retries) or ends its actor, instead of
+/// letting the call end the rank and everything else on it. Not a std::exception.
+struct WorkerExitSignal {
+  std::string what;  // "called os._exit(1)"
+};
 /// True inside a method of an actor that was restarted at least once.
 bool CurrentActorRestarted();
 /// True inside a task that prism::Cancel (or its timeout) cancelled while it ran.
