@@ -27,6 +27,7 @@ if [[ "${1:-}" != --demo ]]; then
     pybind11-dev python3-cloudpickle python3-pytest  # the prism Python package and its tests
     valgrind python3-matplotlib python3-optuna
     wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
+    clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz/: libFuzzer, ASan, UBSan)
   )
   # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
   if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then
