@@ -35,6 +35,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "prism/api.h"
@@ -113,6 +114,28 @@ class TaskGil {
  private:
   bool held_ = false;
   PyGILState_STATE state_ = PyGILState_UNLOCKED;
+};
+
+/// Releases the GIL while it lives, as py::gil_scoped_release does; but a thread that comes
+/// back while the interpreter is finalizing (the script ended while a task of this rank
+/// waited in get) waits there for the process to end instead of taking the GIL, which
+/// would end the thread inside C++ frames (an abort) or use an interpreter being torn down.
+class ReleaseGil {
+ public:
+  ReleaseGil() : state_(PyEval_SaveThread()) {}
+  ~ReleaseGil() {
+#if PY_VERSION_HEX >= 0x030D0000
+    while (Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
+#else
+    while (_Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
+#endif
+    PyEval_RestoreThread(state_);
+  }
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+
+ private:
+  PyThreadState* state_;
 };
 
 /// A Python exception leaving a task: what() is the traceback and the pickled exception.
@@ -251,7 +274,7 @@ PyObjectRef Submit(const RequestTemplate& tmpl, const py::list& args, const std:
   for (uint64_t id : contained) request.contained.push_back(ObjectId(id));
   ObjectId id;
   {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     id = core.Submit(std::move(request));
   }
   return PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}};
@@ -552,11 +575,11 @@ PYBIND11_MODULE(_prism, m) {
     for (auto& a : kept) args.push_back(a.data());
     args.push_back(nullptr);
     // Released: on a worker Init serves tasks (which take the GIL) and exits the process.
-    py::gil_scoped_release release;
+    ReleaseGil release;
     Init(config, static_cast<int>(kept.size()), args.data());
   }, "Starts Prism: returns on rank 0; on other ranks serves tasks and exits at shutdown");
   m.def("shutdown", [] {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     Shutdown();
   });
   m.def("is_initialized", &IsInitialized);
@@ -618,7 +641,7 @@ PYBIND11_MODULE(_prism, m) {
     for (uint64_t id : contained) ids.push_back(ObjectId(id));
     ObjectId id;
     {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       id = core.Put(std::move(bytes), std::move(ids));
     }
     return PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}};
@@ -628,7 +651,7 @@ PYBIND11_MODULE(_prism, m) {
     std::vector<ObjectId> ids = IdsOf(refs);
     std::vector<Payload> payloads;
     WaitInSlices(timeout_ms, "get", [&](int64_t slice) {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       payloads = core.Get(ids, slice);
       return true;
     });
@@ -647,7 +670,7 @@ PYBIND11_MODULE(_prism, m) {
     std::vector<ObjectId> ids = IdsOf(refs);
     std::vector<bool> ready;
     bool done = WaitInSlices(timeout_ms, "wait", [&](int64_t slice) {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       ready = core.Wait(ids, num_returns, slice);
       return std::count(ready.begin(), ready.end(), true) >= num_returns;
     });
@@ -716,7 +739,7 @@ PYBIND11_MODULE(_prism, m) {
     return CreatePlacementGroup(o).GetID();
   });
   m.def("wait_placement_group", [](const std::string& id, int64_t timeout_ms) {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     return internal::RequireCore("placement_group.wait").WaitPlacementGroup(id, timeout_ms);
   });
   m.def("remove_placement_group", &RemovePlacementGroup);
