@@ -37,6 +37,29 @@ def test_dependent_task_fails_with_the_cause():
         prism.get(after, timeout=30)
 
 
+@prism.remote
+def _calls_down(levels):
+    if levels == 0:
+        return prism.get(raise_custom.remote(5), timeout=60)
+    return prism.get(_calls_down.remote(levels - 1), timeout=60)
+
+
+def test_a_cause_keeps_its_type_and_its_size_through_nested_tasks():
+    # Depth 0 kept the type; one level up it was a plain TaskError, and the message grew by
+    # the whole traceback at every level (6 KB at depth 10).
+    sizes = []
+    for levels in (0, 1, 3):
+        with pytest.raises(CustomError) as info:
+            prism.get(_calls_down.remote(levels), timeout=120)
+        err = info.value
+        assert isinstance(err, prism.exceptions.TaskError)
+        assert err.cause.code == 5
+        assert "raise CustomError(code" in str(err)
+        assert str(err).count("raise CustomError(code") == 1  # the innermost traceback once
+        sizes.append(len(str(err)))
+    assert sizes[2] - sizes[1] < 200 * 2, sizes  # a line a level, not a traceback
+
+
 def test_actor_constructor_and_method_errors():
     @prism.remote
     class Broken:
