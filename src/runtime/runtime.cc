@@ -88,29 +88,36 @@ std::string OutputFile(const Runtime& rt) {
 /// session directory, then whichever of the session's directories are empty (so the last
 /// rank on a host to leave removes them all). After a failure only the spill files go: the
 /// logs stay, and the failure message says where.
+/// Removes the session's directories that are empty (rmdir: another rank's files keep them).
+void RemoveEmptySessionDirs(const Runtime& rt) {
+  const Settings& s = rt.settings;
+  ::rmdir((s.session_dir + "/spill").c_str());
+  if (s.log_dir.rfind(s.session_dir + "/", 0) == 0) ::rmdir(s.log_dir.c_str());
+  ::rmdir(s.session_dir.c_str());
+}
+
 void RemoveSessionFiles(Runtime& rt, bool clean) {
   rt.node->store().RemoveSpillFiles();
   if (!clean) return;
   const Settings& s = rt.settings;
-  const std::string spill = s.session_dir + "/spill";
-  ::rmdir(spill.c_str());
   if (s.log_dir.rfind(s.session_dir + "/", 0) == 0) {
     SetLogFile("");  // closes it; later lines go to stderr only
     ::unlink(LogFile(rt).c_str());
     ::unlink(OutputFile(rt).c_str());
-    ::rmdir(s.log_dir.c_str());
   }
-  ::rmdir(s.session_dir.c_str());
+  RemoveEmptySessionDirs(rt);
 }
 
 [[noreturn]] void AbortJob(const std::string& why, int code) {
   // What a dying worker prints goes straight to the launcher, not through the driver.
   if (OutputForwarder* f = CurrentOutputForwarder()) f->Restore();
   Runtime* rt = g_runtime.load();
-  if (rt != nullptr) {
-    std::fprintf(stderr, "prism: %s (this rank's log, if it wrote one: %s)\n", why.c_str(),
-                 LogFile(*rt).c_str());
+  if (rt != nullptr && ::access(LogFile(*rt).c_str(), F_OK) == 0) {
+    std::fprintf(stderr, "prism: %s (this rank's log: %s)\n", why.c_str(), LogFile(*rt).c_str());
   } else {
+    // Nothing of this rank's to look at: its empty session directories go (a failed job
+    // left $TMPDIR/prism-<job>-... empty, named by no message).
+    if (rt != nullptr) RemoveEmptySessionDirs(*rt);
     std::fprintf(stderr, "prism: %s\n", why.c_str());
   }
   std::fflush(stderr);

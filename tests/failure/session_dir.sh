@@ -2,7 +2,7 @@
 # session_dir.sh <mpirun...> -- <failure_helper>
 # The session directory ($TMPDIR/prism-<job>...: logs, spilled objects) is private to the
 # user (0700 directories, 0600 files) and goes at a clean end; after a failure the logs stay
-# and the error says where. A session path someone else prepared as a symbolic link is
+# and the error says where, and a failed run that wrote no log leaves nothing. A session path someone else prepared as a symbolic link is
 # refused, not written through.
 set -uo pipefail
 mpirun=()
@@ -33,6 +33,14 @@ done
 [[ -f $session/logs/rank-0.log ]] || fail "no rank-0.log kept"
 [[ $(stat -c %a "$session/logs/rank-0.log") == 600 ]] || fail "the log has mode $(stat -c %a "$session/logs/rank-0.log")"
 rm -rf "$tmp/t"/*
+
+# A failing run that wrote no log (the default level): nothing is kept, and the error names
+# no log file (it named a rank-0.log that did not exist and left the directories, empty).
+run driver_throws >"$tmp/fail_quiet.out" 2>&1 && fail "driver_throws exited 0"
+grep -q "boom from the driver" "$tmp/fail_quiet.out" || { cat "$tmp/fail_quiet.out"; fail "no error"; }
+grep -q "rank-0.log" "$tmp/fail_quiet.out" && { cat "$tmp/fail_quiet.out"; fail "the error names a log never written"; }
+left=$(find "$tmp/t" -mindepth 1 | wc -l)
+[[ $left == 0 ]] || { find "$tmp/t" -ls; fail "a failed run without logs left $left paths behind"; }
 
 # The session path is a symbolic link someone left: refused, nothing written through it.
 # (The launch id is unknown in advance, so the link is planted on the logs directory of a
