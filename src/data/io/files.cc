@@ -309,8 +309,20 @@ std::vector<Part> ReadManifest(const std::string& dir) {
     auto manifest = nlohmann::json::parse(text.str());
     if (manifest.at("format").get<std::string>() != kManifestFormat) throw Error("unknown format");
     for (const auto& p : manifest.at("parts")) {
-      parts.push_back({p.at("file").get<std::string>(), p.at("rows").get<int64_t>(),
-                       p.at("bytes").get<uint64_t>()});
+      // Counts must be whole numbers of their type: get<int64_t>() of 1e300 is undefined,
+      // and of -5 a negative row count.
+      const auto& file = p.at("file");
+      const auto& rows = p.at("rows");
+      const auto& bytes = p.at("bytes");
+      if (!file.is_string() || file.get<std::string>().empty() ||
+          file.get<std::string>().find('/') != std::string::npos) {
+        throw Error("part " + std::to_string(parts.size()) + " has no plain file name");
+      }
+      if (!rows.is_number_integer() || rows.get<int64_t>() < 0 || !bytes.is_number_unsigned()) {
+        throw Error("part " + std::to_string(parts.size()) + " (" + file.get<std::string>() +
+                    ") has no row or byte count (non-negative integers)");
+      }
+      parts.push_back({file.get<std::string>(), rows.get<int64_t>(), bytes.get<uint64_t>()});
     }
   } catch (const std::exception& e) {
     throw Error("prism::data: " + path + " is not a Prism manifest (" + e.what() + ")");

@@ -210,6 +210,18 @@ TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
   for (const auto& entry : fs::directory_iterator(out)) {
     EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
   }
+  // Counts that are not non-negative integers, and file names that leave the directory, are
+  // not a manifest (found by fuzzing, tests/fuzz/corpus/manifest/regress-*: 1e300 rows was
+  // an undefined conversion, -5 rows was returned as is).
+  const std::string manifest = prism_test::ReadText(Path("out/_SUCCESS"));
+  for (const char* part : {"{\"file\": \"a.h5\", \"rows\": 1e300, \"bytes\": 1}",
+                           "{\"file\": \"a.h5\", \"rows\": -5, \"bytes\": 1}",
+                           "{\"file\": \"a.h5\", \"rows\": 1, \"bytes\": -1}",
+                           "{\"file\": \"../a.h5\", \"rows\": 1, \"bytes\": 1}"}) {
+    WriteText("out/_SUCCESS", std::string("{\"format\": \"prism-data-parts-1\", \"parts\": [") + part + "]}");
+    EXPECT_THAT(ErrorOf([&] { io::ReadManifest(out); }), HasSubstr("is not a Prism manifest (part 0")) << part;
+  }
+  WriteText("out/_SUCCESS", manifest);
   // Output directories read as their parts (the manifest and hidden files skipped).
   EXPECT_EQ(io::ListHdf5(out).size(), 3u);
   EXPECT_THAT(ErrorOf([&] {
