@@ -22,10 +22,16 @@ leaks=1
 export ASAN_OPTIONS="detect_leaks=$leaks:symbolize=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export TMPDIR="$work"  # the targets' scratch files: in the run's own directory
+# Tokens of the input's language (dicts/), which libFuzzer inserts whole.
+dict=()
+case $(basename "$fuzzer" _fuzzer) in
+  json|checkpoint|journal|manifest) dict=(-dict="$(dirname "$0")/dicts/json.dict") ;;
+  http) dict=(-dict="$(dirname "$0")/dicts/http.dict") ;;
+esac
 status=0
 # The progress lines of new inputs are left out: thousands of them say little.
 "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2560 -max_len=16384 \
-  -print_final_stats=1 -detect_leaks=$leaks -artifact_prefix="$work/crashes/" "$@" \
+  -print_final_stats=1 -detect_leaks=$leaks -artifact_prefix="$work/crashes/" "${dict[@]}" "$@" \
   "$work/corpus" "$seeds" 2>&1 | grep -v -E '^#[0-9]+\s+(NEW|REDUCE|pulse)' || status=${PIPESTATUS[0]}
 if ((status != 0)); then
   echo "run.sh: $(basename "$fuzzer") failed (exit $status); the input is in $work/crashes/:" >&2
