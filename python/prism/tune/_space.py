@@ -4,11 +4,15 @@ has a codec that brings back the Python value exactly:
 
   "float"  uniform, quniform, loguniform, qloguniform, randn, qrandn: float(text)
   "int"    randint, qrandint, lograndint, qlograndint: int(text)
-  "any"    choice, grid_search, constants, sample_from: a bool, int, float or str whose
-           text reads back as the same value and type travels as itself ("0.1", "3",
-           "true", "adam"); anything else (a list, a tuple, None, 1.0 whose text is "1", the
-           string "3") as tagged text: "json:<JSON>" when JSON gives it back exactly, else
-           "pickle:<base64 cloudpickle>".
+  "str"    the text itself
+           (a choice, grid_search or constant whose values are all floats, all ints or all
+           strs has the codec of that type and its values travel as themselves, so PBT and
+           TPE see numbers)
+  "any"    other choices, grid_searches and constants, sample_from: a bool, int, float or
+           str whose text reads back as the same value and type travels as itself ("0.1",
+           "3", "true", "adam"); anything else (a list, a tuple, None, 1.0 whose text is
+           "1", the string "3" among ints) as tagged text: "json:<JSON>" when JSON gives it
+           back exactly, else "pickle:<base64 cloudpickle>".
 
 Nested dicts in param_space are flattened to "a/b" keys for the engine (as Ray's
 flatten_dict) and unflattened for the trainable and Result.config."""
@@ -48,15 +52,33 @@ class _Call(Domain):
         return getattr(_tune, self._maker)(*self._args)
 
 
+def values_codec(values):
+    """The codec of a key whose values are `values`: "float", "int" or "str" when they all
+    are (they travel as themselves, so PBT and TPE see numbers), else "any"."""
+    kinds = {type(v) for v in values}
+    if kinds == {float}:
+        return "float"
+    if kinds == {int} and all(-2**63 <= v < 2**63 for v in values):
+        return "int"
+    if kinds == {str}:
+        return "str"
+    return "any"
+
+
+def encode_as(values, codec):
+    return list(values) if codec != "any" else [encode(v) for v in values]
+
+
 class Categorical(Domain):
     def __init__(self, categories):
         self.categories = list(categories)
         if not self.categories:
             raise ValueError("tune.choice: the list of categories is empty")
+        self.codec = values_codec(self.categories)
         self._cpp()
 
     def _cpp(self):
-        return _tune.choice([encode(v) for v in self.categories])
+        return _tune.choice(encode_as(self.categories, self.codec))
 
 
 class Function(Domain):
@@ -217,6 +239,8 @@ def encode(value):
 
 
 def decode(text, codec):
+    if codec == "str":
+        return text
     if codec == "float":
         return float(text)
     if codec == "int":
@@ -270,10 +294,12 @@ def to_domain(value, where="param_space", codecs=None):
         values = list(value["grid_search"])
         if not values:
             raise ValueError(f"{where}: a grid_search with no values")
-        return _tune.grid_search([encode(v) for v in values]), "any"
+        codec = values_codec(values)
+        return _tune.grid_search(encode_as(values, codec)), codec
     if callable(value) and not isinstance(value, type):
         return Function(value)._cpp(codecs), "any"  # Ray: a bare function is sample_from
-    return _tune.constant(encode(value)), "any"
+    codec = values_codec([value])
+    return _tune.constant(encode_as([value], codec)[0]), codec
 
 
 def compile_space(param_space, where="param_space"):
