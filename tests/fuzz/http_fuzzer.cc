@@ -19,7 +19,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -80,7 +82,9 @@ void Handle(http::Request in, http::Respond respond) {
   } else if (name == "drop") {
     return;  // never responds: the server answers 500 when the Respond is dropped
   } else if (name == "status") {
-    out.status = std::atoi(r.QueryParam("s", "200").c_str());  // out of range: the server says 500
+    // Any number: one outside 100..999 must become the server's own 500.
+    out.status = static_cast<int>(std::clamp<long>(std::strtol(r.QueryParam("s", "200").c_str(), nullptr, 10),
+                                                   INT_MIN, INT_MAX));
     out.content_type = r.Header("accept");
   }
   respond(http::Response{out.status, std::move(out.body), std::move(out.content_type), std::move(out.headers)});

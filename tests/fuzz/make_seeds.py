@@ -3,8 +3,10 @@
 
 Run once when a format changes: ./tests/fuzz/make_seeds.py. Seeds are small valid (and a
 few invalid) inputs the fuzzer mutates from; regressions (inputs that once crashed or broke
-a property) live beside them as regress-* and are never rewritten here. The HDF5 seeds are
-written by the hdf5 fuzz target's build directory tool (see scripts/fuzz.sh), not here.
+a property) live beside them as regress-* and are never rewritten here. The HDF5 seeds
+(corpus/hdf5/seed-*.h5) are not made here: they are three part files that
+prism::data::io::WriteHdf5Part wrote (float32 rows of shape [2, 2], int64, bool and string
+columns; float64; uint8 rows of shape [2] and int32), checked in as they are.
 """
 import json
 import os
