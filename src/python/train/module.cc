@@ -165,13 +165,17 @@ PYBIND11_MODULE(_train, m) {
   m.attr("PAYLOAD_KEY") = kPayloadKey;
   static py::exception<train::TrainingFailedError> failed(m, "TrainingFailedError", PyExc_RuntimeError);
   static py::exception<train::TrainingPreemptedError> preempted(m, "TrainingPreemptedError", PyExc_RuntimeError);
-  // TrainingPreemptedError carries the signal and checkpoint: raised as (message, signal, path).
+  // Tried before prism._prism's translator (pybind11 tries the newest first), which makes
+  // every other prism::Error a prism.exceptions.PrismError. TrainingPreemptedError carries
+  // the signal and checkpoint: raised as (message, signal, path).
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const train::TrainingPreemptedError& e) {
       py::object args = py::make_tuple(e.what(), e.Signal(), e.CheckpointPath());
       PyErr_SetObject(preempted.ptr(), args.ptr());
+    } catch (const train::TrainingFailedError& e) {
+      PyErr_SetString(failed.ptr(), e.what());
     }
   });
 

@@ -1,0 +1,99 @@
+"""Training loops the tests run (an importable module: the workers import it by name)."""
+import json
+import os
+import tempfile
+
+import torch
+
+from prism import train
+from prism.train import Checkpoint
+from prism.train.torch import get_device, prepare_data_loader, prepare_model
+
+
+def report_steps(config):
+    """Reports config["steps"] times: loss 1/(i+1), this worker's rank, and a checkpoint
+    (a file with the step) when config["checkpoint"]; resumes after the checkpoint's step."""
+    start = 0
+    ckpt = train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            with open(os.path.join(d, "step.json")) as f:
+                start = json.load(f)["step"] + 1
+    rank = train.get_context().get_world_rank()
+    for step in range(start, config["steps"]):
+        metrics = {"loss": 1.0 / (step + 1), "step": step, "rank": rank,
+                   "score": config.get("scores", [0] * 100)[step]}
+        if config.get("checkpoint", True):
+            with tempfile.TemporaryDirectory() as d:
+                with open(os.path.join(d, "step.json"), "w") as f:
+                    json.dump({"step": step, "rank": rank}, f)
+                train.report(metrics, checkpoint=Checkpoint.from_directory(d))
+        else:
+            train.report(metrics)
+
+
+def no_argument():
+    train.report({"called": 1})
+
+
+class Boom(ValueError):
+    pass
+
+
+def raises(config):
+    train.report({"step": 0})
+    raise Boom("the loop raised on purpose")
+
+
+def fails_once(config):
+    """Attempt 0: checkpoints step 0, then fails. Attempt 1 resumes and reports step 1."""
+    ckpt = train.get_checkpoint()
+    with tempfile.TemporaryDirectory() as d:
+        if ckpt is None:
+            with open(os.path.join(d, "step.json"), "w") as f:
+                json.dump({"step": 0}, f)
+            train.report({"step": 0}, checkpoint=Checkpoint.from_directory(d))
+            raise RuntimeError("first attempt fails")
+        with open(os.path.join(ckpt.path, "step.json")) as f:
+            step = json.load(f)["step"] + 1
+        train.report({"step": step, "resumed": 1})
+
+
+def context_fields(config):
+    c = train.get_context()
+    fields = {"world_rank": c.get_world_rank(), "world_size": c.get_world_size(),
+              "local_rank": c.get_local_rank(), "local_world_size": c.get_local_world_size(),
+              "node_rank": c.get_node_rank(), "cpu": int(get_device().type == "cpu"),
+              "dist_size": torch.distributed.get_world_size(),
+              "dist_rank": torch.distributed.get_rank()}
+    with open(os.path.join(config["out"], f"{c.get_world_rank()}.json"), "w") as f:
+        json.dump(dict(fields, trial_name=c.get_trial_name(), trial_dir=c.get_trial_dir(),
+                       env_rank=os.environ.get("RANK")), f)
+    train.report(fields)
+
+
+def bad_metric(config):
+    train.report({"name": "text"})
+
+
+def ddp_step(config):
+    """One SGD step of a Linear(2, 1) on data that differs per worker, through prepare_model;
+    the weights after the step, and the indices the prepared loader gave, go to out/."""
+    torch.manual_seed(config["seed"] + train.get_context().get_world_rank())  # different inits:
+    model = prepare_model(torch.nn.Linear(2, 1))  # DDP broadcasts rank 0's
+    rank = train.get_context().get_world_rank()
+    x = torch.full((4, 2), float(rank + 1))
+    y = torch.zeros(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    loader = prepare_data_loader(torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.arange(8)), batch_size=2, shuffle=True))
+    seen = [int(i) for (batch,) in loader for i in batch]
+    inner = model.module if hasattr(model, "module") else model
+    with open(os.path.join(config["out"], f"{rank}.json"), "w") as f:
+        json.dump({"weight": inner.weight.detach().flatten().tolist(),
+                   "bias": inner.bias.detach().tolist(), "seen": seen,
+                   "ddp": int(hasattr(model, "module"))}, f)
+    train.report({"loss": loss.item()})
