@@ -2,6 +2,7 @@
 import json
 import os
 import tempfile
+import time
 
 import torch
 
@@ -21,6 +22,7 @@ def report_steps(config):
                 start = json.load(f)["step"] + 1
     rank = train.get_context().get_world_rank()
     for step in range(start, config["steps"]):
+        time.sleep(config.get("sleep", 0))
         metrics = {"loss": 1.0 / (step + 1), "step": step, "rank": rank,
                    "score": config.get("scores", [0] * 100)[step]}
         if config.get("checkpoint", True):

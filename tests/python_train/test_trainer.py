@@ -129,10 +129,10 @@ def test_failures_restart_from_the_latest_checkpoint(run):
 
 
 def test_stop_ends_the_run(run):
-    result = fit(loops.report_steps, run, {"steps": 10}, stop={"training_iteration": 2})
-    # The engine stops the workers at their next checkpointed report after the driver saw
-    # the criterion met (the request travels while the workers go on): 2 or 3 reports, not 10.
-    assert 2 <= len(result.metrics_dataframe) <= 3
+    result = fit(loops.report_steps, run, {"steps": 20, "sleep": 0.05}, stop={"training_iteration": 2})
+    # The engine stops the workers at a checkpointed report after the driver saw the
+    # criterion met (the request travels while the workers go on): a few reports, not 20.
+    assert 2 <= len(result.metrics_dataframe) < 10
 
 
 def test_more_workers_than_ranks_is_a_clear_error(run, world_size):
