@@ -99,3 +99,14 @@ def ddp_step(config):
                    "bias": inner.bias.detach().tolist(), "seen": seen,
                    "ddp": int(hasattr(model, "module"))}, f)
     train.report({"loss": loss.item()})
+
+
+def ddp_peer_fails():
+    """World rank 1 raises after prepare_model while rank 0 runs backward passes (DDP
+    all-reduces that wait for rank 1)."""
+    model = prepare_model(torch.nn.Linear(2, 1))
+    if train.get_context().get_world_rank() == 1:
+        raise Boom("rank 1 fails")
+    for _ in range(3):
+        model(torch.ones(4, 2)).sum().backward()
+    train.report({"x": 1})

@@ -170,3 +170,14 @@ def test_ddp_averages_gradients(run, tmp_path, world_size):
     # prepare_data_loader: each worker read its own half of the data set
     assert sorted(w[0]["seen"] + w[1]["seen"]) == list(range(8))
     assert len(w[0]["seen"]) == len(w[1]["seen"]) == 4
+
+
+def test_a_worker_failing_under_ddp_stops_its_peers_and_is_the_cause(run, world_size):
+    if world_size < 2:
+        pytest.skip("needs 2 ranks (mpirun -n 3)")
+    import time
+    start = time.time()
+    with pytest.raises(train.TrainingFailedError, match="rank 1 fails") as info:
+        fit(loops.ddp_peer_fails, run, workers=2)
+    assert isinstance(info.value.__cause__, loops.Boom)  # not the peer's "connection reset"
+    assert time.time() - start < 30  # the peer's gloo all-reduce failed, not timed out

@@ -99,15 +99,18 @@ def run_worker(payload):
     try:
         if session.backend is not None:
             session.backend._on_start(ctx)
+        fn, config = spec["loop"], spec["config"]
         try:
-            fn, config = spec["loop"], spec["config"]
             if _loop_arity(fn) == 0:
                 fn()
             else:
                 fn(dict(config))
-        finally:
+        except BaseException as e:
             if session.backend is not None:
-                session.backend._on_shutdown()
+                session.backend._on_failure(e)  # tears down a moment later (see TorchConfig)
+            raise
+        if session.backend is not None:
+            session.backend._on_shutdown()
         return None
     except _StopTraining:
         return "stop"
@@ -115,7 +118,8 @@ def run_worker(payload):
         if session.cpp_error is not None and e is session.cpp_error:
             return "cpp"
         text = _failure_text(e, where)
-        traceback.clear_frames(e.__traceback__)  # let go of the model (and its process group)
+        if session.backend is None:
+            traceback.clear_frames(e.__traceback__)
         return text
     finally:
         _local.session = None

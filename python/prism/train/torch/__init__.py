@@ -17,6 +17,8 @@ of the script, before prism.init(), so every rank registers the engine's loop.
 import datetime
 import os
 import socket
+import threading
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -98,6 +100,24 @@ class TorchConfig:
     def _on_shutdown(self):
         if dist.is_initialized():
             dist.destroy_process_group()
+
+    def _on_failure(self, error):
+        """The loop raised: its process group goes a second later, with the frames that hold
+        the model (a DDP model keeps the group's connections open). The peers' pending
+        collectives then fail, so they stop at once instead of at gloo's timeout; the delay
+        lets this worker's failure reach the driver first, so fit names the root cause, not
+        a peer's "connection reset"."""
+        group = dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
+
+        def teardown():
+            traceback.clear_frames(error.__traceback__)
+            if group is not None and dist.is_initialized() and \
+                    dist.distributed_c10d._get_default_group() is group:
+                dist.destroy_process_group()
+
+        timer = threading.Timer(1.0, teardown)
+        timer.daemon = True
+        timer.start()
 
 
 class TorchTrainer(DataParallelTrainer):
