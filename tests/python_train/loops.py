@@ -110,3 +110,29 @@ def ddp_peer_fails():
     for _ in range(3):
         model(torch.ones(4, 2)).sum().backward()
     train.report({"x": 1})
+
+
+def check_tf_config(config):
+    """The stand-in for a TensorFlow program: checks TF_CONFIG as MultiWorkerMirroredStrategy
+    reads it, and writes it to out/."""
+    tf_config = json.loads(os.environ["TF_CONFIG"])
+    rank = train.get_context().get_world_rank()
+    assert tf_config["task"] == {"type": "worker", "index": rank}, tf_config
+    assert len(tf_config["cluster"]["worker"]) == train.get_context().get_world_size()
+    with open(os.path.join(config["out"], f"{rank}.json"), "w") as f:
+        json.dump(tf_config, f)
+    train.report({"workers": len(tf_config["cluster"]["worker"])})
+
+
+class FakeKerasModel:
+    def save(self, path):
+        with open(path, "w") as f:
+            f.write("keras model")
+
+
+def keras_callback(config):
+    from prism.train.tensorflow.keras import ReportCheckpointCallback
+    callback = ReportCheckpointCallback(metrics={"loss": "val_loss"})
+    callback.set_model(FakeKerasModel())
+    for epoch in range(2):
+        callback.on_epoch_end(epoch, {"val_loss": 1.0 / (epoch + 1), "other": 5})

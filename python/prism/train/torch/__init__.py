@@ -16,7 +16,6 @@ of the script, before prism.init(), so every rank registers the engine's loop.
 
 import datetime
 import os
-import socket
 import threading
 import traceback
 
@@ -27,35 +26,13 @@ from torch.utils.data import (DataLoader, DistributedSampler, IterableDataset, R
 
 from .. import _session
 from .._config import _check_kwargs
+from .._net import free_port as _free_port, reachable_host as _reachable_host
 from .._trainer import DataParallelTrainer
 
 _session.ext()  # register the engine's training loop on this rank (see the docstring)
 
 __all__ = ["TorchTrainer", "TorchConfig", "prepare_model", "prepare_data_loader", "get_device",
            "get_devices"]
-
-
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def _reachable_host():
-    """This host's name when it resolves, else its first non-loopback IPv4 address (as
-    ScriptTrainer's ReachableHost)."""
-    host = socket.gethostname()
-    try:
-        socket.getaddrinfo(host, None, socket.AF_INET)
-        return host
-    except OSError:
-        pass
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            return s.getsockname()[0]
-    except OSError:
-        return "127.0.0.1"
 
 
 class TorchConfig:
