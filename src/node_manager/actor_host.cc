@@ -91,7 +91,10 @@ void ActorHost::ThreadMain() {
     mailbox_.pop_front();
     queued_.store(mailbox_.size(), std::memory_order_relaxed);
     const bool creation = task.spec->kind == TaskKind::kActorCreation;
-    if (creation) ++incarnation_;
+    if (creation) {
+      DestroyIfIdle();  // a restart's: the killed incarnation goes first
+      ++incarnation_;
+    }
     ++running_;
     lock.unlock();
     run_(task, *this);
@@ -101,7 +104,9 @@ void ActorHost::ThreadMain() {
     DestroyIfIdle();
     cv_.notify_all();
   }
-  // The actor ended: the last thread to leave asks the owner to join the threads.
+  // The actor ended: the first thread to leave idle destroys the instance, the last asks
+  // the owner to join the threads.
+  DestroyIfIdle();
   EndedFn ended = --live_ == 0 ? ended_ : nullptr;
   lock.unlock();
   if (ended) ended(*this);
@@ -155,8 +160,11 @@ std::deque<DispatchTask> ActorHost::Kill(bool restart, const std::string& cause)
   for (auto& t : mailbox_) failed.push_back(std::move(t));
   mailbox_.clear();
   queued_.store(0, std::memory_order_relaxed);
+  // The instance is destroyed by the actor's own thread (as it leaves, or before the
+  // restart's creation runs), never here: Kill arrives in Handle, which on rank 0 runs
+  // under the head's lock, and a Python instance's destructor waits for the GIL, which a
+  // Python thread may hold while it waits for that lock.
   destroy_pending_ = true;
-  DestroyIfIdle();
   dead_ = !restart;
   // After a restart, calls wait for the new creation (it arrives right after the kill).
   creating_ = restart;

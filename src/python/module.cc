@@ -138,6 +138,16 @@ class ReleaseGil {
   PyThreadState* state_;
 };
 
+/// f() with the GIL released: for calls that ask the head (state API, KV, resources,
+/// placement groups, kills). On rank 0 the head may, under its lock, end a Python actor,
+/// whose destruction needs the GIL: a caller holding the GIL while it waits for that lock
+/// would deadlock with it.
+template <typename F>
+auto WithoutGil(F&& f) {
+  ReleaseGil release;
+  return f();
+}
+
 /// A Python exception leaving a task: what() is the traceback and the pickled exception.
 class PythonTaskError : public std::runtime_error {
  public:
@@ -678,13 +688,14 @@ PYBIND11_MODULE(_prism, m) {
     return ready;
   });
   m.def("cancel", [](const PyObjectRef& ref, bool recursive) {
-    internal::RequireCore("cancel").Cancel(ref.ref.ID(), recursive);
+    WithoutGil([&] { internal::RequireCore("cancel").Cancel(ref.ref.ID(), recursive); });
   });
   m.def("kill_actor", [](uint64_t actor, bool no_restart) {
-    internal::RequireCore("kill").KillActor(ObjectId(actor), no_restart);
+    WithoutGil([&] { internal::RequireCore("kill").KillActor(ObjectId(actor), no_restart); });
   });
   m.def("lookup_actor", [](const std::string& name, const std::string& ray_namespace) -> py::object {
-    auto [id, class_name] = internal::RequireCore("get_actor").LookupActor(name, ray_namespace);
+    auto [id, class_name] =
+        WithoutGil([&] { return internal::RequireCore("get_actor").LookupActor(name, ray_namespace); });
     if (id.IsNil()) return py::none();
     return py::make_tuple(PyObjectRef{internal::ObjectRefBase(id), {}}, class_name);
   });
@@ -700,8 +711,8 @@ PYBIND11_MODULE(_prism, m) {
   m.def("actor_factory_name", [] { return std::string(kActorFactory); });
   m.def("actor_method_name", [] { return std::string(kActorMethod); });
 
-  m.def("cluster_resources", &ClusterResources);
-  m.def("available_resources", &AvailableResources);
+  m.def("cluster_resources", [] { return WithoutGil(&ClusterResources); });
+  m.def("available_resources", [] { return WithoutGil(&AvailableResources); });
   m.def("runtime_context", [] {
     RuntimeContext c = GetRuntimeContext();
     py::dict d;
@@ -716,15 +727,21 @@ PYBIND11_MODULE(_prism, m) {
   });
   m.def("gpu_ids", &GetGpuIds);
 
-  m.def("kv_put", [](const std::string& k, const py::bytes& v, bool overwrite) { return kv::Put(k, v, overwrite); });
+  m.def("kv_put", [](const std::string& k, const py::bytes& v, bool overwrite) {
+    std::string value = v;
+    return WithoutGil([&] { return kv::Put(k, value, overwrite); });
+  });
   m.def("kv_get", [](const std::string& k) -> py::object {
-    auto v = kv::Get(k);
+    auto v = WithoutGil([&] { return kv::Get(k); });
     if (!v) return py::none();
     return py::bytes(*v);
   });
-  m.def("kv_exists", &kv::Exists);
-  m.def("kv_delete", &kv::Delete, py::arg("key"), py::arg("by_prefix") = false);
-  m.def("kv_list", &kv::List, py::arg("prefix") = "");
+  m.def("kv_exists", [](const std::string& k) { return WithoutGil([&] { return kv::Exists(k); }); });
+  m.def("kv_delete", [](const std::string& k, bool by_prefix) {
+    return WithoutGil([&] { return kv::Delete(k, by_prefix); });
+  }, py::arg("key"), py::arg("by_prefix") = false);
+  m.def("kv_list", [](const std::string& prefix) { return WithoutGil([&] { return kv::List(prefix); }); },
+        py::arg("prefix") = "");
 
   m.def("create_placement_group", [](const std::vector<std::unordered_map<std::string, double>>& bundles,
                                      const std::string& strategy, const std::string& name) {
@@ -736,18 +753,20 @@ PYBIND11_MODULE(_prism, m) {
     else if (strategy == "STRICT_PACK") o.strategy = PlacementStrategy::STRICT_PACK;
     else if (strategy == "STRICT_SPREAD") o.strategy = PlacementStrategy::STRICT_SPREAD;
     else throw py::value_error("prism: placement strategy must be PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, not " + strategy);
-    return CreatePlacementGroup(o).GetID();
+    return WithoutGil([&] { return CreatePlacementGroup(o).GetID(); });
   });
   m.def("wait_placement_group", [](const std::string& id, int64_t timeout_ms) {
     ReleaseGil release;
     return internal::RequireCore("placement_group.wait").WaitPlacementGroup(id, timeout_ms);
   });
-  m.def("remove_placement_group", &RemovePlacementGroup);
-  m.def("placement_group_id_by_name", [](const std::string& name) { return GetPlacementGroup(name).GetID(); });
+  m.def("remove_placement_group", [](const std::string& id) { WithoutGil([&] { RemovePlacementGroup(id); }); });
+  m.def("placement_group_id_by_name", [](const std::string& name) {
+    return WithoutGil([&] { return GetPlacementGroup(name).GetID(); });
+  });
 
-  m.def("list_tasks", [] { return StateList(state::ListTasks()); });
-  m.def("list_nodes", [] { return StateList(state::ListNodes()); });
-  m.def("list_placement_groups", [] { return StateList(state::ListPlacementGroups()); });
-  m.def("list_errors", [](size_t limit) { return StateList(state::ListErrors(limit)); });
-  m.def("list_actors", [] { return StateList(state::ListActors()); });
+  m.def("list_tasks", [] { return StateList(WithoutGil([] { return state::ListTasks(); })); });
+  m.def("list_nodes", [] { return StateList(WithoutGil([] { return state::ListNodes(); })); });
+  m.def("list_placement_groups", [] { return StateList(WithoutGil([] { return state::ListPlacementGroups(); })); });
+  m.def("list_errors", [](size_t limit) { return StateList(WithoutGil([&] { return state::ListErrors(limit); })); });
+  m.def("list_actors", [] { return StateList(WithoutGil([] { return state::ListActors(); })); });
 }

@@ -309,11 +309,35 @@ WorkerGroup::WorkerGroup(WorkerGroupOptions options) : impl_(std::make_unique<Im
   }
 }
 
+namespace {
+/// A worker that failed was reported as a kFailed event, so its task's failed result has
+/// been seen: read it before dropping it, or the core logs it as an error nobody read.
+/// Only results already there are touched (a loop's result is a few bytes).
+void ReadFailedResults(std::vector<ObjectRef<std::string>>& results) {
+  if (results.empty()) return;
+  const auto ready = internal::RequireCore("WorkerGroup").Wait(
+      [&] {
+        std::vector<ObjectId> ids;
+        for (const auto& r : results) ids.push_back(r.ID());
+        return ids;
+      }(),
+      static_cast<int>(results.size()), 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!ready[i]) continue;
+    try {
+      results[i].Get(0);
+    } catch (const std::exception&) {  // the failure the kFailed event carried
+    }
+  }
+}
+}  // namespace
+
 WorkerGroup::~WorkerGroup() {
   if (!IsInitialized()) return;  // after Shutdown: nothing to give back
   try {
     impl_->preemption.reset();
     if (Running()) Abort(30000);
+    ReadFailedResults(impl_->results);
     RemovePlacementGroup(impl_->pg.GetID());
   } catch (const std::exception&) {  // the job is ending: the head frees everything anyway
   }
@@ -338,6 +362,7 @@ void WorkerGroup::Start(const std::string& loop, const std::string& config) {
   }
   ++g.attempt;
   g.kept.clear();
+  ReadFailedResults(g.results);
   g.results.clear();
   for (const auto& w : g.workers) {
     detail::WorkerStart s;
