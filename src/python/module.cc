@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "gil.h"
 #include "prism/api.h"
 #include "prism/platform/invoke.h"
 
@@ -87,56 +88,6 @@ struct PyObjectRef {
 
 /// The ObjectRefs a value being pickled contains (ObjectRef.__reduce__ records them here).
 thread_local std::vector<uint64_t>* g_contained = nullptr;
-
-/// Holds the GIL on an executor thread. The first use on a thread makes its Python thread
-/// state and keeps it (one PyGILState_Ensure never released), so each later task costs a
-/// GIL switch, not a thread state's creation and deletion. A no-op on a thread that holds
-/// the GIL already (an actor destroyed when a Python thread drops its last handle).
-class TaskGil {
- public:
-  TaskGil() {
-    if (PyGILState_Check()) return;
-    held_ = true;
-    thread_local bool made = false;
-    if (!made) {
-      PyGILState_Ensure();
-      PyEval_SaveThread();
-      made = true;
-    }
-    state_ = PyGILState_Ensure();
-  }
-  ~TaskGil() {
-    if (held_) PyGILState_Release(state_);
-  }
-  TaskGil(const TaskGil&) = delete;
-  TaskGil& operator=(const TaskGil&) = delete;
-
- private:
-  bool held_ = false;
-  PyGILState_STATE state_ = PyGILState_UNLOCKED;
-};
-
-/// Releases the GIL while it lives, as py::gil_scoped_release does; but a thread that comes
-/// back while the interpreter is finalizing (the script ended while a task of this rank
-/// waited in get) waits there for the process to end instead of taking the GIL, which
-/// would end the thread inside C++ frames (an abort) or use an interpreter being torn down.
-class ReleaseGil {
- public:
-  ReleaseGil() : state_(PyEval_SaveThread()) {}
-  ~ReleaseGil() {
-#if PY_VERSION_HEX >= 0x030D0000
-    while (Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
-#else
-    while (_Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
-#endif
-    PyEval_RestoreThread(state_);
-  }
-  ReleaseGil(const ReleaseGil&) = delete;
-  ReleaseGil& operator=(const ReleaseGil&) = delete;
-
- private:
-  PyThreadState* state_;
-};
 
 /// f() with the GIL released: for calls that ask the head (state API, KV, resources,
 /// placement groups, kills). On rank 0 the head may, under its lock, end a Python actor,

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "gil.h"
 #include "prism/api.h"
 #include "prism/checkpoint.h"
 #include "prism/remote.h"
@@ -49,43 +50,14 @@ namespace py = pybind11;
 
 namespace prism::python_train {
 
+using python::ReleaseGil;
+using python::TaskGil;
+
 constexpr const char* kPayloadKey = "prism.python.train_loop";
 
 /// The C++ error a session call raised in Python, kept to be thrown again if it ends the
 /// loop (one per worker thread).
 thread_local std::exception_ptr t_pending;
-
-/// Holds the GIL on a worker's task thread (which may have no Python thread state yet).
-class Gil {
- public:
-  Gil() : state_(PyGILState_Ensure()) {}
-  ~Gil() { PyGILState_Release(state_); }
-  Gil(const Gil&) = delete;
-  Gil& operator=(const Gil&) = delete;
-
- private:
-  PyGILState_STATE state_;
-};
-
-/// Releases the GIL while it lives; a thread coming back while the interpreter finalizes
-/// waits for the process to end instead of taking it (as prism._prism's ReleaseGil).
-class NoGil {
- public:
-  NoGil() : state_(PyEval_SaveThread()) {}
-  ~NoGil() {
-#if PY_VERSION_HEX >= 0x030D0000
-    while (Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
-#else
-    while (_Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
-#endif
-    PyEval_RestoreThread(state_);
-  }
-  NoGil(const NoGil&) = delete;
-  NoGil& operator=(const NoGil&) = delete;
-
- private:
-  PyThreadState* state_;
-};
 
 /// The one C++ training loop every Python trainer runs: calls the Python loop in the
 /// payload. Python reports how it ended: None (returned), "stop"/"cpp" (a kept C++
@@ -97,7 +69,7 @@ void PrismPythonTrainLoop(train::Config config) {
   t_pending = nullptr;
   std::string failure;
   {
-    Gil gil;
+    TaskGil gil;
     try {
       py::object outcome = py::module_::import("prism.train._session").attr("run_worker")(py::bytes(payload));
       if (!outcome.is_none()) {
@@ -123,7 +95,7 @@ namespace {
 template <typename F>
 auto SessionCall(F&& fn) {
   try {
-    NoGil release;
+    ReleaseGil release;
     return fn();
   } catch (const std::exception& e) {
     t_pending = std::current_exception();
@@ -222,7 +194,7 @@ PYBIND11_MODULE(_train, m) {
       train::TorchTrainer trainer(&PrismPythonTrainLoop, std::move(options));
       train::Result result;
       {
-        NoGil release;
+        ReleaseGil release;
         result = trainer.Fit();
       }
       if (*callback_error) throw std::move(**callback_error);
@@ -231,7 +203,7 @@ PYBIND11_MODULE(_train, m) {
     train::TorchTrainer trainer(&PrismPythonTrainLoop, std::move(options));
     train::Result result;
     {
-      NoGil release;
+      ReleaseGil release;
       result = trainer.Fit();
     }
     return ResultDict(result);

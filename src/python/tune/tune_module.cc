@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "gil.h"
 #include "prism/api.h"
 #include "prism/checkpoint.h"
 #include "prism/platform/invoke.h"
@@ -41,32 +42,6 @@ namespace prism::python::tune_binding {
 
 namespace tune = prism::tune;
 
-/// Holds the GIL on an executor thread (as prism._prism's TaskGil: the thread's Python
-/// state is made once and kept).
-class TrialGil {
- public:
-  TrialGil() {
-    if (PyGILState_Check()) return;
-    held_ = true;
-    thread_local bool made = false;
-    if (!made) {
-      PyGILState_Ensure();
-      PyEval_SaveThread();
-      made = true;
-    }
-    state_ = PyGILState_Ensure();
-  }
-  ~TrialGil() {
-    if (held_) PyGILState_Release(state_);
-  }
-  TrialGil(const TrialGil&) = delete;
-  TrialGil& operator=(const TrialGil&) = delete;
-
- private:
-  bool held_ = false;
-  PyGILState_STATE state_ = PyGILState_UNLOCKED;
-};
-
 /// A Python trainable's failure: what() is its traceback.
 class PythonTrialError : public std::runtime_error {
  public:
@@ -77,7 +52,7 @@ class PythonTrialError : public std::runtime_error {
 void PrismTunePythonTrial(tune::Config config) {
   std::string outcome, text;
   {
-    TrialGil gil;
+    TaskGil gil;
     try {
       py::dict values;
       for (const auto& [k, v] : config.Values()) values[py::str(k)] = py::str(v);
@@ -196,7 +171,7 @@ auto RunReleased(F&& run) -> decltype(run()) {
   std::string preempted_path, tune_error, error;
   int signal = 0;
   {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     try {
       return run();
     } catch (const tune::TunePreemptedError& e) {
@@ -238,7 +213,7 @@ void Report(const std::map<std::string, double>& metrics, const std::optional<st
   bool stop = false;
   std::string error;
   {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     try {
       std::optional<Checkpoint> c;
       if (checkpoint) c = Checkpoint::FromDirectory(*checkpoint);
