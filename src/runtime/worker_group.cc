@@ -20,6 +20,7 @@
 #include <typeinfo>
 
 #include "common/demangle.h"
+#include "common/log.h"
 #include "common/resources.h"
 #include "prism/api.h"
 
@@ -313,7 +314,7 @@ namespace {
 /// A worker that failed was reported as a kFailed event, so its task's failed result has
 /// been seen: read it before dropping it, or the core logs it as an error nobody read.
 /// Only results already there are touched (a loop's result is a few bytes).
-void ReadFailedResults(std::vector<ObjectRef<std::string>>& results) {
+void ReadFailedResults(std::vector<ObjectRef<std::string>>& results) try {
   if (results.empty()) return;
   const auto ready = internal::RequireCore("WorkerGroup").Wait(
       [&] {
@@ -329,6 +330,11 @@ void ReadFailedResults(std::vector<ObjectRef<std::string>>& results) {
     } catch (const std::exception&) {  // the failure the kFailed event carried
     }
   }
+} catch (const TaskCancelledError&) {
+  // The task that owns the group was cancelled (a Tune trial stopped): it cannot wait,
+  // even for no time; its results go unread.
+} catch (const std::exception& e) {
+  PRISM_LOG_WARN("WorkerGroup: reading its workers' results: " << e.what());
 }
 }  // namespace
 
@@ -337,8 +343,8 @@ WorkerGroup::~WorkerGroup() {
   try {
     impl_->preemption.reset();
     if (Running()) Abort(30000);
-    ReadFailedResults(impl_->results);
     RemovePlacementGroup(impl_->pg.GetID());
+    ReadFailedResults(impl_->results);
   } catch (const std::exception&) {  // the job is ending: the head frees everything anyway
   }
 }
