@@ -24,6 +24,7 @@ if [[ "${1:-}" != --demo ]]; then
   packages+=(
     libbenchmark-dev mold  # mold: faster links (cmake/PrismBuildSpeed.cmake)
     python3-distributed python3-mpi4py python3-torch python3-numpy python3-pandas
+    python3-torchvision  # the Ray Tune example reads Fashion-MNIST through torchvision
     pybind11-dev python3-cloudpickle python3-pytest  # the prism Python package and its tests
     valgrind python3-matplotlib python3-optuna
     wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
