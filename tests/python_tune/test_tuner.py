@@ -39,6 +39,29 @@ def test_fit_and_best_result(storage):
     assert (best_rows["training_iteration"] == 3).all()
 
 
+def test_train_report_in_a_trial_is_the_trials_report(storage, tmp_path):
+    # Ray 2.x's function trainables report with ray.train.report and read
+    # ray.train.get_checkpoint: the same calls reach the trial's session here.
+    from prism import train
+
+    def trainable(config):
+        assert train.get_checkpoint() is None
+        for step in range(1, 3):
+            d = tmp_path / f"{config['x']}-{step}"
+            d.mkdir()
+            (d / "step").write_text(str(step))
+            train.report({"score": config["x"] * step}, checkpoint=train.Checkpoint.from_directory(str(d)))
+
+    grid = tune.Tuner(trainable, param_space={"x": tune.grid_search([1, 2])},
+                      tune_config=tune.TuneConfig(metric="score", mode="max"),
+                      run_config=tune.RunConfig(storage_path=storage, name="train_report", verbose=0)).fit()
+    assert grid.num_errors == 0, grid.errors
+    best = grid.get_best_result()
+    assert best.config == {"x": 2} and best.metrics["score"] == 4 and best.metrics["training_iteration"] == 2
+    with best.checkpoint.as_directory() as d:
+        assert open(f"{d}/step").read() == "2"
+
+
 def test_value_types_round_trip(storage):
     seen = []
 

@@ -182,14 +182,26 @@ class TrainContext:
                 f"name={self.get_experiment_name()!r})")
 
 
+def _tune_trial():
+    """prism.tune's session module when the caller is a Tune trial and no training worker
+    (Ray 2.x's function trainables call ray.train.report), else None."""
+    tune = sys.modules.get("prism.tune._session")
+    return tune if tune is not None and not in_session() and tune.in_trial() else None
+
+
 def get_context():
-    """This worker's TrainContext. RuntimeError outside a training worker."""
+    """This worker's TrainContext (a Tune trial's context inside a trial). RuntimeError
+    outside a training worker or trial."""
+    if (tune := _tune_trial()) is not None:
+        return tune.get_context()
     return _current("get_context").context
 
 
 def get_checkpoint():
     """The checkpoint this attempt resumes from (the run's newest intact one after a
     failure or in a new fit of the same run, or resume_from_checkpoint), else None."""
+    if (tune := _tune_trial()) is not None:
+        return tune.get_checkpoint()
     session = _current("get_checkpoint")
     path = _engine_call(session, ext().get_checkpoint)
     return None if path is None else Checkpoint(path)
@@ -230,7 +242,10 @@ def report(metrics, checkpoint=None, *, checkpoint_dir_name=None):
     progress.csv, the driver's Result) and its checkpoint is committed, as a copy, to
     storage_path/name/checkpoint_NNNNNN (atomically, with checksums); the other workers'
     checkpoints are not kept. On preemption (SIGUSR1/SIGTERM), the first report whose
-    checkpoint rank 0 commits ends the loop on every worker."""
+    checkpoint rank 0 commits ends the loop on every worker. Inside a Tune trial it is the
+    trial's report (prism.tune.report), as in Ray 2.x."""
+    if (tune := _tune_trial()) is not None:
+        return tune.report(metrics, checkpoint=checkpoint)
     session = _current("report")
     if not isinstance(metrics, dict):
         raise TypeError(f"prism.train.report: metrics must be a dict, not {type(metrics).__name__}")
