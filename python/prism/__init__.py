@@ -19,14 +19,23 @@ import atexit
 import os
 import sys
 
-# RTLD_GLOBAL: Open MPI's plugins need libmpi's symbols, and C++ libraries loaded with
-# load_library register their functions in this module's registry.
-_flags = sys.getdlopenflags()
-sys.setdlopenflags(_flags | os.RTLD_GLOBAL)
-try:
-    from . import _prism
-finally:
-    sys.setdlopenflags(_flags)
+
+
+def _import_global(name):
+    """prism.<name>, a C++ extension, loaded with RTLD_GLOBAL: the extensions loaded after it
+    resolve its engine from it instead of holding a copy (prism._prism: the core, which Open
+    MPI's plugins and load_library's functions need too; prism._tune: Tune and the checkpoint
+    store, which prism._train's TorchTrainer trials report to)."""
+    import importlib
+    flags = sys.getdlopenflags()
+    sys.setdlopenflags(flags | os.RTLD_GLOBAL)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    finally:
+        sys.setdlopenflags(flags)
+
+
+_prism = _import_global("_prism")
 
 from . import _serialization, exceptions  # noqa: E402
 from ._remote import ActorClass, ActorHandle, RemoteFunction, remote  # noqa: E402

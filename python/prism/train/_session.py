@@ -26,9 +26,12 @@ _ext = None
 
 
 def ext():
-    """prism._train (the C++ engine and LibTorch), loaded on first use."""
+    """prism._train (the C++ engine and LibTorch), loaded on first use, after prism._tune
+    (RTLD_GLOBAL), whose Tune engine and checkpoint store it resolves."""
     global _ext
     if _ext is None:
+        import prism
+        prism._import_global("_tune")
         from .. import _train
         _ext = _train
     return _ext
@@ -84,9 +87,18 @@ def _failure_text(e, where):
         (MARKER + blob + "]" if blob else "")
 
 
-def run_worker(payload):
-    """One worker's loop. Returns None when it returned, "stop" or "cpp" when an engine
-    exception ended it (PrismPythonTrainLoop throws it again), else the failure's text."""
+def _trial_loop_config(config, trial_config, codecs):
+    """train_loop_config in a Tune trial: the trial's train_loop_config values (text from the
+    engine, "train_loop_config/<key>") decoded and laid over the trainer's own."""
+    from ..tune._space import decode_config
+    decoded = decode_config(trial_config, codecs or {})
+    return {**config, **decoded.get("train_loop_config", {})}
+
+
+def run_worker(payload, trial_config=None):
+    """One worker's loop (`trial_config`: a Tune trial's config as text, else empty).
+    Returns None when it returned, "stop" or "cpp" when an engine exception ended it
+    (PrismPythonTrainLoop throws it again), else the failure's text."""
     try:
         spec = cloudpickle.loads(payload)
     except Exception as e:
@@ -100,6 +112,8 @@ def run_worker(payload):
         if session.backend is not None:
             session.backend._on_start(ctx)
         fn, config = spec["loop"], spec["config"]
+        if trial_config:
+            config = _trial_loop_config(config, trial_config, spec.get("tune_codecs"))
         try:
             if _loop_arity(fn) == 0:
                 fn()

@@ -100,9 +100,9 @@ class DataParallelTrainer:
             backend = self._backend_config_class()
         self.backend_config = backend
 
-    def _payload(self):
+    def _payload(self, tune_codecs=None):
         spec = {"loop": self.train_loop_per_worker, "config": dict(self.train_loop_config or {}),
-                "backend": self.backend_config}
+                "backend": self.backend_config, "tune_codecs": tune_codecs}
         try:
             return cloudpickle.dumps(spec)
         except Exception as e:
@@ -119,23 +119,8 @@ class DataParallelTrainer:
         import prism
         if not prism.is_initialized():
             prism.init()  # Ray starts a cluster in fit too; other ranks serve from here on
-        sc, rc = self.scaling_config, self.run_config
-        cc, fc = rc.checkpoint_config, rc.failure_config
-        name = rc.name or ""
-        options = {
-            "payload": self._payload(),
-            "num_workers": sc.num_workers, "use_gpu": sc.use_gpu,
-            "resources_per_worker": {k: float(v) for k, v in (sc.resources_per_worker or {}).items()},
-            "placement_strategy": sc.placement_strategy,
-            "name": name, "storage_path": rc.storage_path or "",
-            "max_failures": fc.max_failures,
-            "num_to_keep": cc.num_to_keep or 0,
-            "score_attribute": cc.checkpoint_score_attribute or "",
-            "score_order": cc.checkpoint_score_order,
-            "verbose": rc.verbose is None or bool(rc.verbose),
-            "resume": self.resume_from_checkpoint.path if self.resume_from_checkpoint else None,
-            "on_report": _stop_callback(rc.stop, name),
-        }
+        options = self._engine_options(self._payload())
+        options["on_report"] = _stop_callback(self.run_config.stop, options["name"])
         e_ext = ext()
         try:
             raw = e_ext.fit(options)
@@ -147,6 +132,32 @@ class DataParallelTrainer:
             print(message, file=sys.stderr, flush=True)
             raise TrainingPreemptedError(message, signal, path) from None
         return self._result(raw)
+
+    def _tune_trainable(self, codecs):
+        """This trainer as a Tune trial (Ray's Tuner(trainer, param_space={"train_loop_config":
+        {...}})): the engine's TorchTrainable (prism/tune/torch.h), a prism._tune.Trainable.
+        Each trial's train_loop_config values, decoded on the workers with `codecs`, override
+        this trainer's; its scaling and failure configs hold in every trial, and the Tuner's
+        RunConfig names and stores the trials."""
+        return ext().torch_trainable(self._engine_options(self._payload(codecs)))
+
+    def _engine_options(self, payload):
+        """The options prism._train's fit and torch_trainable take."""
+        sc, rc = self.scaling_config, self.run_config
+        cc, fc = rc.checkpoint_config, rc.failure_config
+        return {
+            "payload": payload,
+            "num_workers": sc.num_workers, "use_gpu": sc.use_gpu,
+            "resources_per_worker": {k: float(v) for k, v in (sc.resources_per_worker or {}).items()},
+            "placement_strategy": sc.placement_strategy,
+            "name": rc.name or "", "storage_path": rc.storage_path or "",
+            "max_failures": fc.max_failures,
+            "num_to_keep": cc.num_to_keep or 0,
+            "score_attribute": cc.checkpoint_score_attribute or "",
+            "score_order": cc.checkpoint_score_order,
+            "verbose": rc.verbose is None or bool(rc.verbose),
+            "resume": self.resume_from_checkpoint.path if self.resume_from_checkpoint else None,
+        }
 
     def _result(self, raw):
         history = _read_history(raw["path"])

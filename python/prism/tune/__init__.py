@@ -16,8 +16,9 @@ Import it at the top of the script, on every rank (before prism.init(), which Tu
 if you did not): trials run on every rank and need this module there.
 """
 
-import prism  # noqa: F401  (loads prism._prism, RTLD_GLOBAL, which _tune resolves the core from)
-from .. import _tune  # noqa: F401
+import prism  # loads prism._prism, RTLD_GLOBAL, which _tune resolves the core from
+
+_tune = prism._import_global("_tune")  # RTLD_GLOBAL: prism._train resolves Tune from it
 
 from ._checkpoint import Checkpoint
 from ._errors import TrialError, TuneError, TunePreemptedError

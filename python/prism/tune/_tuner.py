@@ -131,6 +131,24 @@ def with_resources(trainable, resources):
     return _Wrapped(w.fn, {**w.resources, **res}, w.parameters)
 
 
+def _is_trainer(trainable):
+    """A prism.train trainer (TorchTrainer & co.), which runs each trial as a training run."""
+    return hasattr(trainable, "_tune_trainable")
+
+
+def _check_trainer_space(trainable, param_space):
+    if not _is_trainer(trainable) or not param_space:
+        return
+    other = sorted(k for k in param_space if k != "train_loop_config")
+    if other:
+        raise ValueError(f"Tuner({type(trainable).__name__}): param_space may only hold train_loop_config "
+                         f"here, not {', '.join(map(repr, other))}; set scaling_config and run_config on "
+                         "the trainer")
+    if not isinstance(param_space["train_loop_config"], dict):
+        raise TypeError(f"Tuner({type(trainable).__name__}): param_space['train_loop_config'] must be a dict "
+                        "of hyperparameters")
+
+
 # ---- results ----------------------------------------------------------------------------
 
 def _metric_value(k, v):
@@ -304,9 +322,9 @@ class Tuner:
         if _restore is not None:
             self._cpp, self._state = _restore
             return
-        if trainable is None or not callable(trainable):
-            raise TypeError(f"Tuner: the trainable must be a function taking the config, not "
-                            f"{type(trainable).__name__}")
+        if trainable is None or not (callable(trainable) or _is_trainer(trainable)):
+            raise TypeError(f"Tuner: the trainable must be a function taking the config or a "
+                            f"prism.train trainer, not {type(trainable).__name__}")
         if isinstance(trainable, type):
             raise TypeError("Tuner: class trainables (tune.Trainable subclasses) are not supported yet; "
                             "pass a function of the config that calls tune.report")
@@ -319,6 +337,7 @@ class Tuner:
         if not prism.is_initialized():
             prism.init()
         w = _unwrap(trainable)
+        _check_trainer_space(w.fn, param_space)
         space_items, codecs = compile_space(param_space)
         self._state = {"param_space": param_space, "search_alg": tc.search_alg, "scheduler": tc.scheduler,
                        "metric": tc.metric, "mode": tc.mode}
@@ -328,12 +347,12 @@ class Tuner:
         if stop is not None and not isinstance(stop, dict):
             raise TypeError("RunConfig.stop: only a dict (metric -> value) is supported, not "
                             f"{type(stop).__name__}")
-        args, resources, params = self._trainable_args(w, codecs)
+        trainable_handle = self._trainable_handle(w, codecs)
         num_samples = tc.num_samples
         if not isinstance(num_samples, int) or isinstance(num_samples, bool):
             raise TypeError(f"TuneConfig.num_samples must be an int, not {type(num_samples).__name__}")
         self._cpp = _tune.Tuner(
-            args, resources, params, space_items, tc.metric or "", tc.mode or "", num_samples,
+            trainable_handle, space_items, tc.metric or "", tc.mode or "", num_samples,
             _searcher_handle(tc.search_alg), _scheduler_handle(tc.scheduler),
             int(tc.max_concurrent_trials or 0), float(tc.time_budget_s or 0), int(tc.seed or 0),
             getattr(rc, "name", None) or "", os.fspath(getattr(rc, "storage_path", None) or ""),
@@ -343,11 +362,16 @@ class Tuner:
         self._codecs = codecs
         self._keep = w  # the with_parameters refs live as long as the Tuner
 
-    def _trainable_args(self, w, codecs):
+    def _trainable_handle(self, w, codecs):
+        if _is_trainer(w.fn):
+            if w.resources or w.parameters:
+                raise TypeError("Tuner: with_resources and with_parameters take a function; a trainer's "
+                                "trials reserve its ScalingConfig (num_workers x resources_per_worker)")
+            return w.fn._tune_trainable(codecs)
         blob = _remote.function_blob(w.fn, w.fn)
         args = cloudpickle.dumps({"fn": blob, "codecs": codecs, "params": sorted(w.parameters)})
         params = {name: ref.id() for name, ref in w.parameters.items()}
-        return args, w.resources, params
+        return _tune.python_trainable(args, w.resources, params)
 
     def _write_state(self, path):
         journal = os.path.join(path, "experiment_state.jsonl")
@@ -405,9 +429,8 @@ class Tuner:
         self._state = state
         self._codecs = codecs
         self._keep = w
-        args, resources, params = self._trainable_args(w, codecs)
         try:
-            self._cpp = _tune.Tuner.restore(path, args, resources, params, space_items, resume_unfinished,
+            self._cpp = _tune.Tuner.restore(path, self._trainable_handle(w, codecs), space_items, resume_unfinished,
                                             resume_errored, restart_errored,
                                             _searcher_handle(state["search_alg"]),
                                             _scheduler_handle(state["scheduler"]))

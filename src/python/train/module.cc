@@ -23,8 +23,13 @@
 // when the loop returns. Any other C++ error of a session call is kept the same way, so a
 // loop that lets it escape fails with the engine's own exception (e.g. CollectiveAborted).
 //
-// This module links the Train engine and LibTorch but not the core: the core's symbols come
-// from prism._prism, loaded first with RTLD_GLOBAL (one copy of the core's globals).
+// A TorchTrainer as a Tune trainable: torch_trainable returns the engine's TorchTrainable
+// (prism/tune/torch.h) for prism.tune's Tuner; the trial's config reaches run_worker beside
+// the payload, and the worker lays its train_loop_config values over the trainer's.
+//
+// This module links the Train engine, its Tune adapter and LibTorch but not the core, Tune
+// or the checkpoint store: their symbols come from prism._prism and prism._tune, loaded
+// first with RTLD_GLOBAL (one copy of each engine's globals).
 #include <Python.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -45,6 +50,7 @@
 #include "prism/train/collective.h"
 #include "prism/train/session.h"
 #include "prism/train/trainer.h"
+#include "prism/tune/torch.h"
 
 namespace py = pybind11;
 
@@ -71,7 +77,14 @@ void PrismPythonTrainLoop(train::Config config) {
   {
     TaskGil gil;
     try {
-      py::object outcome = py::module_::import("prism.train._session").attr("run_worker")(py::bytes(payload));
+      // A Tune trial's config (prism/tune/torch.h merges it into the loop's config): the
+      // keys besides the payload, as text, for the worker to decode into train_loop_config.
+      py::dict trial_config;
+      for (const auto& [k, v] : config.Values()) {
+        if (k != kPayloadKey) trial_config[py::str(k)] = py::str(v);
+      }
+      py::object outcome =
+          py::module_::import("prism.train._session").attr("run_worker")(py::bytes(payload), trial_config);
       if (!outcome.is_none()) {
         failure = outcome.cast<std::string>();
         if (failure == "cpp" && !t_pending) failure = "prism.train: a session call failed (its error was lost)";
@@ -124,6 +137,31 @@ py::dict ResultDict(const train::Result& r) {
   return d;
 }
 
+/// fit's and torch_trainable's options dict as the engine's: payload (bytes), num_workers,
+/// use_gpu, resources_per_worker, placement_strategy, name, storage_path, max_failures,
+/// num_to_keep, score_attribute, score_order, verbose, resume (path or None).
+train::TorchTrainerOptions TrainerOptions(const py::dict& o) {
+  train::TorchTrainerOptions options;
+  options.train_loop_config.Set(kPayloadKey, o["payload"].cast<std::string>());
+  auto& s = options.scaling_config;
+  s.num_workers = o["num_workers"].cast<int>();
+  s.use_gpu = o["use_gpu"].cast<bool>();
+  s.resources_per_worker = o["resources_per_worker"].cast<std::map<std::string, double>>();
+  s.placement_strategy = o["placement_strategy"].cast<std::string>();
+  auto& r = options.run_config;
+  r.name = o["name"].cast<std::string>();
+  r.storage_path = o["storage_path"].cast<std::string>();
+  r.failure_config.max_failures = o["max_failures"].cast<int>();
+  r.checkpoint_config.num_to_keep = o["num_to_keep"].cast<int>();
+  r.checkpoint_config.checkpoint_score_attribute = o["score_attribute"].cast<std::string>();
+  r.checkpoint_config.checkpoint_score_order = o["score_order"].cast<std::string>();
+  r.verbose = o["verbose"].cast<bool>();
+  if (!o["resume"].is_none()) {
+    options.resume_from_checkpoint = Checkpoint::FromDirectory(o["resume"].cast<std::string>());
+  }
+  return options;
+}
+
 }  // namespace
 
 }  // namespace prism::python_train
@@ -157,31 +195,14 @@ PYBIND11_MODULE(_train, m) {
   // resume (path or None), on_report (callable(metrics, checkpoint path or None) -> bool, or
   // None).
   m.def("fit", [](const py::dict& o) {
-    train::TorchTrainerOptions options;
-    options.train_loop_config.Set(kPayloadKey, o["payload"].cast<std::string>());
-    auto& s = options.scaling_config;
-    s.num_workers = o["num_workers"].cast<int>();
-    s.use_gpu = o["use_gpu"].cast<bool>();
-    s.resources_per_worker = o["resources_per_worker"].cast<std::map<std::string, double>>();
-    s.placement_strategy = o["placement_strategy"].cast<std::string>();
-    auto& r = options.run_config;
-    r.name = o["name"].cast<std::string>();
-    r.storage_path = o["storage_path"].cast<std::string>();
-    r.failure_config.max_failures = o["max_failures"].cast<int>();
-    r.checkpoint_config.num_to_keep = o["num_to_keep"].cast<int>();
-    r.checkpoint_config.checkpoint_score_attribute = o["score_attribute"].cast<std::string>();
-    r.checkpoint_config.checkpoint_score_order = o["score_order"].cast<std::string>();
-    r.verbose = o["verbose"].cast<bool>();
-    if (!o["resume"].is_none()) {
-      options.resume_from_checkpoint = Checkpoint::FromDirectory(o["resume"].cast<std::string>());
-    }
+    train::TorchTrainerOptions options = TrainerOptions(o);
     py::object on_report = o["on_report"];
+    // On Fit's thread (this one), GIL released by the call below: take it back. An
+    // exception in the callback stops the run and is raised by fit afterwards.
+    auto callback_error = std::make_shared<std::optional<py::error_already_set>>();
     if (!on_report.is_none()) {
-      // On Fit's thread (this one), GIL released by the call below: take it back. An
-      // exception in the callback stops the run and is raised by fit afterwards.
-      auto callback_error = std::make_shared<std::optional<py::error_already_set>>();
-      r.on_report = [on_report, callback_error](const train::Metrics& metrics,
-                                                const std::optional<Checkpoint>& ckpt) {
+      options.run_config.on_report = [on_report, callback_error](const train::Metrics& metrics,
+                                                                 const std::optional<Checkpoint>& ckpt) {
         py::gil_scoped_acquire gil;
         try {
           py::object path = ckpt ? py::object(py::str(ckpt->path())) : py::none();
@@ -191,14 +212,6 @@ PYBIND11_MODULE(_train, m) {
           return false;
         }
       };
-      train::TorchTrainer trainer(&PrismPythonTrainLoop, std::move(options));
-      train::Result result;
-      {
-        ReleaseGil release;
-        result = trainer.Fit();
-      }
-      if (*callback_error) throw std::move(**callback_error);
-      return ResultDict(result);
     }
     train::TorchTrainer trainer(&PrismPythonTrainLoop, std::move(options));
     train::Result result;
@@ -206,7 +219,21 @@ PYBIND11_MODULE(_train, m) {
       ReleaseGil release;
       result = trainer.Fit();
     }
+    if (*callback_error) throw std::move(**callback_error);
     return ResultDict(result);
+  });
+
+  // ---- A Tune trial: the engine's TorchTrainable (prism/tune/torch.h) -----------------
+  // The same options as fit (name, storage_path and resume are the Tuner's). Returns
+  // prism._tune.Trainable: this module resolves Tune's engine from prism._tune, loaded
+  // first with RTLD_GLOBAL, so the trial reports to the Tuner that runs it.
+  m.def("torch_trainable", [](const py::dict& o) {
+    py::module_::import("prism._tune");  // registers the Trainable type
+    try {
+      return tune::TorchTrainable(&PrismPythonTrainLoop, TrainerOptions(o));
+    } catch (const Error& e) {
+      throw py::value_error(e.what());
+    }
   });
 
   // ---- A worker: the session calls ----------------------------------------------------

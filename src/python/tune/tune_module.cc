@@ -368,11 +368,15 @@ PYBIND11_MODULE(_tune, m) {
         return Checked([&] { return static_cast<size_t>(&g.GetBestResult(metric, mode, scope) - &g[0]); });
       });
 
+  // What a trial runs: a Python function (python_trainable) or, made by prism._train, a
+  // TorchTrainer (the engine's TorchTrainable), opaque to Python.
+  py::class_<tune::Trainable>(m, "Trainable")
+      .def_property_readonly("resources", [](const tune::Trainable& t) { return t.resources; });
+  m.def("python_trainable", &MakeTrainable, py::arg("args"), py::arg("resources"), py::arg("parameters"));
+
   // The Tuner.
   py::class_<tune::Tuner>(m, "Tuner")
-      .def(py::init([](const py::bytes& args, const std::map<std::string, double>& resources,
-                       const std::map<std::string, uint64_t>& parameters,
-                       const std::vector<std::pair<std::string, tune::Domain>>& space, std::string metric,
+      .def(py::init([](const tune::Trainable& trainable, const std::vector<std::pair<std::string, tune::Domain>>& space, std::string metric,
                        std::string mode, int num_samples, std::shared_ptr<tune::Searcher> search_alg,
                        std::shared_ptr<tune::TrialScheduler> scheduler, int max_concurrent_trials,
                        double time_budget_s, uint64_t seed, std::string name, std::string storage_path,
@@ -391,7 +395,6 @@ PYBIND11_MODULE(_tune, m) {
              rc.checkpoint_config.checkpoint_score_order = score_order;
              rc.verbose = verbose;
              rc.status_interval_s = status_interval_s;
-             auto trainable = MakeTrainable(args, resources, parameters);
              return Checked([&] { return tune::Tuner(trainable, ToSpace(space), tc, rc); });
            }))
       .def("fit",
@@ -402,9 +405,7 @@ PYBIND11_MODULE(_tune, m) {
            })
       .def("experiment_path", &tune::Tuner::ExperimentPath)
       .def_static("can_restore", &tune::Tuner::CanRestore)
-      .def_static("restore", [](const std::string& path, const py::bytes& args,
-                                const std::map<std::string, double>& resources,
-                                const std::map<std::string, uint64_t>& parameters,
+      .def_static("restore", [](const std::string& path, const tune::Trainable& trainable,
                                 const std::vector<std::pair<std::string, tune::Domain>>& space,
                                 bool resume_unfinished, bool resume_errored, bool restart_errored,
                                 std::shared_ptr<tune::Searcher> search_alg,
@@ -412,7 +413,6 @@ PYBIND11_MODULE(_tune, m) {
         tune::TuneConfig tc;
         tc.search_alg = search_alg;
         tc.scheduler = scheduler;
-        auto trainable = MakeTrainable(args, resources, parameters);
         auto s = ToSpace(space);
         return RunReleased([&] {
           return tune::Tuner::Restore(path, trainable, s, resume_unfinished, resume_errored, restart_errored, tc);
