@@ -11,9 +11,7 @@ are unpacked under FashionMNIST/raw/, as torchvision reads them; made from
 /usr/share/datasets/fashion-mnist if missing), --storage-path, --name, --restore.
 """
 import argparse
-import gzip
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -27,7 +25,9 @@ from torchvision import datasets, transforms
 from prism import tune
 from prism.tune.schedulers import ASHAScheduler
 
-DEBIAN_FILES = "/usr/share/datasets/fashion-mnist"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from debian_fashion_mnist import DEFAULT_DATA_ROOT, unpack_debian_files  # noqa: E402
+
 EPOCH_SIZE = 512
 TEST_SIZE = 256
 
@@ -69,24 +69,6 @@ def test_func(model, data_loader):
     return correct / total
 
 
-def unpack_debian_files(root):
-    """torchvision's FashionMNIST reads <root>/FashionMNIST/raw/*-ubyte: unpack Debian's."""
-    raw = os.path.join(root, "FashionMNIST", "raw")
-    os.makedirs(raw, exist_ok=True)
-    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-        out = os.path.join(raw, name)
-        if os.path.exists(out):
-            continue
-        src = os.path.join(DEBIAN_FILES, name + ".gz")
-        if not os.path.exists(src):
-            sys.exit(f"tune_fashion_mnist: {src} is missing: apt-get install dataset-fashion-mnist")
-        part = f"{out}.part-{os.getpid()}"  # every rank unpacks at once: each its own
-        with gzip.open(src, "rb") as f, open(part, "wb") as g:
-            shutil.copyfileobj(f, g)
-        os.replace(part, out)
-
-
 def train_mnist(config):
     mnist_transforms = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.2860,), (0.3530,))])
     train_set = datasets.FashionMNIST(config["data_root"], train=True, download=False, transform=mnist_transforms)
@@ -106,7 +88,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--num-samples", type=int, default=20)
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--data-root", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "prism-fashion-mnist"))
+    parser.add_argument("--data-root", default=DEFAULT_DATA_ROOT)
     parser.add_argument("--storage-path", default=None)
     parser.add_argument("--name", default=None,
                         help="the experiment's name (default: tune_<Slurm job id>, else a timestamp)")
