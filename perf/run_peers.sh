@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prism and its peers side by side, in one run: the same workloads in Prism (the perf/
-# binaries, built beforehand: this script builds nothing), Dask distributed, mpi4py.futures
-# and PyTorch DDP (gloo), back to back, then one table of Prism/peer ratios (> 1 means Prism
-# is better). See perf/peers/README.md.
+# binaries, built beforehand: this script builds nothing), Dask distributed, mpi4py.futures,
+# PyTorch DDP (gloo), torchrun and Optuna, back to back, then one table of Prism/peer ratios
+# (> 1 means Prism is better; the Python steps print their own tables). See
+# perf/peers/README.md and perf/README.md.
 #
 #   perf/run_peers.sh [--ranks=N] [--quick] [--json=PATH]
 #
@@ -196,6 +197,30 @@ torch_py="$(find_python torch torch.distributed || true)"
 built_step prism_train "$train" "${mpirun_cmd[@]}" -n 3 "$train" "${train_args[@]}" \
   --json="$work/prism_train.json"
 ddp_step ddp_train --no-allreduce --json="$work/ddp_train.json"
+
+# ---- Python: prism.train and prism.tune against torchrun and Optuna ---------------------
+# (their own tables in the log and prism_python_train.json / prism_python_tune.json;
+# perf/python_train_benchmark.py, perf/python_tune_benchmark.py: each alternates Prism and
+# the peer launch by launch, 5 launches of each)
+py_bench_quick=()
+((quick)) && py_bench_quick=(--quick)
+if [[ ! -f "$build_dir/python/prism/__init__.py" ]]; then
+  skip prism_python_train "the prism Python package is not built ($build_dir/python)"
+  skip prism_python_tune "the prism Python package is not built ($build_dir/python)"
+else
+  if [[ -n "$torch_py" ]]; then
+    step prism_python_train prism "$torch_py" perf/python_train_benchmark.py --build="$build_dir" \
+      "${py_bench_quick[@]}" --json="$work/prism_python_train.json"
+  else
+    skip prism_python_train "python3 cannot import torch (Debian: python3-torch)"
+  fi
+  if py="$(find_python optuna)"; then
+    step prism_python_tune prism "$py" perf/python_tune_benchmark.py --build="$build_dir" \
+      "${py_bench_quick[@]}" --json="$work/prism_python_tune.json"
+  else
+    skip prism_python_tune "python3 cannot import optuna (Debian: python3-optuna)"
+  fi
+fi
 
 # ---- all-reduce -----------------------------------------------------------------------
 built_step prism_collective "$coll" "${mpirun_cmd[@]}" -n 2 "$coll" "${coll_args[@]}" \
