@@ -153,9 +153,8 @@ def main():
     try:
         result = trainer.fit()
     except prism.train.TrainingPreemptedError as e:  # SIGUSR1/SIGTERM, after a checkpoint
-        run = os.path.dirname(e.checkpoint_path) if e.checkpoint_path else None
-        print(f"preempted ({e})" + (f"; run again with --name={os.path.basename(run)} to resume" if run else ""),
-              flush=True)
+        where = f"after {e.checkpoint_path}" if e.checkpoint_path else "before its first checkpoint"
+        print(f"preempted {where}: run it again with the same --name and --storage-path to resume", flush=True)
         return 75  # a job script requeues on 75 (jobs/requeue_step.sh)
     print(f"result: {result}")
 
