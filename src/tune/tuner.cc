@@ -7,8 +7,9 @@
 //              ask the scheduler which pending/paused trial runs next, else the searcher
 //              for a new one; launch it as a task with the trial's resources.
 //   OnResult:  record (journal, result.json, progress.csv), tell the searcher, check
-//              RunConfig::stop, ask the scheduler: continue, pause or stop (a stop or pause
-//              cancels the task; its next Report commits and ends it).
+//              RunConfig::stopper and RunConfig::stop, ask the scheduler: continue, pause or
+//              stop (a stop or pause cancels the task; its next Report commits and ends it).
+//   StopAll:   each turn of the loop the stopper may end the experiment: every trial stops.
 //   OnEnd:     the trial's last message: finished, stopped (-> paused or terminated, as
 //              asked) or failed (-> retried from its checkpoint, or an error).
 
@@ -189,6 +190,10 @@ struct Tuner::Impl : TrialRunner {
   size_t capacity = 1;
   bool searcher_done = false;
   std::string fatal;                 // ends the experiment (fail_fast, a metric never reported)
+  bool stopper_failed = false;       // the stopper threw: `fatal` says how, Fit throws TuneError
+  bool stopped_all = false;          // the stopper's StopAll ended the experiment
+  std::string last_stopper_save;
+  bool stopper_save_warned = false;
   std::string last_scheduler_save;
   Clock::time_point last_scheduler_save_at;
   Clock::time_point last_status;
@@ -209,6 +214,10 @@ struct Tuner::Impl : TrialRunner {
   void OpenJournal();
   void JournalStatus(TrialState& t, bool sync);
   void SaveSchedulerState(bool force);
+  void SaveStopperState();
+  /// Asks RunConfig::stopper's StopAll; if true, ends every trial (Ray's stop_all).
+  void AskStopAll();
+  void StopperFailed(const std::string& where, const std::exception& e);
   size_t Capacity() const;
   int64_t TrialLimit() const;
   TrialState* NewTrial(Config config);
@@ -301,6 +310,7 @@ void Tuner::Impl::OpenJournal() {
                      {"scheduler", KindOf(*scheduler)},
                      {"resources", trainable.resources},
                      {"stop", stop},
+                     {"stopper", run.stopper != nullptr},
                      {"max_failures", run.failure_config.max_failures},
                      {"fail_fast", run.failure_config.fail_fast},
                      {"num_to_keep", run.checkpoint_config.num_to_keep},
@@ -315,6 +325,48 @@ void Tuner::Impl::OpenJournal() {
     journal->Append({{"e", "restore"}, {"elapsed_s", elapsed_before}});
   }
   journal->Sync(true);
+}
+
+void Tuner::Impl::SaveStopperState() {
+  if (!run.stopper) return;
+  std::string state;
+  try {
+    state = run.stopper->SaveState();
+  } catch (const std::exception& e) {  // a Python stopper that does not pickle
+    if (!stopper_save_warned) {
+      std::fprintf(stderr, "prism.tune: the stopper's state cannot be saved (%s); Restore will start it over\n",
+                   e.what());
+    }
+    stopper_save_warned = true;
+    return;
+  }
+  if (state == last_stopper_save) return;
+  last_stopper_save = state;
+  journal->Append({{"e", "stopper"}, {"state", state}});
+}
+
+void Tuner::Impl::StopperFailed(const std::string& where, const std::exception& e) {
+  if (!fatal.empty()) return;
+  stopper_failed = true;
+  fatal = "the stopper raised " + where + ", which ends the experiment: " + e.what();
+}
+
+void Tuner::Impl::AskStopAll() {
+  bool stop = false;
+  try {
+    stop = run.stopper->StopAll();
+  } catch (const std::exception& e) {
+    StopperFailed("in StopAll", e);
+    return;
+  }
+  if (!stop) return;
+  stopped_all = true;
+  searcher_done = true;
+  if (run.verbose > 0) {
+    std::printf("prism.tune: the stopper ended the experiment: every trial stops\n");
+    std::fflush(stdout);
+  }
+  for (auto& t : trials) StopTrial(*t);  // running ones at their next report, the others now
 }
 
 void Tuner::Impl::JournalStatus(TrialState& t, bool sync) {
@@ -476,7 +528,7 @@ void Tuner::Impl::Launch(TrialState& t) {
   spec.args = trainable.args;
   spec.stop = run.stop;
   t.decisions.clear();
-  if (dynamic_cast<FIFOScheduler*>(scheduler.get()) == nullptr) {
+  if (dynamic_cast<FIFOScheduler*>(scheduler.get()) == nullptr || run.stopper) {
     t.decisions = channel->name() + "/" + t.id + "/" + std::to_string(t.attempt);
     spec.decisions = t.decisions;
   }
@@ -626,6 +678,16 @@ bool Tuner::Impl::Decide(TrialState& t, const TrialMessage& m) {
             "); report it in every tune::Report, or set TuneConfig::metric to one it reports";
     return true;
   }
+  // The stopper sees every result (Ray asks it first), even one RunConfig::stop ends.
+  bool stopper_stops = false;
+  if (run.stopper) {
+    try {
+      stopper_stops = run.stopper->ShouldStop(t.id, result);
+    } catch (const std::exception& e) {
+      StopperFailed("on trial " + t.id + "'s result", e);
+      return true;
+    }
+  }
   for (const auto& [key, bound] : run.stop) {
     auto v = result.find(key);
     if (v != result.end() && v->second >= bound) {
@@ -633,6 +695,11 @@ bool Tuner::Impl::Decide(TrialState& t, const TrialMessage& m) {
       RequestStop(t, TrialStatus::kTerminated);
       return false;
     }
+  }
+  if (stopper_stops) {  // the trial waits for this answer
+    searcher->OnTrialResult(t.id, result);
+    RequestStop(t, TrialStatus::kTerminated);
+    return true;
   }
   Decision decision = Decision::kContinue;
   try {
@@ -751,12 +818,13 @@ ResultGrid Tuner::Impl::Fit() {
         if (t->status == TrialStatus::kRunning) RequestStop(*t, TrialStatus::kTerminated);
       }
     }
+    if (run.stopper && !stopped_all && !preempt_since && fatal.empty()) AskStopAll();
     if (!fatal.empty()) {
       for (auto& t : trials) {
         if (t->status == TrialStatus::kRunning) RequestStop(*t, TrialStatus::kTerminated);
       }
     }
-    const bool draining = preempt_since || budget_spent || !fatal.empty();
+    const bool draining = preempt_since || budget_spent || stopped_all || !fatal.empty();
     if (!draining) FillSlots();
     if (running == 0) break;
     if (preempt_since && Clock::now() - *preempt_since > kPreemptWait) break;
@@ -769,9 +837,13 @@ ResultGrid Tuner::Impl::Fit() {
     if (run.verbose > 0 && Clock::now() - last_status >= std::chrono::duration<double>(run.status_interval_s)) {
       PrintStatus(false);
     }
-    if (Clock::now() - last_scheduler_save_at >= std::chrono::seconds(1)) SaveSchedulerState(false);
+    if (Clock::now() - last_scheduler_save_at >= std::chrono::seconds(1)) {
+      SaveSchedulerState(false);
+      SaveStopperState();
+    }
   }
   SaveSchedulerState(true);
+  SaveStopperState();
   journal->Append({{"e", "fit_end"}, {"elapsed_s", Now()}, {"preempted", preempt_since.has_value()}});
   journal->Sync(true);
   if (preempt_since) {
@@ -784,7 +856,7 @@ ResultGrid Tuner::Impl::Fit() {
   }
   if (run.verbose > 0) PrintStatus(true);
   if (!fatal.empty()) {
-    if (run.failure_config.fail_fast && fatal.find("fail_fast") != std::string::npos) {
+    if (stopper_failed || (run.failure_config.fail_fast && fatal.find("fail_fast") != std::string::npos)) {
       throw TuneError("prism::tune: " + fatal);
     }
     throw Error("prism::tune: " + fatal);
@@ -880,7 +952,7 @@ bool Tuner::CanRestore(const std::string& path) {
 
 Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace param_space,
                      bool resume_unfinished, bool resume_errored, bool restart_errored,
-                     TuneConfig tune_config) {
+                     TuneConfig tune_config, std::shared_ptr<Stopper> stopper) {
   const std::string file = path + "/" + kJournalFile;
   if (!fs::exists(file)) {
     throw Error("prism::tune::Tuner::Restore: " + path + " holds no experiment (no " + kJournalFile +
@@ -912,6 +984,11 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
   for (const auto& [k, v] : h.value("stop", json::object()).items()) {
     impl.run.stop[k] = prism::internal::JsonDouble(v);
   }
+  if (h.value("stopper", false) && !stopper) {
+    throw Error("prism::tune::Tuner::Restore: the experiment ran with a RunConfig::stopper; pass one built "
+                "the same way as Restore's `stopper` (its state comes from the journal)");
+  }
+  impl.run.stopper = std::move(stopper);
   impl.run.failure_config.max_failures = h.value("max_failures", 0);
   impl.run.failure_config.fail_fast = h.value("fail_fast", false);
   impl.run.checkpoint_config.num_to_keep = h.value("num_to_keep", 0);
@@ -969,6 +1046,7 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
     }
   }
   // Replay the journal.
+  std::string stopper_state;
   for (size_t i = 1; i < events.size(); ++i) {
     const json& e = events[i];
     const std::string kind = e.value("e", "");
@@ -1005,6 +1083,8 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
         t.restore_from = e.value("restore_from", "");
         if (e.contains("config")) t.config = ConfigOf(e.at("config"));
       }
+    } else if (kind == "stopper") {
+      stopper_state = e.value("state", "");
     } else if (kind == "scheduler") {
       impl.scheduler_state = e.value("state", "");
       impl.scheduler_known = e.value("known", size_t{0});
@@ -1012,6 +1092,7 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
       impl.elapsed_before = std::max(impl.elapsed_before, e.value("elapsed_s", 0.0));
     }
   }
+  if (impl.run.stopper) impl.run.stopper->RestoreState(stopper_state);
   for (auto& t : impl.trials) {
     // The journal names a trial's checkpoint after the trial committed it, and retention
     // may delete the one before first: after a kill in between, the newest intact one in

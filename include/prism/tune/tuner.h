@@ -33,9 +33,9 @@
 // progress.csv and its checkpoint_NNNNNN/ directories (committed atomically, as in
 // prism::train).
 //
-// With a scheduler that decides on results (ASHA, HyperBand, median stopping, PBT), Report
-// waits for the driver's answer, as Ray's does, so a trial the scheduler stops does not
-// train another iteration; with FIFO it returns at once.
+// With a scheduler that decides on results (ASHA, HyperBand, median stopping, PBT) or a
+// RunConfig::stopper, Report waits for the driver's answer, as Ray's does, so a trial the
+// scheduler or stopper stops does not train another iteration; otherwise it returns at once.
 //
 // Preemption: on SIGUSR1/SIGTERM (a Slurm time-limit warning, see prism/preemption.h)
 // every running trial stops at its next Report, keeping the checkpoint it passes there;
@@ -56,6 +56,7 @@
 #include "prism/tune/schedulers.h"
 #include "prism/tune/searcher.h"
 #include "prism/tune/search_space.h"
+#include "prism/tune/stopper.h"
 
 namespace prism::tune {
 
@@ -120,6 +121,9 @@ struct RunConfig {
   /// Stop a trial once a metric reaches a value: {"training_iteration", 10} stops at the
   /// 10th report; {"mean_accuracy", 0.95} once it is >= 0.95.
   std::map<std::string, double> stop;
+  /// Stops trials, or the experiment, by a rule (prism/tune/stopper.h), beside `stop`:
+  /// called on the driver for every result, before the scheduler. Null: none.
+  std::shared_ptr<Stopper> stopper;
   FailureConfig failure_config;
   CheckpointConfig checkpoint_config;
   /// Print the status table on the driver's console (every `status_interval_s`).
@@ -212,10 +216,13 @@ class Tuner {
   /// else kept as errors. The trainable must be the one the experiment ran (same
   /// registered name); searcher and scheduler state come from the journal. A searcher or
   /// scheduler object given in `tune_config` overrides what the journal names but gets its
-  /// saved state. Throws prism::Error if CanRestore(path) is false, saying why.
+  /// saved state. An experiment that ran with a RunConfig::stopper needs `stopper`, built
+  /// the same way: it gets the state the journal saved (its progress, a spent time budget).
+  /// Throws prism::Error if CanRestore(path) is false, saying why.
   static Tuner Restore(const std::string& path, Trainable trainable, ParamSpace param_space,
                        bool resume_unfinished = true, bool resume_errored = false,
-                       bool restart_errored = false, TuneConfig tune_config = {});
+                       bool restart_errored = false, TuneConfig tune_config = {},
+                       std::shared_ptr<Stopper> stopper = nullptr);
 
   /// storage_path/name.
   const std::string& ExperimentPath() const;

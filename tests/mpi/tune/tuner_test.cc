@@ -1,6 +1,7 @@
 // prism::tune's Tuner on real ranks (mpirun -n 1 and 3, one CPU per rank): trials as tasks,
 // grids and samples, ASHA stopping trials early, retries from checkpoints, errors in the
-// results, bad input, and preemption followed by Restore with no trial repeated or lost.
+// results, bad input, preemption followed by Restore with no trial repeated or lost, and
+// stoppers (a trial's, the experiment's, one that throws, their state after Restore).
 #include <gtest/gtest.h>
 #include <prism/api.h>
 #include <prism/tune.h>
@@ -366,6 +367,83 @@ TEST(Tuner, PreemptionStopsTrialsAtACheckpointAndRestoreFinishesThemWithoutRepea
     EXPECT_EQ(steps, (std::vector<double>{1, 2, 3, 4, 5, 6})) << r.trial_id;  // none repeated
   }
   EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+}
+
+/// Ends the experiment after `n` results from `trials` trials or more: with trials that do
+/// not end by themselves, all those running, so that none is cancelled before it starts
+/// (which the Tuner notices only after kEndGrace, 3 s).
+class StopAllAfter : public tune::Stopper {
+ public:
+  StopAllAfter(size_t n, size_t trials) : n_(n), trials_(trials) {}
+  bool ShouldStop(const std::string& trial_id, const tune::Metrics&) override {
+    ++seen_;
+    ids_.insert(trial_id);
+    return false;
+  }
+  bool StopAll() override {
+    if (seen_ >= n_ && ids_.size() >= trials_ && seen_at_stop == 0) seen_at_stop = seen_;
+    return seen_at_stop > 0;
+  }
+  size_t seen_at_stop = 0;
+
+ private:
+  size_t n_, trials_, seen_ = 0;
+  std::set<std::string> ids_;
+};
+
+TEST(Tuner, StoppersEndTrialsOrTheExperimentAndComeBackOnRestore) {
+  // MaximumIterationStopper: each trial ends at its 3rd result, with no 4th one reported
+  // (Report waited for the driver's answer).
+  tune::ParamSpace space{{"a", tune::GridSearch({0, 1, 2})}, {"steps", 10}};
+  tune::RunConfig run = RunIn("stopper");
+  auto counter = std::make_shared<tune::MaximumIterationStopper>(3);
+  run.stopper = counter;
+  tune::ResultGrid results = tune::Tuner(Linear, space, {}, run).Fit();
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << " " << r.error;
+    EXPECT_EQ(r.metrics_history.size(), 3u) << r.trial_id;
+  }
+  // Restore needs a stopper again, and hands it the journal's state.
+  const std::string path = results.experiment_path();
+  EXPECT_NE(ErrorOf([&] { tune::Tuner::Restore(path, Linear, space); }).find("RunConfig::stopper"),
+            std::string::npos);
+  auto fresh = std::make_shared<tune::MaximumIterationStopper>(3);
+  tune::Tuner::Restore(path, Linear, space, true, false, false, {}, fresh);
+  EXPECT_EQ(fresh->SaveState(), counter->SaveState());
+
+  // StopAll: running trials stop, pending ones end as TERMINATED without a result.
+  // (Trials of a million steps, which only the stopper ends.)
+  tune::RunConfig all = RunIn("stop_all");
+  const size_t running = prism::GetRuntimeContext().GetWorldSize();  // one CPU per rank
+  auto stop_all = std::make_shared<StopAllAfter>(4, running);
+  all.stopper = stop_all;
+  std::vector<tune::Value> as;
+  for (int a = 0; a < 8; ++a) as.push_back(a);
+  results = tune::Tuner(Linear, {{"a", tune::GridSearch(as)}, {"steps", 1000000}}, {}, all).Fit();
+  size_t reports = 0, never_ran = 0;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, tune::TrialStatus::kTerminated) << r.trial_id << " " << r.error;
+    reports += r.metrics_history.size();
+    never_ran += r.metrics_history.empty();
+  }
+  EXPECT_GE(stop_all->seen_at_stop, 4u);
+  EXPECT_LE(reports, stop_all->seen_at_stop + running);  // at most one more per running trial
+  EXPECT_GE(never_ran, 1u);
+
+  // A stopper that throws ends the experiment with TuneError, carrying its message (one
+  // trial, the one the stopper answers).
+  tune::RunConfig bad = RunIn("stopper_throws");
+  bad.stopper = std::make_shared<tune::FunctionStopper>([](const std::string&, const tune::Metrics& r) -> bool {
+    if (r.at("training_iteration") >= 2) throw std::runtime_error("no second result, please");
+    return false;
+  });
+  try {
+    tune::Tuner(Linear, {{"steps", 10}}, {}, bad).Fit();
+    ADD_FAILURE() << "Fit returned although the stopper threw";
+  } catch (const tune::TuneError& e) {
+    EXPECT_NE(std::string(e.what()).find("no second result, please"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
