@@ -152,6 +152,12 @@ if(TARGET train_script)
 endif()
 if(PRISM_BUILD_PYTHON)
   list(APPEND _slurm_lane_a python)  # import prism on 3 ranks through srun
+  # Ray's Tune and Train examples in Python (jobs/python_*.sbatch) preempted, requeued and
+  # resumed.
+  list(APPEND _slurm_lane_a python_tune)
+  if(PRISM_BUILD_TRAIN)
+    list(APPEND _slurm_lane_b python_train)
+  endif()
 endif()
 foreach(_fixture start stop)
   add_test(NAME slurm_${_fixture}
@@ -175,6 +181,10 @@ if(TARGET train_script)
 endif()
 if(PRISM_BUILD_PYTHON)
   set_tests_properties(slurm_python PROPERTIES LABELS "slurm;python")
+  set_tests_properties(slurm_python_tune PROPERTIES LABELS "slurm;python_tune")
+  if(PRISM_BUILD_TRAIN)
+    set_tests_properties(slurm_python_train PROPERTIES LABELS "slurm;python_train")
+  endif()
 endif()
 
 # Ray C++ compatibility: a Ray-style program, only its include line changed.

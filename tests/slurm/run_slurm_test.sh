@@ -31,6 +31,16 @@
 #            requeues, and the requeued job's scripts resume from get_checkpoint() and finish
 #   python   jobs/python_demo.sbatch: Prism for Python (import prism) on 3 ranks through srun
 #            --mpi=pmix; every prediction of its ActorPool checked against the driver's
+#   python_train  jobs/python_train.sbatch: Ray Train's PyTorch quickstart in Python
+#            (apps/python_train, resnet18) on 2 workers, 4 short epochs; after epoch 0 the batch
+#            shell gets USR1: the workers stop at the next epoch's checkpoint, exit 75, the job
+#            requeues, and the requeued job resumes the run (model and optimizer) and finishes:
+#            epochs 0-3 once each
+#   python_tune  jobs/python_tune.sbatch: Ray Tune's getting-started example in Python
+#            (apps/python_tune, 6 trials of 4 epochs, ASHA, 3 ranks); once the journal holds 2
+#            results the batch shell gets USR1: fit raises TunePreemptedError, exit 75, requeue,
+#            and the requeued job restores the experiment and finishes it: every trial made
+#            once and TERMINATED
 #
 #   start    only starts the local Slurm, for the cases that follow (ctest's fixture: the
 #            cases then share one Slurm and run side by side), unless one already runs
@@ -444,6 +454,83 @@ run_python() {
   grep -q "mismatches vs the driver: 0" "$out" || fail "the Python demo's predictions were not checked clean"
 }
 
+# jobs/python_train.sbatch: the Python TorchTrainer app preempted after epoch 0 and resumed.
+run_python_train() {
+  local jobid out run epochs=4 got
+  jobid=$(PRISM_BUILD=$build PRISM_SOURCE=$root PRISM_STORAGE_PATH=$work/store EPOCHS=$epochs \
+          EXTRA_ARGS="--train-samples=512 --test-samples=256 --batch-size=64 --data-root=$work/fashion_mnist" \
+          timeout 30 sbatch --parsable --time=00:10:00 --output="$work/python-train-%j.out" \
+          "$root/jobs/python_train.sbatch") || fail "sbatch refused jobs/python_train.sbatch"
+  out="$work/python-train-$jobid.out"
+  run="$work/store/TorchTrainer_$jobid"
+  wait_for "$run/result.json" '"epoch":0' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
+  signal_job "$jobid" "$out" USR1 "after epoch 0" --batch
+  grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
+  grep -q "the step heard USR1" "$out" || fail "the job script got no word that rank 0 heard USR1"
+  grep -q "^preempted after $run/checkpoint_" "$out" || fail "the training finished or failed before USR1 stopped it"
+  grep -q "training stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "^resuming after epoch [0-2] from $run/checkpoint_" "$out" || fail "the requeued job did not resume from a checkpoint"
+  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
+  grep -q "^trained $epochs epochs on 2 worker(s); the checkpoint of epoch $((epochs - 1)) classifies" "$out" ||
+    fail "the requeued job did not score its last checkpoint"
+  got=$(python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$run/result.json")
+  [[ $got == "$(seq -s ' ' 0 $((epochs - 1)))" ]] || fail "epochs in $run/result.json are '$got', expected 0..$((epochs - 1)) once each"
+  echo "run $run: epochs $got"
+}
+
+# jobs/python_tune.sbatch: the Python Tuner app preempted once its journal holds 2 results,
+# requeued and restored. Its trials report no checkpoint, so a restored trial that was
+# running starts again (its journal iterations then restart at 1); each trial is made once
+# and ends TERMINATED.
+run_python_tune() {
+  local jobid out exp samples=6 epochs=4 n=0
+  jobid=$(PRISM_BUILD=$build PRISM_SOURCE=$root PRISM_STORAGE_PATH=$work/store NUM_SAMPLES=$samples EPOCHS=$epochs \
+          EXTRA_ARGS="--data-root=$work/fashion_mnist" \
+          timeout 30 sbatch --parsable --time=00:10:00 --output="$work/python-tune-%j.out" \
+          "$root/jobs/python_tune.sbatch") || fail "sbatch refused jobs/python_tune.sbatch"
+  out="$work/python-tune-$jobid.out"
+  exp="$work/store/tune_fmnist_py_$jobid"
+  for _ in $(seq 720); do
+    n=$(grep -c '"e":"result"' "$exp/experiment_state.jsonl" 2>/dev/null)
+    ((${n:-0} >= 2)) && break
+    sleep 0.25
+  done
+  ((${n:-0} >= 2)) || { cat "$out"; timeout 10 scancel "$jobid"; fail "the journal had no 2 results within 180 s"; }
+  signal_job "$jobid" "$out" USR1 "after $n results" --batch
+  grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
+  grep -q "the step heard USR1" "$out" || fail "the job script got no word that rank 0 heard USR1"
+  grep -q "^preempted (prism::tune: SIGUSR1" "$out" || fail "the experiment finished or failed before USR1 stopped it"
+  grep -q "tuning stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
+  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
+  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
+  grep -q "^$samples trials, 0 errors; best mean_accuracy" "$out" || fail "the restored experiment did not finish clean"
+  python3 - "$exp" "$samples" <<'EOF' || fail "the restored experiment is not what it should be"
+import json, os, sys
+exp, samples = sys.argv[1], int(sys.argv[2])
+events = [json.loads(l) for l in open(os.path.join(exp, "experiment_state.jsonl")) if l.strip()]
+errors = []
+created = [e["id"] for e in events if e["e"] == "trial"]
+if len(created) != samples or len(set(created)) != samples:
+    errors.append(f"the journal made trials {created}; expected {samples} distinct")
+if not any(e["e"] == "fit_end" and e.get("preempted") for e in events):
+    errors.append("the journal has no preempted fit_end")
+if not any(e["e"] == "restore" for e in events):
+    errors.append("the journal has no restore")
+last = {}
+for e in events:
+    if e["e"] == "status":
+        last[e["id"]] = e["status"]
+for t in created:
+    if last.get(t) != "TERMINATED":
+        errors.append(f"{t} ends {last.get(t)}")
+    print(f"  {t}: {last.get(t)}")
+for e in errors:
+    print("  bad:", e)
+sys.exit(1 if errors else 0)
+EOF
+}
+
 case $case in
   core) run_core ;;
   array) run_array ;;
@@ -456,6 +543,8 @@ case $case in
   tune) run_tune ;;
   script) run_script ;;
   python) run_python ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script, python)"; exit 2 ;;
+  python_train) run_python_train ;;
+  python_tune) run_python_tune ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script, python, python_train, python_tune)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
