@@ -39,6 +39,7 @@ _prism = _import_global("_prism")
 
 from . import _serialization, exceptions  # noqa: E402
 from ._remote import ActorClass, ActorHandle, RemoteFunction, remote  # noqa: E402
+from ._remote import ensure_init as _ensure_init  # noqa: E402
 from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
                          _task_error)
 from ._worker import MARKER as _MARKER, rebuild_exception as _rebuild_exception  # noqa: E402
@@ -144,6 +145,7 @@ def put(value):
     torch tensors) are copied once, into the store."""
     if isinstance(value, ObjectRef):
         raise TypeError("prism.put of an ObjectRef: pass the ref itself instead")
+    _ensure_init()
     parts, contained = _serialization.encode(value)
     return _prism.put(parts, contained)
 
@@ -152,6 +154,8 @@ def wait(refs, *, num_returns=1, timeout=None):
     """(ready, not_ready): the first num_returns refs that are ready (in input order) once
     that many are, or those ready after `timeout` seconds. A failed task counts as ready."""
     lst, _ = _refs_of(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
+    if not lst:
+        return [], []
     if not 0 <= num_returns <= len(lst):
         raise ValueError(f"prism.wait: num_returns is {num_returns} but there are {len(lst)} refs")
     if len(set(lst)) != len(lst):
@@ -231,4 +235,4 @@ def get_gpu_ids():
 
 
 from ._cpp import cpp_actor, cpp_function, load_library  # noqa: E402
-from . import kv, util  # noqa: E402
+from . import actor, kv, util  # noqa: E402

@@ -15,6 +15,7 @@ worker reads them without a copy.
 """
 
 import importlib
+import inspect
 import sys
 
 import cloudpickle
@@ -29,7 +30,35 @@ _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "max_retries", "re
                  "placement_group", "bundle_index", "scheduling_strategy", "memory"}
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "namespace", "max_restarts",
                   "max_task_retries", "max_concurrency", "placement_group", "bundle_index",
-                  "scheduling_strategy", "lifetime", "memory"}
+                  "scheduling_strategy", "lifetime", "memory", "get_if_exists"}
+
+
+def ensure_init():
+    """Ray starts itself at the first .remote() or put of a program that never called init;
+    so does Prism, as a prism.init() at that point would (on every rank: the other ranks
+    serve from there)."""
+    if not _prism.is_initialized():
+        import prism
+        prism.init()
+
+
+def _signature(target):
+    """inspect.Signature of `target` (None when Python cannot tell, e.g. a builtin)."""
+    try:
+        return inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_call(signature, args, kwargs, what):
+    """Refuses a call whose arguments do not fit at .remote(), as Ray does, rather than as
+    a task failure later."""
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"prism: {what}.remote{signature}: {e}") from None
 
 
 def function_blob(target, wrapper):
@@ -144,6 +173,8 @@ class RemoteFunction:
         return RemoteFunction(self._prism_target, {**self._options, **options}, self._blob)
 
     def _make_template(self):
+        ensure_init()
+        self._signature = _signature(self._prism_target)
         if self._blob is None:
             self._blob = function_blob(self._prism_target, self)
         o = self._options
@@ -155,6 +186,7 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         if self._template is None:
             self._make_template()
+        check_call(self._signature, args, kwargs, self.__qualname__)
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._blob]
         return self._template.submit(packed, contained)
@@ -237,9 +269,23 @@ class ActorClass:
         return ActorClass(self._prism_target, {**self._options, **options}, self._blob)
 
     def remote(self, *args, **kwargs):
+        ensure_init()
+        o = self._options
+        if o.get("get_if_exists"):
+            if not o.get("name"):
+                raise ValueError(f"prism: {self.__qualname__}.options(get_if_exists=True) needs a name=")
+            existing = _prism.lookup_actor(o["name"], o.get("namespace") or "")
+            if existing is not None:
+                return ActorHandle(*existing)
+        init = getattr(self._prism_target, "__init__", None)
+        if init is not None and init is not object.__init__:
+            sig = _signature(init)
+            if sig is not None:  # without self
+                params = list(sig.parameters.values())[1:]
+                sig = sig.replace(parameters=params)
+            check_call(sig, args, kwargs, self.__qualname__)
         if self._blob is None:
             self._blob = function_blob(self._prism_target, self)
-        o = self._options
         class_name = f"python:{self.__module__}.{self.__qualname__}"
         res = _resources(o)
         res.setdefault("CPU", 0.0)
@@ -251,7 +297,13 @@ class ActorClass:
             namespace=o.get("namespace") or "", **_placement(o))
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._blob]
-        return ActorHandle(template.submit(packed, contained), class_name)
+        handle = ActorHandle(template.submit(packed, contained), class_name)
+        if o.get("get_if_exists"):
+            # Two creators raced: the head kept the first name; both get its actor.
+            found = _prism.lookup_actor(o["name"], o.get("namespace") or "")
+            if found is not None:
+                return ActorHandle(*found)
+        return handle
 
 
 def remote(*args, **options):

@@ -79,7 +79,11 @@ class WorkerCrashedError(PrismError):
     the call does not end the rank: the task fails as if its worker had died, and is retried."""
 
 
-class ActorDiedError(PrismError):
+class RayActorError(PrismError):
+    """The actor cannot run the call (RayActorError); ActorDiedError is the case Prism has."""
+
+
+class ActorDiedError(RayActorError):
     """A call on an actor that is dead: killed, or its constructor raised (ActorDiedError)."""
 
 
@@ -101,3 +105,9 @@ class PrismRuntimeError(PrismError, RuntimeError):
 
 class FunctionNotFoundError(PrismError):
     """A worker could not find a remote function or class by its module and name."""
+
+
+# Ray's names for the same classes, so `except ray.exceptions.RayTaskError` reads the same.
+RayError = PrismError
+RayTaskError = TaskError
+RaySystemError = PrismRuntimeError

@@ -1,7 +1,23 @@
 """Functions the tests run by reference (an importable module, not __main__)."""
 import os
+import subprocess
+import sys
+
+import pytest
 
 import prism
+
+
+def own_driver(world_size, tmp_path, source, env=None, timeout=120):
+    """Runs `source` as a driver of its own (one rank, outside MPI); its CompletedProcess."""
+    if world_size > 1:
+        pytest.skip("the child cluster runs outside MPI: run at one rank")
+    script = tmp_path / "driver.py"
+    script.write_text(source)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+    clean.update(env or {})
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=clean,
+                          timeout=timeout)
 
 
 @prism.remote

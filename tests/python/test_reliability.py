@@ -9,18 +9,7 @@ import time
 import pytest
 
 import prism
-
-
-def _own_driver(world_size, tmp_path, source, env=None, timeout=120):
-    """Runs `source` as a driver of its own (one rank, outside MPI); its CompletedProcess."""
-    if world_size > 1:
-        pytest.skip("the child cluster runs outside MPI: run at one rank")
-    script = tmp_path / "driver.py"
-    script.write_text(source)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
-    clean.update(env or {})
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=clean,
-                          timeout=timeout)
+from helpers import own_driver
 
 
 @prism.remote
@@ -117,7 +106,7 @@ def test_a_value_nested_too_deep_is_refused_as_in_cpp():
 
 
 def test_a_failure_nobody_reads_is_reported(world_size, tmp_path):
-    run = _own_driver(world_size, tmp_path,
+    run = own_driver(world_size, tmp_path,
                       "import time, prism\n"
                       "prism.init()\n"
                       "def fail():\n"
@@ -132,7 +121,7 @@ def test_a_failure_nobody_reads_is_reported(world_size, tmp_path):
 
 
 def test_a_wait_on_cpus_actors_hold_warns(world_size, tmp_path):
-    run = _own_driver(world_size, tmp_path,
+    run = own_driver(world_size, tmp_path,
                       "import time, prism\n"
                       "prism.init(num_cpus=1)\n"
                       "@prism.remote(num_cpus=1)\n"
@@ -167,6 +156,6 @@ def test_exit_while_a_task_waits_in_get_is_clean(world_size, tmp_path):
               "time.sleep(0.3)\n"
               "print('leaving', flush=True)\n")
     for _ in range(5):
-        run = _own_driver(world_size, tmp_path, source, timeout=60)
+        run = own_driver(world_size, tmp_path, source, timeout=60)
         assert run.returncode == 0, (run.returncode, run.stderr)
         assert "leaving" in run.stdout
