@@ -191,6 +191,7 @@ struct Tuner::Impl : TrialRunner {
   bool searcher_done = false;
   std::string fatal;                 // ends the experiment (fail_fast, a metric never reported)
   bool stopper_failed = false;       // the stopper threw: `fatal` says how, Fit throws TuneError
+  bool searcher_failed = false;      // the searcher threw: `fatal` says how, Fit throws TuneError
   bool stopped_all = false;          // the stopper's StopAll ended the experiment
   std::string last_stopper_save;
   bool stopper_save_warned = false;
@@ -218,6 +219,23 @@ struct Tuner::Impl : TrialRunner {
   /// Asks RunConfig::stopper's StopAll; if true, ends every trial (Ray's stop_all).
   void AskStopAll();
   void StopperFailed(const std::string& where, const std::exception& e);
+  /// Runs `call` (a searcher call made while trials may run). If it throws (a Python
+  /// searcher's exception, say), the experiment ends as on a stopper's: no new trials, running
+  /// ones stop, Fit throws TuneError; false then.
+  template <typename F>
+  bool AskSearcher(const char* what, F&& call) {
+    try {
+      call();
+      return true;
+    } catch (const std::exception& e) {
+      searcher_done = true;
+      if (fatal.empty()) {
+        searcher_failed = true;
+        fatal = std::string("the searcher raised in ") + what + ", which ends the experiment: " + e.what();
+      }
+      return false;
+    }
+  }
   size_t Capacity() const;
   int64_t TrialLimit() const;
   TrialState* NewTrial(Config config);
@@ -443,13 +461,15 @@ bool Tuner::Impl::AddTrial() {
   }
   char buf[32];
   std::snprintf(buf, sizeof buf, "_%05zu", trials.size());
-  Suggestion s = searcher->Suggest(run.name + buf);
+  Suggestion s;
+  if (!AskSearcher("Suggest", [&] { s = searcher->Suggest(run.name + buf); })) return false;
   if (s.kind == Suggestion::kFinished) searcher_done = true;
   if (s.kind != Suggestion::kConfig) return false;
   TrialState* t = NewTrial(std::move(s.config));
   scheduler->OnTrialAdd(*this, *t);
-  journal->Append({{"e", "trial"}, {"id", t->id}, {"config", ToJson(t->config)},
-                   {"searcher_state", searcher->SaveState()}});
+  std::string state;
+  AskSearcher("SaveState", [&] { state = searcher->SaveState(); });
+  journal->Append({{"e", "trial"}, {"id", t->id}, {"config", ToJson(t->config)}, {"searcher_state", state}});
   return true;
 }
 
@@ -463,6 +483,7 @@ void Tuner::Impl::FillSlots() {
     return t->status == TrialStatus::kPending;
   }));
   while (pending < max_pending && AddTrial()) ++pending;
+  if (!fatal.empty()) return;  // the searcher failed
   while (running < capacity) {
     std::vector<Trial*> candidates;
     bool any_pending = false;
@@ -691,19 +712,19 @@ bool Tuner::Impl::Decide(TrialState& t, const TrialMessage& m) {
   for (const auto& [key, bound] : run.stop) {
     auto v = result.find(key);
     if (v != result.end() && v->second >= bound) {
-      searcher->OnTrialResult(t.id, result);
+      AskSearcher("OnTrialResult", [&] { searcher->OnTrialResult(t.id, result); });
       RequestStop(t, TrialStatus::kTerminated);
       return false;
     }
   }
   if (stopper_stops) {  // the trial waits for this answer
-    searcher->OnTrialResult(t.id, result);
+    AskSearcher("OnTrialResult", [&] { searcher->OnTrialResult(t.id, result); });
     RequestStop(t, TrialStatus::kTerminated);
     return true;
   }
   Decision decision = Decision::kContinue;
   try {
-    searcher->OnTrialResult(t.id, result);
+    AskSearcher("OnTrialResult", [&] { searcher->OnTrialResult(t.id, result); });
     decision = scheduler->OnTrialResult(*this, t, result);
   } catch (const std::exception& e) {  // a result the scheduler cannot use (no time_attr)
     fatal = "trial " + t.id + "'s result was refused: " + e.what();
@@ -719,7 +740,9 @@ bool Tuner::Impl::Decide(TrialState& t, const TrialMessage& m) {
 
 void Tuner::Impl::Complete(TrialState& t) {
   scheduler->OnTrialComplete(*this, t, t.last_result);
-  searcher->OnTrialComplete(t.id, t.config, t.history.empty() ? nullptr : &t.last_result, false);
+  AskSearcher("OnTrialComplete", [&] {
+    searcher->OnTrialComplete(t.id, t.config, t.history.empty() ? nullptr : &t.last_result, false);
+  });
 }
 
 void Tuner::Impl::OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std::string& error) {
@@ -743,7 +766,9 @@ void Tuner::Impl::OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std:
     t.error = error;
     std::fprintf(stderr, "prism.tune: trial %s failed: %s\n", t.id.c_str(), error.c_str());
     scheduler->OnTrialError(*this, t);
-    searcher->OnTrialComplete(t.id, t.config, t.history.empty() ? nullptr : &t.last_result, true);
+    AskSearcher("OnTrialComplete", [&] {
+      searcher->OnTrialComplete(t.id, t.config, t.history.empty() ? nullptr : &t.last_result, true);
+    });
     if (run.failure_config.fail_fast && fatal.empty()) {
       fatal = "trial " + t.id + " failed and FailureConfig::fail_fast is set: " + error;
     }
@@ -856,7 +881,7 @@ ResultGrid Tuner::Impl::Fit() {
   }
   if (run.verbose > 0) PrintStatus(true);
   if (!fatal.empty()) {
-    if (stopper_failed || (run.failure_config.fail_fast && fatal.find("fail_fast") != std::string::npos)) {
+    if (stopper_failed || searcher_failed || (run.failure_config.fail_fast && fatal.find("fail_fast") != std::string::npos)) {
       throw TuneError("prism::tune: " + fatal);
     }
     throw Error("prism::tune: " + fatal);

@@ -13,7 +13,9 @@
 //
 // The Tuner calls, on the driver, in this order: Setup once; Suggest for each new trial;
 // OnTrialResult for each report; OnTrialComplete once per trial. A searcher is used by one
-// Tuner from one thread.
+// Tuner from one thread. A call that throws ends the experiment: Setup's exception leaves Fit
+// as it is; a later one (a Python searcher's, say) stops the running trials first, then Fit
+// throws TuneError with its message.
 
 #include <cstdint>
 #include <memory>

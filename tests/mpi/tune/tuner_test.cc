@@ -446,4 +446,50 @@ TEST(Tuner, StoppersEndTrialsOrTheExperimentAndComeBackOnRestore) {
   }
 }
 
+
+/// Suggests `n` trials of Linear that run until stopped; once each has reported, the next
+/// Suggest throws (all of them running then, so none is cancelled before it starts).
+class ThrowsWhileTrialsRun : public tune::Searcher {
+ public:
+  explicit ThrowsWhileTrialsRun(size_t n) : n_(n) {}
+  void Setup(const tune::ParamSpace&, const std::string&, const std::string&, int, uint64_t) override {}
+  tune::Suggestion Suggest(const std::string&) override {
+    if (suggested_ < n_) {
+      tune::Config c;
+      c.Set("a", static_cast<int>(suggested_++));
+      c.Set("steps", 1000000);
+      return tune::Suggestion::Of(c);
+    }
+    if (reported_.size() < n_) return tune::Suggestion::Wait();
+    throw std::runtime_error("the model broke");
+  }
+  void OnTrialResult(const std::string& trial_id, const tune::Metrics&) override { reported_.insert(trial_id); }
+  void OnTrialComplete(const std::string&, const tune::Config&, const tune::Metrics*, bool) override {}
+  std::string SaveState() const override { return ""; }
+  void RestoreState(const std::string&) override {}
+
+ private:
+  size_t n_, suggested_ = 0;
+  std::set<std::string> reported_;
+};
+
+TEST(Tuner, ASearcherThatThrowsWhileTrialsRunEndsTheExperimentAndStopsThem) {
+  // ASHA decides on every report, so the trials wait for the driver at each one: Fit must
+  // stop them rather than leave them waiting, and throw TuneError with the searcher's message.
+  const size_t n = prism::GetRuntimeContext().GetWorldSize();  // one CPU per rank
+  auto asha = std::make_shared<tune::ASHAScheduler>(tune::AsyncHyperBandOptions{.max_t = 1e9});
+  tune::TuneConfig config{.metric = "score", .mode = "max",
+                          .search_alg = std::make_shared<ThrowsWhileTrialsRun>(n), .scheduler = asha,
+                          .num_samples = 10};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    tune::Tuner(Linear, {}, config, RunIn("searcher_throws")).Fit();
+    ADD_FAILURE() << "Fit returned although the searcher threw";
+  } catch (const tune::TuneError& e) {
+    EXPECT_NE(std::string(e.what()).find("the model broke"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Suggest"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
 }  // namespace
