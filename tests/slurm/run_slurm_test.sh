@@ -187,13 +187,18 @@ reported_epochs() {
   grep -c '"epoch"' "$1/result.json"
 }
 
+# epochs_of FILE: the "epoch" of every report in FILE (a run's result.json), in order.
+epochs_of() {
+  python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$1"
+}
+
 # check_run DIR EPOCHS: result.json holds epochs 1..EPOCHS once each, in order; every
 # checkpoint left is a readable HDF5 model whose epoch is one of them.
 check_run() {
   local dir=$1 epochs=$2
   [[ -f $dir/result.json ]] || fail "no $dir/result.json"
   local got want
-  got=$(python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$dir/result.json")
+  got=$(epochs_of "$dir/result.json")
   want=$(seq -s ' ' 1 "$epochs")
   [[ $got == "$want" ]] || fail "epochs in $dir/result.json are '$got', expected '$want'"
   local n=0 ckpt
@@ -336,19 +341,10 @@ run_early() {
   check_requeued "$jobid" "$out" "$run" 2
 }
 
-# The tuning demo preempted: USR1 to the batch shell once the journal holds 2 results. The
-# trials that run stop at their next report (each carries a checkpoint), the app exits 75,
-# the script requeues, and the requeued job (--restore, the experiment named after the job
-# id) finishes it. Each trial's reports in the journal are iterations 1..k once each, k the
-# last epoch or where ASHA stopped it (a stopped trial ends at its next report).
-run_tune() {
-  local jobid out exp samples=6 epochs=4 n=0
-  jobid=$(PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store NUM_SAMPLES=$samples EPOCHS=$epochs \
-          EXTRA_ARGS="--train-samples=3000 --test-samples=500" \
-          timeout 30 sbatch --parsable --ntasks=3 --time=00:10:00 --output="$work/tune-%j.out" \
-          "$root/jobs/tune_fashion_mnist.sbatch") || fail "sbatch refused jobs/tune_fashion_mnist.sbatch"
-  out="$work/tune-$jobid.out"
-  exp="$work/store/tune_fmnist_$jobid"
+# usr1_after_results JOB OUT EXP: once the experiment EXP's journal holds 2 results, USR1
+# to the batch shell (signal_job: waits for the job and its requeued runs).
+usr1_after_results() {
+  local jobid=$1 out=$2 exp=$3 n=0
   for _ in $(seq 720); do
     n=$(grep -c '"e":"result"' "$exp/experiment_state.jsonl" 2>/dev/null)
     ((${n:-0} >= 2)) && break
@@ -356,13 +352,37 @@ run_tune() {
   done
   ((${n:-0} >= 2)) || { cat "$out"; timeout 10 scancel "$jobid"; fail "the journal had no 2 results within 180 s"; }
   signal_job "$jobid" "$out" USR1 "after $n results" --batch
+}
+
+# check_usr1_requeued JOB OUT WHAT: after USR1 to the batch shell, rank 0 heard it, the step
+# (WHAT: training, tuning) exited 75, the script requeued the job, and the requeued job ran
+# and ended with status 0.
+check_usr1_requeued() {
+  local jobid=$1 out=$2 what=$3
   grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
   grep -q "the step heard USR1" "$out" || fail "the job script got no word that rank 0 heard USR1"
-  grep -q "^preempted: .*SIGUSR1" "$out" || fail "the experiment finished or failed before USR1 stopped it"
-  grep -q "tuning stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
+  grep -q "$what stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
   grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
-  grep -q "^restoring: $exp" "$out" || fail "the requeued job did not restore $exp"
   grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
+}
+
+# The tuning demo preempted: USR1 to the batch shell once the journal holds 2 results. The
+# trials that run stop at their next report (each carries a checkpoint), the app exits 75,
+# the script requeues, and the requeued job (--restore, the experiment named after the job
+# id) finishes it. Each trial's reports in the journal are iterations 1..k once each, k the
+# last epoch or where ASHA stopped it (a stopped trial ends at its next report).
+run_tune() {
+  local jobid out exp samples=6 epochs=4
+  jobid=$(PRISM_BUILD=$build PRISM_STORAGE_PATH=$work/store NUM_SAMPLES=$samples EPOCHS=$epochs \
+          EXTRA_ARGS="--train-samples=3000 --test-samples=500" \
+          timeout 30 sbatch --parsable --ntasks=3 --time=00:10:00 --output="$work/tune-%j.out" \
+          "$root/jobs/tune_fashion_mnist.sbatch") || fail "sbatch refused jobs/tune_fashion_mnist.sbatch"
+  out="$work/tune-$jobid.out"
+  exp="$work/store/tune_fmnist_$jobid"
+  usr1_after_results "$jobid" "$out" "$exp"
+  check_usr1_requeued "$jobid" "$out" tuning
+  grep -q "^preempted: .*SIGUSR1" "$out" || fail "the experiment finished or failed before USR1 stopped it"
+  grep -q "^restoring: $exp" "$out" || fail "the requeued job did not restore $exp"
   grep -q "^best trial: " "$out" || fail "no best trial printed"
   grep -q "OK: the best checkpoint scores what its trial reported" "$out" || fail "the best checkpoint was not verified"
   python3 - "$exp" "$samples" "$epochs" <<'EOF' || fail "the restored experiment is not what it should be"
@@ -422,7 +442,7 @@ run_script() {
   grep -q "(worker 0) resuming after epoch [1-4] from $run/checkpoint_" "$out" || fail "the requeued scripts did not resume from a checkpoint"
   grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   local got
-  got=$(python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$run/result.json")
+  got=$(epochs_of "$run/result.json")
   [[ $got == "$(seq -s ' ' 1 $epochs)" ]] || fail "epochs in $run/result.json are '$got', expected 1..$epochs once each"
   echo "run $run: epochs $got"
 }
@@ -465,16 +485,12 @@ run_python_train() {
   run="$work/store/TorchTrainer_$jobid"
   wait_for "$run/result.json" '"epoch":0' 180 || { cat "$out"; timeout 10 scancel "$jobid"; fail "no epoch reported within 180 s"; }
   signal_job "$jobid" "$out" USR1 "after epoch 0" --batch
-  grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
-  grep -q "the step heard USR1" "$out" || fail "the job script got no word that rank 0 heard USR1"
+  check_usr1_requeued "$jobid" "$out" training
   grep -q "^preempted after $run/checkpoint_" "$out" || fail "the training finished or failed before USR1 stopped it"
-  grep -q "training stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
-  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
   grep -q "^resuming after epoch [0-2] from $run/checkpoint_" "$out" || fail "the requeued job did not resume from a checkpoint"
-  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   grep -q "^trained $epochs epochs on 2 worker(s); the checkpoint of epoch $((epochs - 1)) classifies" "$out" ||
     fail "the requeued job did not score its last checkpoint"
-  got=$(python3 -c 'import json,sys; print(" ".join(str(int(json.loads(l)["epoch"])) for l in open(sys.argv[1]) if l.strip()))' "$run/result.json")
+  got=$(epochs_of "$run/result.json")
   [[ $got == "$(seq -s ' ' 0 $((epochs - 1)))" ]] || fail "epochs in $run/result.json are '$got', expected 0..$((epochs - 1)) once each"
   echo "run $run: epochs $got"
 }
@@ -484,26 +500,16 @@ run_python_train() {
 # running starts again (its journal iterations then restart at 1); each trial is made once
 # and ends TERMINATED.
 run_python_tune() {
-  local jobid out exp samples=6 epochs=4 n=0
+  local jobid out exp samples=6 epochs=4
   jobid=$(PRISM_BUILD=$build PRISM_SOURCE=$root PRISM_STORAGE_PATH=$work/store NUM_SAMPLES=$samples EPOCHS=$epochs \
           EXTRA_ARGS="--data-root=$work/fashion_mnist" \
           timeout 30 sbatch --parsable --time=00:10:00 --output="$work/python-tune-%j.out" \
           "$root/jobs/python_tune.sbatch") || fail "sbatch refused jobs/python_tune.sbatch"
   out="$work/python-tune-$jobid.out"
   exp="$work/store/tune_fmnist_py_$jobid"
-  for _ in $(seq 720); do
-    n=$(grep -c '"e":"result"' "$exp/experiment_state.jsonl" 2>/dev/null)
-    ((${n:-0} >= 2)) && break
-    sleep 0.25
-  done
-  ((${n:-0} >= 2)) || { cat "$out"; timeout 10 scancel "$jobid"; fail "the journal had no 2 results within 180 s"; }
-  signal_job "$jobid" "$out" USR1 "after $n results" --batch
-  grep -q "received SIGUSR1 (preemption or time limit)" "$out" || fail "the head did not report SIGUSR1"
-  grep -q "the step heard USR1" "$out" || fail "the job script got no word that rank 0 heard USR1"
+  usr1_after_results "$jobid" "$out" "$exp"
+  check_usr1_requeued "$jobid" "$out" tuning
   grep -q "^preempted (prism::tune: SIGUSR1" "$out" || fail "the experiment finished or failed before USR1 stopped it"
-  grep -q "tuning stopped (status 75): requeueing job $jobid" "$out" || fail "the job script did not requeue on 75"
-  grep -q "job $jobid start (restart 1)" "$out" || fail "the job did not run again after the requeue"
-  grep -q "job $jobid end (status 0)" "$out" || fail "the requeued job did not end with status 0"
   grep -q "^$samples trials, 0 errors; best mean_accuracy" "$out" || fail "the restored experiment did not finish clean"
   python3 - "$exp" "$samples" <<'EOF' || fail "the restored experiment is not what it should be"
 import json, os, sys
