@@ -31,7 +31,7 @@ ActorHost::~ActorHost() {
     if (idle) {
       t.join();
     } else {
-      t.detach();  // a call is still in user code; the host is leaked with it (shutdown only)
+      t.detach();  // a call is still in user code (its owner leaks the host instead)
     }
   }
 }
@@ -110,6 +110,13 @@ void ActorHost::ThreadMain() {
   EndedFn ended = --live_ == 0 ? ended_ : nullptr;
   lock.unlock();
   if (ended) ended(*this);
+}
+
+bool ActorHost::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
+  cv_.notify_all();
+  return running_ == 0;
 }
 
 bool ActorHost::JoinThreads() {

@@ -42,6 +42,10 @@ class ActorHost {
   /// After the actor ended and every thread left: joins them and returns true (the host
   /// may then be deleted). False while the actor lives or a call is still running.
   bool JoinThreads();
+  /// The rank stops (Shutdown): takes no more work; threads leave once their call
+  /// returns. True when no call is running, so no thread of this host runs user code or
+  /// reports to the head again; false when one is (the runtime must then outlive it).
+  bool Stop();
   /// Ends the current incarnation: the instance is destroyed once no call runs; queued
   /// calls are returned (to be failed). With restart, a new creation may be queued after.
   std::deque<DispatchTask> Kill(bool restart, const std::string& cause = "");

@@ -105,13 +105,30 @@ TaskRunner::~TaskRunner() {
   if (deferred_thread_.joinable()) deferred_thread_.join();
   if (!executor_->Stop()) executor_.release();  // threads still in user code keep using it
   // Before the deferred-work members go: a leaving actor thread may call back (Defer,
-  // which now refuses), and ~ActorHost waits for it.
+  // which now refuses), and ~ActorHost waits for it. A host with a call still in user
+  // code is leaked: its thread uses it when the call returns.
   std::lock_guard<std::mutex> lock(actors_mu_);
+  for (auto& [id, host] : actors_) {
+    if (!host->Stop()) host.release();
+  }
+  for (auto& [raw, host] : ended_actors_) {
+    if (!host->Stop()) host.release();
+  }
   actors_.clear();
   ended_actors_.clear();
 }
 
-bool TaskRunner::Stop() { return executor_->Stop(); }
+bool TaskRunner::Stop() {
+  // Actor threads hold no executor slot: a call still in user code at Shutdown reports to
+  // the head when it returns, so the runtime must not be deleted under it.
+  bool actors_idle = true;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    for (auto& [id, host] : actors_) actors_idle = host->Stop() && actors_idle;
+    for (auto& [raw, host] : ended_actors_) actors_idle = host->Stop() && actors_idle;
+  }
+  return executor_->Stop() && actors_idle;
+}
 
 bool TaskRunner::InTask() { return t_task.active; }
 

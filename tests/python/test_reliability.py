@@ -159,3 +159,33 @@ def test_exit_while_a_task_waits_in_get_is_clean(world_size, tmp_path):
         run = own_driver(world_size, tmp_path, source, timeout=60)
         assert run.returncode == 0, (run.returncode, run.stderr)
         assert "leaving" in run.stdout
+
+
+def test_shutdown_while_an_actor_runs_its_constructor_frees_nothing_it_uses(world_size, tmp_path):
+    # Actor threads hold no executor slot: Shutdown used to count only the executor's
+    # threads, delete the runtime, and the constructor's thread then reported its end to
+    # a freed head (heap corruption that crashed a later malloc). Memcheck sees the use.
+    import shutil
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (scripts/install-deps.sh installs it)")
+    if world_size > 1:
+        pytest.skip("the child cluster runs outside MPI: run at one rank")
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import time, prism\n"
+        "@prism.remote\n"
+        "class Slow:\n"
+        "    def __init__(self):\n"
+        "        time.sleep(0.5)\n"
+        "prism.init()\n"
+        "Slow.remote()\n"
+        "time.sleep(0.1)\n"
+        "prism.shutdown()\n"
+        "time.sleep(1.0)\n"  # the constructor returns meanwhile
+        "print('done')\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+    clean["PYTHONMALLOC"] = "malloc"
+    done = subprocess.run(["valgrind", "-q", "--error-exitcode=9", sys.executable, str(script)],
+                          capture_output=True, text=True, env=clean, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == "done"
