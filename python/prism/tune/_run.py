@@ -88,9 +88,10 @@ class ExperimentAnalysis:
 def run(run_or_experiment, *, config=None, num_samples=1, scheduler=None, search_alg=None, metric=None,
         mode=None, stop=None, name=None, storage_path=None, local_dir=None, resources_per_trial=None,
         max_failures=0, fail_fast=False, time_budget_s=None, max_concurrent_trials=None, verbose=1,
-        checkpoint_config=None, keep_checkpoints_num=None, checkpoint_score_attr=None, resume=False,
-        raise_on_failed_trial=True, **kwargs):
-    """Ray's legacy tune.run: runs `run_or_experiment(config)` over `config`'s search space and
+        checkpoint_config=None, keep_checkpoints_num=None, checkpoint_score_attr=None, checkpoint_freq=0,
+        checkpoint_at_end=False, resume=False, raise_on_failed_trial=True, **kwargs):
+    """Ray's legacy tune.run: runs `run_or_experiment` (a function of the config or a
+    tune.Trainable subclass) over `config`'s search space and
     returns an ExperimentAnalysis. resume=True (or "AUTO") restores storage_path/name if it
     holds an experiment. Raises TuneError if a trial failed and raise_on_failed_trial,
     TypeError for arguments it does not know."""
@@ -106,7 +107,8 @@ def run(run_or_experiment, *, config=None, num_samples=1, scheduler=None, search
         if attr and attr.startswith("min-"):
             attr, order = attr[4:], "min"
         checkpoint_config = CheckpointConfig(num_to_keep=keep_checkpoints_num, checkpoint_score_attribute=attr,
-                                             checkpoint_score_order=order)
+                                             checkpoint_score_order=order, checkpoint_frequency=checkpoint_freq,
+                                             checkpoint_at_end=checkpoint_at_end)
     run_config = RunConfig(name=name, storage_path=storage_path or local_dir, stop=stop, verbose=verbose,
                            failure_config=FailureConfig(max_failures=max_failures, fail_fast=fail_fast),
                            checkpoint_config=checkpoint_config)
