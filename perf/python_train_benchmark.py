@@ -26,8 +26,10 @@ gives each worker one torch thread too).
 Figures, per launch, from world rank 0 (the median and the worst over --reps launches):
   samples/s        all workers' samples over the steps after --warmup steps (reports and
                    epoch boundaries included), to the end of the last epoch's report
-  start-up         the launcher's start to the end of the first training step (process
-                   launch, imports, Prism's init, placing the workers, the process group)
+  start-up         the launcher's start to the end of the first training step; of it, the
+                   time to the loop's start (process launch, imports, Prism's init, placing
+                   the workers, the process group; the rest is the loop's data loading and
+                   first step)
   wall             the launcher's whole run
 and, from a detail file world rank 0 writes: the median step time, the time in
 prepare_model and the data loader's set-up, and the mean time of a report call.
@@ -102,7 +104,7 @@ def loop(config):
     prepare_loader_s = time.perf_counter() - t
     warmup, every = config["warmup"], config["report_every"]
     steps, step_s, report_s = 0, [], []
-    t0 = None
+    t0 = first_step_at = None
     for epoch in range(1, config["epochs"] + 1):
         loader.sampler.set_epoch(epoch)
         model.train()
@@ -117,6 +119,8 @@ def loop(config):
             n += 1
             steps += 1
             step_s.append(time.perf_counter() - a)
+            if steps == 1:
+                first_step_at = time.time()
             if steps == 1 and chief:
                 print("first step done at %.6f (%.2f s after the script started)" % (time.time(), time.time() - START),
                       flush=True)
@@ -141,7 +145,7 @@ def loop(config):
         if config.get("detail"):
             with open(config["detail"], "w") as f:
                 json.dump({"samples_per_s": samples_per_s, "steps": steps, "timed_steps": timed,
-                           "loop_start": t_loop, "prepare_model_s": prepare_model_s,
+                           "loop_start": t_loop, "first_step_at": first_step_at, "prepare_model_s": prepare_model_s,
                            "prepare_loader_s": prepare_loader_s,
                            "step_ms_median": statistics.median(step_s[warmup:]) * 1e3,
                            "step_ms_p90": sorted(step_s[warmup:])[int(0.9 * (len(step_s) - warmup))] * 1e3,
@@ -174,7 +178,7 @@ def child_torchrun(config):
 def summarize(name, rs):
     """Median and worst of each figure (worst: the lowest rate, the longest time)."""
     out = {}
-    for key, worst in (("samples_per_s", min), ("startup_s", max), ("wall_s", max)):
+    for key, worst in (("samples_per_s", min), ("startup_s", max), ("to_loop_s", max), ("wall_s", max)):
         vals = [r[key] for r in rs]
         out[key] = {"median": statistics.median(vals), "worst": worst(vals), "all": vals}
     for key in ("step_ms_median", "prepare_model_s", "prepare_loader_s", "report_ms_mean"):
@@ -248,24 +252,28 @@ def main():
             r = stb.run(launchers[name](rep, detail), env, 900)
             with open(detail) as f:
                 r["detail"] = json.load(f)
+            # Start-up = launch to the loop's start (processes, imports, init, placement, the
+            # process group) + the loop's own set-up to the end of its first step.
+            r["to_loop_s"] = r["startup_s"] - (r["detail"]["first_step_at"] - r["detail"]["loop_start"])
             r["load_avg"] = os.getloadavg()[0]
             results[name].append(r)
             d = r["detail"]
-            print("rep %d %-8s samples/s %7.1f  start-up to first step %5.2f s  wall %5.1f s  step %.1f ms  "
-                  "report %.2f ms  prepare_model %.3f s  load %.2f"
-                  % (rep + 1, name, r["samples_per_s"], r["startup_s"], r["wall_s"], d["step_ms_median"],
-                     d["report_ms_mean"], d["prepare_model_s"], r["load_avg"]), flush=True)
+            print("rep %d %-8s samples/s %7.1f  start-up to first step %5.2f s (loop entered at %5.2f s)  "
+                  "wall %5.1f s  step %.1f ms  report %.2f ms  prepare_model %.3f s  load %.2f"
+                  % (rep + 1, name, r["samples_per_s"], r["startup_s"], r["to_loop_s"], r["wall_s"],
+                     d["step_ms_median"], d["report_ms_mean"], d["prepare_model_s"], r["load_avg"]), flush=True)
     subprocess.run(["rm", "-rf", work])
     summary = {name: summarize(name, rs) for name, rs in results.items()}
     print("\n%d launches of each, alternating; median (worst) over launches:" % reps)
-    print("| launcher | samples/s | start-up to first step, s | wall, s | step, ms | report, ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| launcher | samples/s | start-up to first step, s | of it, to the loop's start, s | wall, s | step, ms "
+          "| report, ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
         s = summary[name]
-        print("| %s | %.1f (%.1f) | %.2f (%.2f) | %.1f (%.1f) | %.1f | %.2f |"
+        print("| %s | %.1f (%.1f) | %.2f (%.2f) | %.2f (%.2f) | %.1f (%.1f) | %.1f | %.2f |"
               % (name, s["samples_per_s"]["median"], s["samples_per_s"]["worst"], s["startup_s"]["median"],
-                 s["startup_s"]["worst"], s["wall_s"]["median"], s["wall_s"]["worst"],
-                 s.get("step_ms_median", float("nan")), s.get("report_ms_mean", float("nan"))))
+                 s["startup_s"]["worst"], s["to_loop_s"]["median"], s["to_loop_s"]["worst"], s["wall_s"]["median"],
+                 s["wall_s"]["worst"], s.get("step_ms_median", float("nan")), s.get("report_ms_mean", float("nan"))))
     doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reps": reps, "train_samples": samples,
                        "epochs": epochs, "batch_size": args.batch_size, "warmup": args.warmup,
                        "report_every": args.report_every, "build": args.build,
