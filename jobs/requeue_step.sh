@@ -1,5 +1,5 @@
 # Sourced by the job scripts whose program stops at a checkpoint on a warning and is
-# requeued (train_fashion_mnist, tune_fashion_mnist, train_script):
+# requeued (train_fashion_mnist, tune_fashion_mnist, train_script, python_train, python_tune):
 #   source "$PRISM_BUILD/jobs/requeue_step.sh" || exit 1   # (the build dir holds a copy)
 #   prism_step training srun --mpi=pmix --kill-on-bad-exit=1 "$PRISM_BUILD/apps/..." ...
 #
