@@ -25,13 +25,17 @@ from ._errors import TrialError, TuneError, TunePreemptedError
 from ._session import get_checkpoint, get_context, report
 from ._space import (choice, grid_search, lograndint, loguniform, qlograndint, qloguniform, qrandint,
                      qrandn, quniform, randint, randn, sample_from, uniform)
+from ._trainable import Trainable
 from ._tuner import (CheckpointConfig, FailureConfig, Result, ResultGrid, RunConfig, TuneConfig, Tuner,
                      with_parameters, with_resources)
 from ._run import ExperimentAnalysis, run
 from . import schedulers, search  # noqa: E402
+from . import stopper  # noqa: E402
+from .stopper import Stopper  # noqa: E402
 
 __all__ = ["Tuner", "TuneConfig", "RunConfig", "FailureConfig", "CheckpointConfig", "Checkpoint", "Result",
            "ResultGrid", "report", "get_checkpoint", "get_context", "with_parameters", "with_resources",
            "choice", "uniform", "quniform", "loguniform", "qloguniform", "randn", "qrandn", "randint",
            "qrandint", "lograndint", "qlograndint", "grid_search", "sample_from", "run", "ExperimentAnalysis",
-           "TuneError", "TunePreemptedError", "TrialError", "schedulers", "search"]
+           "TuneError", "TunePreemptedError", "TrialError", "schedulers", "search", "Trainable"]
+__all__ += ["Stopper", "stopper"]

@@ -9,9 +9,11 @@ import cloudpickle
 
 import prism
 from .. import _remote, _tune
+from . import _trainable
 from ._checkpoint import Checkpoint
 from ._errors import TrialError, TuneError
 from ._space import compile_space, decode_config
+from .stopper import _run_config_stop
 
 _STATE_FILE = "prism_tune_python.pkl"  # what Tuner.restore needs besides the journal
 _INT_METRICS = ("training_iteration", "iterations_since_restore", "timesteps_total", "episodes_total")
@@ -59,14 +61,16 @@ class FailureConfig(_Config):
 
 class CheckpointConfig(_Config):
     """Per trial: num_to_keep (None: all), ranked by checkpoint_score_attribute in
-    checkpoint_score_order (default: the newest)."""
-    _fields = {"num_to_keep": None, "checkpoint_score_attribute": None, "checkpoint_score_order": "max"}
-    _ignored = ("checkpoint_frequency", "checkpoint_at_end")
+    checkpoint_score_order (default: the newest); for class trainables (tune.Trainable) a
+    checkpoint every checkpoint_frequency steps and at the end with checkpoint_at_end."""
+    _fields = {"num_to_keep": None, "checkpoint_score_attribute": None, "checkpoint_score_order": "max",
+               "checkpoint_frequency": 0, "checkpoint_at_end": None}
 
 
 class RunConfig(_Config):
     """name (default tune_<job id or timestamp>), storage_path (default $PRISM_STORAGE_PATH
-    or ~/prism_results), stop (a dict: metric -> value at which a trial stops),
+    or ~/prism_results), stop (a dict: metric -> value at which a trial stops; a function
+    (trial_id, result) -> bool; a prism.tune.stopper.Stopper or a list of them),
     failure_config, checkpoint_config, verbose (0: no status table)."""
     _fields = {"name": None, "storage_path": None, "stop": None, "failure_config": None,
                "checkpoint_config": None, "verbose": 1}
@@ -278,14 +282,15 @@ def _flat_config(config, prefix=""):
 
 # ---- the Tuner --------------------------------------------------------------------------
 
-def _searcher_handle(search_alg):
+def _searcher_handle(search_alg, param_space):
     if search_alg is None:
         return None
     make = getattr(search_alg, "_make", None)
     if make is None:
         raise TypeError(f"TuneConfig.search_alg: {type(search_alg).__name__} is not a prism.tune.search "
-                        "searcher (BasicVariantGenerator, TPESearch, ConcurrencyLimiter)")
-    return make()
+                        "searcher (BasicVariantGenerator, TPESearch, OptunaSearch, ConcurrencyLimiter, or a "
+                        "prism.tune.search.Searcher subclass)")
+    return make(param_space)
 
 
 def _scheduler_handle(scheduler):
@@ -315,8 +320,8 @@ def _number_map(d, what):
 
 class Tuner:
     """Ray's Tuner: Tuner(trainable, param_space=, tune_config=, run_config=).fit() ->
-    ResultGrid. The trainable is a function of the config that calls tune.report; trials
-    run as tasks on the job's ranks (default one CPU each)."""
+    ResultGrid. The trainable is a function of the config that calls tune.report, or a
+    tune.Trainable subclass; trials run as tasks on the job's ranks (default one CPU each)."""
 
     def __init__(self, trainable=None, *, param_space=None, tune_config=None, run_config=None, _restore=None):
         if _restore is not None:
@@ -325,9 +330,6 @@ class Tuner:
         if trainable is None or not (callable(trainable) or _is_trainer(trainable)):
             raise TypeError(f"Tuner: the trainable must be a function taking the config or a "
                             f"prism.train trainer, not {type(trainable).__name__}")
-        if isinstance(trainable, type):
-            raise TypeError("Tuner: class trainables (tune.Trainable subclasses) are not supported yet; "
-                            "pass a function of the config that calls tune.report")
         tc = tune_config if tune_config is not None else TuneConfig()
         rc = run_config if run_config is not None else RunConfig()
         if isinstance(tc, dict):
@@ -343,22 +345,23 @@ class Tuner:
                        "metric": tc.metric, "mode": tc.mode}
         fc = getattr(rc, "failure_config", None) or FailureConfig()
         cc = getattr(rc, "checkpoint_config", None) or CheckpointConfig()
-        stop = getattr(rc, "stop", None)
-        if stop is not None and not isinstance(stop, dict):
-            raise TypeError("RunConfig.stop: only a dict (metric -> value) is supported, not "
-                            f"{type(stop).__name__}")
+        self._state["class_trainable"] = _trainable.options(w.fn, cc, rc, tc.scheduler)
+        w = _trainable.adapt(w, self._state["class_trainable"])  # a tune.Trainable subclass: its step loop
+        stop, stopper = _run_config_stop(getattr(rc, "stop", None))  # a dict, and a Stopper's handle
+        self._state["stopper"] = None if stopper is None else rc.stop  # Tuner.restore rebuilds it
         trainable_handle = self._trainable_handle(w, codecs)
         num_samples = tc.num_samples
         if not isinstance(num_samples, int) or isinstance(num_samples, bool):
             raise TypeError(f"TuneConfig.num_samples must be an int, not {type(num_samples).__name__}")
         self._cpp = _tune.Tuner(
             trainable_handle, space_items, tc.metric or "", tc.mode or "", num_samples,
-            _searcher_handle(tc.search_alg), _scheduler_handle(tc.scheduler),
+            _searcher_handle(tc.search_alg, param_space), _scheduler_handle(tc.scheduler),
             int(tc.max_concurrent_trials or 0), float(tc.time_budget_s or 0), int(tc.seed or 0),
             getattr(rc, "name", None) or "", os.fspath(getattr(rc, "storage_path", None) or ""),
             _number_map(stop, "RunConfig.stop"), int(fc.max_failures), bool(fc.fail_fast),
             int(cc.num_to_keep or 0), cc.checkpoint_score_attribute or "", cc.checkpoint_score_order or "max",
-            int(getattr(rc, "verbose", 1) or 0), 5.0)
+            int(getattr(rc, "verbose", 1) or 0), 5.0,
+            stopper)  # prism.tune.stopper (None: none)
         self._codecs = codecs
         self._keep = w  # the with_parameters refs live as long as the Tuner
 
@@ -423,7 +426,7 @@ class Tuner:
             state["param_space"] = param_space
         if not prism.is_initialized():
             prism.init()
-        w = _unwrap(trainable)
+        w = _trainable.adapt(_unwrap(trainable), state.get("class_trainable"))
         space_items, codecs = compile_space(state["param_space"])
         self = cls.__new__(cls)
         self._state = state
@@ -432,8 +435,9 @@ class Tuner:
         try:
             self._cpp = _tune.Tuner.restore(path, self._trainable_handle(w, codecs), space_items, resume_unfinished,
                                             resume_errored, restart_errored,
-                                            _searcher_handle(state["search_alg"]),
-                                            _scheduler_handle(state["scheduler"]))
+                                            _searcher_handle(state["search_alg"], state["param_space"]),
+                                            _scheduler_handle(state["scheduler"]),
+                                            _run_config_stop(state.get("stopper"))[1])  # gets its saved state
         except TuneError as e:
             raise ValueError(str(e)) from None
         self._restored = True

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gil.h"
+#include "stoppers.h"
 #include "prism/api.h"
 #include "prism/checkpoint.h"
 #include "prism/platform/invoke.h"
@@ -35,6 +36,7 @@
 #include "prism/tune/searcher.h"
 #include "prism/tune/search_space.h"
 #include "prism/tune/tuner.h"
+#include "python_searcher.h"
 
 namespace py = pybind11;
 
@@ -355,6 +357,7 @@ PYBIND11_MODULE(_tune, m) {
       return std::shared_ptr<tune::Searcher>(std::make_shared<tune::ConcurrencyLimiter>(inner, max_concurrent));
     });
   });
+  BindPythonSearcher(m);  // python_searcher(bridge, name): a Python searcher (python_searcher.cc)
 
   // Results: the engine's ResultGrid, so the best result is its GetBestResult.
   py::class_<tune::ResultGrid>(m, "ResultGrid")
@@ -374,6 +377,8 @@ PYBIND11_MODULE(_tune, m) {
       .def_property_readonly("resources", [](const tune::Trainable& t) { return t.resources; });
   m.def("python_trainable", &MakeTrainable, py::arg("args"), py::arg("resources"), py::arg("parameters"));
 
+  BindStoppers(m);  // Stopper and its factories (stoppers.cc)
+
   // The Tuner.
   py::class_<tune::Tuner>(m, "Tuner")
       .def(py::init([](const tune::Trainable& trainable, const std::vector<std::pair<std::string, tune::Domain>>& space, std::string metric,
@@ -382,13 +387,15 @@ PYBIND11_MODULE(_tune, m) {
                        double time_budget_s, uint64_t seed, std::string name, std::string storage_path,
                        const std::map<std::string, double>& stop, int max_failures, bool fail_fast,
                        int num_to_keep, std::string score_attribute, std::string score_order, int verbose,
-                       double status_interval_s) {
+                       double status_interval_s,
+                       std::shared_ptr<tune::Stopper> stopper /* RunConfig.stop's Stopper, or None */) {
              tune::TuneConfig tc{metric, mode, search_alg, scheduler, num_samples, max_concurrent_trials,
                                  time_budget_s, seed};
              tune::RunConfig rc;
              rc.name = name;
              rc.storage_path = storage_path;
              rc.stop = stop;
+             rc.stopper = stopper;
              rc.failure_config = {max_failures, fail_fast};
              rc.checkpoint_config.num_to_keep = num_to_keep;
              rc.checkpoint_config.checkpoint_score_attribute = score_attribute;
@@ -409,13 +416,15 @@ PYBIND11_MODULE(_tune, m) {
                                 const std::vector<std::pair<std::string, tune::Domain>>& space,
                                 bool resume_unfinished, bool resume_errored, bool restart_errored,
                                 std::shared_ptr<tune::Searcher> search_alg,
-                                std::shared_ptr<tune::TrialScheduler> scheduler) {
+                                std::shared_ptr<tune::TrialScheduler> scheduler,
+                                std::shared_ptr<tune::Stopper> stopper /* the experiment's, or None */) {
         tune::TuneConfig tc;
         tc.search_alg = search_alg;
         tc.scheduler = scheduler;
         auto s = ToSpace(space);
         return RunReleased([&] {
-          return tune::Tuner::Restore(path, trainable, s, resume_unfinished, resume_errored, restart_errored, tc);
+          return tune::Tuner::Restore(path, trainable, s, resume_unfinished, resume_errored, restart_errored, tc,
+                                      stopper);
         });
       });
 
