@@ -38,18 +38,27 @@
 namespace prism {
 
 /// Starts Prism with defaults (configuration from the environment and the launcher).
-/// On rank 0 it returns and the rest of main is the driver. On every other rank it serves
-/// tasks until the driver calls Shutdown, then exits the process with status 0: code after
-/// Init runs on rank 0 only. Throws RuntimeError if already initialized.
+/// On rank 0 it returns and the rest of main is the driver. On every other rank of an MPI
+/// job it never returns: the rank serves tasks until the driver's Shutdown, then waits for
+/// the driver's next Init (a new session, with the driver's configuration and flags) or for
+/// the driver's process to exit (then it exits with the same status): code after Init runs
+/// on rank 0 only. As in Ray, Init while Prism runs is a no-op, and Init after Shutdown
+/// starts again. Thread-safe.
 void Init();
-/// Like Init(), also reading --prism-* flags from the command line.
+/// Like Init(), also reading --prism-* flags from the command line. While Prism runs: a
+/// no-op if the flags are those of the running session, else throws RuntimeError naming
+/// what differs.
 void Init(int argc, char** argv);
-/// Like Init(argc, argv), starting from `config` (environment and flags override it).
+/// Like Init(argc, argv), starting from `config` (environment and flags override it). While
+/// Prism runs: a no-op if `config` and the flags are the running session's, else throws
+/// RuntimeError naming the fields that differ (Shutdown first to change them).
 void Init(const Config& config, int argc = 0, char** argv = nullptr);
 /// True between Init and Shutdown. Thread-safe.
 bool IsInitialized();
-/// Stops every rank and finalizes MPI. Call once, from the driver, after the last Get.
-/// Outstanding tasks are abandoned. Safe to call when not initialized (no-op).
+/// Ends the session on every rank; Init may start another. Call from the driver, after the
+/// last Get. Outstanding tasks are abandoned. Safe to call when not initialized (no-op).
+/// A driver whose main returns without it is shut down at exit, as in Ray, and the job
+/// ends with main's exit status. MPI is finalized when the process exits, not here.
 void Shutdown();
 
 /// Stores a value in the object store and returns a reference to it. The value is copied

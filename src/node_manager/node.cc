@@ -123,9 +123,10 @@ void Node::CheckFeasible(const TaskOptions& options) const {
 
 namespace {
 
-// A task with default resources: {CPU: 1}.
+// A task with default resources: {CPU: 1}. Never destroyed: Shutdown at exit (a driver that
+// did not call it) may still submit tasks after static destructors ran.
 const ResourceSet& DefaultDemand() {
-  static const ResourceSet demand({{"CPU", 1}});
+  static const ResourceSet& demand = *new ResourceSet({{"CPU", 1}});
   return demand;
 }
 

@@ -1,18 +1,29 @@
 // Init/Shutdown and the life of a rank.
 //
-// Init: detect the launcher; under mpirun/srun call MPI_Init_thread, resolve the settings
-// (code < env < flags), agree on the job id, exchange every rank's resources and node id
-// (MPI_Allgather), copy MPI_COMM_WORLD for the communicator service (MPI_Comm_dup), then
+// A session is what runs between Init and Shutdown. Init: detect the launcher; under
+// mpirun/srun start MPI (once per process: MPI_Init_thread at the first Init), resolve the
+// settings (code < env < flags), agree on the launch id, exchange every rank's resources
+// and node id (MPI_Allgather), copy MPI_COMM_WORLD for the transport and for the
+// communicator service (MPI_Comm_dup: a session's messages never reach the next one), then
 // build the node manager (every rank), the head (rank 0) and the MPI transport. Rank 0
-// returns to the driver; other ranks wait for Stop, then finalize MPI and exit with the
-// code the head sent. Without a launcher everything lives in one process and MPI is never
-// touched.
+// returns to the driver; the other ranks serve until the driver's Shutdown.
+//
+// Sessions, as Ray has them: Init while a session runs is a no-op (an error if it asks for
+// a different configuration), and Init after Shutdown starts a new one. In an MPI job the
+// worker ranks never return from their first Init: after a session they tear it down and
+// wait (polling, idle) for rank 0's word, which is either "a new session, with this
+// configuration" (rank 0's next Init, announced with MPI_Ibcast) or "the driver's process
+// is exiting, with this status" (rank 0's on_exit hook), after which they finalize MPI and
+// exit with that status. MPI is finalized at process exit, never at Shutdown. A driver
+// whose main returns without Shutdown is shut down at exit, as Ray does, and the job ends
+// with main's own exit status. Without a launcher everything lives in one process and MPI
+// is never touched.
 //
 // Ending badly never hangs: an uncaught exception anywhere calls the terminate handler
-// (message, then MPI_Abort); a driver that returns without Shutdown is caught by an on_exit
-// hook (message, Stop to all ranks, exit 1 or main's status), as is a task that calls
-// exit() (message naming the task and rank, MPI_Abort with its status); a silent rank is
-// reported by the transport's heartbeat check (message, MPI_Abort).
+// (message, then MPI_Abort); a task that calls exit() is caught by the on_exit hook
+// (message naming the task and rank, MPI_Abort with its status); a silent rank is reported
+// by the transport's heartbeat check (message, MPI_Abort); a driver process that dies
+// between sessions is the launcher's to report (it ends the waiting ranks).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -32,6 +43,7 @@
 #include "prism/api.h"
 #include "head/head.h"
 #include "runtime/communicator_service.h"
+#include "runtime/config_fields.h"
 #include "runtime/launch.h"
 #include "runtime/output_capture.h"
 #include "node_manager/node.h"
@@ -68,11 +80,24 @@ struct Runtime {
   std::condition_variable stop_cv;
   bool stop_requested = false;
   int stop_code = 0;
+  MPI_Comm comm = MPI_COMM_NULL;  // the session's copy of MPI_COMM_WORLD (its transport)
 };
-
 std::atomic<Runtime*> g_runtime{nullptr};
 std::mutex g_init_mu;
-bool g_mpi_finalized = false;
+
+/// What outlives a session, in this process (guarded by g_init_mu, but read by the exit
+/// hook, which runs when no other Init can).
+struct ProcessState {
+  bool mpi_started = false;  // MPI_Init_thread was called (or MPI found initialized) here
+  bool mpi_ended = false;    // MPI_Finalize was called (at exit, or on a fatal config)
+  int rank = 0;              // in MPI_COMM_WORLD, once MPI started
+  int world = 1;
+  bool announce = false;     // rank 0: the worker ranks wait between sessions for its word
+  /// The running session's configuration and --prism-* flags, for a repeated Init.
+  Config running;
+  std::vector<std::string> running_flags;
+};
+ProcessState g_process;
 
 /// This rank's log file (created on its first line).
 std::string LogFile(const Runtime& rt) {
@@ -153,34 +178,110 @@ void OnTerminate() {
 /// a task (or a thread of the program's) called exit(): the job ends with that status
 /// (1 for exit(0)), saying which task on which rank, before static destructors can run
 /// under the threads still working (which used to end in "std::terminate called").
-void OnExitWhileRunning(int status, void*) {
-  Runtime* rt = g_runtime.load();
-  if (rt == nullptr) return;  // after Shutdown, or a serving rank's clean stop
-  const int code = status != 0 ? status : 1;
-  const TaskId task = CurrentTaskId();
-  if (rt->rank == 0 && task.IsNil()) {
-    std::fprintf(stderr,
-                 "prism: the driver's main() ended (exit status %d) without calling "
-                 "prism::Shutdown(); stopping all ranks, exit code %d\n",
-                 status, code);
-    std::fflush(stderr);
-    if (rt->transport) {
-      for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{code, "driver exited"});
-      rt->transport->Stop(std::chrono::milliseconds(2000));
-    }
-    CloseCommunicatorService();
-    if (rt->mpi) MPI_Finalize();
-    std::_Exit(code);
+/// What rank 0 tells the worker ranks waiting between sessions (MPI_Ibcast on
+/// MPI_COMM_WORLD; for kNewSession an MPI_Bcast of the configuration follows).
+struct SessionWord {
+  enum Call : int32_t { kNewSession = 1, kEndProcess = 2 };
+  int32_t call = kEndProcess;
+  int32_t exit_code = 0;
+  uint64_t config_bytes = 0;
+};
+
+/// Rank 0: an Ibcast of `word` that worker ranks wait for, then the configuration. Returns
+/// false if MPI failed (in the exit hook nothing may throw).
+bool Announce(const SessionWord& word, const Buffer& config) {
+  SessionWord w = word;
+  MPI_Request request;
+  if (MPI_Ibcast(&w, sizeof w, MPI_BYTE, 0, MPI_COMM_WORLD, &request) != MPI_SUCCESS) return false;
+  if (MPI_Wait(&request, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+  if (w.call != SessionWord::kNewSession) return true;
+  return MPI_Bcast(const_cast<char*>(config.data()), static_cast<int>(config.size()), MPI_BYTE, 0,
+                   MPI_COMM_WORLD) == MPI_SUCCESS;
+}
+
+/// A worker rank between sessions: waits for rank 0's next word (and for kNewSession its
+/// configuration, into `config`). No timeout, by design: the driver's process decides when
+/// the next session starts, and if it dies the launcher ends this rank. MPI_Test with naps
+/// of up to 50 ms keeps the waiting rank idle (a blocking Ibcast wait would spin a core).
+SessionWord AwaitDriver(Buffer& config) {
+  SessionWord word;
+  MPI_Request request;
+  PRISM_MPI_CHECK(MPI_Ibcast(&word, sizeof word, MPI_BYTE, 0, MPI_COMM_WORLD, &request));
+  auto nap = std::chrono::milliseconds(1);
+  for (int done = 0;;) {
+    PRISM_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) break;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::milliseconds(50));
   }
-  const std::string* name = CurrentTaskName();
-  const std::string who =
-      task.IsNil() ? "a thread outside any task on rank " + std::to_string(rt->rank)
-                   : "task " + (name != nullptr && !name->empty() ? *name + " " : std::string()) +
-                         "(id " + task.Hex() + ") on rank " + std::to_string(rt->rank);
-  AbortJob(who + " called exit(" + std::to_string(status) + ") while the job was running; "
-           "ending the job with exit status " + std::to_string(code) +
-           " (return from the task, or throw, instead of exiting)",
-           code);
+  if (word.call == SessionWord::kNewSession) {
+    config = Buffer(static_cast<size_t>(word.config_bytes));
+    PRISM_MPI_CHECK(MPI_Bcast(config.data(), static_cast<int>(word.config_bytes), MPI_BYTE, 0,
+                              MPI_COMM_WORLD));
+  }
+  return word;
+}
+
+/// At exit on rank 0: the waiting worker ranks exit with `status`, and MPI ends here.
+void EndMpiAtExit(int status) {
+  if (!g_process.mpi_started || g_process.mpi_ended) return;
+  g_process.mpi_ended = true;
+  if (g_process.announce) Announce(SessionWord{SessionWord::kEndProcess, status, 0}, Buffer());
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+/// Rank 0: ends the running session (Shutdown). True if no thread was left in user code
+/// (the session's runtime is freed), or if nothing was running.
+bool EndSession();
+
+/// exit() in this process, registered with on_exit (which passes the status) at each Init.
+/// On rank 0 outside any task, the driver's main returned (or exited): a session still
+/// running is shut down, as Ray does at exit, the worker ranks waiting between sessions are
+/// told to exit with the same status, MPI is finalized, and exit goes on with main's own
+/// status. Inside a task, or on a worker rank, a task (or a thread of the program's) called
+/// exit() while the job runs: the job ends with that status (1 for exit(0)), saying which
+/// task on which rank, before static destructors can run under the threads still working
+/// (which used to end in "std::terminate called").
+void OnProcessExit(int status, void*) {
+  static std::atomic<bool> ran{false};
+  Runtime* rt = g_runtime.load();
+  const TaskId task = CurrentTaskId();
+  if (rt != nullptr && (rt->rank != 0 || !task.IsNil())) {
+    const int code = status != 0 ? status : 1;
+    const std::string* name = CurrentTaskName();
+    const std::string who =
+        task.IsNil() ? "a thread outside any task on rank " + std::to_string(rt->rank)
+                     : "task " + (name != nullptr && !name->empty() ? *name + " " : std::string()) +
+                           "(id " + task.Hex() + ") on rank " + std::to_string(rt->rank);
+    AbortJob(who + " called exit(" + std::to_string(status) + ") while the job was running; "
+             "ending the job with exit status " + std::to_string(code) +
+             " (return from the task, or throw, instead of exiting)",
+             code);
+  }
+  if (g_process.rank != 0 || ran.exchange(true)) return;  // registered once per Init
+  bool clean = true;
+  if (rt != nullptr) {
+    PRISM_LOG_INFO("the driver's main() ended (exit status " << status
+                   << ") without prism::Shutdown(): shutting down at exit");
+    // On a thread of its own: exit() has already destroyed this thread's thread_locals
+    // (the calling thread's cached task options among them), which Shutdown would use.
+    std::thread([&clean] {
+      try {
+        clean = EndSession();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "prism: shutdown at exit failed: %s\n", e.what());
+        clean = false;
+      }
+    }).join();
+  }
+  EndMpiAtExit(status);
+  if (!clean) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(status);
+  }
 }
 
 std::string MakeJobId() {
@@ -291,25 +392,58 @@ void RequestStop(Runtime& rt, int code) {
   rt.stop_cv.notify_all();
 }
 
-[[noreturn]] void ServeUntilStop(Runtime& rt) {
+/// A worker rank's session, until the driver's Stop; then tears it down (MPI stays up).
+/// Returns the Stop's exit code.
+int ServeUntilStop(Runtime* rt) {
   {
-    std::unique_lock<std::mutex> lock(rt.stop_mu);
-    rt.stop_cv.wait(lock, [&] { return rt.stop_requested; });
+    std::unique_lock<std::mutex> lock(rt->stop_mu);
+    rt->stop_cv.wait(lock, [&] { return rt->stop_requested; });
   }
-  int code = rt.stop_code;
+  const int code = rt->stop_code;
   UninstallStopSignals();
-  if (rt.forwarder) rt.forwarder->Flush(1000);  // into the .out file at least
-  rt.node->Stop();
-  rt.transport->Stop(std::chrono::milliseconds(2000));
-  if (rt.ucx) rt.ucx->Stop();
-  RemoveSessionFiles(rt, code == 0);  // _Exit below runs no destructors
+  if (rt->forwarder) {
+    rt->forwarder->Flush(1000);  // into the .out file at least
+    SetOutputForwarder(nullptr);
+    rt->forwarder.reset();  // fds 1 and 2 are the launcher's again
+  }
+  const bool clean = rt->node->Stop();
+  rt->transport->Stop(std::chrono::milliseconds(2000));
+  if (rt->ucx) rt->ucx->Stop();
+  RemoveSessionFiles(*rt, code == 0);
   SetProcessCore(nullptr);
   g_runtime.store(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
   CloseCommunicatorService();
-  MPI_Finalize();
-  std::_Exit(code);
+  // With tasks still running user code, their threads keep using the runtime: leave it.
+  if (clean) delete rt;
+  return code;
+}
+
+Runtime* StartSession(const Config& config, const std::vector<std::string>& args);
+
+/// A worker rank of an MPI job from its first Init on: serves each session, then waits for
+/// rank 0's next Init (a new session with the driver's configuration and this rank's own
+/// flags) or for the driver's exit (finalize MPI and exit with the driver's status).
+[[noreturn]] void ServeSessions(Runtime* rt) {
+  for (;;) {
+    const int code = ServeUntilStop(rt);
+    Buffer config;
+    SessionWord word = code != 0 ? SessionWord{SessionWord::kEndProcess, code, 0} : AwaitDriver(config);
+    if (word.call != SessionWord::kNewSession) {
+      std::fflush(stdout);
+      std::fflush(stderr);
+      g_process.mpi_ended = true;
+      MPI_Finalize();
+      std::_Exit(word.exit_code);  // as rank 0's process exits; no static destructors here
+    }
+    std::lock_guard<std::mutex> lock(g_init_mu);
+    Reader r(config.data(), config.size());
+    ByteView encoded = r.Bytes();
+    std::vector<std::string> argv(r.Pod<uint64_t>());
+    for (auto& a : argv) a = r.Str();
+    rt = StartSession(DecodeConfig(encoded.data, encoded.size), argv);
+  }
 }
 
 /// Creates the UCX data plane on every rank and exchanges worker addresses (collective).
@@ -375,7 +509,7 @@ void Build(Runtime& rt) {
       if (self->node) self->node->SendReleases();
     };
     rt.transport =
-        std::make_unique<MpiTransport>(MPI_COMM_WORLD, rt.settings.rank_timeout_s, handlers);
+        std::make_unique<MpiTransport>(rt.comm, rt.settings.rank_timeout_s, handlers);
   }
   ObjectFetcher* fetcher = rt.transport.get();
   if (rt.world > 1 && rt.settings.data_plane == "ucx") {
@@ -401,32 +535,10 @@ void Build(Runtime& rt) {
   }
 }
 
-void DoInit(const Config& config, int argc, char** argv) {
-  std::lock_guard<std::mutex> lock(g_init_mu);
-  if (g_runtime.load() != nullptr) {
-    throw RuntimeError("prism: Init called twice; call Shutdown first");
-  }
-  if (CurrentCore() != nullptr) {
-    throw RuntimeError("prism: Init while an InProcessCluster runs in this process; end it first");
-  }
-  if (g_mpi_finalized) {
-    throw RuntimeError("prism: Init after Shutdown in an MPI job: MPI cannot be started twice "
-                       "in one process");
-  }
-  std::set_terminate(OnTerminate);
-  ApplyEnvVars(config.env_vars);  // the job's runtime environment, before anything reads it
-  EnvFn env = ProcessEnv();
-  std::string hint = LaunchMisuseHint(env);
-  if (!hint.empty()) {
-    std::fprintf(stderr, "%s\n", hint.c_str());
-    std::_Exit(2);
-  }
-  auto rt = std::make_unique<Runtime>();
-  rt->launch = DetectLaunch(env);
-  rt->mpi = LaunchedByMpiLauncher(env);
-  std::vector<std::string> args;
-  for (int i = 1; i < argc && argv != nullptr; ++i) args.emplace_back(argv[i]);
-  if (rt->mpi) {
+/// Starts MPI at the first session of the process (the network setting applies then only);
+/// later sessions reuse it.
+void StartMpi(Runtime& rt, const Config& config, const std::vector<std::string>& args, const EnvFn& env) {
+  if (!g_process.mpi_started) {
     // Where ranks listen (Config::network) is MPI's and UCX's environment: set before both.
     ApplyNetwork(NetworkSetting(config, args, env));
     int initialized = 0;
@@ -440,20 +552,22 @@ void DoInit(const Config& config, int argc, char** argv) {
                  2);
       }
     }
-    PRISM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
-    PRISM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
+    g_process.mpi_started = true;
+    PRISM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_process.rank));
+    PRISM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_process.world));
   }
-  SetLogRank(rt->rank);
-  if (std::string warning = SingleRankHint(env, rt->world); !warning.empty()) {
-    std::fprintf(stderr, "%s\n", warning.c_str());
-  }
+  rt.rank = g_process.rank;
+  rt.world = g_process.world;
+}
 
-  // Settings: every rank resolves them; any failure stops every rank, reported by rank 0.
-  HostFacts host = ReadHostFacts();
+/// Every rank resolves its settings; in an MPI job any failure stops every rank (fatal:
+/// rank 0 says why, then all leave together), without one an error is thrown.
+void ResolveOnEveryRank(Runtime& rt, const Config& config, const std::vector<std::string>& args,
+                        const EnvFn& env, const HostFacts& host) {
   // This launch's id, made by rank 0 and shared: the job id when no launcher gives one,
-  // and what keeps two launches in one Slurm job apart (their directories, spill files).
+  // and what keeps two launches (or sessions) apart (their directories, spill files).
   std::string launch_id = MakeJobId();
-  if (rt->mpi && rt->world > 1) {
+  if (rt.mpi && rt.world > 1) {
     char buf[64] = {};
     std::snprintf(buf, sizeof buf, "%s", launch_id.c_str());
     PRISM_MPI_CHECK(MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD));
@@ -461,39 +575,75 @@ void DoInit(const Config& config, int argc, char** argv) {
   }
   std::string error;
   try {
-    rt->settings = ResolveSettings(config, args, env, rt->launch, host, launch_id);
+    rt.settings = ResolveSettings(config, args, env, rt.launch, host, launch_id);
     // Private to the user (0700), and never a link or a directory someone else made.
-    if (std::string why = MakePrivateDir(rt->settings.session_dir); !why.empty()) {
+    if (std::string why = MakePrivateDir(rt.settings.session_dir); !why.empty()) {
       error = "prism: cannot use the session directory (logs, spilled objects): " + why;
     }
   } catch (const std::exception& e) {
     error = e.what();
   }
-  if (rt->mpi) {
-    int bad = !error.empty(), any_bad = 0;
-    PRISM_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    int rank0_bad = bad;
-    PRISM_MPI_CHECK(MPI_Bcast(&rank0_bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (bad && rt->rank != 0 && !rank0_bad) {
-      std::fprintf(stderr, "prism[%d]: %s\n", rt->rank, error.c_str());
-    }
-    if (any_bad) {
-      // Fatal in an MPI job (MPI cannot be started twice): rank 0 says why, then every rank
-      // leaves together, so that no early exit lets the launcher kill rank 0 before it spoke.
-      if (rt->rank == 0) {
-        std::fprintf(stderr, "%s\n",
-                     error.empty() ? "prism: invalid configuration on another rank (its "
-                                     "environment differs from rank 0's)"
-                                   : error.c_str());
-        std::fflush(stderr);
-      }
-      MPI_Barrier(MPI_COMM_WORLD);
-      MPI_Finalize();
-      std::_Exit(2);
-    }
-  } else if (!error.empty()) {
-    throw RuntimeError(error);
+  if (!rt.mpi) {
+    if (!error.empty()) throw RuntimeError(error);
+    return;
   }
+  int bad = !error.empty(), any_bad = 0;
+  PRISM_MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  int rank0_bad = bad;
+  PRISM_MPI_CHECK(MPI_Bcast(&rank0_bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  if (bad && rt.rank != 0 && !rank0_bad) {
+    std::fprintf(stderr, "prism[%d]: %s\n", rt.rank, error.c_str());
+  }
+  if (any_bad) {
+    // Fatal in an MPI job: rank 0 says why, then every rank leaves together, so that no
+    // early exit lets the launcher kill rank 0 before it spoke.
+    if (rt.rank == 0) {
+      std::fprintf(stderr, "%s\n",
+                   error.empty() ? "prism: invalid configuration on another rank (its "
+                                   "environment differs from rank 0's)"
+                                 : error.c_str());
+      std::fflush(stderr);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    g_process.mpi_ended = true;
+    MPI_Finalize();
+    std::_Exit(2);
+  }
+}
+
+/// The --prism-* arguments of a command line (with the value of "--prism-x v").
+std::vector<std::string> PrismFlags(const std::vector<std::string>& args) {
+  std::vector<std::string> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--prism-", 0) != 0) continue;
+    flags.push_back(args[i]);
+    if (args[i].find('=') == std::string::npos && i + 1 < args.size()) flags.push_back(args[++i]);
+  }
+  return flags;
+}
+
+/// Starts a session on this rank (every rank of the job at once: the steps are collective)
+/// and publishes it. `argv` is the command line (argv[0] first) whose --prism-* flags count.
+Runtime* StartSession(const Config& config, const std::vector<std::string>& argv) {
+  std::set_terminate(OnTerminate);
+  ApplyEnvVars(config.env_vars);  // the job's runtime environment, before anything reads it
+  EnvFn env = ProcessEnv();
+  std::string hint = LaunchMisuseHint(env);
+  if (!hint.empty()) {
+    std::fprintf(stderr, "%s\n", hint.c_str());
+    std::_Exit(2);
+  }
+  auto rt = std::make_unique<Runtime>();
+  rt->launch = DetectLaunch(env);
+  rt->mpi = LaunchedByMpiLauncher(env);
+  const std::vector<std::string> args(argv.begin() + std::min<size_t>(1, argv.size()), argv.end());
+  if (rt->mpi) StartMpi(*rt, config, args, env);
+  SetLogRank(rt->rank);
+  if (std::string warning = SingleRankHint(env, rt->world); !warning.empty()) {
+    std::fprintf(stderr, "%s\n", warning.c_str());
+  }
+  HostFacts host = ReadHostFacts();
+  ResolveOnEveryRank(*rt, config, args, env, host);
   SetLogLevelValue(static_cast<int>(rt->settings.log_level));
   SetBufferPoolLimit(rt->settings.object_store_memory / 2);
   SetLogFile(LogFile(*rt));
@@ -503,14 +653,18 @@ void DoInit(const Config& config, int argc, char** argv) {
                             : NodeIdentity(rt->launch, host.hostname);
   ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id,
                    host.hostname);
-  if (rt->mpi) OpenCommunicatorService();  // collective, like the exchange before it
+  if (rt->mpi) {
+    // Collective, like the exchange before it. The session's own copy of MPI_COMM_WORLD
+    // for its transport: a message of an ended session can never reach the next one. Not
+    // freed (a cancelled receive may still name it): MPI_Finalize, at exit, releases it.
+    if (rt->world > 1) PRISM_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->comm));
+    OpenCommunicatorService();
+  }
   Build(*rt);
   if (rt->head) {
     JobInfo job;
     job.job_id = rt->settings.job_id;
-    for (int i = 0; i < argc && argv != nullptr; ++i) {
-      job.entrypoint += (i ? " " : "") + std::string(argv[i]);
-    }
+    for (size_t i = 0; i < argv.size(); ++i) job.entrypoint += (i ? " " : "") + argv[i];
     job.launcher = rt->launch.launcher_name();
     job.start_time_ns = WallNowNs();
     job.hosts = rt->hosts;
@@ -538,20 +692,96 @@ void DoInit(const Config& config, int argc, char** argv) {
   g_runtime.store(raw);
   SetProcessCore(raw->node.get());
   InstallStopSignals(raw->rank, raw->hosts, raw->pids);
-  static bool exit_hook = false;
-  if (!exit_hook) {
-    on_exit(OnExitWhileRunning, nullptr);  // glibc: like atexit, with the exit status
-    exit_hook = true;
-  }
+  // At every Init: exit handlers run newest first, so the newest runs before the static
+  // destructors of whatever the program made since (OnProcessExit acts once).
+  on_exit(OnProcessExit, nullptr);  // glibc: like atexit, with the exit status
   if (raw->transport) raw->transport->Start();
   std::set_terminate(OnTerminate);
   if (raw->rank == 0) {
+    g_process.running = config;
+    g_process.running_flags = PrismFlags(args);
+    g_process.announce = raw->mpi && raw->world > 1;
     PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
                                 << raw->launch.launcher_name() << ", job " << raw->settings.job_id
                                 << ", session directory " << raw->settings.session_dir);
+  }
+  return raw;
+}
+
+/// Init while a session runs: Ray's no-op, unless the configuration asked for differs from
+/// the running one (then an error naming what differs).
+void CheckSameSession(const Config& config, const std::vector<std::string>& args) {
+  std::vector<std::string> differ = ConfigDifferences(g_process.running, config);
+  const std::vector<std::string> flags =
+      PrismFlags(std::vector<std::string>(args.begin() + std::min<size_t>(1, args.size()), args.end()));
+  if (flags != g_process.running_flags) differ.emplace_back("--prism-* flags");
+  if (differ.empty()) return;
+  std::string fields;
+  for (const auto& d : differ) fields += (fields.empty() ? "" : ", ") + d;
+  throw RuntimeError("prism: Init called while Prism is running, with a configuration that differs "
+                     "from the running one in: " + fields +
+                     ". Init while running changes nothing (Ray's rule): call Shutdown first "
+                     "to start again with the new configuration, or call Init() without one");
+}
+
+/// Init: a no-op while a session runs (`any_config`: Init() without a configuration, which
+/// joins whatever runs), else a new session. On a worker rank of an MPI job it never
+/// returns (ServeSessions).
+void DoInit(const Config& config, int argc, char** argv, bool any_config) {
+  std::unique_lock<std::mutex> lock(g_init_mu);
+  std::vector<std::string> args;
+  for (int i = 0; i < argc && argv != nullptr; ++i) args.emplace_back(argv[i] != nullptr ? argv[i] : "");
+  if (g_runtime.load() != nullptr) {
+    if (!any_config) CheckSameSession(config, args);
     return;
   }
-  ServeUntilStop(*raw);
+  if (CurrentCore() != nullptr) {
+    throw RuntimeError("prism: Init while an InProcessCluster runs in this process; end it first");
+  }
+  if (g_process.mpi_ended) {
+    throw RuntimeError("prism: Init while the process exits (MPI is finalized)");
+  }
+  if (g_process.announce) {
+    // The worker ranks wait between sessions: this session is the driver's configuration
+    // and flags on every rank.
+    Buffer word;
+    Writer w(word);
+    Buffer encoded = EncodeConfig(config);
+    w.Bytes(encoded.data(), encoded.size());
+    w.Pod<uint64_t>(args.size());
+    for (const auto& a : args) w.Str(a);
+    if (!Announce(SessionWord{SessionWord::kNewSession, 0, word.size()}, word)) {
+      throw RuntimeError("prism: Init could not reach the worker ranks (MPI_Ibcast failed)");
+    }
+  }
+  Runtime* rt = StartSession(config, args);
+  if (rt->rank == 0) return;
+  lock.unlock();
+  ServeSessions(rt);
+}
+
+/// Rank 0's Shutdown: stops every rank's session; MPI stays up for the next Init.
+bool EndSession() {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  Runtime* rt = g_runtime.load();
+  if (rt == nullptr) return true;
+  if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
+  if (rt->printer) FlushWorkerOutput(*rt);
+  g_runtime.store(nullptr);
+  SetProcessCore(nullptr);  // from here on ObjectRef destructors are no-ops
+  UninstallStopSignals();
+  rt->waiting_watch.reset();
+  if (rt->transport) {
+    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
+    rt->transport->Stop(std::chrono::milliseconds(5000));
+  }
+  bool clean = rt->node->Stop();
+  if (rt->ucx) rt->ucx->Stop();
+  RemoveSessionFiles(*rt, true);
+  CloseCommunicatorService();
+  // With tasks still running user code, their threads keep using the runtime: leave it.
+  if (clean) delete rt;
+  return clean;
 }
 
 }  // namespace
@@ -588,38 +818,13 @@ CoreApi& RequireCore(const char* what) {
 
 }  // namespace internal
 
-void Init() { internal::DoInit(Config{}, 0, nullptr); }
-void Init(int argc, char** argv) { internal::DoInit(Config{}, argc, argv); }
-void Init(const Config& config, int argc, char** argv) { internal::DoInit(config, argc, argv); }
+void Init() { internal::DoInit(Config{}, 0, nullptr, /*any_config=*/true); }
+void Init(int argc, char** argv) { internal::DoInit(Config{}, argc, argv, false); }
+void Init(const Config& config, int argc, char** argv) { internal::DoInit(config, argc, argv, false); }
 
 bool IsInitialized() { return internal::CurrentCore() != nullptr; }
 
-void Shutdown() {
-  using namespace internal;
-  std::lock_guard<std::mutex> lock(g_init_mu);
-  Runtime* rt = g_runtime.load();
-  if (rt == nullptr) return;
-  if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
-  if (rt->printer) FlushWorkerOutput(*rt);
-  g_runtime.store(nullptr);
-  SetProcessCore(nullptr);  // from here on ObjectRef destructors are no-ops
-  UninstallStopSignals();
-  rt->waiting_watch.reset();
-  if (rt->transport) {
-    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
-    rt->transport->Stop(std::chrono::milliseconds(5000));
-  }
-  bool clean = rt->node->Stop();
-  if (rt->ucx) rt->ucx->Stop();
-  RemoveSessionFiles(*rt, true);
-  CloseCommunicatorService();
-  if (rt->mpi) {
-    MPI_Finalize();
-    g_mpi_finalized = true;
-  }
-  // With tasks still running user code, their threads keep using the runtime: leave it.
-  if (clean) delete rt;
-}
+void Shutdown() { internal::EndSession(); }
 
 std::map<std::string, double> ClusterResources() {
   internal::ResourceSet total;

@@ -3,7 +3,7 @@
 //
 //   failure_helper <mode> [--prism-* flags]
 //     driver_throws     the driver throws an exception nobody catches
-//     no_shutdown       the driver returns from main without prism::Shutdown()
+//     no_shutdown       the driver returns 4 from main without prism::Shutdown()
 //     worker_sigkill    a task on the last rank kills its own process with SIGKILL
 //     worker_sigstop    a task on the last rank stops its own process (SIGSTOP): it hangs
 //     worker_sigkill_guarded  worker_sigkill while the driver holds a PreemptionGuard (as a
@@ -147,7 +147,9 @@ int Lifecycle(int argc, char** argv) {
   ok &= ThrowsRuntimeError("Put after Shutdown", [] { prism::Put(1); });
   ok &= ThrowsRuntimeError("Get after Shutdown", [] { kept_small.Get(); });
   ok &= ThrowsRuntimeError("Remote after Shutdown", [] { prism::Task(Square).Remote(2); });
-  ok &= ThrowsRuntimeError("Init after Shutdown", [] { prism::Init(); });
+  prism::Init();  // after Shutdown: a new session, as in Ray
+  ok &= prism::IsInitialized() && *prism::Task(Square).SetResource(RankRes(LastRank()), 0.01).Remote(7).Get() == 49;
+  prism::Shutdown();
   local_ref = prism::ObjectRef<int>();  // a ref released after Shutdown
   std::printf("lifecycle %s\n", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
@@ -203,7 +205,10 @@ int main(int argc, char** argv) {
   if (mode == "driver_throws") {
     throw std::runtime_error("boom from the driver");
   } else if (mode == "no_shutdown") {
-    return 0;
+    // Shut down at exit, as Ray does; the job's exit status is main's.
+    std::printf("no_shutdown: %d, returning 4\n", *prism::Task(Square).SetResource(RankRes(LastRank()), 0.01).Remote(3).Get());
+    std::fflush(stdout);
+    return 4;
   } else if (mode == "worker_sigkill" || mode == "worker_sigstop" || mode == "worker_sigkill_guarded") {
     int sig = mode == "worker_sigstop" ? SIGSTOP : SIGKILL;
     std::optional<prism::platform::PreemptionGuard> guard;
