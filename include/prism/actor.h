@@ -50,6 +50,23 @@ struct MethodTraits<void (C::*)(StreamWriter<T>&, Args...)> {
 };
 template <typename C, typename R, typename... Args>
 struct MethodTraits<R (C::*)(Args...) const> : MethodTraits<R (C::*)(Args...)> {};
+
+/// A method of a base class B called on an actor of class D (Ray's virtual functions on a
+/// derived actor): the actor's instance is used as a B, which Prism (as Ray) does without
+/// knowing D where the call runs, so B must sit at the start of D. Throws Error otherwise
+/// (register and call a method of D instead).
+template <typename D, typename B>
+void RequireBaseAtStart(const std::string& method) {
+  static_assert(requires(B* b) { static_cast<D*>(b); },
+                "prism: a method of a virtual base class cannot be called on the actor: "
+                "register and call a method of the actor's own class");
+  alignas(D) static unsigned char storage[sizeof(D)];
+  D* derived = reinterpret_cast<D*>(storage);
+  if (static_cast<void*>(static_cast<B*>(derived)) != static_cast<void*>(derived)) {
+    throw Error("prism: " + method + " is a method of a base class that is not the first base of the "
+                "actor's class: register and call a method of the actor's own class");
+  }
+}
 }  // namespace internal
 
 template <typename M, bool kSplitReturns = false>
@@ -64,12 +81,16 @@ class ActorHandle {
 
   /// The actor's id.
   ObjectId ID() const { return creation_.ID(); }
-  /// Starts a call of a method registered with PRISM_REMOTE(&C::Method).
+  /// Starts a call of a method registered with PRISM_REMOTE(&C::Method), or of a base
+  /// class's (PRISM_REMOTE(&Base::Method); virtual methods run C's override, as in Ray).
   template <typename M>
   ActorTaskCaller<M> Task(M method) const {
-    static_assert(std::is_same_v<typename internal::MethodTraits<M>::Class, C>,
-                  "prism: this method belongs to another class than the actor");
-    return ActorTaskCaller<M>(ID(), method);
+    using Owner = typename internal::MethodTraits<M>::Class;
+    static_assert(std::is_base_of_v<Owner, C>,
+                  "prism: this method belongs to another class than the actor (nor to one of its bases)");
+    ActorTaskCaller<M> caller(ID(), method);
+    if constexpr (!std::is_same_v<Owner, C>) internal::RequireBaseAtStart<C, Owner>(caller.Function());
+    return caller;
   }
   /// Kills the actor. no_restart=false restarts it (from its factory, with the original
   /// arguments) if SetMaxRestarts allows. Queued and later calls fail with ActorError.
@@ -108,6 +129,8 @@ class ActorTaskCaller : public internal::RequestOptions<ActorTaskCaller<M, kSpli
   }
   /// The same options (SetNumReturns's result).
   explicit ActorTaskCaller(const internal::TaskRequest& request) { request_ = request; }
+  /// The method's registered name.
+  const std::string& Function() const { return request_.function; }
   /// As TaskCaller::SetNumReturns: one ref per element of the returned tuple, pair or
   /// vector.
   ActorTaskCaller<M, true> SetNumReturns(int n) const {

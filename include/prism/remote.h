@@ -152,15 +152,27 @@ inline void CheckArity(const std::string& name, size_t expected, size_t got) {
   }
 }
 
+/// An argument as its parameter `P` takes it: a non-const lvalue reference gets the
+/// deserialized copy itself (as in Ray, the caller's value never changes), every other
+/// parameter (by value, const&, &&) gets it moved.
+template <typename P, typename V>
+decltype(auto) PassAs(V& value) {
+  if constexpr (std::is_lvalue_reference_v<P> && !std::is_const_v<std::remove_reference_t<P>>) {
+    return static_cast<V&>(value);
+  } else {
+    return static_cast<V&&>(value);
+  }
+}
+
 template <typename R, typename... Args, size_t... I>
 void InvokeFree(R (*f)(Args...), const std::vector<ByteView>& args, Buffer& out,
                 std::index_sequence<I...>) {
   std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
   if constexpr (std::is_void_v<R>) {
-    std::apply(f, std::move(values));
+    f(PassAs<Args>(std::get<I>(values))...);
   } else {
     DeferRefReleases defer;  // covers the destruction of the returned value
-    SerializeInto(out, std::apply(f, std::move(values)));
+    SerializeInto(out, f(PassAs<Args>(std::get<I>(values))...));
   }
 }
 
@@ -169,19 +181,18 @@ void InvokeFreeParts(R (*f)(Args...), const std::vector<ByteView>& args, std::ve
                      std::vector<std::vector<ObjectId>>& contained, std::index_sequence<I...>) {
   std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
   DeferRefReleases defer;  // covers the destruction of the returned values
-  SerializeParts(std::apply(f, std::move(values)), parts, contained);
+  SerializeParts(f(PassAs<Args>(std::get<I>(values))...), parts, contained);
 }
 
 template <typename C, typename R, typename... Args, typename Call, size_t... I>
 void InvokeMethod(const Call& call, C* self, const std::vector<ByteView>& args, Buffer& out,
                   std::index_sequence<I...>) {
   std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
-  auto bound = [&](auto&&... a) -> decltype(auto) { return call(self, std::move(a)...); };
   if constexpr (std::is_void_v<R>) {
-    std::apply(bound, std::move(values));
+    call(self, PassAs<Args>(std::get<I>(values))...);
   } else {
     DeferRefReleases defer;
-    SerializeInto(out, std::apply(bound, std::move(values)));
+    SerializeInto(out, call(self, PassAs<Args>(std::get<I>(values))...));
   }
 }
 
@@ -199,7 +210,7 @@ RemoteFunction MakeRemote(const std::string& name, R (*f)(Args...)) {
       CheckArity(name, sizeof...(Args), args.size());
       return [&]<size_t... I>(std::index_sequence<I...>) {
         std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
-        return static_cast<void*>(std::apply(f, std::move(values)));
+        return static_cast<void*>(f(PassAs<Args>(std::get<I>(values))...));
       }(std::index_sequence_for<Args...>{});
     };
     fn.destroy = [](void* p) { delete static_cast<C*>(p); };
@@ -241,7 +252,7 @@ RemoteFunction MakeRemote(const std::string& name, void (*f)(StreamWriter<T>&, A
     [&]<size_t... I>(std::index_sequence<I...>) {
       std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
       StreamWriter<T> writer(sink);
-      std::apply([&](auto&&... a) { f(writer, std::move(a)...); }, std::move(values));
+      f(writer, PassAs<Args>(std::get<I>(values))...);
     }(std::index_sequence_for<Args...>{});
   };
   return fn;
@@ -268,9 +279,8 @@ RemoteFunction MakeMethod(const std::string& name, Call call) {
       CheckArity(name, sizeof...(Args), args.size());
       [&]<size_t... I>(std::index_sequence<I...>) {
         std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
-        auto bound = [&](auto&&... a) -> R { return call(static_cast<C*>(self), std::move(a)...); };
         DeferRefReleases defer;
-        SerializeParts(std::apply(bound, std::move(values)), parts, contained);
+        SerializeParts(call(static_cast<C*>(self), PassAs<Args>(std::get<I>(values))...), parts, contained);
       }(std::index_sequence_for<Args...>{});
     };
   }
@@ -292,8 +302,7 @@ RemoteFunction MakeGeneratorMethod(const std::string& name, Call call) {
     [&]<size_t... I>(std::index_sequence<I...>) {
       std::tuple<std::decay_t<Args>...> values{ReadArg<std::decay_t<Args>>(args[I])...};
       StreamWriter<T> writer(sink);
-      std::apply([&](auto&&... a) { call(static_cast<C*>(self), writer, std::move(a)...); },
-                 std::move(values));
+      call(static_cast<C*>(self), writer, PassAs<Args>(std::get<I>(values))...);
     }(std::index_sequence_for<Args...>{});
   };
   return fn;

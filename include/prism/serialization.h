@@ -32,6 +32,7 @@
 #include <istream>
 #include <list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -262,6 +263,23 @@ struct Serializer<std::vector<T, A>> {
       for (uint64_t i = 0; i < n; ++i) v.push_back(Serializer<T>::Read(r));
       return v;
     }
+  }
+};
+
+/// std::shared_ptr<T> of a type Boost does not track (numbers, enums, std::string), as in
+/// Ray's std::vector<std::shared_ptr<T>> results (ray::Get of a list): a null flag and the
+/// value. Boost refuses these, and tracks every other T itself (shared owners stay shared).
+template <typename T>
+struct Serializer<std::shared_ptr<T>,
+                  std::enable_if_t<boost::serialization::tracking_level<T>::value ==
+                                   boost::serialization::track_never>> {
+  static void Write(Writer& w, const std::shared_ptr<T>& p) {
+    w.Pod<uint8_t>(p ? 1 : 0);
+    if (p) Serializer<T>::Write(w, *p);
+  }
+  static std::shared_ptr<T> Read(Reader& r) {
+    if (r.Pod<uint8_t>() == 0) return nullptr;
+    return std::make_shared<T>(Serializer<T>::Read(r));
   }
 };
 

@@ -131,13 +131,20 @@ struct RefValue<ObjectRef<T>> {
   using type = T;
 };
 
-/// Packs one argument: an ObjectRef travels as a reference (the task waits for it and gets
-/// its value); anything else is converted to the parameter type and serialized.
+/// Packs one argument. For a parameter of type ObjectRef<T>, the reference itself travels
+/// (Ray's rule: the task gets the ref, not the value; it may Get or pass it on). Else an
+/// ObjectRef argument travels as a reference the task waits for and gets the value of, and
+/// anything else is converted to the parameter type and serialized.
 template <typename Param, typename Arg>
 void PackArg(TaskRequest& request, Arg&& arg) {
   using A = std::decay_t<Arg>;
   TaskArg packed;
-  if constexpr (IsObjectRef<A>::value) {
+  if constexpr (IsObjectRef<Param>::value) {
+    static_assert(std::is_same_v<A, Param>,
+                  "prism: this parameter is an ObjectRef<T>: pass an ObjectRef<T> of the same T "
+                  "(the task receives the reference itself, as in Ray)");
+    packed.value = Serialize(static_cast<const Param&>(arg));  // recorded as contained: kept alive
+  } else if constexpr (IsObjectRef<A>::value) {
     static_assert(std::is_convertible_v<typename A::ValueType, Param>,
                   "prism: an ObjectRef<T> argument must hold a type convertible to the "
                   "function's parameter type");
