@@ -88,8 +88,10 @@ int main(int argc, char** argv) {
     std::cout << "caught RayRuntimeEnvException: " << e.what() << "\n";
   }
   try {
-    ray::RuntimeEnv pip;
+    ray::RuntimeEnv pip;  // any field can be set (and serialized); using it says what Prism cannot do
     pip.Set("pip", std::map<std::string, std::string>{{"packages", "requests"}});
+    CHECK(ray::RuntimeEnv::Deserialize(pip.Serialize()).GetJsonStr("pip") == R"({"packages":"requests"})");
+    ray::Task(Plus).SetRuntimeEnv(pip).Remote(1, 1);
     CHECK(false);
   } catch (ray::internal::RayRuntimeEnvException& e) {
     std::cout << "caught RayRuntimeEnvException: " << e.what() << "\n";
