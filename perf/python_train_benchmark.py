@@ -33,6 +33,11 @@ Figures, per launch, from world rank 0 (the median and the worst over --reps lau
   wall             the launcher's whole run
 and, from a detail file world rank 0 writes: the median step time, the time in
 prepare_model and the data loader's set-up, and the mean time of a report call.
+
+--env=NAME=VALUE sets a variable on both sides; --env=tuned-malloc sets MALLOC_TUNED (below):
+glibc's malloc then keeps the memory a step frees instead of handing it back to the system
+and faulting it in again at the next step, which is most of a step's time on this VM with
+either launcher (perf/README.md, "Python Train and Tune against their peers").
 """
 import argparse
 import importlib.util
@@ -49,6 +54,11 @@ sys.path.insert(0, HERE)
 import script_trainer_benchmark as stb  # noqa: E402  (run, TORCHRUN, PY, ROOT: shared with the ScriptTrainer figure)
 
 START = time.time()
+# glibc's malloc keeping freed memory instead of returning it to the system at every step
+# (perf/README.md: page faults are most of a step's time on this VM, on both sides). One
+# arena: the Prism worker's loop runs on an executor thread, whose own arena would still
+# unmap whole 64 MiB heaps as they empty, whatever the thresholds.
+MALLOC_TUNED = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 FASHION = os.path.join(stb.ROOT, "apps", "train_fashion_mnist_py", "train.py")
 
 
@@ -200,6 +210,9 @@ def main():
     ap.add_argument("--report-every", type=int, default=0, help="report every N steps (0: once per epoch)")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--launchers", default="prism,torchrun", help="which, in order (reversed every other repetition)")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set in both sides' environment (repeatable); --env=tuned-malloc sets the three "
+                         "variables of MALLOC_TUNED (see perf/README.md)")
     ap.add_argument("--json", help="write the figures here too")
     ap.add_argument("--child", choices=("prism", "torchrun"), help=argparse.SUPPRESS)
     ap.add_argument("--detail", help=argparse.SUPPRESS)
@@ -230,6 +243,15 @@ def main():
     work = tempfile.mkdtemp(prefix="prism-py-train-bench-")
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                PYTHONPATH=pypath, PYTHONDONTWRITEBYTECODE="1")
+    extra_env = {}
+    for item in args.env:
+        if item == "tuned-malloc":
+            extra_env.update(MALLOC_TUNED)
+        elif "=" in item:
+            extra_env[item.split("=", 1)[0]] = item.split("=", 1)[1]
+        else:
+            ap.error("--env takes NAME=VALUE or tuned-malloc, not %r" % item)
+    env.update(extra_env)
     me = os.path.abspath(__file__)
     flags = ["--train-samples=%d" % samples, "--epochs=%d" % epochs, "--batch-size=%d" % args.batch_size,
              "--warmup=%d" % args.warmup, "--report-every=%d" % args.report_every, "--data-dir=" + args.data_dir]
@@ -243,9 +265,10 @@ def main():
     }
     names = args.launchers.split(",")
     results = {name: [] for name in names}
-    print("python_train_benchmark: %d repetitions, %d images x %d epochs, batch %d per worker, 2 workers; "
-          "load average %s" % (reps, samples, epochs, args.batch_size, " ".join("%.2f" % v for v in os.getloadavg())),
-          flush=True)
+    print("python_train_benchmark: %d repetitions, %d images x %d epochs, batch %d per worker, 2 workers%s; "
+          "load average %s" % (reps, samples, epochs, args.batch_size,
+                               "".join(", %s=%s" % kv for kv in sorted(extra_env.items())),
+                               " ".join("%.2f" % v for v in os.getloadavg())), flush=True)
     for rep in range(reps):
         for name in (names if rep % 2 == 0 else names[::-1]):
             detail = os.path.join(work, "detail_%s_%d.json" % (name, rep))
@@ -276,7 +299,7 @@ def main():
                  s["wall_s"]["worst"], s.get("step_ms_median", float("nan")), s.get("report_ms_mean", float("nan"))))
     doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reps": reps, "train_samples": samples,
                        "epochs": epochs, "batch_size": args.batch_size, "warmup": args.warmup,
-                       "report_every": args.report_every, "build": args.build,
+                       "report_every": args.report_every, "build": args.build, "env": extra_env,
                        "load_avg_at_end": list(os.getloadavg())},
            "runs": results, "summary": summary}
     if "prism" in summary and "torchrun" in summary:
