@@ -77,11 +77,13 @@ class PlacementGroup {
 /// nodes, ...), Error on an empty bundle list or a duplicate name.
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
 /// Frees the group's resources and kills its actors; its queued tasks fail, running ones
-/// finish.
+/// finish. Removing a removed group again is a no-op (as in Ray); an id that never named a
+/// group throws Error.
 void RemovePlacementGroup(const std::string& placement_group_id);
-/// The live group with this name, or an empty handle.
+/// The live group with this name, or an empty handle (a removed group's name is free).
 PlacementGroup GetPlacementGroup(const std::string& name);
-/// The live group with this id, or an empty handle.
+/// The group with this id, live or removed (as in Ray: GetState then reads REMOVED; the
+/// last 10,000 removed groups are known), or an empty handle.
 PlacementGroup GetPlacementGroupById(const std::string& id);
 /// Every group not yet removed.
 std::vector<PlacementGroup> GetAllPlacementGroups();

@@ -178,6 +178,7 @@ std::string Head::CreatePlacementGroup(const PlacementGroupCreationOptions& opti
 
 bool Head::RemovePlacementGroup(const std::string& id) {
   Locked lock(*this);
+  if (groups_.WasRemoved(id)) return true;  // removing twice is a no-op (Ray's)
   if (!groups_.Exists(id)) return false;
   std::vector<TaskId> queued = tasks_.DetachFromGroup(id);
   std::vector<ObjectId> doomed = actors_.InGroup(id);  // Ray kills a group's actors with it

@@ -48,6 +48,9 @@ class Head {
        std::vector<std::string> node_of_rank = {});
 
   void SetJobInfo(JobInfo info);
+  /// Config::wait_infeasible: a placement group no idle cluster could hold stays pending
+  /// with a warning (Ray's rule) instead of being a ResourceError. Call before any request.
+  void SetWaitInfeasible(bool wait) { groups_.SetWaitInfeasible(wait); }
 
   /// Handles one message from `from`'s node manager, now. Thread-safe.
   void Handle(int from, Message&& msg);
@@ -74,7 +77,8 @@ class Head {
   /// Returns the new group's id. Throws ResourceError if it could never be placed, Error on
   /// bad options.
   std::string CreatePlacementGroup(const PlacementGroupCreationOptions& options);
-  /// False if no such group. Fails its queued tasks, kills its actors.
+  /// Fails its queued tasks, kills its actors. True also (and nothing done) for a group
+  /// already removed; false if no such group was ever made.
   bool RemovePlacementGroup(const std::string& id);
   PlacementGroupStatus PlacementGroupState(const std::string& id);
   /// Live groups, optionally only the one with this name or id.

@@ -53,12 +53,15 @@ std::string PlacementGroupManager::Create(const PlacementGroupCreationOptions& o
   if (PlaceBundles(bundles, options.strategy, capacities, node_of_rank_, options.one_bundle_per_rank).empty()) {
     std::string listed;
     for (const auto& b : bundles) listed += " " + b.ToString();
-    throw ResourceError("prism: placement group" +
-                        (options.name.empty() ? std::string() : " \"" + options.name + "\"") +
-                        " can never be placed: bundles" + listed + " with strategy " +
-                        StrategyName(options.strategy) +
-                        (options.one_bundle_per_rank ? ", one bundle per rank," : "") + " do not fit even an idle cluster (" +
-                        scheduler_.DescribeInfeasible(bundles[0]) + ")");
+    const std::string why = "placement group" +
+                            (options.name.empty() ? std::string() : " \"" + options.name + "\"") +
+                            " can never be placed: bundles" + listed + " with strategy " +
+                            StrategyName(options.strategy) +
+                            (options.one_bundle_per_rank ? ", one bundle per rank," : "") +
+                            " do not fit even an idle cluster (" + scheduler_.DescribeInfeasible(bundles[0]) + ")";
+    if (!wait_infeasible_) throw ResourceError("prism: " + why);
+    PRISM_LOG_WARN(why << "; it stays pending, as in Ray (Config::wait_infeasible): an MPI job's ranks "
+                          "are fixed, so it will not be created unless removed or the job ends");
   }
   char id[32];
   std::snprintf(id, sizeof id, "pg-%06llx", static_cast<unsigned long long>(++next_id_));
@@ -100,6 +103,12 @@ void PlacementGroupManager::Remove(const std::string& id) {
     }
   }
   pending_.erase(std::remove(pending_.begin(), pending_.end(), id), pending_.end());
+  removed_.emplace(id, std::move(g->second.options));
+  removed_order_.push_back(id);
+  if (removed_order_.size() > kMaxRemembered) {
+    removed_.erase(removed_order_.front());
+    removed_order_.pop_front();
+  }
   groups_.erase(g);
   NotifyWatchers(id, PlacementGroupStatus::kUnknown);
 }
@@ -135,6 +144,9 @@ std::vector<PlacementGroup> PlacementGroupManager::Find(const std::string& name,
     if (!name.empty() && g.options.name != name) continue;
     if (!id.empty() && gid != id) continue;
     out.emplace_back(gid, g.options);
+  }
+  if (name.empty() && !id.empty()) {
+    if (auto r = removed_.find(id); r != removed_.end()) out.emplace_back(id, r->second);
   }
   return out;
 }

@@ -5,6 +5,7 @@
 // where something holds resources (a bundle, or its rank directly), so whoever releases
 // them need not know which. Pure logic: the head serialises calls.
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -43,6 +44,9 @@ class PlacementGroupManager {
   using SendFn = std::function<void(int dest, Message&& msg)>;
   /// Where PlacementGroupChanged pushes go (the head's send).
   void SetSend(SendFn send) { send_ = std::move(send); }
+  /// A group no idle cluster could hold: pending for good with a warning (true, Ray's rule)
+  /// or a ResourceError at Create (false, the default).
+  void SetWaitInfeasible(bool wait) { wait_infeasible_ = wait; }
   /// The group's status now; if it is pending, `rank` is sent PlacementGroupChanged once it
   /// is created or removed (PlacementGroup::Wait waits for that push instead of polling).
   PlacementGroupStatus Watch(const std::string& id, int rank);
@@ -53,12 +57,17 @@ class PlacementGroupManager {
   /// taken name, ResourceError if it could never be placed.
   std::string Create(const PlacementGroupCreationOptions& options, std::vector<ResourceSet> bundles);
   bool Exists(const std::string& id) const { return groups_.count(id) > 0; }
-  /// Gives the whole reservation back and forgets the group (its tasks and actors are the
-  /// caller's to settle first).
+  /// Whether the group was removed (the last kMaxRemembered removed groups are known).
+  bool WasRemoved(const std::string& id) const { return removed_.count(id) > 0; }
+  /// Gives the whole reservation back and forgets the group but for its id and options (its
+  /// tasks and actors are the caller's to settle first).
   void Remove(const std::string& id);
   PlacementGroupStatus Status(const std::string& id) const;
-  /// Live groups, optionally only the one with this name or id.
+  /// Live groups, optionally only the one with this name or id; by id also a removed one
+  /// (Ray's GetPlacementGroupById, whose state then reads REMOVED).
   std::vector<PlacementGroup> Find(const std::string& name, const std::string& id) const;
+  /// How many removed groups Find by id still knows (the oldest are forgotten first).
+  static constexpr size_t kMaxRemembered = 10000;
   /// Ranks holding each bundle of a created group (empty while pending or unknown).
   std::vector<int> BundleRanks(const std::string& id) const;
   std::vector<state::PlacementGroupState> List() const;
@@ -99,7 +108,10 @@ class PlacementGroupManager {
   std::vector<std::string> pending_;         // ids, oldest first
   uint64_t next_id_ = 0;
   SendFn send_;
+  bool wait_infeasible_ = false;
   std::map<std::string, std::vector<int>> watchers_;  // pending group -> ranks (once each)
+  std::map<std::string, PlacementGroupCreationOptions> removed_;  // by id
+  std::deque<std::string> removed_order_;                          // oldest first
 };
 
 /// "PACK", "SPREAD", "STRICT_PACK" or "STRICT_SPREAD".

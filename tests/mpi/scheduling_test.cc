@@ -216,4 +216,23 @@ TEST(PlacementGroups, GetStateFollowsTheGroup) {
   for (auto& b : busy) b.Get(30000);
 }
 
+TEST(PlacementGroups, ARemovedGroupReadsRemovedByIdAndRemovingItAgainIsANoOp) {
+  auto pg = prism::CreatePlacementGroup({"removed-twice", {{{"CPU", 1}}}, prism::PlacementStrategy::PACK});
+  ASSERT_TRUE(pg.Wait(30));
+  prism::RemovePlacementGroup(pg.GetID());
+  prism::PlacementGroup again = prism::GetPlacementGroupById(pg.GetID());
+  EXPECT_EQ(again.GetID(), pg.GetID()) << "Ray's GetPlacementGroupById finds a removed group";
+  EXPECT_EQ(again.GetName(), "removed-twice");
+  EXPECT_EQ(again.GetState(), prism::PlacementGroupState::REMOVED);
+  EXPECT_FALSE(again.Wait(1));
+  EXPECT_TRUE(prism::GetPlacementGroup("removed-twice").Empty()) << "its name is free again";
+  for (const auto& g : prism::GetAllPlacementGroups()) EXPECT_NE(g.GetID(), pg.GetID());
+  EXPECT_NO_THROW(prism::RemovePlacementGroup(pg.GetID())) << "removing twice is a no-op";
+  EXPECT_THROW(prism::RemovePlacementGroup("no-such-group"), prism::Error);
+  // The name can be used again, by a new group.
+  auto reused = prism::CreatePlacementGroup({"removed-twice", {{{"CPU", 1}}}, prism::PlacementStrategy::PACK});
+  EXPECT_NE(reused.GetID(), pg.GetID());
+  prism::RemovePlacementGroup(reused.GetID());
+}
+
 }  // namespace

@@ -1251,7 +1251,10 @@ TEST_F(HeadManagersTest, RemovingAPlacementGroupFailsItsQueuedTasksAndKillsItsAc
   EXPECT_TRUE(ready[0].second.failed);
   EXPECT_TRUE(Take<DispatchTask>().empty());
   EXPECT_EQ(head_.NumTasks(), 0u);
-  EXPECT_FALSE(head_.RemovePlacementGroup(pg)) << "already gone";
+  EXPECT_TRUE(head_.RemovePlacementGroup(pg)) << "removing a removed group again is a no-op (Ray's)";
+  EXPECT_EQ(head_.PlacementGroups("", pg).size(), 1u) << "found by id, as removed";
+  EXPECT_TRUE(head_.PlacementGroups("", "").empty()) << "not among the live ones";
+  EXPECT_FALSE(head_.RemovePlacementGroup("pg-unknown"));
 }
 
 TEST_F(HeadManagersTest, RemovingAPendingGroupFailsItsUnplacedActorAndItsWaitingCalls) {
