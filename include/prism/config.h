@@ -20,6 +20,7 @@
 //   data_plane            --prism-data-plane=ucx        PRISM_DATA_PLANE (ucx|mpi)
 //   network               --prism-network=ib0           PRISM_NETWORK (any|shm|<interface>)
 //   ray_namespace, env_vars: in code only (Ray's RayConfig fields)
+//   wait_infeasible: in code only (ray::Init sets it: Ray's rule)
 //   log_to_driver         --prism-log-to-driver=0       PRISM_LOG_TO_DRIVER (1|0|true|false)
 
 #include <cstdint>
@@ -81,6 +82,13 @@ struct Config {
   /// rank also keeps its output in <log_dir>/rank-N.out. Off, a worker's output goes where
   /// the launcher sends it (mpirun and srun print it unprefixed).
   std::optional<bool> log_to_driver;
+  /// A task, actor or placement group that no rank could ever hold, even in an idle
+  /// cluster: false (the default) refuses it at once with ResourceError, at Remote() or
+  /// CreatePlacementGroup, naming what the ranks offer (an MPI job's ranks are fixed, so it
+  /// could never run); true leaves it pending for good with a warning naming what it asks
+  /// for, as Ray does while it waits for a node that could (Get waits, Wait reports it
+  /// unready, a group's Wait returns false). ray::Init (prism/ray_compat.h) sets true.
+  std::optional<bool> wait_infeasible;
 };
 
 }  // namespace prism

@@ -10,8 +10,9 @@
 // MSGPACK_DEFINE for user structs, nlohmann-json's `json` (Ray's RuntimeEnv fields) and
 // every field of Ray's RayConfig. Where Ray and an MPI job differ (README.md, "Ray C++
 // compatibility"): RayConfig's fields about connecting to a running Ray cluster are
-// accepted and ignored (the cluster is the MPI job); a task or actor that no rank can hold
-// waits with a warning, as in Ray (Prism's own API refuses it at once).
+// accepted and ignored (the cluster is the MPI job). A task, actor or placement group that
+// no rank can hold waits with a warning, as in Ray (ray::Init sets Config::wait_infeasible;
+// Prism's own Init refuses it at once).
 
 #include <algorithm>
 #include <array>
@@ -191,10 +192,13 @@ class RayConfig {
   /// Prism's own settings, if wanted (num_cpus, ...).
   prism::Config prism;
 
-  /// The prism::Config these fields make. Throws RayException for a bad head_args value
-  /// and RayRuntimeEnvException for a runtime_env field other than env_vars.
+  /// The prism::Config these fields make, with Ray's rule for requests no rank can hold
+  /// (Config::wait_infeasible, unless `prism` says otherwise). Throws RayException for a
+  /// bad head_args value and RayRuntimeEnvException for a runtime_env field other than
+  /// env_vars.
   prism::Config ToPrism() const {
     prism::Config out = prism;
+    if (!out.wait_infeasible) out.wait_infeasible = true;
     if (!ray_namespace.empty()) out.ray_namespace = ray_namespace;
     if (runtime_env) {
       for (const auto& [name, value] : prism::RuntimeEnv(*runtime_env).EnvVars()) out.env_vars[name] = value;
@@ -247,7 +251,13 @@ class RayConfig {
 
 /// Ray's Init: starts Prism, or does nothing if it runs (an Init with another
 /// configuration while it runs throws RayException saying what differs: Shutdown first).
-inline void Init() { prism::Init(); }
+/// A task, actor or placement group that no rank can hold waits with a warning, as in Ray
+/// (Config::wait_infeasible; Prism's own Init refuses it at once).
+inline void Init() {
+  if (prism::IsInitialized()) return;
+  RayConfig config;
+  prism::Init(config.ToPrism());
+}
 inline void Init(RayConfig& config) { prism::Init(config.ToPrism()); }
 inline void Init(RayConfig& config, int argc, char** argv) { prism::Init(config.ToPrism(), argc, argv); }
 using prism::GetNamespace;

@@ -115,10 +115,26 @@ void Node::CheckFeasible(const TaskOptions& options) const {
                               [&](const ResourceSet& c) { return options.demand.FitsIn(c); });
   if (feasible) return;
   std::string offer = DescribeRankCapacities(options_.capacities, 4);
+  if (options_.wait_infeasible) {
+    WarnInfeasible(options.name, options.demand.ToString(), offer);
+    return;
+  }
   throw ResourceError("prism: task " + options.name + " asks for " + options.demand.ToString() +
                       " but no rank can ever provide that (ranks offer:" + offer +
                       "). Lower the request or start ranks with more "
                       "(--prism-num-cpus, --prism-num-gpus, --prism-resources).");
+}
+
+void Node::WarnInfeasible(const std::string& name, const std::string& demand, const std::string& offer) const {
+  {
+    std::lock_guard<std::mutex> lock(warned_mu_);
+    if (!warned_infeasible_.insert(name + " " + demand).second) return;  // once per function and demand
+  }
+  PRISM_LOG_WARN("task " << name << " asks for " << demand
+                 << ", which no rank can ever provide (ranks offer:" << offer
+                 << "); it stays pending, as in Ray (Config::wait_infeasible): an MPI job's ranks are "
+                    "fixed, so it will not run unless cancelled or the job ends. Lower the request "
+                    "or start ranks with more (--prism-num-cpus, --prism-num-gpus, --prism-resources)");
 }
 
 namespace {
@@ -220,7 +236,9 @@ std::shared_ptr<const TaskOptions> Node::OptionsOf(const TaskRequest& request) c
     throw Error("prism: task " + o->name + " has both a placement group and a scheduling strategy; "
                 "the placement group decides where it runs, so give only one");
   }
-  CheckFeasible(*o);
+  // Ray schedules an actor's calls by its actor alone: under its rule a call's resources are
+  // not checked (the call runs with what the actor holds).
+  if (!(options_.wait_infeasible && request.kind == TaskRequest::Kind::kActorCall)) CheckFeasible(*o);
   recent.Add(o);
   return o;
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "common/adaptive_mutex.h"
 #include "common/head_calls.h"
@@ -50,6 +51,9 @@ struct NodeOptions {
   /// Tell the head of dropped refs in batches (ReferenceCounter): set where something calls
   /// SendReleases periodically (the MPI progress loop); else each release goes at once.
   bool batch_releases = false;
+  /// A task no rank could ever hold is submitted anyway, with a warning (Ray's rule,
+  /// Config::wait_infeasible), instead of being a ResourceError.
+  bool wait_infeasible = false;
 };
 
 class Node : public CoreApi {
@@ -119,8 +123,12 @@ class Node : public CoreApi {
   }
   void ValidateResources(const std::string& task_name,
                          const std::map<std::string, double>& resources) const;
-  /// Throws ResourceError if no rank's whole capacity covers the task's demand.
+  /// Throws ResourceError if no rank's whole capacity covers the task's demand (with
+  /// NodeOptions::wait_infeasible: warns, once per function and demand, instead).
   void CheckFeasible(const TaskOptions& options) const;
+  void WarnInfeasible(const std::string& name, const std::string& demand, const std::string& offer) const;
+  mutable std::mutex warned_mu_;
+  mutable std::set<std::string> warned_infeasible_;
   /// The request's options, checked (resources, strategy, feasibility): the calling
   /// thread's last ones if equal, so a caller's tasks share one copy.
   std::shared_ptr<const TaskOptions> OptionsOf(const TaskRequest& request) const;

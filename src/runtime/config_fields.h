@@ -32,6 +32,7 @@ void ForEachConfigField(F&& f, C&... c) {
   f("ray_namespace", c.ray_namespace...);
   f("env_vars", c.env_vars...);
   f("log_to_driver", c.log_to_driver...);
+  f("wait_infeasible", c.wait_infeasible...);
 }
 static_assert(sizeof(Config) == 424,
               "prism::Config changed: list its new field in ForEachConfigField (config_fields.h), "

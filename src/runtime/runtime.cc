@@ -490,6 +490,7 @@ void Build(Runtime& rt) {
   options.ray_namespace = rt.settings.ray_namespace;
   options.gpus = rt.settings.gpus;
   options.batch_releases = rt.world > 1;  // the progress loop's on_tick sends them
+  options.wait_infeasible = rt.settings.wait_infeasible;
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -527,6 +528,7 @@ void Build(Runtime& rt) {
           }
         },
         rt.node_ids);
+    rt.head->SetWaitInfeasible(rt.settings.wait_infeasible);
     rt.node = std::make_unique<Node>(
         options, [self](Message&& m) { self->head->Post(0, std::move(m)); }, fetcher);
   } else {

@@ -454,6 +454,7 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
     s.ray_namespace = *code.ray_namespace;
   }
   if (code.log_to_driver) s.log_to_driver = *code.log_to_driver;
+  s.wait_infeasible = code.wait_infeasible.value_or(false);
   src.ForEachText(kLogToDriver, [&](const std::string& what, const std::string& text) {
     std::string lower = text;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -51,6 +51,9 @@ struct Settings {
   /// Worker ranks' stdout and stderr go to the driver's console, "(rank=N, host=H) "
   /// before each line (Config::log_to_driver).
   bool log_to_driver = true;
+  /// Config::wait_infeasible: a request no rank could ever hold waits (Ray's rule) instead
+  /// of failing at once.
+  bool wait_infeasible = false;
   /// Ended tasks the head keeps for prism::state::ListTasks.
   uint64_t task_table_size = 10000;
   /// "ucx" or "mpi".
