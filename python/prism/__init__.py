@@ -52,6 +52,11 @@ __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait",
            "ActorHandle", "exceptions", "kv", "util"]
 
 
+# Resources every rank adds to its own at init, registered by libraries imported before it
+# (prism.train.torch: one torch.distributed default group per process).
+_rank_resources = {}
+
+
 def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_level=None,
          ignore_reinit_error=False):
     """Starts Prism. On rank 0 it returns and the rest of the script is the driver; on every
@@ -65,7 +70,8 @@ def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_le
         raise PrismRuntimeError("prism.init() was called twice: Prism is already running in "
                                 "this process (call prism.shutdown() first, or pass "
                                 "ignore_reinit_error=True)")
-    _prism.init(list(sys.argv), dict(resources or {}), num_cpus, num_gpus, namespace, log_level)
+    _prism.init(list(sys.argv), {**_rank_resources, **(resources or {})}, num_cpus, num_gpus, namespace,
+                log_level)
     atexit.register(_shutdown_at_exit)
 
 

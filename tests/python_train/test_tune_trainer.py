@@ -50,7 +50,7 @@ def test_asha_stops_trainer_trials(tmp_path):
     from prism.tune.schedulers import ASHAScheduler
     trainer = TorchTrainer(loop, train_loop_config={"steps": 8, "x": 0, "lr": 0.1},
                            scaling_config=ScalingConfig(num_workers=1))
-    grid = tune.Tuner(trainer, param_space={"train_loop_config": {"x": tune.grid_search([1, 2, 3, 4])}},
+    grid = tune.Tuner(trainer, param_space={"train_loop_config": {"x": tune.grid_search([4, 3, 2, 1])}},
                       tune_config=tune.TuneConfig(metric="score", mode="max",
                                                   scheduler=ASHAScheduler(max_t=8, grace_period=1,
                                                                           reduction_factor=2)),

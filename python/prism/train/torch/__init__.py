@@ -24,12 +24,21 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import (DataLoader, DistributedSampler, IterableDataset, RandomSampler)
 
+import prism
+
 from .. import _session
 from .._config import _check_kwargs
 from .._net import free_port as _free_port, reachable_host as _reachable_host
 from .._trainer import DataParallelTrainer
 
 _session.ext()  # register the engine's training loop on this rank (see the docstring)
+
+# torch.distributed has one default process group per process, and a rank is one process:
+# two workers of different runs (Tune trials) on one rank would share it. Each rank offers
+# one of this resource and each worker takes it, so a rank holds one torch worker at a time.
+PROCESS_GROUP_RESOURCE = "prism_torch_process_group"
+if not prism.is_initialized():
+    prism._rank_resources[PROCESS_GROUP_RESOURCE] = 1.0
 
 __all__ = ["TorchTrainer", "TorchConfig", "prepare_model", "prepare_data_loader", "get_device",
            "get_devices"]
@@ -113,6 +122,14 @@ class TorchTrainer(DataParallelTrainer):
                 raise TypeError("TorchTrainer: torch_config must be a prism.train.torch.TorchConfig")
             kwargs["backend_config"] = torch_config
         super().__init__(train_loop_per_worker, **kwargs)
+
+    def _engine_options(self, payload):
+        options = super()._engine_options(payload)
+        if PROCESS_GROUP_RESOURCE in prism.cluster_resources():  # ranks that imported this first
+            sc = self.scaling_config
+            res = options["resources_per_worker"] or ({"CPU": 1.0, "GPU": 1.0} if sc.use_gpu else {"CPU": 1.0})
+            options["resources_per_worker"] = {**res, PROCESS_GROUP_RESOURCE: 1.0}
+        return options
 
 
 def get_device():
