@@ -97,6 +97,19 @@ add_test(NAME compile_fail_unserializable
 set_tests_properties(compile_fail_unserializable PROPERTIES TIMEOUT 120 LABELS unit
   PASS_REGULAR_EXPRESSION "prism: the return type of a remote function must be serializable")
 
+# Ray's rules where a Ray program cannot build on Prism, each a compile error that says why:
+# a cross-language call, and a value passed for an ObjectRef<T> parameter (issue 41).
+add_test(NAME compile_fail_ray_cross_language
+  COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only -I${PROJECT_SOURCE_DIR}/include
+          ${CMAKE_CURRENT_LIST_DIR}/compile_fail/ray_cross_language.cc)
+set_tests_properties(compile_fail_ray_cross_language PROPERTIES TIMEOUT 120 LABELS unit
+  PASS_REGULAR_EXPRESSION "prism: cross-language calls \\(Python or Java functions and actors\\) are not supported")
+add_test(NAME compile_fail_object_ref_parameter
+  COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only -I${PROJECT_SOURCE_DIR}/include
+          ${CMAKE_CURRENT_LIST_DIR}/compile_fail/object_ref_parameter.cc)
+set_tests_properties(compile_fail_object_ref_parameter PROPERTIES TIMEOUT 120 LABELS unit
+  PASS_REGULAR_EXPRESSION "prism: this parameter is an ObjectRef<T>: pass an ObjectRef<T>")
+
 # The boundaries the build enforces (src/CMakeLists.txt, prism_layer and prism_sees): a
 # source compiled with a target's own include settings cannot reach a folder the target does
 # not see. Each test builds a target outside "all" (so the build itself stays green) and

@@ -290,6 +290,61 @@ using prism::GetPlacementGroup;
 using prism::GetPlacementGroupById;
 using prism::RemovePlacementGroup;
 
+// Cross-language calls (Ray's xlang_function.h): declared, so that a program naming them
+// fails to build at the call with the reason, not with "not declared".
+template <typename R>
+struct PyFunction {
+  std::string module_name;
+  std::string function_name;
+};
+struct PyActorClass {
+  std::string module_name;
+  std::string class_name;
+};
+template <typename R>
+struct PyActorMethod {
+  std::string function_name;
+};
+template <typename R>
+struct JavaFunction {
+  std::string class_name;
+  std::string function_name;
+};
+struct JavaActorClass {
+  std::string class_name;
+};
+template <typename R>
+struct JavaActorMethod {
+  std::string function_name;
+};
+namespace internal {
+template <typename T>
+inline constexpr bool kNoCrossLanguage = false;
+#define PRISM_INTERNAL_NO_XLANG                                                                  \
+  "prism: cross-language calls (Python or Java functions and actors) are not supported: every " \
+  "rank of the MPI job runs this one C++ binary, so there is no Python or Java worker to call"
+}  // namespace internal
+template <typename R>
+auto Task(const PyFunction<R>&) {
+  static_assert(internal::kNoCrossLanguage<R>, PRISM_INTERNAL_NO_XLANG);
+  return 0;
+}
+template <typename R>
+auto Task(const JavaFunction<R>&) {
+  static_assert(internal::kNoCrossLanguage<R>, PRISM_INTERNAL_NO_XLANG);
+  return 0;
+}
+template <typename Class = PyActorClass>
+auto Actor(const PyActorClass&) {
+  static_assert(internal::kNoCrossLanguage<Class>, PRISM_INTERNAL_NO_XLANG);
+  return 0;
+}
+template <typename Class = JavaActorClass>
+auto Actor(const JavaActorClass&) {
+  static_assert(internal::kNoCrossLanguage<Class>, PRISM_INTERNAL_NO_XLANG);
+  return 0;
+}
+
 }  // namespace ray
 
 #define RAY_REMOTE(...) PRISM_REMOTE(__VA_ARGS__)
