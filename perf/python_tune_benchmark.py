@@ -22,7 +22,10 @@ is reported as init_s); Optuna's create_study and optimize.
               trial measured itself: sleep (time.sleep's own overshoot beyond W: the OS, not
               the tuner), report (time inside the report calls) and idle (trial slots empty:
               launching trials, the driver's bookkeeping between a trial's end and the
-              next one's start, the ramp up and down). results/s = M x R / wall.
+              next one's start, the ramp up and down); "without the sleep's overshoot" is
+              the overhead less the sleep part: what the tuner can change (with W = 5 ms
+              time.sleep overshoots by 2.5-3 % of W on this VM, on either side).
+              results/s = M x R / wall.
   throughput  T trials (--tp-trials, 8), all at once, each reporting --tp-reports (1000)
               times with no work in between: results/s = T x reports / wall.
 
