@@ -38,7 +38,7 @@ def _import_global(name):
 _prism = _import_global("_prism")
 
 from . import _serialization, exceptions  # noqa: E402
-from ._remote import ActorClass, ActorHandle, RemoteFunction, remote  # noqa: E402
+from ._remote import ActorClass, ActorHandle, RemoteFunction, method, remote  # noqa: E402
 from ._remote import ensure_init as _ensure_init  # noqa: E402
 from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
                          _task_error)
@@ -48,7 +48,7 @@ ObjectRef = _prism.ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel",
            "get_actor", "kill", "cluster_resources", "available_resources",
-           "get_runtime_context", "get_gpu_ids", "cpp_function", "cpp_actor", "load_library", "ObjectRef",
+           "get_runtime_context", "method", "get_gpu_ids", "cpp_function", "cpp_actor", "load_library", "ObjectRef",
            "ActorHandle", "exceptions", "kv", "util"]
 
 
@@ -226,6 +226,10 @@ class RuntimeContext:
 
     def is_driver(self):
         return self._d["is_driver"]
+
+    def is_canceled(self):
+        """True inside a task prism.cancel cancelled while it runs (False in actor methods)."""
+        return _prism.is_cancelled()
 
     def __repr__(self):
         return f"RuntimeContext({self._d})"

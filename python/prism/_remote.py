@@ -27,7 +27,8 @@ ObjectRef = _prism.ObjectRef
 _INLINE_LIMIT = 100 * 1024
 
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions",
-                 "placement_group", "bundle_index", "scheduling_strategy", "memory"}
+                 "placement_group", "bundle_index", "scheduling_strategy", "memory", "num_returns"}
+_METHOD_OPTIONS = {"name", "num_returns"}
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "namespace", "max_restarts",
                   "max_task_retries", "max_concurrency", "placement_group", "bundle_index",
                   "scheduling_strategy", "lifetime", "memory", "get_if_exists"}
@@ -120,6 +121,29 @@ def pack_args(args, kwargs):
     return [parts[0]] + refs, contained
 
 
+def _num_returns(options, what):
+    """The num_returns option: an int >= 1 (a call returns that many refs when > 1)."""
+    n = options.get("num_returns", 1)
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"prism: {what}: num_returns must be an int >= 1, not {n!r}")
+    return n
+
+
+def method(*args, **options):
+    """@prism.method(num_returns=N) on an actor method (Ray's ray.method): the options its
+    calls take by default (handle.m.options(...) overrides them per call)."""
+    unknown = set(options) - _METHOD_OPTIONS
+    if args or unknown:
+        raise TypeError(f"prism.method takes only keyword options {sorted(_METHOD_OPTIONS)}")
+
+    def decorate(function):
+        function.__prism_method_options__ = options
+        return function
+    return decorate
+
+
 def _check_options(options, allowed, what):
     unknown = set(options) - allowed
     if unknown:
@@ -191,7 +215,8 @@ class RemoteFunction:
         self._template = _prism.RequestTemplate(
             "task", _prism.task_function_name(), name=o.get("name") or self.__qualname__,
             resources=_resources(o), max_retries=int(o.get("max_retries", 3)),
-            retry_exceptions=bool(o.get("retry_exceptions", False)), **_placement(o))
+            retry_exceptions=bool(o.get("retry_exceptions", False)),
+            num_returns=_num_returns(o, self.__qualname__), **_placement(o))
 
     def remote(self, *args, **kwargs):
         if self._template is None:
@@ -205,17 +230,24 @@ class RemoteFunction:
 class ActorMethod:
     """handle.method: .remote(...) calls it on the actor; .options(name=...) renames the call."""
 
-    def __init__(self, handle, name):
+    def __init__(self, handle, name, options=None):
         self._handle = handle
         self._name = name
+        self._options = options if options is not None else handle._method_options.get(name, {})
         self._template = None
+
+    def options(self, **options):
+        _check_options(options, _METHOD_OPTIONS, f"actor method {self._name}")
+        return ActorMethod(self._handle, self._name, {**self._options, **options})
 
     def remote(self, *args, **kwargs):
         if self._template is None:
+            o = self._options
             self._template = _prism.RequestTemplate(
                 "actor_call", _prism.actor_method_name(),
-                name=f"{self._handle._class_name.rsplit('.', 1)[-1]}.{self._name}",
-                actor=self._handle._ref.id(), max_retries=0)
+                name=o.get("name") or f"{self._handle._class_name.rsplit('.', 1)[-1]}.{self._name}",
+                actor=self._handle._ref.id(), max_retries=0,
+                num_returns=_num_returns(o, f"actor method {self._name}"))
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._name.encode()]
         return self._template.submit(packed, contained)
@@ -228,13 +260,14 @@ class ActorMethod:
 class ActorHandle:
     """A handle to an actor: handle.method.remote(...). Cheap; picklable (pass it to tasks)."""
 
-    def __init__(self, creation_ref, class_name):
+    def __init__(self, creation_ref, class_name, method_options=None):
         self._ref = creation_ref
         self._class_name = class_name
         self._methods = {}
+        self._method_options = method_options or {}  # @prism.method options, by method
 
     def __getattr__(self, name):
-        if name.startswith("__") or name in ("_ref", "_class_name", "_methods"):
+        if name.startswith("__") or name in ("_ref", "_class_name", "_methods", "_method_options"):
             raise AttributeError(name)
         method = self._methods.get(name)
         if method is None:
@@ -242,7 +275,7 @@ class ActorHandle:
         return method
 
     def __reduce__(self):
-        return ActorHandle, (self._ref, self._class_name)
+        return ActorHandle, (self._ref, self._class_name, self._method_options)
 
     def __repr__(self):
         return f"ActorHandle({self._class_name}, {self._ref.hex()})"
@@ -303,13 +336,23 @@ class ActorClass:
             namespace=o.get("namespace") or "", **_placement(o))
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._blob]
-        handle = ActorHandle(template.submit(packed, contained), class_name)
+        handle = ActorHandle(template.submit(packed, contained), class_name, _method_options(self._prism_target))
         if o.get("get_if_exists"):
             # Two creators raced: the head kept the first name; both get its actor.
             found = _prism.lookup_actor(o["name"], o.get("namespace") or "")
             if found is not None:
                 return ActorHandle(*found)
         return handle
+
+
+def _method_options(cls):
+    """{method name: its @prism.method options} of an actor class."""
+    out = {}
+    for name in dir(cls):
+        options = getattr(getattr(cls, name, None), "__prism_method_options__", None)
+        if options:
+            out[name] = options
+    return out
 
 
 def remote(*args, **options):

@@ -196,6 +196,77 @@ def _exited(e):
     return ("exit", f"called os._exit({e.status})")
 
 
+class _ExitActor(BaseException):
+    """Raised by prism.actor.exit_actor() in an actor method: ends the actor."""
+
+
+def _split(result, what):
+    """A num_returns > 1 call's result as one encoded value each: ("ok", parts, contained)."""
+    if not isinstance(result, (tuple, list)):
+        raise TypeError(f"prism: {what} was called with num_returns > 1 but returned a "
+                        f"{type(result).__name__}, not a tuple or list of that many values")
+    parts, contained = [], []
+    for value in result:
+        p, c = _serialization.encode(value)
+        parts.append(p)
+        contained.append(c)
+    return ("ok", parts, contained)
+
+
+def run_task_parts(blob, views):
+    try:
+        function = resolve(blob)
+        args, kwargs = decode_args(views)
+        return _split(_call(function, args, kwargs), getattr(function, "__qualname__", "the task"))
+    except _ProcessExit as e:
+        return _exited(e)
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _flush()
+
+
+def call_actor_parts(instance, method_name, views):
+    try:
+        name = method_name.decode()
+        method = _method(instance, name)
+        args, kwargs = decode_args(views)
+        return _split(_call_method(method, args, kwargs), f"{type(instance).__qualname__}.{name}")
+    except _ExitActor:
+        return ("exit_actor", "")
+    except _ProcessExit as e:
+        return _exited(e)
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _flush()
+
+
+def _method(instance, name):
+    try:
+        return getattr(instance, name)
+    except AttributeError:
+        raise AttributeError(
+            f"prism: actor {type(instance).__qualname__} has no method {name!r}") from None
+
+
+def _call_method(method, args, kwargs):
+    previous = getattr(_calls, "in_actor", False)
+    _calls.in_actor = True
+    try:
+        return _call(method, args, kwargs)
+    finally:
+        _calls.in_actor = previous
+
+
+def exit_actor():
+    """Ray's ray.actor.exit_actor(): inside an actor method, ends the actor once the method
+    returns here (its later calls and this one fail with ActorDiedError)."""
+    if not getattr(_calls, "in_actor", False):
+        raise TypeError("prism.actor.exit_actor() is called only inside an actor method")
+    raise _ExitActor()
+
+
 def run_task(blob, views):
     try:
         function = resolve(blob)
@@ -224,14 +295,11 @@ def create_actor(blob, views):
 
 def call_actor(instance, method_name, views):
     try:
-        name = method_name.decode()
-        try:
-            method = getattr(instance, name)
-        except AttributeError:
-            raise AttributeError(
-                f"prism: actor {type(instance).__qualname__} has no method {name!r}") from None
+        method = _method(instance, method_name.decode())
         args, kwargs = decode_args(views)
-        return _ok(_call(method, args, kwargs))
+        return _ok(_call_method(method, args, kwargs))
+    except _ExitActor:
+        return ("exit_actor", "")
     except _ProcessExit as e:
         return _exited(e)
     except BaseException as e:

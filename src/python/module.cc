@@ -124,6 +124,7 @@ void AppendParts(const py::handle& parts, Buffer& out) {
 void ThrowIfFailed(const py::tuple& result) {
   const std::string status = result[0].cast<std::string>();
   if (status == "exit") throw internal::WorkerExitSignal{result[1].cast<std::string>()};
+  if (status == "exit_actor") throw internal::ExitActorSignal{};  // prism.actor.exit_actor()
   if (status != "ok") throw PythonTaskError(result[1].cast<std::string>());
 }
 
@@ -146,6 +147,21 @@ std::string FirstArg(const std::vector<ByteView>& args, const char* what) {
 }
 
 py::object Worker() { return py::module_::import("prism._worker"); }
+
+/// What prism._worker's run_task_parts / call_actor_parts returned for a call with
+/// num_returns > 1: ("ok", [parts of each value], [contained ids of each value]).
+void TakeWorkerParts(const py::tuple& result, std::vector<Buffer>& parts,
+                     std::vector<std::vector<ObjectId>>& contained) {
+  ThrowIfFailed(result);
+  for (py::handle value : result[1]) {
+    parts.emplace_back();
+    AppendParts(value, parts.back());
+  }
+  for (py::handle ids : result[2]) {
+    contained.emplace_back();
+    for (py::handle id : ids) contained.back().push_back(ObjectId(id.cast<uint64_t>()));
+  }
+}
 
 void RunTask(const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;  // a result may hold the last reference to an object
@@ -172,6 +188,21 @@ void DestroyActor(void* p) {
   delete static_cast<PyActor*>(p);
 }
 
+/// A call with num_returns > 1 (a task when self is null, else an actor method): the
+/// returned tuple or list, one value per object.
+void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer>& parts,
+               std::vector<std::vector<ObjectId>>& contained) {
+  internal::DeferRefReleases defer;
+  TaskGil gil;
+  py::tuple result =
+      self == nullptr
+          ? Worker().attr("run_task_parts")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1))
+          : Worker().attr("call_actor_parts")(static_cast<PyActor*>(self)->instance,
+                                               py::bytes(FirstArg(args, "Python actor call")),
+                                               ArgViews(args, 1));
+  TakeWorkerParts(result, parts, contained);
+}
+
 void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;
   TaskGil gil;
@@ -186,6 +217,7 @@ void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   internal::RemoteFunction task;
   task.name = kTaskFunction;
   task.invoke = RunTask;
+  task.invoke_parts = CallParts;
   registry.Add(std::string("key:") + kTaskFunction, std::move(task));
   internal::RemoteFunction factory;
   factory.name = kActorFactory;
@@ -195,6 +227,7 @@ void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   internal::RemoteFunction method;
   method.name = kActorMethod;
   method.method = CallActor;
+  method.invoke_parts = CallParts;
   registry.Add(std::string("key:") + kActorMethod, std::move(method));
   return true;
 }();
@@ -225,8 +258,9 @@ void AddArg(TaskRequest& request, const py::handle& arg) {
   request.args.push_back(std::move(packed));
 }
 
-PyObjectRef Submit(const RequestTemplate& tmpl, const py::list& args, const std::vector<uint64_t>& contained,
-                   const std::string& name) {
+/// One ObjectRef, or with num_returns > 1 a list of one per returned value.
+py::object Submit(const RequestTemplate& tmpl, const py::list& args, const std::vector<uint64_t>& contained,
+                  const std::string& name) {
   CoreApi& core = internal::RequireCore("remote()");
   TaskRequest request = tmpl.request;
   if (!name.empty()) request.name = name;
@@ -238,7 +272,13 @@ PyObjectRef Submit(const RequestTemplate& tmpl, const py::list& args, const std:
     ReleaseGil release;
     id = core.Submit(std::move(request));
   }
-  return PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}};
+  const int n = tmpl.request.num_returns;
+  if (n == 1) return py::cast(PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}});
+  py::list refs;
+  for (int i = 0; i < n; ++i) {
+    refs.append(py::cast(PyObjectRef{internal::ObjectRefBase(internal::ReturnId(id, i), internal::ObjectRefBase::Adopt{}), {}}));
+  }
+  return refs;
 }
 
 // ---- C++ values -------------------------------------------------------------------------
@@ -551,9 +591,10 @@ PYBIND11_MODULE(_prism, m) {
                        const std::string& placement_group, int bundle_index, int max_restarts,
                        int max_task_retries, int max_concurrency, const std::string& class_name,
                        uint64_t actor, std::optional<int> node_rank, bool node_soft, bool spread,
-                       const std::string& ray_namespace) {
+                       const std::string& ray_namespace, int num_returns) {
              RequestTemplate t;
              TaskRequest& r = t.request;
+             r.num_returns = num_returns;
              if (kind == "task") {
                r.kind = TaskRequest::Kind::kTask;
              } else if (kind == "actor") {
@@ -590,7 +631,7 @@ PYBIND11_MODULE(_prism, m) {
            py::arg("bundle_index") = -1, py::arg("max_restarts") = 0, py::arg("max_task_retries") = 0,
            py::arg("max_concurrency") = 1, py::arg("class_name") = "", py::arg("actor") = 0,
            py::arg("node_rank") = py::none(), py::arg("node_soft") = false, py::arg("spread") = false,
-           py::arg("namespace") = "")
+           py::arg("namespace") = "", py::arg("num_returns") = 1)
       .def("submit", &Submit, py::arg("args"), py::arg("contained"), py::arg("name") = "",
            "Submits one call: args are bytes, lists of buffer parts, or ObjectRefs (resolved first)");
 
@@ -677,6 +718,7 @@ PYBIND11_MODULE(_prism, m) {
     return d;
   });
   m.def("gpu_ids", &GetGpuIds);
+  m.def("is_cancelled", &IsCancelled, "True inside a task cancelled while it runs");
 
   m.def("kv_put", [](const std::string& k, const py::bytes& v, bool overwrite) {
     std::string value = v;

@@ -1,0 +1,138 @@
+"""Ray's Python core semantics of a call's returns (issue 41), written for Prism from Ray's
+documentation: num_returns on @remote, .options and @prism.method; prism.actor.exit_actor();
+get_runtime_context().is_canceled()."""
+import time
+
+import pytest
+
+import prism
+from prism.exceptions import ActorDiedError, RayActorError
+
+
+@prism.remote(num_returns=3)
+def three(x):
+    return x, x * 2, [x] * 3
+
+
+@prism.remote
+def pair(x):
+    return (x, -x)
+
+
+def test_num_returns_on_remote_gives_one_ref_per_value():
+    refs = three.remote(2)
+    assert isinstance(refs, list) and len(refs) == 3
+    assert all(isinstance(r, prism.ObjectRef) for r in refs)
+    assert prism.get(refs) == [2, 4, [2, 2, 2]]
+    assert prism.get(refs[1]) == 4
+
+
+def test_num_returns_by_options_and_one_is_the_whole_value():
+    a, b = pair.options(num_returns=2).remote(5)
+    assert prism.get(a) == 5 and prism.get(b) == -5
+    assert prism.get(pair.remote(5)) == (5, -5)  # without num_returns: one object
+    assert prism.get(pair.options(num_returns=1).remote(5)) == (5, -5)
+
+
+def test_split_refs_are_arguments_of_other_tasks():
+    a, b = pair.options(num_returns=2).remote(7)
+    assert prism.get(three.remote(a)) == [7, 14, [7, 7, 7]]
+    assert prism.get(pair.remote(b)) == (-7, 7)
+
+
+def test_a_result_of_the_wrong_length_fails_every_ref():
+    refs = pair.options(num_returns=3, max_retries=0).remote(1)
+    for r in refs:
+        with pytest.raises(prism.exceptions.PrismError, match="returned 2 values but the call asked for 3"):
+            prism.get(r)
+
+
+def test_a_result_that_is_not_a_sequence_fails_clearly():
+    refs = prism.remote(lambda: 5).options(num_returns=2, max_retries=0).remote()
+    with pytest.raises(TypeError, match="num_returns > 1 but returned a int"):
+        prism.get(refs[0])
+
+
+def test_num_returns_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="num_returns must be an int >= 1"):
+        pair.options(num_returns=0).remote(1)
+
+
+@prism.remote
+class Splitter:
+    def __init__(self):
+        self.calls = 0
+
+    @prism.method(num_returns=2)
+    def halves(self, items):
+        self.calls += 1
+        mid = len(items) // 2
+        return items[:mid], items[mid:]
+
+    def both(self):
+        return ("a", "b")
+
+    def stop(self):
+        prism.actor.exit_actor()
+
+    def count(self):
+        return self.calls
+
+
+def test_num_returns_on_actor_methods():
+    s = Splitter.remote()
+    left, right = s.halves.remote([1, 2, 3, 4])
+    assert prism.get([left, right]) == [[1, 2], [3, 4]]
+    x, y = s.both.options(num_returns=2).remote()
+    assert prism.get([x, y]) == ["a", "b"]
+    assert prism.get(s.both.remote()) == ("a", "b")
+    assert prism.get(s.count.remote()) == 1
+
+
+@prism.remote
+def pass_handle(handle):
+    a, b = handle.halves.remote("abcd")
+    return prism.get(a) + "|" + prism.get(b)
+
+
+def test_method_options_travel_with_the_handle():
+    assert prism.get(pass_handle.remote(Splitter.remote())) == "ab|cd"
+
+
+def test_exit_actor_ends_the_actor():
+    s = Splitter.remote()
+    assert prism.get(s.count.remote()) == 0
+    with pytest.raises(RayActorError):
+        prism.get(s.stop.remote())
+    with pytest.raises(ActorDiedError):
+        prism.get(s.count.remote(), timeout=30)
+
+
+def test_exit_actor_outside_an_actor_is_refused():
+    with pytest.raises(TypeError, match="only inside an actor method"):
+        prism.actor.exit_actor()
+
+    @prism.remote(max_retries=0)
+    def not_an_actor():
+        prism.actor.exit_actor()
+    with pytest.raises(TypeError, match="only inside an actor method"):
+        prism.get(not_an_actor.remote())
+
+
+@prism.remote
+def until_cancelled():
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if prism.get_runtime_context().is_canceled():
+            return "saw it"
+        time.sleep(0.01)
+    return "never"
+
+
+def test_is_canceled_inside_a_cancelled_task():
+    assert prism.get_runtime_context().is_canceled() is False
+    ref = until_cancelled.remote()
+    time.sleep(0.3)
+    prism.cancel(ref)
+    with pytest.raises(prism.exceptions.TaskCancelledError):
+        prism.get(ref, timeout=30)
