@@ -144,6 +144,26 @@ def method(*args, **options):
     return decorate
 
 
+def _retry_exceptions(options, blob, what):
+    """(the core's retry_exceptions flag, the blob a call sends) for the retry_exceptions
+    option: a bool is the core's own; a list of exception types (Ray's allowlist) makes the
+    blob b"X" + (types, max_retries, blob), whose worker side retries only those exceptions,
+    in place, up to max_retries times (the core retries crashes alone)."""
+    retry = options.get("retry_exceptions", False)
+    if isinstance(retry, (list, tuple)):
+        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry):
+            raise ValueError(f"prism: {what}: retry_exceptions must be a bool or a list of exception "
+                             f"types, not {retry!r}")
+        max_retries = int(options.get("max_retries", 3))
+        if max_retries < 0:
+            max_retries = 1 << 30  # -1: no limit, as Ray's
+        return False, b"X" + cloudpickle.dumps((tuple(retry), max_retries, blob))
+    if not isinstance(retry, bool) and retry is not None:
+        raise ValueError(f"prism: {what}: retry_exceptions must be a bool or a list of exception "
+                         f"types, not {retry!r}")
+    return bool(retry), blob
+
+
 def _check_options(options, allowed, what):
     unknown = set(options) - allowed
     if unknown:
@@ -212,10 +232,11 @@ class RemoteFunction:
         if self._blob is None:
             self._blob = function_blob(self._prism_target, self)
         o = self._options
+        retry, self._call_blob = _retry_exceptions(o, self._blob, self.__qualname__)
         self._template = _prism.RequestTemplate(
             "task", _prism.task_function_name(), name=o.get("name") or self.__qualname__,
             resources=_resources(o), max_retries=int(o.get("max_retries", 3)),
-            retry_exceptions=bool(o.get("retry_exceptions", False)),
+            retry_exceptions=retry,
             num_returns=_num_returns(o, self.__qualname__), **_placement(o))
 
     def remote(self, *args, **kwargs):
@@ -223,7 +244,7 @@ class RemoteFunction:
             self._make_template()
         self._check_args(args, kwargs)
         packed, contained = pack_args(args, kwargs)
-        packed[0:0] = [self._blob]
+        packed[0:0] = [self._call_blob]
         return self._template.submit(packed, contained)
 
 

@@ -72,6 +72,31 @@ def _rank():
         return -1
 
 
+class _Retrying:
+    """A task's function with retry_exceptions=[types] (Ray's allowlist): an exception of one
+    of those types (or a failed nested task's of one) runs it again, up to max_retries
+    times, on this rank; any other exception fails the task at once."""
+
+    def __init__(self, function, types, max_retries):
+        self.function = function
+        self.types = types
+        self.max_retries = max_retries
+        self.__qualname__ = getattr(function, "__qualname__", "task")
+
+    def __call__(self, *args, **kwargs):
+        attempt = 0
+        while True:
+            try:
+                return _call(self.function, args, kwargs)
+            except Exception as e:
+                cause = e.cause if isinstance(e, TaskError) else e
+                if attempt >= self.max_retries or not isinstance(cause, self.types):
+                    raise
+                attempt += 1
+                print(f"prism: task {self.__qualname__} raised {type(cause).__name__}: {cause}; "
+                      f"retry {attempt}/{self.max_retries} (retry_exceptions)", file=sys.stderr)
+
+
 def _unwrap(obj):
     return getattr(obj, "_prism_target", obj)  # a @prism.remote wrapper: what it wraps
 
@@ -99,6 +124,9 @@ def resolve(blob):
                     f"prism: {module_name}.{qualname} is not on rank {_rank()}: module "
                     f"{module_name!r} has no {part!r} there (defined only on the driver?)") from None
         target = _unwrap(target)
+    elif kind == b"X":  # retry_exceptions=[types]: the function of the inner blob, retried
+        types, max_retries, inner = cloudpickle.loads(body)
+        target = _Retrying(resolve(inner), types, max_retries)
     elif kind == b"P":
         try:
             target = _unwrap(cloudpickle.loads(body))

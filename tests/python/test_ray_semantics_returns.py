@@ -136,3 +136,29 @@ def test_is_canceled_inside_a_cancelled_task():
     prism.cancel(ref)
     with pytest.raises(prism.exceptions.TaskCancelledError):
         prism.get(ref, timeout=30)
+
+
+@prism.remote(max_retries=3, retry_exceptions=[ValueError])
+def flaky(path, fail_times, error):
+    with open(path, "a") as f:
+        f.write("x")
+    with open(path) as f:
+        attempts = len(f.read())
+    if attempts <= fail_times:
+        raise error(f"attempt {attempts}")
+    return attempts
+
+
+def test_retry_exceptions_as_a_list_retries_only_those_types(tmp_path):
+    assert prism.get(flaky.remote(str(tmp_path / "a"), 2, ValueError)) == 3
+    with pytest.raises(KeyError):  # not in the list: no retry
+        prism.get(flaky.remote(str(tmp_path / "b"), 2, KeyError))
+    assert (tmp_path / "b").read_text() == "x"
+    with pytest.raises(ValueError, match="attempt 4"):  # 1 + max_retries attempts
+        prism.get(flaky.remote(str(tmp_path / "c"), 10, ValueError))
+    assert (tmp_path / "c").read_text() == "xxxx"
+    subclass = flaky.options(retry_exceptions=[LookupError], max_retries=1)
+    assert prism.get(subclass.remote(str(tmp_path / "d"), 1, KeyError)) == 2
+    assert prism.get(flaky.options(retry_exceptions=True).remote(str(tmp_path / "e"), 1, KeyError)) == 2
+    with pytest.raises(ValueError, match="retry_exceptions must be a bool or a list of exception types"):
+        flaky.options(retry_exceptions=["ValueError"]).remote("", 0, ValueError)
