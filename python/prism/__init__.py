@@ -38,7 +38,7 @@ def _import_global(name):
 _prism = _import_global("_prism")
 
 from . import _serialization, exceptions  # noqa: E402
-from ._remote import ActorClass, ActorHandle, RemoteFunction, method, remote  # noqa: E402
+from ._remote import ActorClass, ActorHandle, ObjectRefGenerator, RemoteFunction, method, remote  # noqa: E402
 from ._remote import ensure_init as _ensure_init  # noqa: E402
 from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
                          _task_error)
@@ -49,6 +49,7 @@ ObjectRef = _prism.ObjectRef
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel",
            "get_actor", "kill", "cluster_resources", "available_resources",
            "get_runtime_context", "method", "get_gpu_ids", "cpp_function", "cpp_actor", "load_library", "ObjectRef",
+           "ObjectRefGenerator",
            "ActorHandle", "exceptions", "kv", "util"]
 
 

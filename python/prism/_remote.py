@@ -122,13 +122,66 @@ def pack_args(args, kwargs):
 
 
 def _num_returns(options, what):
-    """The num_returns option: an int >= 1 (a call returns that many refs when > 1)."""
+    """The num_returns option: an int >= 1 (a call returns that many refs when > 1), or
+    "streaming" (0 here: the call returns an ObjectRefGenerator)."""
     n = options.get("num_returns", 1)
     if n is None:
         return 1
+    if n == "streaming":
+        return 0
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"prism: {what}: num_returns must be an int >= 1, not {n!r}")
     return n
+
+
+def _returns(options, what):
+    n = _num_returns(options, what)
+    return dict(num_returns=max(n, 1), streaming=n == 0)
+
+
+def _wrap(submitted):
+    """What .remote() returns: the core's ref or refs, or a streaming generator's end."""
+    if isinstance(submitted, _prism.StreamingGenerator):
+        return ObjectRefGenerator(submitted)
+    return submitted
+
+
+class ObjectRefGenerator:
+    """What .remote() of a num_returns="streaming" call returns (Ray's ObjectRefGenerator):
+    iterate it (or next()) for the ref of each value the generator yields, in order, as
+    they come. If the generator raises, next() raises its exception (after the refs of the
+    values before). Lives on the caller; dropping it frees the values not taken and stops
+    the generator."""
+
+    def __init__(self, core):
+        self._core = core
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._next(-1)
+
+    def _next(self, timeout_ms):
+        try:
+            ref = self._core.next_ref(timeout_ms)
+        except _prism.TaskFailure as e:
+            from . import _raise_task_failure
+            _raise_task_failure(e.args)
+        if ref is None:
+            raise StopIteration
+        return ref
+
+    def _generator_task_ref(self):
+        """The generator task's own ref: ready when it ended (Ray's name)."""
+        return self._core.task_ref()
+
+    def close(self):
+        self._core.close()
+
+    def __reduce__(self):
+        raise TypeError("prism: an ObjectRefGenerator cannot be passed to tasks or pickled "
+                        "(it lives on the caller, as Ray's)")
 
 
 def method(*args, **options):
@@ -232,12 +285,14 @@ class RemoteFunction:
         if self._blob is None:
             self._blob = function_blob(self._prism_target, self)
         o = self._options
+        if "num_returns" not in o and inspect.isgeneratorfunction(self._prism_target):
+            o = {**o, "num_returns": "streaming"}  # Ray's default for a generator function
         retry, self._call_blob = _retry_exceptions(o, self._blob, self.__qualname__)
         self._template = _prism.RequestTemplate(
             "task", _prism.task_function_name(), name=o.get("name") or self.__qualname__,
             resources=_resources(o), max_retries=int(o.get("max_retries", 3)),
             retry_exceptions=retry,
-            num_returns=_num_returns(o, self.__qualname__), **_placement(o))
+            **_returns(o, self.__qualname__), **_placement(o))
 
     def remote(self, *args, **kwargs):
         if self._template is None:
@@ -245,7 +300,7 @@ class RemoteFunction:
         self._check_args(args, kwargs)
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._call_blob]
-        return self._template.submit(packed, contained)
+        return _wrap(self._template.submit(packed, contained))
 
 
 class ActorMethod:
@@ -268,10 +323,10 @@ class ActorMethod:
                 "actor_call", _prism.actor_method_name(),
                 name=o.get("name") or f"{self._handle._class_name.rsplit('.', 1)[-1]}.{self._name}",
                 actor=self._handle._ref.id(), max_retries=0,
-                num_returns=_num_returns(o, f"actor method {self._name}"))
+                **_returns(o, f"actor method {self._name}"))
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._name.encode()]
-        return self._template.submit(packed, contained)
+        return _wrap(self._template.submit(packed, contained))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"prism: actor method {self._name} cannot be called directly; "
@@ -370,7 +425,10 @@ def _method_options(cls):
     """{method name: its @prism.method options} of an actor class."""
     out = {}
     for name in dir(cls):
-        options = getattr(getattr(cls, name, None), "__prism_method_options__", None)
+        function = getattr(cls, name, None)
+        options = dict(getattr(function, "__prism_method_options__", None) or {})
+        if "num_returns" not in options and inspect.isgeneratorfunction(function):
+            options["num_returns"] = "streaming"  # Ray's default for a generator method
         if options:
             out[name] = options
     return out

@@ -287,6 +287,57 @@ def _call_method(method, args, kwargs):
         _calls.in_actor = previous
 
 
+def _drive(generator, emit, what):
+    """Yields each value of a streaming generator's Python generator through emit (False:
+    the caller dropped its ObjectRefGenerator, so the generator is closed)."""
+    if not inspect.isgenerator(generator):
+        raise TypeError(f"prism: {what} was called with num_returns=\"streaming\" but is not a "
+                        f"generator function (it returned a {type(generator).__name__})")
+    _calls.depth = getattr(_calls, "depth", 0) + 1
+    _calls.pid = os.getpid()
+    try:
+        for value in generator:
+            parts, contained = _serialization.encode(value)
+            if not emit(parts, contained):
+                generator.close()
+                break
+    finally:
+        _calls.depth -= 1
+    return ("ok", [], [])
+
+
+def run_generator(blob, views, emit):
+    try:
+        function = resolve(blob)
+        args, kwargs = decode_args(views)
+        return _drive(_call(function, args, kwargs), emit, getattr(function, "__qualname__", "the task"))
+    except _ProcessExit as e:
+        return _exited(e)
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _flush()
+
+
+def call_actor_generator(instance, method_name, views, emit):
+    previous = getattr(_calls, "in_actor", False)
+    _calls.in_actor = True
+    try:
+        name = method_name.decode()
+        method = _method(instance, name)
+        args, kwargs = decode_args(views)
+        return _drive(_call(method, args, kwargs), emit, f"{type(instance).__qualname__}.{name}")
+    except _ExitActor:
+        return ("exit_actor", "")
+    except _ProcessExit as e:
+        return _exited(e)
+    except BaseException as e:
+        return ("error", describe(e))
+    finally:
+        _calls.in_actor = previous
+        _flush()
+
+
 def exit_actor():
     """Ray's ray.actor.exit_actor(): inside an actor method, ends the actor once the method
     returns here (its later calls and this one fail with ActorDiedError)."""

@@ -203,6 +203,38 @@ void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer
   TakeWorkerParts(result, parts, contained);
 }
 
+/// A streaming generator (num_returns="streaming"): a task when self is null, else an actor
+/// method. prism._worker iterates the Python generator and hands each value to `emit`,
+/// which yields it to the caller (blocking, without the GIL, under backpressure) and
+/// returns False once the caller dropped its generator; the task then ends quietly.
+void RunGenerator(void* self, const std::vector<ByteView>& args, internal::GeneratorSink& sink) {
+  internal::DeferRefReleases defer;
+  TaskGil gil;
+  bool stopped = false;
+  py::cpp_function emit([&sink, &stopped](const py::list& parts, const std::vector<uint64_t>& contained) {
+    Buffer bytes;
+    AppendParts(parts, bytes);
+    std::vector<ObjectId> ids;
+    for (uint64_t id : contained) ids.push_back(ObjectId(id));
+    try {
+      ReleaseGil release;
+      sink.Yield(std::move(bytes), std::move(ids));
+    } catch (const internal::GeneratorStoppedSignal&) {
+      stopped = true;
+      return false;
+    }
+    return true;
+  });
+  py::tuple result =
+      self == nullptr
+          ? Worker().attr("run_generator")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1), emit)
+          : Worker().attr("call_actor_generator")(static_cast<PyActor*>(self)->instance,
+                                                   py::bytes(FirstArg(args, "Python actor call")),
+                                                   ArgViews(args, 1), emit);
+  if (stopped) throw internal::GeneratorStoppedSignal{};
+  ThrowIfFailed(result);
+}
+
 void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;
   TaskGil gil;
@@ -218,6 +250,7 @@ void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   task.name = kTaskFunction;
   task.invoke = RunTask;
   task.invoke_parts = CallParts;
+  task.generate = RunGenerator;
   registry.Add(std::string("key:") + kTaskFunction, std::move(task));
   internal::RemoteFunction factory;
   factory.name = kActorFactory;
@@ -228,6 +261,7 @@ void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   method.name = kActorMethod;
   method.method = CallActor;
   method.invoke_parts = CallParts;
+  method.generate = RunGenerator;
   registry.Add(std::string("key:") + kActorMethod, std::move(method));
   return true;
 }();
@@ -258,7 +292,29 @@ void AddArg(TaskRequest& request, const py::handle& arg) {
   request.args.push_back(std::move(packed));
 }
 
-/// One ObjectRef, or with num_returns > 1 a list of one per returned value.
+/// The caller's end of a streaming generator task (Ray's ObjectRefGenerator; prism._remote
+/// wraps it). Dropping it frees the values not taken and stops the producer.
+struct PyGenerator {
+  internal::ObjectRefBase task;  // the generator task's own object
+  PyGenerator(internal::ObjectRefBase t) : task(std::move(t)) {}
+  PyGenerator(PyGenerator&&) = default;
+  ~PyGenerator() { Drop(); }
+  void Drop() {
+    if (task.IsNil()) return;
+    if (auto* core = internal::CurrentCore()) {
+      const ObjectId id = task.ID();
+      if (PyGILState_Check()) {
+        ReleaseGil release;
+        core->DropGenerator(id);
+      } else {
+        core->DropGenerator(id);
+      }
+    }
+  }
+};
+
+/// One ObjectRef, or with num_returns > 1 a list of one per returned value, or a
+/// PyGenerator for a streaming generator.
 py::object Submit(const RequestTemplate& tmpl, const py::list& args, const std::vector<uint64_t>& contained,
                   const std::string& name) {
   CoreApi& core = internal::RequireCore("remote()");
@@ -272,6 +328,7 @@ py::object Submit(const RequestTemplate& tmpl, const py::list& args, const std::
     ReleaseGil release;
     id = core.Submit(std::move(request));
   }
+  if (tmpl.request.streaming) return py::cast(PyGenerator(internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{})));
   const int n = tmpl.request.num_returns;
   if (n == 1) return py::cast(PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}});
   py::list refs;
@@ -591,10 +648,11 @@ PYBIND11_MODULE(_prism, m) {
                        const std::string& placement_group, int bundle_index, int max_restarts,
                        int max_task_retries, int max_concurrency, const std::string& class_name,
                        uint64_t actor, std::optional<int> node_rank, bool node_soft, bool spread,
-                       const std::string& ray_namespace, int num_returns) {
+                       const std::string& ray_namespace, int num_returns, bool streaming) {
              RequestTemplate t;
              TaskRequest& r = t.request;
              r.num_returns = num_returns;
+             r.streaming = streaming;
              if (kind == "task") {
                r.kind = TaskRequest::Kind::kTask;
              } else if (kind == "actor") {
@@ -631,9 +689,28 @@ PYBIND11_MODULE(_prism, m) {
            py::arg("bundle_index") = -1, py::arg("max_restarts") = 0, py::arg("max_task_retries") = 0,
            py::arg("max_concurrency") = 1, py::arg("class_name") = "", py::arg("actor") = 0,
            py::arg("node_rank") = py::none(), py::arg("node_soft") = false, py::arg("spread") = false,
-           py::arg("namespace") = "", py::arg("num_returns") = 1)
+           py::arg("namespace") = "", py::arg("num_returns") = 1, py::arg("streaming") = false)
       .def("submit", &Submit, py::arg("args"), py::arg("contained"), py::arg("name") = "",
            "Submits one call: args are bytes, lists of buffer parts, or ObjectRefs (resolved first)");
+
+  py::class_<PyGenerator>(m, "StreamingGenerator")
+      .def("next_ref", [](PyGenerator& g, int64_t timeout_ms) -> py::object {
+        if (g.task.IsNil()) return py::none();
+        CoreApi& core = internal::RequireCore("ObjectRefGenerator.next");
+        ObjectId id;
+        WaitInSlices(timeout_ms, "next", [&](int64_t slice) {
+          ReleaseGil release;
+          id = core.NextGeneratorValue(g.task.ID(), slice);
+          return true;
+        });
+        if (id.IsNil()) return py::none();
+        return py::cast(PyObjectRef{internal::ObjectRefBase(id, internal::ObjectRefBase::Adopt{}), {}});
+      }, "The next value's ref; None once the generator ended; raises its error once")
+      .def("task_ref", [](const PyGenerator& g) { return PyObjectRef{g.task, {}}; })
+      .def("close", [](PyGenerator& g) {
+        g.Drop();
+        g.task = internal::ObjectRefBase();
+      });
 
   m.def("put", [](const py::list& parts, const std::vector<uint64_t>& contained) {
     CoreApi& core = internal::RequireCore("put");

@@ -162,3 +162,78 @@ def test_retry_exceptions_as_a_list_retries_only_those_types(tmp_path):
     assert prism.get(flaky.options(retry_exceptions=True).remote(str(tmp_path / "e"), 1, KeyError)) == 2
     with pytest.raises(ValueError, match="retry_exceptions must be a bool or a list of exception types"):
         flaky.options(retry_exceptions=["ValueError"]).remote("", 0, ValueError)
+
+
+@prism.remote(num_returns="streaming")
+def count_to(n, fail_at=None):
+    for i in range(n):
+        if i == fail_at:
+            raise ValueError(f"failed at {i}")
+        yield i * 10
+
+
+@prism.remote
+def squares(n):  # a generator function: streaming by default, as in Ray
+    for i in range(n):
+        yield i * i
+
+
+def test_streaming_generator_refs_in_order():
+    gen = count_to.remote(5)
+    assert isinstance(gen, prism.ObjectRefGenerator)
+    assert [prism.get(ref) for ref in gen] == [0, 10, 20, 30, 40]
+    gen = squares.remote(3)
+    first = next(gen)
+    assert isinstance(first, prism.ObjectRef) and prism.get(first) == 0
+    assert [prism.get(r) for r in gen] == [1, 4]
+    with pytest.raises(StopIteration):
+        next(gen)
+
+
+def test_streaming_generator_error_after_its_values():
+    gen = count_to.options(max_retries=0).remote(5, fail_at=2)
+    assert prism.get(next(gen)) == 0
+    assert prism.get(next(gen)) == 10
+    with pytest.raises(ValueError, match="failed at 2"):
+        next(gen)
+
+
+@prism.remote(num_returns="streaming")
+def endless(path):
+    try:
+        i = 0
+        while True:
+            yield i
+            i += 1
+    finally:
+        with open(path, "w") as f:
+            f.write(f"closed after {i}")
+
+
+def test_dropping_a_streaming_generator_stops_it(tmp_path):
+    gen = endless.remote(str(tmp_path / "closed"))
+    assert prism.get(next(gen)) == 0
+    del gen  # the producer is told to stop: its generator is closed
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "closed").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (tmp_path / "closed").read_text().startswith("closed after")
+    assert prism.get(pair.remote(1)) == (1, -1)
+
+
+@prism.remote
+class Producer:
+    def items(self, n):
+        for i in range(n):
+            yield f"item {i}"
+
+
+def test_streaming_actor_method():
+    p = Producer.remote()
+    assert [prism.get(r) for r in p.items.remote(3)] == ["item 0", "item 1", "item 2"]
+
+
+def test_streaming_needs_a_generator():
+    gen = pair.options(num_returns="streaming", max_retries=0).remote(1)
+    with pytest.raises(TypeError, match="not a generator function"):
+        next(gen)
