@@ -172,9 +172,29 @@ class ObjectRefGenerator:
             raise StopIteration
         return ref
 
-    def _generator_task_ref(self):
-        """The generator task's own ref: ready when it ended (Ray's name)."""
-        return self._core.task_ref()
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        """`async for ref in gen`: waits for the next ref on a thread of the loop's executor."""
+        import asyncio
+        ref = await asyncio.get_running_loop().run_in_executor(None, self._next_or_none)
+        if ref is None:
+            raise StopAsyncIteration
+        return ref
+
+    def _next_or_none(self):
+        try:
+            return self._next(-1)
+        except StopIteration:
+            return None
+
+    def completed(self):
+        """The generator task's own ref: ready when it ended (get gives None, or raises
+        the generator's error) (Ray's completed())."""
+        return _prism._with_cpp_type(self._core.task_ref(), "void")  # the core's empty object
+
+    _generator_task_ref = completed
 
     def close(self):
         self._core.close()

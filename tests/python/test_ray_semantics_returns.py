@@ -237,3 +237,14 @@ def test_streaming_needs_a_generator():
     gen = pair.options(num_returns="streaming", max_retries=0).remote(1)
     with pytest.raises(TypeError, match="not a generator function"):
         next(gen)
+
+
+def test_async_for_over_a_streaming_generator():
+    import asyncio
+
+    async def collect():
+        return [prism.get(ref) async for ref in count_to.remote(4)]
+    assert asyncio.run(collect()) == [0, 10, 20, 30]
+    gen = count_to.remote(2)
+    assert [prism.get(r) for r in gen] == [0, 10]
+    assert prism.get(gen.completed(), timeout=30) is None
