@@ -131,18 +131,20 @@ def child_prism(a):
             raise RuntimeError("%s: %d results for %d trials" % (name, len(rows), trials))
         return wall, rows, w0, w1
 
-    out = {"ranks": prism.get_runtime_context().world_size, "init_s": init_s}
-    wall, rows, w0, w1 = fit("overhead", a.trials, a.concurrency, a.reports, a.work_ms / 1e3)
-    out["overhead"] = split(wall, a.trials * a.reports * a.work_ms / 1e3 / a.concurrency, rows, a.concurrency,
-                            a.trials, a.reports, a.work_ms / 1e3)
-    out["overhead"].update(edges(w0, w1, rows))
-    wall, rows, w0, w1 = fit("throughput", a.tp_trials, a.tp_trials, a.tp_reports, 0.0)
-    out["throughput"] = {"wall_s": wall, "results_per_s": a.tp_trials * a.tp_reports / wall,
-                         "report_us": sum(r[2] for r in rows) / (a.tp_trials * a.tp_reports) * 1e6}
-    out["throughput"].update(edges(w0, w1, rows))
-    prism.shutdown()
     import shutil
-    shutil.rmtree(storage, ignore_errors=True)
+    out = {"ranks": prism.get_runtime_context().world_size, "init_s": init_s}
+    try:
+        wall, rows, w0, w1 = fit("overhead", a.trials, a.concurrency, a.reports, a.work_ms / 1e3)
+        out["overhead"] = split(wall, a.trials * a.reports * a.work_ms / 1e3 / a.concurrency, rows,
+                                a.concurrency, a.trials, a.reports, a.work_ms / 1e3)
+        out["overhead"].update(edges(w0, w1, rows))
+        wall, rows, w0, w1 = fit("throughput", a.tp_trials, a.tp_trials, a.tp_reports, 0.0)
+        out["throughput"] = {"wall_s": wall, "results_per_s": a.tp_trials * a.tp_reports / wall,
+                             "report_us": sum(r[2] for r in rows) / (a.tp_trials * a.tp_reports) * 1e6}
+        out["throughput"].update(edges(w0, w1, rows))
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
+    prism.shutdown()
     return out
 
 
