@@ -43,8 +43,8 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -269,23 +269,25 @@ def main():
           "load average %s" % (reps, samples, epochs, args.batch_size,
                                "".join(", %s=%s" % kv for kv in sorted(extra_env.items())),
                                " ".join("%.2f" % v for v in os.getloadavg())), flush=True)
-    for rep in range(reps):
-        for name in (names if rep % 2 == 0 else names[::-1]):
-            detail = os.path.join(work, "detail_%s_%d.json" % (name, rep))
-            r = stb.run(launchers[name](rep, detail), env, 900)
-            with open(detail) as f:
-                r["detail"] = json.load(f)
-            # Start-up = launch to the loop's start (processes, imports, init, placement, the
-            # process group) + the loop's own set-up to the end of its first step.
-            r["to_loop_s"] = r["startup_s"] - (r["detail"]["first_step_at"] - r["detail"]["loop_start"])
-            r["load_avg"] = os.getloadavg()[0]
-            results[name].append(r)
-            d = r["detail"]
-            print("rep %d %-8s samples/s %7.1f  start-up to first step %5.2f s (loop entered at %5.2f s)  "
-                  "wall %5.1f s  step %.1f ms  report %.2f ms  prepare_model %.3f s  load %.2f"
-                  % (rep + 1, name, r["samples_per_s"], r["startup_s"], r["to_loop_s"], r["wall_s"],
-                     d["step_ms_median"], d["report_ms_mean"], d["prepare_model_s"], r["load_avg"]), flush=True)
-    subprocess.run(["rm", "-rf", work])
+    try:
+        for rep in range(reps):
+            for name in (names if rep % 2 == 0 else names[::-1]):
+                detail = os.path.join(work, "detail_%s_%d.json" % (name, rep))
+                r = stb.run(launchers[name](rep, detail), env, 900)
+                with open(detail) as f:
+                    r["detail"] = json.load(f)
+                # Start-up = launch to the loop's start (processes, imports, init, placement, the
+                # process group) + the loop's own set-up to the end of its first step.
+                r["to_loop_s"] = r["startup_s"] - (r["detail"]["first_step_at"] - r["detail"]["loop_start"])
+                r["load_avg"] = os.getloadavg()[0]
+                results[name].append(r)
+                d = r["detail"]
+                print("rep %d %-8s samples/s %7.1f  start-up to first step %5.2f s (loop entered at %5.2f s)  "
+                      "wall %5.1f s  step %.1f ms  report %.2f ms  prepare_model %.3f s  load %.2f"
+                      % (rep + 1, name, r["samples_per_s"], r["startup_s"], r["to_loop_s"], r["wall_s"],
+                         d["step_ms_median"], d["report_ms_mean"], d["prepare_model_s"], r["load_avg"]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     summary = {name: summarize(name, rs) for name, rs in results.items()}
     print("\n%d launches of each, alternating; median (worst) over launches:" % reps)
     print("| launcher | samples/s | start-up to first step, s | of it, to the loop's start, s | wall, s | step, ms "
