@@ -1,6 +1,7 @@
 """Tuner, its configs and its results (Ray's ray.tune.Tuner, TuneConfig, RunConfig,
 ResultGrid, Result), over the C++ Tuner (prism/tune/tuner.h)."""
 
+import functools
 import math
 import os
 import warnings
@@ -167,18 +168,35 @@ class Result:
     None), path (the trial's directory), error (a TrialError with the traceback, or None),
     metrics_dataframe (every report)."""
 
-    def __init__(self, d, codecs):
+    def __init__(self, d, codecs, history=None):
         self.trial_id = d["trial_id"]
         self.config = decode_config(d["config"], codecs)
         self.metrics = {k: _metric_value(k, v) for k, v in d["metrics"].items()}
         if self.metrics:
             self.metrics["trial_id"] = self.trial_id
             self.metrics["config"] = self.config
-        self._history = [{k: _metric_value(k, v) for k, v in m.items()} for m in d["metrics_history"]]
+        self._read_history = history  # (last_only) -> the engine's reports, read when asked
+        self._cached_history = None
         self.checkpoint = Checkpoint(d["checkpoint"]) if d["checkpoint"] else None
         self.path = d["path"]
         self.error = TrialError(d["error"]) if d["error"] else None
         self.status = d["status"]
+
+    @staticmethod
+    def _rows(raw):
+        return [{k: _metric_value(k, v) for k, v in m.items()} for m in raw]
+
+    @property
+    def _history(self):
+        if self._cached_history is None:
+            self._cached_history = self._rows(self._read_history(False)) if self._read_history else []
+        return self._cached_history
+
+    def _last_row(self):
+        if self._cached_history is not None or self._read_history is None:
+            return self._history[-1] if self._history else None
+        rows = self._rows(self._read_history(True))
+        return rows[0] if rows else None
 
     @property
     def metrics_dataframe(self):
@@ -251,7 +269,8 @@ class ResultGrid:
         import pandas as pd
         rows = []
         for r in self._results:
-            row = dict(r._history[-1]) if r._history else {}
+            last = r._last_row()
+            row = dict(last) if last else {}
             if filter_metric and r._history:
                 values = [h for h in r._history if filter_metric in h and not math.isnan(h[filter_metric])]
                 if values:
@@ -396,7 +415,8 @@ class Tuner:
         if not getattr(self, "_restored", False):
             self._write_state(self._cpp.experiment_path())
         grid, path = self._cpp.fit()
-        results = [Result(d, self._codecs) for d in grid.results()]
+        results = [Result(d, self._codecs, functools.partial(grid.history, i))
+                   for i, d in enumerate(grid.results())]
         return ResultGrid(grid, results, path, self._state.get("metric"), self._state.get("mode"))
 
     def get_results(self):

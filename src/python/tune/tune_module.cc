@@ -150,7 +150,6 @@ py::dict ResultDict(const tune::Result& r) {
   d["trial_id"] = r.trial_id;
   d["config"] = ToDict(r.config.Values());
   d["metrics"] = py::cast(r.metrics);
-  d["metrics_history"] = py::cast(r.metrics_history);
   d["checkpoint"] = r.checkpoint;
   d["path"] = r.path;
   d["error"] = r.error;
@@ -365,6 +364,13 @@ PYBIND11_MODULE(_tune, m) {
         py::list out;
         for (const auto& r : g) out.append(ResultDict(r));
         return out;
+      })
+      // A trial's reports, converted only when asked (metrics_dataframe, get_dataframe):
+      // converting every history at fit's return cost 60-90 ms for 9,600 results.
+      .def("history", [](const tune::ResultGrid& g, size_t i, bool last_only) {
+        const auto& h = g[i].metrics_history;
+        if (last_only) return h.empty() ? py::list() : py::list(py::make_tuple(py::cast(h.back())));
+        return py::list(py::cast(h));
       })
       .def("best_index", [](const tune::ResultGrid& g, const std::string& metric, const std::string& mode,
                             const std::string& scope) {
