@@ -6,7 +6,7 @@
     def square(x):
         return x * x
 
-    prism.init()          # rank 0 returns; other ranks serve tasks and exit at shutdown
+    prism.init()          # rank 0 returns; other ranks serve tasks and exit when it ends
     print(prism.get([square.remote(i) for i in range(4)]))
     prism.shutdown()
 
@@ -61,8 +61,8 @@ _rank_resources = {}
 def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_level=None,
          ignore_reinit_error=False):
     """Starts Prism. On rank 0 it returns and the rest of the script is the driver; on every
-    other rank it serves tasks until the driver's shutdown, then exits the process (status
-    0). Options apply to this rank's resources (as in C++, per rank: num_cpus, num_gpus,
+    other rank it serves tasks, session after session (an init after shutdown starts the
+    next), and exits the process when the driver ends, with its status. Options apply to this rank's resources (as in C++, per rank: num_cpus, num_gpus,
     custom resources). Raises PrismRuntimeError if already initialized (unless
     ignore_reinit_error)."""
     if _prism.is_initialized():
