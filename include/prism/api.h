@@ -41,7 +41,7 @@ namespace prism {
 /// On rank 0 it returns and the rest of main is the driver. On every other rank of an MPI
 /// job it never returns: the rank serves tasks until the driver's Shutdown, then waits for
 /// the driver's next Init (a new session, with the driver's configuration and flags) or for
-/// the driver's process to exit (then it exits with the same status): code after Init runs
+/// the driver's process to exit (then it exits 0; the job's status is rank 0's): code after Init runs
 /// on rank 0 only. As in Ray, Init while Prism runs is a no-op, and Init after Shutdown
 /// starts again. Thread-safe.
 void Init();

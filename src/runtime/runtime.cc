@@ -14,7 +14,8 @@
 // wait (polling, idle) for rank 0's word, which is either "a new session, with this
 // configuration" (rank 0's next Init, announced with MPI_Ibcast) or "the driver's process
 // is exiting, with this status" (rank 0's on_exit hook), after which they finalize MPI and
-// exit with that status. MPI is finalized at process exit, never at Shutdown. A driver
+// exit 0: the job's status is rank 0's (a worker exiting non-zero first would have the
+// launcher kill rank 0 mid-exit). MPI is finalized at process exit, never at Shutdown. A driver
 // whose main returns without Shutdown is shut down at exit, as Ray does, and the job ends
 // with main's own exit status. Without a launcher everything lives in one process and MPI
 // is never touched.
@@ -222,7 +223,7 @@ SessionWord AwaitDriver(Buffer& config) {
   return word;
 }
 
-/// At exit on rank 0: the waiting worker ranks exit with `status`, and MPI ends here.
+/// At exit on rank 0: the waiting worker ranks are told to exit, and MPI ends here.
 void EndMpiAtExit(int status) {
   if (!g_process.mpi_started || g_process.mpi_ended) return;
   g_process.mpi_ended = true;
@@ -239,7 +240,7 @@ bool EndSession();
 /// exit() in this process, registered with on_exit (which passes the status) at each Init.
 /// On rank 0 outside any task, the driver's main returned (or exited): a session still
 /// running is shut down, as Ray does at exit, the worker ranks waiting between sessions are
-/// told to exit with the same status, MPI is finalized, and exit goes on with main's own
+/// told to exit, MPI is finalized, and exit goes on with main's own
 /// status. Inside a task, or on a worker rank, a task (or a thread of the program's) called
 /// exit() while the job runs: the job ends with that status (1 for exit(0)), saying which
 /// task on which rank, before static destructors can run under the threads still working
@@ -424,7 +425,7 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& args
 
 /// A worker rank of an MPI job from its first Init on: serves each session, then waits for
 /// rank 0's next Init (a new session with the driver's configuration and this rank's own
-/// flags) or for the driver's exit (finalize MPI and exit with the driver's status).
+/// flags) or for the driver's exit (finalize MPI and exit 0; rank 0 gives the status).
 [[noreturn]] void ServeSessions(Runtime* rt) {
   for (;;) {
     const int code = ServeUntilStop(rt);
@@ -435,7 +436,11 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& args
       std::fflush(stderr);
       g_process.mpi_ended = true;
       MPI_Finalize();
-      std::_Exit(word.exit_code);  // as rank 0's process exits; no static destructors here
+      // The driver's exit status is rank 0's to give: a worker rank that exited with it
+      // (75 after a preemption, say) before rank 0 was done exiting would have srun
+      // --kill-on-bad-exit (or mpirun) kill rank 0 and end the job 143. A session that
+      // ended on a failure (code != 0) still ends this rank with that code.
+      std::_Exit(code != 0 ? word.exit_code : 0);  // no static destructors here
     }
     std::lock_guard<std::mutex> lock(g_init_mu);
     Reader r(config.data(), config.size());
