@@ -37,7 +37,7 @@ def _import_global(name):
 
 _prism = _import_global("_prism")
 
-from . import _serialization, exceptions  # noqa: E402
+from . import _events, _serialization, exceptions  # noqa: E402
 from ._remote import ActorClass, ActorHandle, ObjectRefGenerator, RemoteFunction, method, remote  # noqa: E402
 from ._remote import ensure_init as _ensure_init  # noqa: E402
 from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
@@ -62,7 +62,8 @@ def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_le
          ignore_reinit_error=False):
     """Starts Prism. On rank 0 it returns and the rest of the script is the driver; on every
     other rank it serves tasks, session after session (an init after shutdown starts the
-    next), and exits the process when the driver ends, with its status. Options apply to this rank's resources (as in C++, per rank: num_cpus, num_gpus,
+    next), and exits the process when the driver ends (the job's exit status is the
+    driver's). Options apply to this rank's resources (as in C++, per rank: num_cpus, num_gpus,
     custom resources). Raises PrismRuntimeError if already initialized (unless
     ignore_reinit_error)."""
     if _prism.is_initialized():
@@ -71,6 +72,7 @@ def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_le
         raise PrismRuntimeError("prism.init() was called twice: Prism is already running in "
                                 "this process (call prism.shutdown() first, or pass "
                                 "ignore_reinit_error=True)")
+    _events.start()  # before init: on worker ranks init serves tasks until the driver ends
     _prism.init(list(sys.argv), {**_rank_resources, **(resources or {})}, num_cpus, num_gpus, namespace,
                 log_level)
     atexit.register(_shutdown_at_exit)
@@ -85,6 +87,7 @@ def shutdown():
     """Stops every rank (the driver only). Outstanding tasks are abandoned. A no-op when
     not initialized. Called at exit if the script did not."""
     _prism.shutdown()
+    _events.fail_pending("prism.shutdown() ended the session before this future's object was ready")
 
 
 def is_initialized():
@@ -174,8 +177,18 @@ def wait(refs, *, num_returns=1, timeout=None):
     return ready, not_ready
 
 
-def cancel(ref, *, recursive=True):
-    """Cancels the task that makes `ref` (its get raises TaskCancelledError)."""
+def cancel(ref, *, force=False, recursive=True):
+    """Cancels the task that makes `ref` (Ray's ray.cancel); its get raises
+    TaskCancelledError. A task not started never runs. A running Python task gets
+    KeyboardInterrupt in its thread, as in Ray (a blocked get or wait inside it ends at
+    once); is_canceled() is true inside it. An actor method call that has not started is
+    dropped; a running one is not interrupted. With `recursive` the tasks it submitted are
+    cancelled too. force=True would kill the task's worker process in Ray; a Prism task
+    shares its rank's process with others, so it is refused (ValueError)."""
+    if force:
+        raise ValueError("prism.cancel(force=True): a Prism task shares its rank's process with other "
+                         "tasks, so it cannot be killed on its own; cancel without force (the task "
+                         "gets KeyboardInterrupt), or end an actor with prism.kill")
     _prism.cancel(ref, recursive)
 
 

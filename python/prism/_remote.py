@@ -26,6 +26,23 @@ from .exceptions import SerializationError
 ObjectRef = _prism.ObjectRef
 _INLINE_LIMIT = 100 * 1024
 
+
+def _future(self):
+    """A concurrent.futures.Future of this ref's value (Ray's ObjectRef.future())."""
+    from . import _events
+    return _events.future(self)
+
+
+def _await(self):
+    """`await ref` in async code (an async actor's method, asyncio.gather over refs): the
+    value, without blocking the event loop."""
+    import asyncio
+    return asyncio.wrap_future(_future(self)).__await__()
+
+
+ObjectRef.future = _future
+ObjectRef.__await__ = _await
+
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "max_retries", "retry_exceptions",
                  "placement_group", "bundle_index", "scheduling_strategy", "memory", "num_returns"}
 _METHOD_OPTIONS = {"name", "num_returns"}
@@ -265,8 +282,8 @@ def _placement(options):
         elif hasattr(strategy, "placement_group"):
             pg = strategy.placement_group
             bundle = getattr(strategy, "placement_group_bundle_index", -1)
-        elif hasattr(strategy, "rank"):
-            node_rank, soft = strategy.rank, strategy.soft
+        elif hasattr(strategy, "node_id"):
+            node_rank, soft = strategy._rank(), strategy.soft
         else:
             raise ValueError(f"prism: unknown scheduling_strategy {strategy!r}")
     pg_id = "" if pg is None else (pg if isinstance(pg, str) else pg.id)
@@ -428,7 +445,8 @@ class ActorClass:
             "actor", _prism.actor_factory_name(), name=o.get("name") or "", resources=res,
             max_retries=0, max_restarts=int(o.get("max_restarts", 0)),
             max_task_retries=int(o.get("max_task_retries", 0)),
-            max_concurrency=int(o.get("max_concurrency", 1)), class_name=class_name,
+            max_concurrency=int(o.get("max_concurrency", _default_concurrency(self._prism_target))),
+            class_name=class_name,
             namespace=o.get("namespace") or "", **_placement(o))
         packed, contained = pack_args(args, kwargs)
         packed[0:0] = [self._blob]
@@ -439,6 +457,13 @@ class ActorClass:
             if found is not None:
                 return ActorHandle(*found)
         return handle
+
+
+def _default_concurrency(cls):
+    """Ray's default max_concurrency: 1000 for an async actor (a class with an async def
+    method), whose calls interleave on its event loop; 1 otherwise."""
+    from ._worker import _is_async_class
+    return 1000 if _is_async_class(cls) else 1
 
 
 def _method_options(cls):

@@ -257,9 +257,9 @@ def run_task_parts(blob, views):
 def call_actor_parts(instance, method_name, views):
     try:
         name = method_name.decode()
-        method = _method(instance, name)
+        method, actor = _bound(instance, name)
         args, kwargs = decode_args(views)
-        return _split(_call_method(method, args, kwargs), f"{type(instance).__qualname__}.{name}")
+        return _split(_call_method(method, args, kwargs, actor), f"{type(actor.instance if actor else instance).__qualname__}.{name}")
     except _ExitActor:
         return ("exit_actor", "")
     except _ProcessExit as e:
@@ -270,6 +270,62 @@ def call_actor_parts(instance, method_name, views):
         _flush()
 
 
+def _is_async_class(cls):
+    """An actor class with an `async def` method is an async actor (Ray's rule)."""
+    for name in dir(cls):
+        attr = getattr(cls, name, None)
+        if inspect.iscoroutinefunction(attr) or inspect.isasyncgenfunction(attr):
+            return True
+    return False
+
+
+class _AsyncActor:
+    """An async actor's instance and its event loop, on a thread of its own: every method
+    call (async or not) runs on that loop, as in Ray, so coroutines interleave at their
+    awaits while the actor's calls (up to max_concurrency, 1000 by default) wait on the
+    core's actor threads without the GIL. The loop ends with the actor."""
+
+    def __init__(self, instance):
+        self.instance = instance
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._serve, args=(started,),
+                                       name=f"prism-actor-loop-{type(instance).__name__}", daemon=True)
+        self.thread.start()
+        started.wait()
+
+    def _serve(self, started):
+        asyncio.set_event_loop(self.loop)
+        # Everything on this thread is the actor's code: exit_actor and os._exit act there.
+        _calls.in_actor, _calls.depth, _calls.pid = True, 1, os.getpid()
+        started.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def run(self, method, args, kwargs):
+        async def call():
+            result = method(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
+
+    def __del__(self):
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except Exception:  # already closed
+            pass
+
+
+def _bound(instance, name):
+    """(the actor's method `name`, its _AsyncActor or None)."""
+    if type(instance) is _AsyncActor:
+        return _method(instance.instance, name), instance
+    return _method(instance, name), None
+
+
 def _method(instance, name):
     try:
         return getattr(instance, name)
@@ -278,7 +334,9 @@ def _method(instance, name):
             f"prism: actor {type(instance).__qualname__} has no method {name!r}") from None
 
 
-def _call_method(method, args, kwargs):
+def _call_method(method, args, kwargs, actor=None):
+    if actor is not None:
+        return actor.run(method, args, kwargs)
     previous = getattr(_calls, "in_actor", False)
     _calls.in_actor = True
     try:
@@ -324,8 +382,11 @@ def call_actor_generator(instance, method_name, views, emit):
     _calls.in_actor = True
     try:
         name = method_name.decode()
-        method = _method(instance, name)
+        method, actor = _bound(instance, name)
         args, kwargs = decode_args(views)
+        if actor is not None:
+            raise TypeError(f"prism: {type(actor.instance).__qualname__}.{name}: streaming generators "
+                            "of async actors are not supported yet; use a sync actor for it")
         return _drive(_call(method, args, kwargs), emit, f"{type(instance).__qualname__}.{name}")
     except _ExitActor:
         return ("exit_actor", "")
@@ -363,7 +424,8 @@ def create_actor(blob, views):
     try:
         cls = resolve(blob)
         args, kwargs = decode_args(views)
-        return ("ok", _call(cls, args, kwargs))
+        instance = _call(cls, args, kwargs)
+        return ("ok", _AsyncActor(instance) if _is_async_class(cls) else instance)
     except _ProcessExit as e:
         return _exited(e)
     except BaseException as e:
@@ -374,9 +436,9 @@ def create_actor(blob, views):
 
 def call_actor(instance, method_name, views):
     try:
-        method = _method(instance, method_name.decode())
+        method, actor = _bound(instance, method_name.decode())
         args, kwargs = decode_args(views)
-        return _ok(_call_method(method, args, kwargs))
+        return _ok(_call_method(method, args, kwargs, actor))
     except _ExitActor:
         return ("exit_actor", "")
     except _ProcessExit as e:

@@ -1,4 +1,5 @@
 #include "node_manager/task_runner.h"
+#include "prism/internal/cancel_hook.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -54,6 +55,16 @@ bool CurrentTaskCancelled() {
   const std::atomic<bool>* flag = t_task.active ? Executor::CurrentCancelFlag() : nullptr;
   return flag != nullptr && flag->load(std::memory_order_acquire);
 }
+
+const std::atomic<bool>* CurrentTaskCancelFlag() {
+  return t_task.active && !t_task.in_actor ? Executor::CurrentCancelFlag() : nullptr;
+}
+
+namespace {
+std::atomic<RunningTaskCancelHook> g_cancel_hook{nullptr};  // SetRunningTaskCancelHook
+}  // namespace
+
+void SetRunningTaskCancelHook(RunningTaskCancelHook hook) { g_cancel_hook.store(hook); }
 
 void ThrowCancelled(int rank) {
   const std::string name = t_task.active && t_task.name ? *t_task.name : std::string();
@@ -318,7 +329,10 @@ void TaskRunner::Cancel(const CancelDispatched& m) {
     const std::atomic<bool>* flag = nullptr;
     auto result = executor_->Cancel(m.id, &removed, &flag);
     dropped = result == Executor::CancelResult::kRemoved;
-    if (result == Executor::CancelResult::kFlagged) store_.Interrupt(flag);
+    if (result == Executor::CancelResult::kFlagged) {
+      store_.Interrupt(flag);
+      if (RunningTaskCancelHook hook = g_cancel_hook.load()) hook(flag);
+    }
   } else {
     std::lock_guard<std::mutex> lock(actors_mu_);
     auto it = actors_.find(m.actor);

@@ -29,10 +29,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -40,6 +43,7 @@
 
 #include "gil.h"
 #include "prism/api.h"
+#include "prism/internal/cancel_hook.h"
 #include "prism/platform/invoke.h"
 
 namespace py = pybind11;
@@ -163,9 +167,90 @@ void TakeWorkerParts(const py::tuple& result, std::vector<Buffer>& parts,
   }
 }
 
+// ---- words for prism._events' thread ------------------------------------------------------
+
+/// What C++ threads hand to Python without taking the GIL: an object a future waits for is
+/// ready (the future's token), or Cancel flagged a running Python task (its cancel flag).
+/// prism._events' one thread per process takes them (next_event) and acts under the GIL,
+/// holding no lock of the core's: the threads that give the words run callbacks or handle
+/// messages and must never wait for the GIL.
+enum class EventKind : int { kReady = 1, kCancel = 2 };
+
+struct Events {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<EventKind, uint64_t>> queue;
+};
+Events& TheEvents() {
+  static auto* events = new Events;  // never destroyed: callback threads may outlive exit
+  return *events;
+}
+void PushEvent(EventKind kind, uint64_t value) {
+  Events& e = TheEvents();
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    e.queue.emplace_back(kind, value);
+  }
+  e.cv.notify_one();
+}
+
+/// The Python tasks running on this rank, by their cancel flag: the thread each runs on,
+/// and whether a cancel interrupted it (see PythonTaskScope).
+struct RunningTask {
+  unsigned long thread = 0;
+  bool interrupted = false;
+};
+std::mutex g_running_mu;
+std::map<const std::atomic<bool>*, RunningTask>& RunningTasks() {
+  static auto* running = new std::map<const std::atomic<bool>*, RunningTask>;
+  return *running;
+}
+
+void OnRunningTaskCancelled(const std::atomic<bool>* flag) {
+  PushEvent(EventKind::kCancel, reinterpret_cast<uint64_t>(flag));
+}
+
+/// A Python task's call, under the GIL: a cancel while it runs raises KeyboardInterrupt in
+/// its thread (Ray's ray.cancel of a running task), delivered by prism._events' thread
+/// through Interrupt. At the end an interrupt that came too late for the task's code is
+/// taken back, so it cannot hit the thread's next task.
+class PythonTaskScope {
+ public:
+  PythonTaskScope() : flag_(internal::CurrentTaskCancelFlag()) {
+    if (flag_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(g_running_mu);
+    RunningTasks()[flag_] = RunningTask{PyThread_get_thread_ident(), false};
+  }
+  ~PythonTaskScope() {
+    if (flag_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(g_running_mu);
+    auto it = RunningTasks().find(flag_);
+    if (it == RunningTasks().end()) return;
+    if (it->second.interrupted) PyThreadState_SetAsyncExc(it->second.thread, nullptr);
+    RunningTasks().erase(it);
+  }
+  PythonTaskScope(const PythonTaskScope&) = delete;
+  PythonTaskScope& operator=(const PythonTaskScope&) = delete;
+
+ private:
+  const std::atomic<bool>* flag_;
+};
+
+/// prism._events' thread, holding the GIL: raises KeyboardInterrupt in the thread of the
+/// Python task whose flag Cancel set, if it still runs. The task's thread needs the GIL
+/// to end its scope, so the entry found here is the task's own.
+void Interrupt(uint64_t flag) {
+  std::lock_guard<std::mutex> lock(g_running_mu);
+  auto it = RunningTasks().find(reinterpret_cast<const std::atomic<bool>*>(flag));
+  if (it == RunningTasks().end() || it->second.interrupted) return;
+  it->second.interrupted = true;
+  PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
+}
+
 void RunTask(const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;  // a result may hold the last reference to an object
   TaskGil gil;
+  PythonTaskScope scope;
   py::tuple result = Worker().attr("run_task")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1));
   TakeWorkerResult(result, out);
 }
@@ -194,6 +279,7 @@ void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer
                std::vector<std::vector<ObjectId>>& contained) {
   internal::DeferRefReleases defer;
   TaskGil gil;
+  PythonTaskScope scope;  // a task's (null in actor methods)
   py::tuple result =
       self == nullptr
           ? Worker().attr("run_task_parts")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1))
@@ -210,6 +296,7 @@ void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer
 void RunGenerator(void* self, const std::vector<ByteView>& args, internal::GeneratorSink& sink) {
   internal::DeferRefReleases defer;
   TaskGil gil;
+  PythonTaskScope scope;
   bool stopped = false;
   py::cpp_function emit([&sink, &stopped](const py::list& parts, const std::vector<uint64_t>& contained) {
     Buffer bytes;
@@ -796,6 +883,32 @@ PYBIND11_MODULE(_prism, m) {
   });
   m.def("gpu_ids", &GetGpuIds);
   m.def("is_cancelled", &IsCancelled, "True inside a task cancelled while it runs");
+
+  m.def("on_ready", [](const PyObjectRef& ref, uint64_t token) {
+    if (ref.ref.IsNil()) throw Error("prism: future() of an empty ObjectRef");
+    WithoutGil([&] {
+      internal::RequireCore("ObjectRef.future").OnReady(ref.ref.ID(), [token] { PushEvent(EventKind::kReady, token); });
+    });
+  }, "Hands (1, token) to next_event once the object is ready (or its task failed)");
+  m.def("next_event", [](double timeout_s) -> py::object {
+    std::pair<EventKind, uint64_t> event{};
+    bool got = false;
+    {
+      ReleaseGil release;
+      Events& e = TheEvents();
+      std::unique_lock<std::mutex> lock(e.mu);
+      got = e.cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !e.queue.empty(); });
+      if (got) {
+        event = e.queue.front();
+        e.queue.pop_front();
+      }
+    }
+    if (!got) return py::none();
+    return py::make_tuple(static_cast<int>(event.first), event.second);
+  }, "The next (kind, value) for prism._events' thread (1: a future's token is ready, "
+     "2: a running task's cancel flag), or None after timeout_s");
+  m.def("interrupt", &Interrupt, "Raises KeyboardInterrupt in the running Python task of this cancel flag");
+  internal::SetRunningTaskCancelHook(OnRunningTaskCancelled);
 
   m.def("kv_put", [](const std::string& k, const py::bytes& v, bool overwrite) {
     std::string value = v;

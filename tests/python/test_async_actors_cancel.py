@@ -1,0 +1,174 @@
+"""Ray's async actors, awaitable ObjectRefs, ray.cancel of a running task and
+NodeAffinitySchedulingStrategy (issue 41), written for Prism from Ray's documentation."""
+import asyncio
+import threading
+import time
+
+import pytest
+
+import prism
+import prism.actor
+from prism.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+
+@prism.remote
+class Gate:
+    """Each call waits until `n` calls are inside at once: it can only return if the
+    actor runs its async calls concurrently."""
+
+    def __init__(self, n):
+        self.n = n
+        self.inside = 0
+        self.all_in = None
+
+    async def enter(self, i):
+        if self.all_in is None:
+            self.all_in = asyncio.Event()
+        self.inside += 1
+        if self.inside == self.n:
+            self.all_in.set()
+        await self.all_in.wait()
+        return i
+
+    def loop_thread(self):
+        return threading.get_ident()
+
+    async def async_loop_thread(self):
+        return threading.get_ident()
+
+    async def add_remote(self, ref_list):
+        # A nested ref (inside a list) arrives as a ref: awaiting it does not block the loop.
+        return sum(await asyncio.gather(*ref_list))
+
+    async def leave(self):
+        prism.actor.exit_actor()
+
+
+@prism.remote
+def square(x):
+    return x * x
+
+
+@prism.remote
+def fail(message):
+    raise ValueError(message)
+
+
+def test_an_async_actor_runs_its_calls_concurrently_on_one_event_loop():
+    gate = Gate.remote(12)
+    # With calls one at a time the first would wait for the other eleven for good.
+    assert prism.get([gate.enter.remote(i) for i in range(12)], timeout=60) == list(range(12))
+    # Sync and async methods run on the same thread, the actor's event loop (Ray's rule).
+    assert prism.get(gate.loop_thread.remote(), timeout=30) == prism.get(gate.async_loop_thread.remote(), timeout=30)
+
+
+def test_an_async_actor_awaits_refs_and_ends_with_exit_actor():
+    gate = Gate.remote(1)
+    assert prism.get(gate.add_remote.remote([square.remote(i) for i in range(5)]), timeout=30) == 30
+    ref = gate.leave.remote()
+    with pytest.raises(prism.exceptions.ActorDiedError):
+        prism.get(ref, timeout=30)
+    with pytest.raises(prism.exceptions.ActorDiedError):
+        prism.get(gate.loop_thread.remote(), timeout=30)
+
+
+def test_refs_are_awaitable_and_have_futures():
+    async def main():
+        return await asyncio.gather(*[square.remote(i) for i in range(6)])
+    assert asyncio.run(main()) == [0, 1, 4, 9, 16, 25]
+    assert square.remote(9).future().result(timeout=30) == 81
+    with pytest.raises(ValueError, match="no good"):
+        fail.remote("no good").future().result(timeout=30)
+
+    async def awaits_failure():
+        await fail.remote("awaited")
+    with pytest.raises(ValueError, match="awaited"):
+        asyncio.run(awaits_failure())
+
+
+
+
+@prism.remote
+class Notes:
+    def __init__(self):
+        self.notes = []
+
+    def add(self, note):
+        self.notes.append(note)
+
+    def read(self):
+        return self.notes
+
+
+@prism.remote
+def spin(notes):
+    prism.get(notes.add.remote("spinning"), timeout=30)
+    x = 0
+    while True:  # pure Python: only an interrupt ends it
+        x += 1
+
+
+@prism.remote
+def nap_and_note(notes):
+    notes.add.remote("started")
+    try:
+        for _ in range(600):
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        prism.get(notes.add.remote("interrupted"), timeout=30)
+        raise
+    notes.add.remote("finished")
+
+
+def _wait_for_note(notes, note):
+    deadline = time.time() + 30
+    while note not in prism.get(notes.read.remote(), timeout=30):
+        assert time.time() < deadline, f"no note {note!r} within 30 s"
+        time.sleep(0.05)
+
+
+def test_cancel_interrupts_a_running_python_task():
+    notes = Notes.remote()
+    ref = spin.remote(notes)
+    _wait_for_note(notes, "spinning")
+    prism.cancel(ref)
+    # Not interrupted, the task would spin for good and this get time out.
+    with pytest.raises(prism.exceptions.TaskCancelledError):
+        prism.get(ref, timeout=30)
+
+
+def test_a_cancelled_task_sees_keyboard_interrupt_as_in_ray():
+    notes = Notes.remote()
+    ref = nap_and_note.remote(notes)
+    _wait_for_note(notes, "started")
+    prism.cancel(ref)
+    with pytest.raises(prism.exceptions.TaskCancelledError):
+        prism.get(ref, timeout=30)
+    assert prism.get(notes.read.remote(), timeout=30) == ["started", "interrupted"]
+
+
+def test_cancel_with_force_is_refused_naming_why():
+    ref = square.remote(3)
+    with pytest.raises(ValueError, match="shares its rank's process"):
+        prism.cancel(ref, force=True)
+    assert prism.get(ref, timeout=30) == 9
+
+
+@prism.remote
+def where():
+    ctx = prism.get_runtime_context()
+    return ctx.get_node_id(), ctx._d["rank"]
+
+
+def test_node_affinity_runs_on_the_node_and_names_unknown_ones(world_size):
+    node = prism.get_runtime_context().get_node_id()
+    placed = prism.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+                        for _ in range(2 * world_size)], timeout=60)
+    assert {n for n, _ in placed} == {node}
+    # Every rank of this one host has its node id: the calls take them in turn.
+    assert {r for _, r in placed} == set(range(world_size))
+    last = world_size - 1
+    assert prism.get(where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(last)).remote(),
+                     timeout=30)[1] == last
+    with pytest.raises(ValueError, match="no node 'elsewhere'"):
+        where.options(scheduling_strategy=NodeAffinitySchedulingStrategy("elsewhere", soft=False)).remote()
