@@ -13,6 +13,11 @@ namespace prism::internal {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+/// The highest id counter a node of this process reached (see Node::counter_).
+std::atomic<uint64_t> g_ids_minted{0};
+}  // namespace
+
 Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
     : options_(std::move(options)),
       to_head_(std::move(to_head)),
@@ -27,7 +32,8 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       callbacks_(this),
       timeouts_([this](TaskId id, int64_t ms) {
         to_head_(CancelTask{id, true, static_cast<uint64_t>(ms)});
-      }) {
+      }),
+      counter_(g_ids_minted.load()) {
   refs_.SetReleasedHook([this](ObjectId id) { puller_.Released(id); });
   refs_.SetBatchReleases(options_.batch_releases);
   store_.SetCallbackSink([this](std::vector<MemoryStore::ReadyCallback>&& ready) {
@@ -66,6 +72,9 @@ state::ObjectStoreState Node::LocalObjectStore() {
 Node::~Node() = default;
 
 bool Node::Stop() {
+  const uint64_t minted = counter_.load();
+  for (uint64_t seen = g_ids_minted.load(); seen < minted && !g_ids_minted.compare_exchange_weak(seen, minted);) {
+  }
   timeouts_.Stop();
   const bool callbacks_idle = callbacks_.Stop();
   return runner_.Stop() && callbacks_idle;

@@ -152,7 +152,11 @@ class Node : public CoreApi {
   GeneratorStreams streams_;
   CallbackPool callbacks_;
   DeadlineTimer timeouts_;
-  std::atomic<uint64_t> counter_{0};
+  /// Ids minted so far. A node starts where this process's last one stopped (Stop records
+  /// it), so ids are unique in the process across sessions: an ObjectRef that outlived its
+  /// session and is dropped in a later one names no object of that session (with counters
+  /// from 0 again, it released the new session's object of the same id: issue 41).
+  std::atomic<uint64_t> counter_;
 
   std::mutex groups_mu_;
   std::condition_variable groups_cv_;

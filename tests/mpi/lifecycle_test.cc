@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,26 @@ TEST(Lifecycle, ARefAfterShutdownIsAClearError) {
   }  // released with no session: a no-op
   Restore();
   EXPECT_EQ(*prism::Put(42).Get(), 42);
+}
+
+// A program that keeps refs past Shutdown (a test fixture's, a Python object collected
+// later) drops them in the next session: that must free nothing of it. Ids repeated from one
+// session to the next, so the old refs released the new session's objects of the same ids.
+TEST(Lifecycle, RefsOfAnEarlierSessionDroppedInALaterOneFreeNothingOfIt) {
+  std::vector<prism::ObjectRef<int>> old_refs;
+  for (int i = 0; i < 4; ++i) old_refs.push_back(prism::Put(i));
+  auto old_tally = std::make_unique<prism::ActorHandle<Tally>>(prism::Actor(MakeTally).Remote());
+  EXPECT_EQ(*old_tally->Task(&Tally::Add).Remote(1).Get(60000), 1);
+  Restore();
+  std::vector<prism::ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(prism::Put(10 + i));
+  auto tally = prism::Actor(MakeTally).Remote();
+  EXPECT_EQ(*tally.Task(&Tally::Add).Remote(5).Get(60000), 5);
+  for (size_t i = 0; i < refs.size(); ++i) EXPECT_NE(refs[i].ID(), old_refs[i].ID());
+  old_refs.clear();  // released in this session
+  old_tally.reset();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(*refs[i].Get(10000), 10 + i);
+  EXPECT_EQ(*tally.Task(&Tally::Add).Remote(1).Get(10000), 6);
 }
 
 }  // namespace
