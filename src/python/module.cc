@@ -201,6 +201,7 @@ struct RunningTask {
   bool interrupted = false;
 };
 std::mutex g_running_mu;
+std::condition_variable g_running_cv;  // a task left RunningTasks
 std::map<const std::atomic<bool>*, RunningTask>& RunningTasks() {
   static auto* running = new std::map<const std::atomic<bool>*, RunningTask>;
   return *running;
@@ -228,6 +229,7 @@ class PythonTaskScope {
     if (it == RunningTasks().end()) return;
     if (it->second.interrupted) PyThreadState_SetAsyncExc(it->second.thread, nullptr);
     RunningTasks().erase(it);
+    g_running_cv.notify_all();
   }
   PythonTaskScope(const PythonTaskScope&) = delete;
   PythonTaskScope& operator=(const PythonTaskScope&) = delete;
@@ -245,6 +247,26 @@ void Interrupt(uint64_t flag) {
   if (it == RunningTasks().end() || it->second.interrupted) return;
   it->second.interrupted = true;
   PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
+}
+
+/// At the driver's shutdown, holding the GIL: every Python task still running on this rank
+/// is abandoned; KeyboardInterrupt ends its code, so no task thread is left in Python when
+/// the interpreter finalizes at exit (which aborts the process). Waits up to `grace` for
+/// them without the GIL (a task blocked in C code, such as time.sleep, ends only when the
+/// call returns).
+void InterruptAll(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(g_running_mu);
+    if (RunningTasks().empty()) return;
+    for (auto& [flag, task] : RunningTasks()) {
+      if (task.interrupted) continue;
+      task.interrupted = true;
+      PyThreadState_SetAsyncExc(task.thread, PyExc_KeyboardInterrupt);
+    }
+  }
+  ReleaseGil release;
+  std::unique_lock<std::mutex> lock(g_running_mu);
+  g_running_cv.wait_for(lock, grace, [] { return RunningTasks().empty(); });
 }
 
 void RunTask(const std::vector<ByteView>& args, Buffer& out) {
@@ -724,6 +746,7 @@ PYBIND11_MODULE(_prism, m) {
     Init(config, static_cast<int>(kept.size()), args.data());
   }, "Starts Prism: returns on rank 0; on other ranks serves tasks and exits at shutdown");
   m.def("shutdown", [] {
+    InterruptAll(std::chrono::seconds(2));  // abandoned tasks' Python code ends first
     ReleaseGil release;
     Shutdown();
   });
