@@ -142,6 +142,10 @@ bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& co
 
 const std::string& TrainableArgs() { return Current("TrainableArgs").spec.args; }
 
+bool ReportMayWait(bool with_checkpoint) {
+  return t_session != nullptr && (with_checkpoint || t_session->decisions != nullptr);
+}
+
 }  // namespace internal
 
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {

@@ -266,6 +266,13 @@ const std::string& TrainableArgs();
 /// TorchTrainer's): records it as is. Returns true when the trial should stop (the Tuner
 /// stopped or paused it, or the job is being preempted) instead of throwing.
 bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& committed);
+/// Whether Report, called now on this thread with (or without) a checkpoint, may block:
+/// committing a checkpoint writes files, and when the driver answers every report (any
+/// scheduler but FIFO, or a RunConfig::stopper) the trial waits for the answer.
+/// Otherwise Report only publishes the result, which waits for nothing. A front end that
+/// holds a lock of its own across the call (Python's GIL) releases it only when this is
+/// true. False outside a trial (Report then throws at once). Thread-safe.
+bool ReportMayWait(bool with_checkpoint);
 }  // namespace internal
 
 /// The shared input WithParameters put under `name` (the trial's rank fetches it once;

@@ -8,8 +8,8 @@
 // carry the cloudpickled Python side of the trial (the user's function, the codecs of the
 // config's values, the names of with_parameters inputs), and it calls
 // prism.tune._session.run_trial with the trial's config as text on the executor's thread,
-// holding the GIL as Python tasks do. tune.report goes back into C++ (tune::Report) with the
-// GIL released, since with a deciding scheduler it waits for the driver's answer; a stop
+// holding the GIL as Python tasks do. tune.report goes back into C++ (tune::Report), with the
+// GIL released only when it may wait (a deciding scheduler's answer, a checkpoint); a stop
 // comes back as Python's _TrialStop (a BaseException user code does not catch), which the
 // trampoline turns into the engine's TrialStopSignal.
 //
@@ -209,12 +209,17 @@ tune::Trainable MakeTrainable(const py::bytes& args, const std::map<std::string,
 
 // ---- inside a trial ---------------------------------------------------------------------
 
-/// tune::Report with the GIL released; a stop raises prism.tune._session._TrialStop.
+/// tune::Report; a stop raises prism.tune._session._TrialStop. The GIL is released only
+/// where the report may wait (tune::internal::ReportMayWait: a checkpoint's commit, or the
+/// driver's answer when it decides on every report). Otherwise the report only publishes
+/// the result (platform::Publish: it waits on nothing, and the core's threads that handle
+/// the message never wait for the GIL: prism._events in src/python/module.cc), so keeping
+/// the GIL cannot deadlock; releasing it and taking it back queued behind the other trials'
+/// threads (perf/README.md, Tune against Optuna).
 void Report(const std::map<std::string, double>& metrics, const std::optional<std::string>& checkpoint) {
   bool stop = false;
   std::string error;
-  {
-    ReleaseGil release;
+  auto report = [&] {
     try {
       std::optional<Checkpoint> c;
       if (checkpoint) c = Checkpoint::FromDirectory(*checkpoint);
@@ -224,6 +229,12 @@ void Report(const std::map<std::string, double>& metrics, const std::optional<st
     } catch (const Error& e) {
       error = e.what();
     }
+  };
+  if (tune::internal::ReportMayWait(checkpoint.has_value())) {
+    ReleaseGil release;
+    report();
+  } else {
+    report();
   }
   if (stop) {
     py::object cls = py::module_::import("prism.tune._session").attr("_TrialStop");
