@@ -178,6 +178,7 @@ struct Tuner::Impl : TrialRunner {
 
   // Restore
   bool restored = false;
+  bool fitted = false;               // Fit returned: the histories went to its ResultGrid
   std::string searcher_state;        // the last saved, to restore at Fit
   std::string scheduler_state;
   size_t scheduler_known = 0;        // trials the saved scheduler state had seen
@@ -253,7 +254,9 @@ struct Tuner::Impl : TrialRunner {
   void WriteResultFiles(TrialState& t, const Metrics& result);
   void CheckLostTrials();
   void PrintStatus(bool final);
-  ResultGrid Results() const;
+  /// The results, each trial's history moved into them (copying 9,600 reports cost
+  /// milliseconds at Fit's return): Fit's last step.
+  ResultGrid TakeResults();
   ResultGrid Fit();
 };
 
@@ -799,6 +802,11 @@ void Tuner::Impl::CheckLostTrials() {
 }
 
 ResultGrid Tuner::Impl::Fit() {
+  if (fitted) {
+    throw Error("prism::tune::Tuner::Fit: this Tuner ran its experiment already (its results are in the "
+                "ResultGrid that Fit returned); make a new Tuner, or Tuner::Restore(ExperimentPath(), ...) "
+                "to read the experiment again");
+  }
   started = Clock::now();
   last_status = started;
   OpenJournal();
@@ -886,7 +894,7 @@ ResultGrid Tuner::Impl::Fit() {
     }
     throw Error("prism::tune: " + fatal);
   }
-  return Results();
+  return TakeResults();
 }
 
 void Tuner::Impl::PrintStatus(bool final) {
@@ -910,7 +918,8 @@ void Tuner::Impl::PrintStatus(bool final) {
   std::fflush(stdout);
 }
 
-ResultGrid Tuner::Impl::Results() const {
+ResultGrid Tuner::Impl::TakeResults() {
+  fitted = true;
   std::vector<Result> out;
   out.reserve(trials.size());
   for (const auto& t : trials) {
@@ -918,7 +927,7 @@ ResultGrid Tuner::Impl::Results() const {
     r.trial_id = t->id;
     r.config = t->config;
     r.metrics = t->last_result;
-    r.metrics_history = t->history;
+    r.metrics_history = std::move(t->history);
     r.checkpoint = t->checkpoint;
     r.path = t->dir;
     r.error = t->error;

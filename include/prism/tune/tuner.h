@@ -202,7 +202,8 @@ class Tuner {
   /// finished, or the time budget spent) and returns every trial's result. Trial errors
   /// are in the results, not thrown (fail_fast: thrown as TuneError after the others stop).
   /// Throws TunePreemptedError on SIGUSR1/SIGTERM, prism::Error if a metric the scheduler
-  /// or searcher needs is never reported by any trial.
+  /// or searcher needs is never reported by any trial. Once it has returned, a Tuner's Fit
+  /// throws prism::Error (the trials' histories moved into the ResultGrid it returned).
   ResultGrid Fit();
 
   /// Whether `path` (storage_path/name) holds an experiment Restore can resume.

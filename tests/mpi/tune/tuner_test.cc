@@ -186,6 +186,8 @@ TEST(Tuner, GridTimesSamplesRunsEveryTrialWithItsConfigAndWritesItsFiles) {
   EXPECT_NE(csv.find("config/a"), std::string::npos) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7) << csv;
   EXPECT_TRUE(tune::Tuner::CanRestore(results.experiment_path()));
+  // The histories moved into `results`: this Tuner's experiment is done.
+  EXPECT_THROW(tuner.Fit(), prism::Error);
 }
 
 TEST(Tuner, AshaStopsPoorTrialsBeforeMaxT) {
