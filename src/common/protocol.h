@@ -121,10 +121,13 @@ struct KillActor {
   bool restart = false;
   std::string cause;
 };
-/// Actor's node -> head: the actor ended itself (ExitActor) or its factory threw.
+/// Actor's node -> head: the actor ended itself (ExitActor) or its factory threw; or, with
+/// `crashed`, a call ended the actor's process (Python's os._exit): the head restarts it if
+/// its max_restarts allow, as Ray restarts an actor whose worker died.
 struct ActorDied {
   ObjectId actor;
   std::string cause;
+  bool crashed = false;
 };
 /// Node -> head: a control-plane call, answered by HeadReply with the same request id.
 struct HeadCall {

@@ -123,20 +123,39 @@ bool ActorManager::RetryCall(ObjectId id, int attempts) const {
   return limit < 0 || attempts < limit;
 }
 
+bool ActorManager::MayRestart(const Actor& actor) {
+  const int max_restarts = actor.creation->options->max_restarts;
+  return (max_restarts < 0 || actor.restarts < max_restarts) && actor.rank >= 0;
+}
+
+void ActorManager::Restart(ObjectId id, Actor& actor, const std::string& cause) {
+  ++actor.restarts;
+  actor.state = Actor::State::kRestarting;
+  PRISM_LOG_INFO("restarting actor " << id.Hex() << " (" << actor.restarts << "/"
+                                     << actor.creation->options->max_restarts << "): " << cause);
+  send_(actor.rank, KillActor{id, /*restart=*/true, cause});
+  DispatchTask again;
+  again.spec = actor.creation;
+  send_(actor.rank, std::move(again));
+}
+
+void ActorManager::OnCrashed(ObjectId id, const std::string& cause) {
+  auto a = actors_.find(id);
+  // A crash of an incarnation the head already ended or is replacing changes nothing.
+  if (a == actors_.end() || a->second.state != Actor::State::kAlive) return;
+  if (MayRestart(a->second)) {
+    Restart(id, a->second, cause + "; the actor is restarting");
+    return;
+  }
+  ActorDead(id, cause);
+}
+
 void ActorManager::OnKillRequest(const KillActorRequest& m) {
   auto a = actors_.find(m.actor);
   if (a == actors_.end() || a->second.state == Actor::State::kDead) return;
   Actor& actor = a->second;
-  const int max_restarts = actor.creation->options->max_restarts;
-  if (!m.no_restart && (max_restarts < 0 || actor.restarts < max_restarts) && actor.rank >= 0) {
-    ++actor.restarts;
-    actor.state = Actor::State::kRestarting;
-    PRISM_LOG_INFO("restarting actor " << m.actor.Hex() << " (" << actor.restarts << "/"
-                                       << actor.creation->options->max_restarts << ")");
-    send_(actor.rank, KillActor{m.actor, /*restart=*/true, "the actor was killed and is restarting"});
-    DispatchTask again;
-    again.spec = actor.creation;
-    send_(actor.rank, std::move(again));
+  if (!m.no_restart && MayRestart(actor)) {
+    Restart(m.actor, actor, "the actor was killed and is restarting");
     return;
   }
   if (tasks_.IsWaitingForRank(m.actor)) {  // creation not placed yet

@@ -72,6 +72,9 @@ class ActorManager {
   bool RetryCall(ObjectId actor, int attempts) const;
 
   void OnKillRequest(const KillActorRequest& m);
+  /// A call ended the live actor's process (ActorDied with `crashed`): restarted if its
+  /// max_restarts allow (its failed calls are then sent again, max_task_retries), else dead.
+  void OnCrashed(ObjectId actor, const std::string& cause);
   /// Marks the actor dead, frees what it held, fails calls still waiting at the head.
   void ActorDead(ObjectId actor, const std::string& cause);
   /// The actor's last handle went (its id is the object the handles refer to).
@@ -113,6 +116,11 @@ class ActorManager {
   std::set<std::pair<int, int>> by_count_;  // (per_rank_[r], r), every rank
   /// Adds `delta` to the rank's live actors, in per_rank_ and by_count_.
   void Count(int rank, int delta);
+  /// True if the placed actor's max_restarts allow one more restart.
+  static bool MayRestart(const Actor& actor);
+  /// Ends the actor's incarnation on its rank (its queued calls fail with `cause`) and
+  /// runs its creation there again.
+  void Restart(ObjectId id, Actor& actor, const std::string& cause);
 };
 
 }  // namespace prism::internal

@@ -120,7 +120,11 @@ void Head::HandleLocked(int from, Message&& msg) {
         } else if constexpr (std::is_same_v<T, KillActorRequest>) {
           actors_.OnKillRequest(m);
         } else if constexpr (std::is_same_v<T, ActorDied>) {
-          actors_.ActorDead(m.actor, m.cause);
+          if (m.crashed) {
+            actors_.OnCrashed(m.actor, m.cause);
+          } else {
+            actors_.ActorDead(m.actor, m.cause);
+          }
         } else if constexpr (std::is_same_v<T, Publish>) {
           const int dest = channels_.Route(m.channel);
           if (dest >= 0) {

@@ -541,11 +541,22 @@ void TaskRunner::Execute(DispatchTask& d, ActorHost* host) {
     }
   } catch (const WorkerExitSignal& e) {
     // As if the task's worker process had died: a task is retried elsewhere (max_retries),
-    // an actor ends (its calls fail with ActorDiedError) and may be restarted.
+    // an actor ends (its calls fail with ActorDiedError) unless its max_restarts allow a
+    // restart.
     done.ok = false;
     const std::string cause = spec.options->name + " " + e.what + " on rank " + std::to_string(rank_) +
                               ", which would have ended the rank and everything on it";
-    if (host != nullptr) {
+    if (host != nullptr && spec.kind == TaskKind::kActorCall) {
+      // The instance is gone, as with Ray's dead worker process; the head restarts the actor
+      // if its max_restarts allow, and then sends this call and the queued ones (failed
+      // here, after the head heard of the crash) again if max_task_retries allow. The local
+      // kill comes first: on rank 0 the head's restart (its creation) may arrive inside
+      // to_head_.
+      done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor's " + cause, spec.options->name, rank_);
+      auto queued = host->Kill(/*restart=*/true, "the actor's " + cause);
+      to_head_(ActorDied{host->id(), "the actor's " + cause, /*crashed=*/true});
+      FailCalls(std::move(queued), "the actor's " + cause);
+    } else if (host != nullptr) {
       done.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor's " + cause, spec.options->name, rank_);
       FailCalls(host->Die("the actor's " + cause), "the actor's " + cause);
       ReleaseActorGpus(host->id());

@@ -179,7 +179,7 @@ template <typename F> void Fields(Heartbeat&, F&&) {}
 template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); }
 template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.no_restart); }
 template <typename F> void Fields(KillActor& m, F&& f) { f(m.actor); f(m.restart); f(m.cause); }
-template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); }
+template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); f(m.crashed); }
 template <typename F> void Fields(HeadCall& m, F&& f) { f(m.request); f(m.op); f(m.args); }
 template <typename F> void Fields(Publish& m, F&& f) { f(m.channel); f(m.bytes); }
 template <typename F> void Fields(Deliver& m, F&& f) { f(m.channel); f(m.bytes); f(m.from); }

@@ -1172,6 +1172,46 @@ TEST_F(HeadManagersTest, WithoutMaxTaskRetriesACallFailedByARestartFails) {
   EXPECT_TRUE(ready[0].second.failed);
 }
 
+// A call that ended the actor's process (Python's os._exit) restarts the actor while its
+// max_restarts allow, as Ray restarts an actor whose worker died; then it dies.
+TEST_F(HeadManagersTest, ACrashedActorRestartsWhileItsMaxRestartsAllowThenDies) {
+  TaskSpec creation = Creation(10);
+  creation.Edit().max_restarts = 1;
+  creation.Edit().max_task_retries = -1;
+  head_.Handle(0, SubmitTask{creation});
+  const int rank = Take<DispatchTask>().at(0).first;
+  Done(rank, 10);
+  head_.Handle(0, SubmitTask{Call(11, 10)});
+  Take<DispatchTask>();
+  sent_.clear();
+
+  // The node reports the crash first, then fails the call that crashed.
+  head_.Handle(rank, ActorDied{ObjectId(10), "the actor's f called os._exit(0)", /*crashed=*/true});
+  auto kills = Take<KillActor>();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_TRUE(kills[0].second.restart);
+  EXPECT_NE(kills[0].second.cause.find("os._exit"), std::string::npos) << kills[0].second.cause;
+  ASSERT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{10}) << "the creation again";
+  EXPECT_EQ(Actor(10)->state, "RESTARTING");
+  TaskDone crashed;
+  crashed.id = ObjectId(11);
+  crashed.ok = false;
+  crashed.error = ErrorInfo::Of(ErrorKind::kActorError, "the actor's f called os._exit(0)", "f", rank);
+  head_.Handle(rank, std::move(crashed));
+  ASSERT_EQ(Ids(Take<DispatchTask>()), std::vector<uint64_t>{11}) << "max_task_retries -1: sent again";
+  Done(rank, 10);  // the restart's creation
+  EXPECT_EQ(Actor(10)->state, "ALIVE");
+
+  // No restart left: the next crash ends it.
+  head_.Handle(rank, ActorDied{ObjectId(10), "the actor's f called os._exit(0)", /*crashed=*/true});
+  kills = Take<KillActor>();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_FALSE(kills[0].second.restart);
+  EXPECT_TRUE(Take<DispatchTask>().empty());
+  EXPECT_EQ(Actor(10)->state, "DEAD");
+  EXPECT_EQ(head_.Available().at("CPU"), 2) << "what it held is given back";
+}
+
 TEST_F(HeadManagersTest, HardNodeAffinityWaitsForItsRankAndSoftFallsBack) {
   TaskSpec busy = Spec(1);
   busy.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
