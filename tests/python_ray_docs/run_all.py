@@ -54,9 +54,14 @@ def select(names):
 
 
 def first_line(exc, path):
-    """The error's type and first line; for a bare assert, where in the program it failed."""
-    text = str(exc).strip().splitlines()
-    line = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """The error's type and first line (a task's error: its cause's, which says more than the
+    header above the worker's traceback), and where in the program it was raised."""
+    cause = getattr(exc, "cause", None)
+    shown = cause if isinstance(cause, BaseException) else exc
+    text = str(shown).strip().splitlines()
+    line = f"{type(shown).__name__}: {text[0]}" if text else type(shown).__name__
+    if shown is not exc:
+        line = f"{type(exc).__name__} of {getattr(exc, 'task_name', '') or 'a task'}, {line}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
     if frames:
         line += f" ({os.path.basename(path)}:{frames[-1].lineno})"
