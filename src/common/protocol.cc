@@ -28,7 +28,9 @@ ErrorInfo ErrorInfo::Exception(std::string type, std::string message, std::strin
 
 std::string ErrorInfo::Render() const {
   std::string s = type + ": " + message;
-  if (!task_name.empty()) s += " (in task " + task_name + " on rank " + std::to_string(rank) + ")";
+  if (!task_name.empty()) {
+    s += " (in task " + task_name + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) + ")";
+  }
   return s;
 }
 

@@ -598,7 +598,7 @@ void TaskManager::OnCancel(const CancelTask& m) {
                                            std::to_string(m.timeout_ms) +
                                            " ms after it was submitted (SetTimeout), so it was cancelled"
                                      : "task " + spec.options->name + " was cancelled (prism::Cancel)";
-  Cancel(m.id, m.recursive, ErrorInfo::Of(ErrorKind::kTaskCancelled, std::move(why), spec.options->name));
+  Cancel(m.id, m.recursive, ErrorInfo::Of(ErrorKind::kTaskCancelled, std::move(why), spec.options->name, it->second.rank));
 }
 
 void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
