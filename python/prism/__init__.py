@@ -47,7 +47,7 @@ from ._worker import MARKER as _MARKER, rebuild_exception as _rebuild_exception 
 ObjectRef = _prism.ObjectRef
 
 __all__ = ["init", "shutdown", "is_initialized", "remote", "get", "put", "wait", "cancel",
-           "get_actor", "kill", "cluster_resources", "available_resources",
+           "get_actor", "kill", "nodes", "cluster_resources", "available_resources",
            "get_runtime_context", "method", "get_gpu_ids", "cpp_function", "cpp_actor", "load_library", "ObjectRef",
            "ObjectRefGenerator",
            "ActorHandle", "exceptions", "kv", "util"]
@@ -86,6 +86,8 @@ def _shutdown_at_exit():
 def shutdown():
     """Stops every rank (the driver only). Outstanding tasks are abandoned. A no-op when
     not initialized. Called at exit if the script did not."""
+    from . import _worker
+    _worker.cancel_async_calls()
     _prism.shutdown()
     _events.fail_pending("prism.shutdown() ended the session before this future's object was ready")
 
@@ -160,9 +162,41 @@ def put(value):
     return _prism.put(parts, contained)
 
 
+def _wait_with_generators(items, num_returns, timeout):
+    """wait over refs and ObjectRefGenerators (Ray's): a generator is ready when its next()
+    would not wait. Looks in slices of 10 ms (refs and generators have no common wait)."""
+    import time
+    deadline = None if timeout is None else time.monotonic() + timeout
+    refs = [x for x in items if isinstance(x, ObjectRef)]
+    while True:
+        flags = dict(zip(refs, _prism.wait(refs, len(refs), 0))) if refs else {}
+        ready = [x for x in items if (flags[x] if isinstance(x, ObjectRef) else x._ready(0))]
+        left = None if deadline is None else deadline - time.monotonic()
+        if len(ready) >= num_returns or (left is not None and left <= 0):
+            break
+        slice_s = 0.01 if left is None else max(0.0, min(0.01, left))
+        gens = [x for x in items if isinstance(x, ObjectRefGenerator) and x not in ready]
+        if gens:
+            gens[0]._ready(int(slice_s * 1000))
+        else:
+            _prism.wait(refs, len(refs), int(slice_s * 1000))
+    chosen = ready[:num_returns]
+    return chosen, [x for x in items if not any(x is c for c in chosen)]
+
+
 def wait(refs, *, num_returns=1, timeout=None):
     """(ready, not_ready): the first num_returns refs that are ready (in input order) once
-    that many are, or those ready after `timeout` seconds. A failed task counts as ready."""
+    that many are, or those ready after `timeout` seconds. A failed task counts as ready.
+    ObjectRefGenerators may be among them (ready when their next value is, or they ended)."""
+    if isinstance(refs, (list, tuple)) and any(isinstance(r, ObjectRefGenerator) for r in refs):
+        items = list(refs)
+        for r in items:
+            if not isinstance(r, (ObjectRef, ObjectRefGenerator)):
+                raise TypeError(f"prism.wait: an element is a {type(r).__name__}, not an ObjectRef")
+        if not 0 <= num_returns <= len(items):
+            raise ValueError(f"prism.wait: num_returns is {num_returns} but there are {len(items)} refs")
+        _timeout_ms(timeout)  # checks it
+        return _wait_with_generators(items, num_returns, timeout)
     lst, _ = _refs_of(list(refs) if isinstance(refs, (list, tuple)) else refs, "wait")
     if not lst:
         return [], []
@@ -207,6 +241,21 @@ def kill(actor, *, no_restart=True):
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"prism.kill takes an actor handle, not {type(actor).__name__}")
     _prism.kill_actor(actor._ref.id(), no_restart)
+
+
+def nodes():
+    """Ray's ray.nodes(): one dict per node (a host; every rank on it has its node id):
+    NodeID, Alive, NodeManagerAddress and NodeManagerHostname (the host), Resources (the
+    sum over its ranks) and Ranks (Prism's: the ranks on it)."""
+    out = {}
+    for n in _prism.list_nodes():
+        node = out.setdefault(n["node_id"], {"NodeID": n["node_id"], "Alive": True, "NodeManagerAddress": n["host"],
+                                             "NodeManagerHostname": n["host"], "Resources": {}, "Ranks": []})
+        node["Alive"] = node["Alive"] and n["state"] == "ALIVE"
+        node["Ranks"].append(n["rank"])
+        for k, v in n["resources_total"].items():
+            node["Resources"][k] = node["Resources"].get(k, 0.0) + v
+    return list(out.values())
 
 
 def cluster_resources():

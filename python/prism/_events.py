@@ -81,7 +81,10 @@ def _run():
             if kind == _READY:
                 _resolve(value)
             elif kind == _CANCEL:
-                _prism.interrupt(value)
+                running = _prism.interrupt(value)  # a task's KeyboardInterrupt, raised
+                if running is not None:
+                    from . import _worker
+                    _worker.on_cancel(*running)
         except BaseException as e:  # this thread must live on: say what went wrong
             import sys
             print(f"prism: the events thread dropped a word ({type(e).__name__}: {e})", file=sys.stderr)

@@ -170,8 +170,11 @@ class ObjectRefGenerator:
     values before). Lives on the caller; dropping it frees the values not taken and stops
     the generator."""
 
+    _NOTHING = object()
+
     def __init__(self, core):
         self._core = core
+        self._peeked = self._NOTHING  # what _ready took from the core: a ref, None (ended), an error
 
     def __iter__(self):
         return self
@@ -180,14 +183,38 @@ class ObjectRefGenerator:
         return self._next(-1)
 
     def _next(self, timeout_ms):
+        if self._peeked is not self._NOTHING:
+            got, self._peeked = self._peeked, self._NOTHING
+        else:
+            got = self._take(timeout_ms)
+        if isinstance(got, BaseException):
+            raise got
+        if got is None:
+            raise StopIteration
+        return got
+
+    def _take(self, timeout_ms):
+        """The core's next: a ref, None once ended, or the exception next() raises."""
         try:
-            ref = self._core.next_ref(timeout_ms)
+            return self._core.next_ref(timeout_ms)
         except _prism.TaskFailure as e:
             from . import _raise_task_failure
-            _raise_task_failure(e.args)
-        if ref is None:
-            raise StopIteration
-        return ref
+            try:
+                _raise_task_failure(e.args)
+            except BaseException as error:
+                return error
+
+    def _ready(self, timeout_ms=0):
+        """True if next() would not wait (a value came, or the generator ended), waiting up
+        to timeout_ms for it: what prism.wait asks of a generator (Ray's ray.wait([gen]))."""
+        if self._peeked is not self._NOTHING:
+            return True
+        from .exceptions import GetTimeoutError
+        try:
+            self._peeked = self._take(timeout_ms)
+        except GetTimeoutError:
+            return False
+        return True
 
     def __aiter__(self):
         return self
@@ -472,7 +499,8 @@ def _method_options(cls):
     for name in dir(cls):
         function = getattr(cls, name, None)
         options = dict(getattr(function, "__prism_method_options__", None) or {})
-        if "num_returns" not in options and inspect.isgeneratorfunction(function):
+        if "num_returns" not in options and (inspect.isgeneratorfunction(function) or
+                                             inspect.isasyncgenfunction(function)):
             options["num_returns"] = "streaming"  # Ray's default for a generator method
         if options:
             out[name] = options

@@ -6,11 +6,13 @@ prism.get turns back into the same exception type on the driver."""
 
 import asyncio
 import base64
+import concurrent.futures
 import importlib
 import inspect
 import os
 import sys
 import threading
+import time
 import traceback
 
 import cloudpickle
@@ -45,6 +47,48 @@ def _exit(status):
 
 
 os._exit = _exit
+
+_real_sleep = time.sleep
+_sleepers = {}  # thread ident -> threading.Event, while a task's code sleeps in time.sleep
+_async_calls = {}  # thread ident -> the concurrent future of the async actor call it waits for
+
+
+def _sleep(seconds):
+    """time.sleep inside a task or actor method: a wait that prism.cancel ends at once, so
+    the KeyboardInterrupt it raises (Ray's) is not held up by a long sleep. Short sleeps,
+    and every sleep outside tasks, are time.sleep's own."""
+    if seconds < 0.05 or getattr(_calls, "depth", 0) == 0:
+        return _real_sleep(seconds)
+    woken = threading.Event()
+    ident = threading.get_ident()
+    _sleepers[ident] = woken
+    try:
+        woken.wait(seconds)
+    finally:
+        _sleepers.pop(ident, None)
+
+
+time.sleep = _sleep
+
+
+def on_cancel(ident, actor_call):
+    """prism._events' thread, after the core flagged the call running on thread `ident`: a
+    task's sleep ends (its KeyboardInterrupt follows); an async actor call's coroutine is
+    cancelled (asyncio.CancelledError inside it, as in Ray). A sync actor method runs on
+    (its is_canceled() is true)."""
+    woken = None if actor_call else _sleepers.get(ident)
+    if woken is not None:
+        woken.set()
+    call = _async_calls.get(ident)
+    if call is not None:
+        call.cancel()
+
+
+def cancel_async_calls():
+    """At shutdown: the async actor calls still waiting are cancelled, so no thread waits
+    on an event loop when the interpreter ends."""
+    for call in list(_async_calls.values()):
+        call.cancel()
 
 
 def _call(function, args, kwargs):
@@ -229,7 +273,10 @@ class _ExitActor(BaseException):
 
 
 def _split(result, what):
-    """A num_returns > 1 call's result as one encoded value each: ("ok", parts, contained)."""
+    """A num_returns > 1 call's result as one encoded value each: ("ok", parts, contained).
+    A generator function with num_returns=N gives its N values (Ray's)."""
+    if inspect.isgenerator(result):
+        result = list(result)
     if not isinstance(result, (tuple, list)):
         raise TypeError(f"prism: {what} was called with num_returns > 1 but returned a "
                         f"{type(result).__name__}, not a tuple or list of that many values")
@@ -310,7 +357,16 @@ class _AsyncActor:
             if inspect.isawaitable(result):
                 result = await result
             return result
-        return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(call(), self.loop)
+        ident = threading.get_ident()
+        _async_calls[ident] = future
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise asyncio.CancelledError(f"prism: {getattr(method, '__qualname__', 'the call')} was "
+                                         "cancelled (prism.cancel)") from None
+        finally:
+            _async_calls.pop(ident, None)
 
     def __del__(self):
         try:
@@ -364,6 +420,41 @@ def _drive(generator, emit, what):
     return ("ok", [], [])
 
 
+_END = object()
+
+
+def _drive_on_loop(generator, actor, emit, what):
+    """An async actor's streaming method (an async generator, or a plain one): each value is
+    made on the actor's event loop, and yielded from this thread (emit may wait under
+    backpressure, which must not hold up the loop)."""
+    if inspect.isasyncgen(generator):
+        async def step():
+            try:
+                return await generator.__anext__()
+            except StopAsyncIteration:
+                return _END
+    elif inspect.isgenerator(generator):
+        async def step():
+            try:
+                return next(generator)
+            except StopIteration:
+                return _END
+    else:
+        raise TypeError(f"prism: {what} was called with num_returns=\"streaming\" but is not a "
+                        f"generator function (it returned a {type(generator).__name__})")
+    while True:
+        value = actor.run(step, (), {})
+        if value is _END:
+            return ("ok", [], [])
+        parts, contained = _serialization.encode(value)
+        if not emit(parts, contained):
+            if inspect.isasyncgen(generator):
+                actor.run(generator.aclose, (), {})
+            else:
+                generator.close()
+            return ("ok", [], [])
+
+
 def run_generator(blob, views, emit):
     try:
         function = resolve(blob)
@@ -385,8 +476,7 @@ def call_actor_generator(instance, method_name, views, emit):
         method, actor = _bound(instance, name)
         args, kwargs = decode_args(views)
         if actor is not None:
-            raise TypeError(f"prism: {type(actor.instance).__qualname__}.{name}: streaming generators "
-                            "of async actors are not supported yet; use a sync actor for it")
+            return _drive_on_loop(method(*args, **kwargs), actor, emit, f"{type(actor.instance).__qualname__}.{name}")
         return _drive(_call(method, args, kwargs), emit, f"{type(instance).__qualname__}.{name}")
     except _ExitActor:
         return ("exit_actor", "")

@@ -621,7 +621,7 @@ void TaskManager::Cancel(TaskId id, bool recursive, const ErrorInfo& error) {
   if (task.rank < 0) {
     Fail(id, error);  // waiting for arguments, a rank or its actor: it never runs
   } else {
-    if (spec.kind == TaskKind::kTask) {
+    if (spec.kind == TaskKind::kTask || spec.kind == TaskKind::kActorCall) {
       task.cancelled = true;
       cancel_errors_.insert_or_assign(id, error);
     }

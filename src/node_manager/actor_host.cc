@@ -96,9 +96,15 @@ void ActorHost::ThreadMain() {
       ++incarnation_;
     }
     ++running_;
+    std::atomic<bool> cancelled{false};
+    const TaskId call = task.spec->id;
+    running_calls_[call] = &cancelled;
     lock.unlock();
+    Executor::BindCancelFlag(&cancelled);  // IsCancelled and Get see a Cancel of this call
     run_(task, *this);
+    Executor::BindCancelFlag(nullptr);
     lock.lock();
+    running_calls_.erase(call);
     --running_;
     if (creation) creating_ = false;
     DestroyIfIdle();
@@ -149,11 +155,19 @@ void ActorHost::DestroyIfIdle() {
   }
 }
 
-bool ActorHost::Cancel(TaskId id, DispatchTask* removed) {
+bool ActorHost::Cancel(TaskId id, DispatchTask* removed, const std::atomic<bool>** flag) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(mailbox_.begin(), mailbox_.end(),
                          [&](const DispatchTask& t) { return t.spec->id == id; });
-  if (it == mailbox_.end() || it->spec->kind != TaskKind::kActorCall) return false;
+  if (it == mailbox_.end()) {
+    auto running = running_calls_.find(id);
+    if (running != running_calls_.end()) {
+      running->second->store(true, std::memory_order_release);
+      if (flag != nullptr) *flag = running->second;
+    }
+    return false;
+  }
+  if (it->spec->kind != TaskKind::kActorCall) return false;
   *removed = std::move(*it);
   mailbox_.erase(it);
   queued_.store(mailbox_.size(), std::memory_order_relaxed);

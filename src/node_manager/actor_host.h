@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,8 +38,9 @@ class ActorHost {
   /// or ended, or if no thread could be started for it (cause() then says why).
   bool Enqueue(DispatchTask&& task);
   /// Takes call `id` out of the mailbox if it has not started: true, with it in `*removed`.
-  /// A call already running is not interrupted (Ray's sync actors): false.
-  bool Cancel(TaskId id, DispatchTask* removed);
+  /// A call already running is not interrupted (Ray's sync actors): its cancel flag is set
+  /// (IsCancelled inside it, its Get/Wait throw) and returned in `*flag`; false.
+  bool Cancel(TaskId id, DispatchTask* removed, const std::atomic<bool>** flag = nullptr);
   /// After the actor ended and every thread left: joins them and returns true (the host
   /// may then be deleted). False while the actor lives or a call is still running.
   bool JoinThreads();
@@ -73,6 +75,7 @@ class ActorHost {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<DispatchTask> mailbox_;
+  std::map<TaskId, std::atomic<bool>*> running_calls_;  // each running call's cancel flag
   std::vector<std::thread> threads_;
   void* instance_ = nullptr;
   std::function<void(void*)> destroy_;

@@ -128,6 +128,7 @@ void Executor::FailUnstarted() {
 }
 
 const std::atomic<bool>* Executor::CurrentCancelFlag() { return t_cancel_flag; }
+void Executor::BindCancelFlag(std::atomic<bool>* flag) { t_cancel_flag = flag; }
 
 Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
                                         const std::atomic<bool>** flag) {

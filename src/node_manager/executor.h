@@ -69,6 +69,9 @@ class Executor {
   CancelResult Cancel(TaskId id, DispatchTask* removed, const std::atomic<bool>** flag);
   /// The cancel flag of the task running on this thread, or nullptr outside a pool thread.
   static const std::atomic<bool>* CurrentCancelFlag();
+  /// Makes `flag` this thread's cancel flag (an actor thread's, for the call it runs; null
+  /// after it).
+  static void BindCancelFlag(std::atomic<bool>* flag);
   /// Called by a running task's thread when it blocks in Get / resumes. Block returns false
   /// (and gives nothing back) when kMaxBlockedTasks tasks are blocked already: the caller
   /// must then fail rather than wait. Unblock only after a Block that returned true.

@@ -57,7 +57,7 @@ bool CurrentTaskCancelled() {
 }
 
 const std::atomic<bool>* CurrentTaskCancelFlag() {
-  return t_task.active && !t_task.in_actor ? Executor::CurrentCancelFlag() : nullptr;
+  return t_task.active ? Executor::CurrentCancelFlag() : nullptr;
 }
 
 namespace {
@@ -334,9 +334,16 @@ void TaskRunner::Cancel(const CancelDispatched& m) {
       if (RunningTaskCancelHook hook = g_cancel_hook.load()) hook(flag);
     }
   } else {
-    std::lock_guard<std::mutex> lock(actors_mu_);
-    auto it = actors_.find(m.actor);
-    dropped = it != actors_.end() && it->second->Cancel(m.id, &removed);
+    const std::atomic<bool>* flag = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(actors_mu_);
+      auto it = actors_.find(m.actor);
+      dropped = it != actors_.end() && it->second->Cancel(m.id, &removed, &flag);
+    }
+    if (flag != nullptr) {  // running: flagged
+      store_.Interrupt(flag);
+      if (RunningTaskCancelHook hook = g_cancel_hook.load()) hook(flag);
+    }
   }
   if (dropped) ReportDropped(std::move(removed), m.error);
 }

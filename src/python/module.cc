@@ -198,7 +198,8 @@ void PushEvent(EventKind kind, uint64_t value) {
 /// and whether a cancel interrupted it (see PythonTaskScope).
 struct RunningTask {
   unsigned long thread = 0;
-  bool interrupted = false;
+  bool actor_call = false;   // Ray interrupts no actor method: only its flag is set
+  bool interrupted = false;  // KeyboardInterrupt was raised in its thread
 };
 std::mutex g_running_mu;
 std::condition_variable g_running_cv;  // a task left RunningTasks
@@ -211,16 +212,17 @@ void OnRunningTaskCancelled(const std::atomic<bool>* flag) {
   PushEvent(EventKind::kCancel, reinterpret_cast<uint64_t>(flag));
 }
 
-/// A Python task's call, under the GIL: a cancel while it runs raises KeyboardInterrupt in
-/// its thread (Ray's ray.cancel of a running task), delivered by prism._events' thread
-/// through Interrupt. At the end an interrupt that came too late for the task's code is
-/// taken back, so it cannot hit the thread's next task.
+/// A Python task's or actor method's call, under the GIL: a cancel while a task runs
+/// raises KeyboardInterrupt in its thread (Ray's ray.cancel of a running task), delivered
+/// by prism._events' thread through Interrupt; an actor method is only flagged (and an
+/// async one's coroutine cancelled, by prism._events). At the end an interrupt that came
+/// too late for the task's code is taken back, so it cannot hit the thread's next task.
 class PythonTaskScope {
  public:
-  PythonTaskScope() : flag_(internal::CurrentTaskCancelFlag()) {
+  explicit PythonTaskScope(bool actor_call = false) : flag_(internal::CurrentTaskCancelFlag()) {
     if (flag_ == nullptr) return;
     std::lock_guard<std::mutex> lock(g_running_mu);
-    RunningTasks()[flag_] = RunningTask{PyThread_get_thread_ident(), false};
+    RunningTasks()[flag_] = RunningTask{PyThread_get_thread_ident(), actor_call, false};
   }
   ~PythonTaskScope() {
     if (flag_ == nullptr) return;
@@ -239,14 +241,18 @@ class PythonTaskScope {
 };
 
 /// prism._events' thread, holding the GIL: raises KeyboardInterrupt in the thread of the
-/// Python task whose flag Cancel set, if it still runs. The task's thread needs the GIL
-/// to end its scope, so the entry found here is the task's own.
-void Interrupt(uint64_t flag) {
+/// Python task whose flag Cancel set, if it still runs (not in an actor method's). The
+/// task's thread needs the GIL to end its scope, so the entry found here is the task's
+/// own. Returns (the call's thread, whether it is an actor call), or None if it ended.
+py::object Interrupt(uint64_t flag) {
   std::lock_guard<std::mutex> lock(g_running_mu);
   auto it = RunningTasks().find(reinterpret_cast<const std::atomic<bool>*>(flag));
-  if (it == RunningTasks().end() || it->second.interrupted) return;
-  it->second.interrupted = true;
-  PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
+  if (it == RunningTasks().end()) return py::none();
+  if (!it->second.actor_call && !it->second.interrupted) {
+    it->second.interrupted = true;
+    PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
+  }
+  return py::make_tuple(it->second.thread, it->second.actor_call);
 }
 
 /// At the driver's shutdown, holding the GIL: every Python task still running on this rank
@@ -301,7 +307,7 @@ void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer
                std::vector<std::vector<ObjectId>>& contained) {
   internal::DeferRefReleases defer;
   TaskGil gil;
-  PythonTaskScope scope;  // a task's (null in actor methods)
+  PythonTaskScope scope(self != nullptr);
   py::tuple result =
       self == nullptr
           ? Worker().attr("run_task_parts")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1))
@@ -318,7 +324,7 @@ void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer
 void RunGenerator(void* self, const std::vector<ByteView>& args, internal::GeneratorSink& sink) {
   internal::DeferRefReleases defer;
   TaskGil gil;
-  PythonTaskScope scope;
+  PythonTaskScope scope(self != nullptr);
   bool stopped = false;
   py::cpp_function emit([&sink, &stopped](const py::list& parts, const std::vector<uint64_t>& contained) {
     Buffer bytes;
@@ -347,6 +353,7 @@ void RunGenerator(void* self, const std::vector<ByteView>& args, internal::Gener
 void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;
   TaskGil gil;
+  PythonTaskScope scope(true);
   py::tuple result = Worker().attr("call_actor")(static_cast<PyActor*>(self)->instance,
                                                   py::bytes(FirstArg(args, "Python actor call")),
                                                   ArgViews(args, 1));
@@ -930,7 +937,9 @@ PYBIND11_MODULE(_prism, m) {
     return py::make_tuple(static_cast<int>(event.first), event.second);
   }, "The next (kind, value) for prism._events' thread (1: a future's token is ready, "
      "2: a running task's cancel flag), or None after timeout_s");
-  m.def("interrupt", &Interrupt, "Raises KeyboardInterrupt in the running Python task of this cancel flag");
+  m.def("interrupt", &Interrupt,
+        "Raises KeyboardInterrupt in the running Python task of this cancel flag (not in an actor "
+        "method); (its thread's ident, is an actor call) or None if it ended");
   internal::SetRunningTaskCancelHook(OnRunningTaskCancelled);
 
   m.def("kv_put", [](const std::string& k, const py::bytes& v, bool overwrite) {

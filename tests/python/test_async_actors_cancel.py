@@ -191,3 +191,117 @@ def test_a_driver_that_exits_while_a_task_spins_in_python_exits_cleanly(world_si
     for _ in range(4):
         done = own_driver(world_size, tmp_path, source)
         assert (done.returncode, done.stdout.strip()) == (0, "exiting"), done.stderr
+
+
+@prism.remote
+def sleeps_long():
+    time.sleep(600)  # ends at once on cancel: a task's long sleep waits for it
+
+
+def test_cancel_ends_a_task_sleeping_in_time_sleep():
+    ref = sleeps_long.remote()
+    time.sleep(0.3)
+    prism.cancel(ref)
+    with pytest.raises(prism.exceptions.TaskCancelledError):
+        prism.get(ref, timeout=30)
+
+
+@prism.remote
+class Worker:
+    def __init__(self):
+        self.saw_cancel = False
+
+    def long_running(self, notes):
+        notes.add.remote("running")
+        for _ in range(3000):
+            if prism.get_runtime_context().is_canceled():
+                self.saw_cancel = True
+                return "canceled"
+            time.sleep(0.01)
+        return "completed"
+
+    def saw(self):
+        return self.saw_cancel
+
+
+@prism.remote
+class AsyncWorker:
+    async def wait_long(self, notes):
+        notes.add.remote("waiting")
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            await notes.add.remote("coroutine cancelled")
+            raise
+
+    async def stream(self, n):
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield i * 10
+
+
+def test_a_running_sync_actor_method_is_flagged_not_interrupted():
+    notes, worker = Notes.remote(), Worker.remote()
+    ref = worker.long_running.remote(notes)
+    _wait_for_note(notes, "running")
+    prism.cancel(ref)
+    with pytest.raises(prism.exceptions.TaskCancelledError):
+        prism.get(ref, timeout=30)
+    assert prism.get(worker.saw.remote(), timeout=30) is True  # it saw is_canceled() and returned
+
+
+def test_a_running_async_actor_method_gets_cancelled_error():
+    notes, worker = Notes.remote(), AsyncWorker.remote()
+    ref = worker.wait_long.remote(notes)
+    _wait_for_note(notes, "waiting")
+    prism.cancel(ref)
+    with pytest.raises(prism.exceptions.TaskCancelledError):
+        prism.get(ref, timeout=30)
+    _wait_for_note(notes, "coroutine cancelled")
+
+
+@prism.remote(num_returns=3)
+def three():
+    for i in range(3):
+        yield i + 1
+
+
+@prism.remote
+def slow_stream():
+    for i in range(2):
+        time.sleep(0.3)
+        yield i
+
+
+def test_generators_with_num_returns_async_generator_methods_and_wait():
+    assert prism.get(list(three.remote()), timeout=30) == [1, 2, 3]
+    assert [prism.get(r, timeout=30) for r in AsyncWorker.remote().stream.remote(4)] == [0, 10, 20, 30]
+    gen = slow_stream.remote()
+    ready, unready = prism.wait([gen], timeout=0)
+    assert (ready, unready) == ([], [gen])
+    ready, unready = prism.wait([gen], timeout=30)
+    assert ready == [gen] and unready == []
+    assert prism.get(next(gen), timeout=30) == 0
+    plain = square.remote(4)
+    seen = []
+    pending = [gen, plain]
+    while pending:
+        ready, pending = prism.wait(pending, timeout=30)
+        assert ready, "wait returned nothing ready within 30 s"
+        for r in ready:
+            if isinstance(r, prism.ObjectRefGenerator):
+                try:
+                    seen.append(prism.get(next(r), timeout=30))
+                except StopIteration:
+                    continue
+                pending.append(r)
+            else:
+                seen.append(prism.get(r, timeout=30))
+    assert sorted(seen) == [1, 16]
+
+
+def test_nodes_lists_each_host_with_its_ranks(world_size):
+    nodes = prism.nodes()
+    assert sorted(r for n in nodes for r in n["Ranks"]) == list(range(world_size))
+    assert all(n["Alive"] and n["Resources"]["CPU"] > 0 for n in nodes)
+    assert prism.get_runtime_context().get_node_id() in {n["NodeID"] for n in nodes}
