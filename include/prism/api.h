@@ -147,16 +147,17 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_objects, int t
 ///    on `ref` throws TaskCancelledError. It is not retried.
 ///  * Finished, or `ref` came from Put: no effect (Get returns the value).
 ///  * An actor method call: dropped if it has not started; a running call is not
-///    interrupted (Ray's sync actors) and its result stands.
+///    interrupted (Ray's sync actors), but IsCancelled() turns true inside it, its next Get
+///    or Wait throws TaskCancelledError, and Get on `ref` throws TaskCancelledError.
 /// With `recursive` (the default), the tasks the cancelled task submitted are cancelled
 /// too, and theirs. `force` = true would kill the worker process in Ray; Prism's tasks
 /// share their rank's process, so it throws Error instead of ending the rank. Throws Error
 /// on an empty ref. Thread-safe; callable from tasks.
 void Cancel(const internal::ObjectRefBase& ref, bool force = false, bool recursive = true);
 
-/// True inside a task that Cancel (or its SetTimeout deadline) cancelled while it ran: a
-/// long task checks it to stop early (Ray's get_runtime_context().is_canceled()). False
-/// outside tasks and in actor methods. Thread-safe.
+/// True inside a task or actor method call that Cancel (or its SetTimeout deadline)
+/// cancelled while it ran: a long one checks it to stop early (Ray's
+/// get_runtime_context().is_canceled()). False outside tasks. Thread-safe.
 inline bool IsCancelled() { return internal::CurrentTaskCancelled(); }
 
 /// Total resources of the cluster, summed over ranks ("CPU", "GPU", "memory", custom,
