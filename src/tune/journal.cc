@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <utility>
 
 #include "prism/errors.h"
 #include "prism/internal/json.h"
@@ -91,6 +92,10 @@ Journal::Journal(std::string path) : path_(std::move(path)) {
 
 Journal::~Journal() {
   if (fd_ >= 0) {
+    try {
+      Release();
+    } catch (const Error&) {  // a full disk: the held events are lost, as at a kill
+    }
     if (dirty_) ::fsync(fd_);
     ::close(fd_);
   }
@@ -99,12 +104,28 @@ Journal::~Journal() {
 void Journal::Append(const nlohmann::json& event) {
   std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line += '\n';
-  // O_APPEND and one write: the line lands whole or (killed mid-write) torn at the end. A
-  // write that fails (a full disk) takes its part of a line back off the file.
+  if (holding_) {
+    held_ += line;
+    return;
+  }
+  Write(line);
+}
+
+void Journal::Release() {
+  holding_ = false;
+  if (held_.empty()) return;
+  std::string lines;
+  lines.swap(held_);
+  Write(lines);
+}
+
+void Journal::Write(const std::string& lines) {
+  // O_APPEND and one write: the lines land whole or (killed mid-write) the last one torn at
+  // the end. A write that fails (a full disk) takes its part back off the file.
   const off_t before = ::lseek(fd_, 0, SEEK_END);
   size_t done = 0;
-  while (done < line.size()) {
-    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+  while (done < lines.size()) {
+    ssize_t n = ::write(fd_, lines.data() + done, lines.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
@@ -118,6 +139,7 @@ void Journal::Append(const nlohmann::json& event) {
 }
 
 void Journal::Sync(bool force) {
+  if (!held_.empty()) Write(std::exchange(held_, std::string()));
   if (!dirty_) return;
   const auto now = std::chrono::steady_clock::now();
   if (!force && now - last_sync_ < std::chrono::seconds(1)) return;

@@ -3,8 +3,8 @@
 // line, appended with a single write(2) each, so a kill -9 at any moment leaves whole lines
 // plus at most one torn last line, which Read drops (a killed process's writes are in the
 // page cache). Sync (fsync, against a crash of the machine) runs at most once a second,
-// and at preemption and the end of Fit: the journal costs a write per event, never a
-// rewrite of the whole state.
+// and at preemption and the end of Fit: the journal costs a write per event (or per batch
+// of results, Hold), never a rewrite of the whole state.
 //
 // Events ("e"): "experiment" (first line: trainable, metric, mode, searcher and scheduler
 // kinds, seed, num_samples), "trial" (created: id, config, the searcher's state after
@@ -30,9 +30,16 @@ class Journal {
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  /// Appends one event as one line. Throws prism::Error on a write failure (a full disk).
+  /// Appends one event as one line (held until Release after Hold). Throws prism::Error
+  /// on a write failure (a full disk).
   void Append(const nlohmann::json& event);
-  /// fsyncs now (`force`) or if the last sync is a second old.
+  /// Holds the events appended from now on, to write them with one write(2) at Release:
+  /// the driver's turn over a batch of results (a write per result was most of the
+  /// driver's time per result). A kill before Release loses them, as a kill before Append.
+  void Hold() { holding_ = true; }
+  /// Writes the held events and stops holding. Throws as Append.
+  void Release();
+  /// Writes what is held, then fsyncs now (`force`) or if the last sync is a second old.
   void Sync(bool force);
   const std::string& path() const { return path_; }
 
@@ -42,8 +49,12 @@ class Journal {
   static std::vector<nlohmann::json> Read(const std::string& path);
 
  private:
+  void Write(const std::string& lines);
+
   std::string path_;
   int fd_ = -1;
+  bool holding_ = false;
+  std::string held_;  // whole lines, Append's after Hold
   std::chrono::steady_clock::time_point last_sync_;
   bool dirty_ = false;
 };

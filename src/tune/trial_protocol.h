@@ -1,6 +1,7 @@
 #pragma once
 // What the Tuner (driver) and a trial's task (any rank) send each other: the trial's spec
-// as the task's argument, and its reports and end on the experiment's channel, in order.
+// as the task's argument, and its reports and end on the experiment's channel, in order,
+// each channel message a TrialBatch of one trial's messages.
 
 #include <cstdint>
 #include <map>
@@ -77,6 +78,10 @@ struct TrialMessage {
         outcome& error;
   }
 };
+
+/// One message on the experiment's channel: one trial's messages, in order (its held
+/// results, then maybe its end: session.cc), or the driver's own kTaskDone.
+using TrialBatch = std::vector<TrialMessage>;
 
 /// The trial task (registered as "prism_tune_trial" on every rank): runs the trainable
 /// with the spec's config, publishing its reports and then its end.

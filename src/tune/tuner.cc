@@ -133,6 +133,7 @@ struct TrialState : Trial {
   int64_t checkpoint_iteration = 0;  // the report that committed `checkpoint`
   double checkpoint_time_s = 0;
   std::vector<std::string> csv_columns;
+  bool files_written = false;  // since the last FlushResultFiles
   struct CloseFile {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
@@ -199,6 +200,7 @@ struct Tuner::Impl : TrialRunner {
   std::string last_scheduler_save;
   Clock::time_point last_scheduler_save_at;
   Clock::time_point last_status;
+  std::vector<TrialState*> written;  // result files written since the last flush
 
   // TrialRunner
   std::vector<Trial*> Trials() override {
@@ -252,6 +254,10 @@ struct Tuner::Impl : TrialRunner {
   void OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std::string& error);
   void Complete(TrialState& t);
   void WriteResultFiles(TrialState& t, const Metrics& result);
+  /// Handles one channel message (a batch of one trial's results, maybe its end): the
+  /// batch's journal events go out in one write, its result files are flushed once.
+  void OnBatch(const std::string& bytes);
+  void FlushResultFiles();
   void CheckLostTrials();
   void PrintStatus(bool final);
   /// The results, each trial's history moved into them (copying 9,600 reports cost
@@ -587,7 +593,7 @@ void Tuner::Impl::Launch(TrialState& t) {
       done.outcome = TrialMessage::kFailed;
     }
     try {
-      platform::Publish(name, platform::ToBytes(done));
+      platform::Publish(name, platform::ToBytes(internal::TrialBatch{done}));
     } catch (const std::exception&) {  // Shutdown under way: nobody is listening
     }
   });
@@ -659,8 +665,32 @@ void Tuner::Impl::WriteResultFiles(TrialState& t, const Metrics& result) {
   }
   row += "\n";
   std::fwrite(row.data(), 1, row.size(), t.progress_file.get());
-  std::fflush(t.result_file.get());
-  std::fflush(t.progress_file.get());
+  if (!t.files_written) written.push_back(&t);
+  t.files_written = true;  // flushed after the batch (FlushResultFiles)
+}
+
+void Tuner::Impl::FlushResultFiles() {
+  for (TrialState* t : written) {
+    if (t->result_file) std::fflush(t->result_file.get());
+    if (t->progress_file) std::fflush(t->progress_file.get());
+    t->files_written = false;
+  }
+  written.clear();
+}
+
+void Tuner::Impl::OnBatch(const std::string& bytes) {
+  struct Release {  // even if a result's handling throws
+    Impl& impl;
+    ~Release() {
+      impl.FlushResultFiles();
+      try {
+        impl.journal->Release();
+      } catch (const Error&) {  // a full disk: the next Append or Sync reports it
+      }
+    }
+  } release{*this};
+  journal->Hold();
+  for (const auto& m : platform::FromBytes<internal::TrialBatch>(bytes)) OnMessage(m);
 }
 
 void Tuner::Impl::OnResult(TrialState& t, const TrialMessage& m) {
@@ -862,8 +892,8 @@ ResultGrid Tuner::Impl::Fit() {
     if (running == 0) break;
     if (preempt_since && Clock::now() - *preempt_since > kPreemptWait) break;
     if (auto m = channel->Next(200)) {
-      OnMessage(platform::FromBytes<TrialMessage>(m->bytes));
-      for (auto& more : channel->Drain()) OnMessage(platform::FromBytes<TrialMessage>(more.bytes));
+      OnBatch(m->bytes);
+      for (auto& more : channel->Drain()) OnBatch(more.bytes);
     }
     CheckLostTrials();
     journal->Sync(false);

@@ -247,7 +247,9 @@ class TuneError : public Error {
 /// the trial should go on; when the scheduler stopped or paused the trial, or the job is
 /// being preempted, it throws a signal the trial must not catch (TrialStopSignal, not a
 /// std::exception), after committing the checkpoint passed here. Throws prism::Error
-/// outside a trial.
+/// outside a trial. When no scheduler or stopper decides on results (FIFO, no
+/// RunConfig::stopper), a result without a checkpoint may reach the driver (its files, the
+/// journal, the searcher) up to 0.1 s later, with the trial's next results.
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
 /// The checkpoint the trial starts from (after a pause, a retry, a PBT exploit or a
 /// restored experiment), or nullopt for a fresh start. Write new checkpoints into
@@ -270,9 +272,9 @@ bool ReportCommitted(const Metrics& metrics, const std::optional<Checkpoint>& co
 /// Whether Report, called now on this thread with (or without) a checkpoint, may block:
 /// committing a checkpoint writes files, and when the driver answers every report (any
 /// scheduler but FIFO, or a RunConfig::stopper) the trial waits for the answer.
-/// Otherwise Report only publishes the result, which waits for nothing. A front end that
-/// holds a lock of its own across the call (Python's GIL) releases it only when this is
-/// true. False outside a trial (Report then throws at once). Thread-safe.
+/// Otherwise Report only holds or publishes the result, which waits for nothing. A front
+/// end that holds a lock of its own across the call (Python's GIL) releases it only when
+/// this is true. False outside a trial (Report then throws at once). Thread-safe.
 bool ReportMayWait(bool with_checkpoint);
 }  // namespace internal
 

@@ -1,7 +1,8 @@
 // prism::tune's Tuner on real ranks (mpirun -n 1 and 3, one CPU per rank): trials as tasks,
 // grids and samples, ASHA stopping trials early, retries from checkpoints, errors in the
-// results, bad input, preemption followed by Restore with no trial repeated or lost, and
-// stoppers (a trial's, the experiment's, one that throws, their state after Restore).
+// results, bad input, preemption followed by Restore with no trial repeated or lost,
+// stoppers (a trial's, the experiment's, one that throws, their state after Restore), and
+// results a trial holds back reaching the driver.
 #include <gtest/gtest.h>
 #include <prism/api.h>
 #include <prism/tune.h>
@@ -155,7 +156,26 @@ void Climb(tune::Config config) {
   }
 }
 
-PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted, UsesSharedData, Climb);
+/// Reports once, then reports nothing while it waits (up to 10 s) for the driver to write
+/// that result into its result.json: a result the trial holds back (no scheduler decides
+/// on it) must reach the driver without a next report (session.cc's flusher). Then reports
+/// how long it waited (-1: never).
+void ReportsThenWaits(tune::Config) {
+  tune::Report({{"score", 1}});
+  const auto start = std::chrono::steady_clock::now();
+  double waited_ms = -1;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    if (Lines(tune::TrialDir() + "/result.json") >= 1) {
+      waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  tune::Report({{"score", 2}, {"waited_ms", waited_ms}});
+}
+
+PRISM_REMOTE(Linear, Curve, FlakyCounter, FailsIfBad, WrongMetric, Preempted, UsesSharedData, Climb,
+             ReportsThenWaits);
 
 // ---- Tests ----------------------------------------------------------------------------------
 
@@ -264,6 +284,19 @@ TEST(Tuner, PbtCopiesATopTrialsCheckpointAndConfigIntoABottomTrial) {
   // The exploited trial carries on from the source's weight, so no trial ends below the
   // weight the worst config alone would reach.
   for (const auto& r : results) EXPECT_GE(r.metrics.at("weight"), 0.5 * 12) << r.trial_id;
+}
+
+TEST(Tuner, AHeldResultReachesTheDriverWithoutTheTrialsNextReport) {
+  tune::Tuner tuner(ReportsThenWaits, {}, {.metric = "score", .mode = "max", .num_samples = 2},
+                    RunIn("held_results"));
+  tune::ResultGrid results = tuner.Fit();
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    ASSERT_EQ(r.metrics_history.size(), 2u) << r.trial_id << " " << r.error;
+    // Held at most 0.1 s (kHoldTime); the bound leaves room for a loaded machine.
+    EXPECT_GE(r.metrics.at("waited_ms"), 0) << r.trial_id;
+    EXPECT_LT(r.metrics.at("waited_ms"), 5000) << r.trial_id;
+  }
 }
 
 TEST(Tuner, AFailedTrialIsRetriedFromItsLatestCheckpoint) {

@@ -71,6 +71,32 @@ TEST(Journal, AWholeLastEventWithoutItsNewlineIsKeptWhenOpened) {
   EXPECT_EQ(events[2]["e"], "restore");
 }
 
+TEST(Journal, HeldEventsAreWrittenTogetherAtReleaseOrSyncInOrder) {
+  TempDir dir;
+  const std::string file = dir / "experiment_state.jsonl";
+  {
+    Journal journal(file);
+    journal.Append({{"e", "experiment"}});
+    journal.Hold();
+    journal.Append({{"e", "result"}, {"n", 1}});
+    journal.Append({{"e", "result"}, {"n", 2}});
+    EXPECT_EQ(Journal::Read(file).size(), 1u);  // held
+    journal.Release();
+    auto events = Journal::Read(file);
+    ASSERT_EQ(events.size(), 3u);
+    EXPECT_EQ(events[2]["n"], 2);
+    journal.Append({{"e", "status"}});  // no longer held
+    EXPECT_EQ(Journal::Read(file).size(), 4u);
+    journal.Hold();
+    journal.Append({{"e", "result"}, {"n", 3}});
+    journal.Sync(true);  // writes what is held first
+    EXPECT_EQ(Journal::Read(file).back()["n"], 3);
+    journal.Hold();
+    journal.Append({{"e", "fit_end"}});
+  }  // closing writes what is held
+  EXPECT_EQ(Journal::Read(file).back()["e"], "fit_end");
+}
+
 TEST(Journal, OneWriterAtATime) {
   TempDir dir;
   const std::string file = dir / "experiment_state.jsonl";
