@@ -5,15 +5,18 @@
 // the next Report sees IsCancelled and ends the trial quietly after committing.
 //
 // Held results. When the driver answers no report (a FIFO scheduler and no stopper), a
-// trial holds its results back and sends them together, as one message (a TrialBatch):
-// when kHoldResults are held, when the first is kHoldTime old, with a checkpoint, and with
-// the trial's end. The age is checked at each report, and by the rank's flusher thread
-// (Flusher) for a trial that reports no more for a while, so no result waits longer than
-// kHoldTime. Publishing every result woke the driver for each: after 5 ms of work a report
-// took 18-29 us, a second one right after it 4 us (perf/README.md, Tune against Optuna).
-// Ray Tune buffers results the same way when its scheduler allows it
-// (Trainable.train_buffered). A result held when its rank dies is lost with the trial's
-// state since its last checkpoint, which a restore runs again anyway.
+// trial on the driver's rank holds its results back and sends them together, as one
+// message (a TrialBatch): when kHoldResults are held, when the first is kHoldTime old, with
+// a checkpoint, and with the trial's end. The age is checked at each report, and by the
+// rank's flusher thread (Flusher) for a trial that reports no more for a while, so no
+// result waits longer than kHoldTime. There, publishing every result woke the driver for
+// each: after 5 ms of work a report took 18-29 us, a second one right after it 4 us. On
+// the other ranks results go out one by one: holding them there too quietened the MPI
+// transport, whose progress threads then napped (up to 2 ms) before they saw a trial's end
+// or the next trial's dispatch, which cost more idle slots than the reports saved (perf/
+// README.md, Tune against Optuna). Ray Tune buffers results the same way when its
+// scheduler allows it (Trainable.train_buffered). A result held when its rank dies is lost
+// with the trial's state since its last checkpoint, which a restore runs again anyway.
 
 #include <chrono>
 #include <condition_variable>
@@ -31,6 +34,7 @@
 #include "prism/checkpoint_store.h"
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
+#include "prism/runtime_context.h"
 #include "prism/tune/tuner.h"
 #include "tune/trial_protocol.h"
 
@@ -134,6 +138,7 @@ struct TrialSession {
   std::unique_ptr<platform::Channel> decisions;  // the driver's answers, when it decides
   std::unique_ptr<prism::CheckpointStore> store;  // made at the first checkpoint
   std::shared_ptr<Outbox> outbox;
+  bool hold = false;  // results are held (see the top of the file)
   int64_t iteration = 0;
   Clock::time_point started = Clock::now();
   Clock::time_point last_report = started;
@@ -166,8 +171,8 @@ std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>>
   end.attempt = spec.attempt;
   std::exception_ptr failure;
   session.outbox = std::make_shared<Outbox>(spec.channel);
-  // Results are held only when the driver answers none (spec.decisions is empty).
-  if (spec.decisions.empty()) Flusher::Instance().Add(session.outbox);
+  session.hold = spec.decisions.empty() && GetRuntimeContext().GetRank() == spec.driver_rank;
+  if (session.hold) Flusher::Instance().Add(session.outbox);
   t_session = &session;
   try {
     if (!spec.decisions.empty()) session.decisions = std::make_unique<platform::Channel>(spec.decisions);
@@ -183,7 +188,7 @@ std::string RunTrial(std::string spec_bytes, std::vector<ObjectRef<std::string>>
   }
   t_session = nullptr;
   end.iteration = session.iteration;
-  if (spec.decisions.empty()) Flusher::Instance().Remove(session.outbox);
+  if (session.hold) Flusher::Instance().Remove(session.outbox);
   session.outbox->Add(std::move(end), /*send=*/true);  // after every report, in order
   return "";
 }
@@ -219,8 +224,9 @@ bool Publish(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint
   }
   const int64_t iteration = m.iteration;
   const double time_total_s = m.time_total_s;
-  // Held unless the driver answers it or it carries a checkpoint (see the top of the file).
-  const bool send = s.decisions != nullptr || !m.checkpoint.empty();
+  // Held on the driver's rank when the driver answers none, unless it carries a checkpoint
+  // (see the top of the file).
+  const bool send = !s.hold || !m.checkpoint.empty();
   s.outbox->Add(std::move(m), send);
   bool stop = false;
   for (const auto& [key, bound] : s.spec.stop) {  // RunConfig::stop, without a round trip

@@ -34,11 +34,12 @@ struct TrialSpec {
   /// same way), so a stopped trial does not train another iteration. "": no waiting.
   std::string decisions;
   std::map<std::string, double> stop;  // RunConfig::stop, checked by the trial too
+  int driver_rank = 0;                 // where Fit runs: a trial there holds its results
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     ar& trainable& trial_id& trial_dir& channel& restore& config& attempt& iteration&
-        time_total_s& checkpoint_config& parameter_names& args& decisions& stop;
+        time_total_s& checkpoint_config& parameter_names& args& decisions& stop& driver_rank;
   }
 };
 

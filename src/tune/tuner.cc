@@ -37,6 +37,7 @@
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
+#include "prism/runtime_context.h"
 #include "prism/tune/tuner.h"
 #include "tune/journal.h"
 #include "tune/metric_mode.h"
@@ -557,6 +558,7 @@ void Tuner::Impl::Launch(TrialState& t) {
   });
   spec.args = trainable.args;
   spec.stop = run.stop;
+  spec.driver_rank = GetRuntimeContext().GetRank();
   t.decisions.clear();
   if (dynamic_cast<FIFOScheduler*>(scheduler.get()) == nullptr || run.stopper) {
     t.decisions = channel->name() + "/" + t.id + "/" + std::to_string(t.attempt);

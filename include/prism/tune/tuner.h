@@ -248,8 +248,9 @@ class TuneError : public Error {
 /// being preempted, it throws a signal the trial must not catch (TrialStopSignal, not a
 /// std::exception), after committing the checkpoint passed here. Throws prism::Error
 /// outside a trial. When no scheduler or stopper decides on results (FIFO, no
-/// RunConfig::stopper), a result without a checkpoint may reach the driver (its files, the
-/// journal, the searcher) up to 0.1 s later, with the trial's next results.
+/// RunConfig::stopper), a result without a checkpoint from a trial on the driver's rank may
+/// reach the driver (its files, the journal, the searcher) up to 0.1 s later, with the
+/// trial's next results.
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
 /// The checkpoint the trial starts from (after a pause, a retry, a PBT exploit or a
 /// restored experiment), or nullopt for a fresh start. Write new checkpoints into

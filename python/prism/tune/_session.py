@@ -120,9 +120,9 @@ def report(metrics=None, *, checkpoint=None, **kwargs):
     train.report; the legacy tune.report(**kwargs) too). training_iteration grows by one.
     A checkpoint's files are copied into the trial's storage and committed. When the
     scheduler stops or pauses the trial, this raises a BaseException the trainable must let
-    pass. Under a FIFO scheduler with no stopper, a result without a checkpoint reaches the
-    driver up to 0.1 s later, with the next ones. Raises RuntimeError outside a trial,
-    TypeError for metrics that are not a dict."""
+    pass. Under a FIFO scheduler with no stopper, a result without a checkpoint from a trial
+    on the driver's rank reaches the driver up to 0.1 s later, with the next ones. Raises
+    RuntimeError outside a trial, TypeError for metrics that are not a dict."""
     s = _session("report")
     if metrics is None:
         metrics = {}

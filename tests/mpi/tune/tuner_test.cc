@@ -157,9 +157,9 @@ void Climb(tune::Config config) {
 }
 
 /// Reports once, then reports nothing while it waits (up to 10 s) for the driver to write
-/// that result into its result.json: a result the trial holds back (no scheduler decides
-/// on it) must reach the driver without a next report (session.cc's flusher). Then reports
-/// how long it waited (-1: never).
+/// that result into its result.json: a result the trial holds back (on the driver's rank,
+/// no scheduler deciding on it) must reach the driver without a next report (session.cc's
+/// flusher). Then reports how long it waited (-1: never).
 void ReportsThenWaits(tune::Config) {
   tune::Report({{"score", 1}});
   const auto start = std::chrono::steady_clock::now();
