@@ -240,6 +240,13 @@ class PythonTaskScope {
   const std::atomic<bool>* flag_;
 };
 
+/// Under the GIL and g_running_mu: KeyboardInterrupt in `task`'s thread, once.
+void RaiseKeyboardInterrupt(RunningTask& task) {
+  if (task.interrupted) return;
+  task.interrupted = true;
+  PyThreadState_SetAsyncExc(task.thread, PyExc_KeyboardInterrupt);
+}
+
 /// prism._events' thread, holding the GIL: raises KeyboardInterrupt in the thread of the
 /// Python task whose flag Cancel set, if it still runs (not in an actor method's). The
 /// task's thread needs the GIL to end its scope, so the entry found here is the task's
@@ -248,10 +255,7 @@ py::object Interrupt(uint64_t flag) {
   std::lock_guard<std::mutex> lock(g_running_mu);
   auto it = RunningTasks().find(reinterpret_cast<const std::atomic<bool>*>(flag));
   if (it == RunningTasks().end()) return py::none();
-  if (!it->second.actor_call && !it->second.interrupted) {
-    it->second.interrupted = true;
-    PyThreadState_SetAsyncExc(it->second.thread, PyExc_KeyboardInterrupt);
-  }
+  if (!it->second.actor_call) RaiseKeyboardInterrupt(it->second);
   return py::make_tuple(it->second.thread, it->second.actor_call);
 }
 
@@ -264,11 +268,7 @@ void InterruptAll(std::chrono::milliseconds grace) {
   {
     std::lock_guard<std::mutex> lock(g_running_mu);
     if (RunningTasks().empty()) return;
-    for (auto& [flag, task] : RunningTasks()) {
-      if (task.interrupted) continue;
-      task.interrupted = true;
-      PyThreadState_SetAsyncExc(task.thread, PyExc_KeyboardInterrupt);
-    }
+    for (auto& [flag, task] : RunningTasks()) RaiseKeyboardInterrupt(task);
   }
   ReleaseGil release;
   std::unique_lock<std::mutex> lock(g_running_mu);
