@@ -19,9 +19,11 @@ def quadratic(config):
     tune.report({"loss": (config["x"] - 1.3) ** 2 + (config["y"] + 0.7) ** 2})
 
 
-def run(storage, name, alg, space=SPACE, trainable=quadratic, num_samples=30, metric="loss", mode="min", **run):
+def run(storage, name, alg, space=SPACE, trainable=quadratic, num_samples=30, metric="loss", mode="min",
+        max_concurrent_trials=None, **run):
     return tune.Tuner(trainable, param_space=space,
-                      tune_config=tune.TuneConfig(metric=metric, mode=mode, num_samples=num_samples, search_alg=alg),
+                      tune_config=tune.TuneConfig(metric=metric, mode=mode, num_samples=num_samples, search_alg=alg,
+                                                  max_concurrent_trials=max_concurrent_trials),
                       run_config=tune.RunConfig(storage_path=storage, name=name, verbose=0, **run)).fit()
 
 
@@ -31,7 +33,10 @@ def late_median(grid):
 
 
 def test_optuna_beats_random_on_a_quadratic(storage):
-    optuna_grid = run(storage, "tpe", OptunaSearch())
+    # One trial at a time: TPE (seed 0) then sees the same history at every ask, on every run
+    # and rank count. With trials in flight together the order they finish in changed its
+    # proposals, and about 1 run in 25 ended with a best loss of 1.05.
+    optuna_grid = run(storage, "tpe", OptunaSearch(), max_concurrent_trials=1)
     random_grid = run(storage, "random", None)
     assert len(optuna_grid) == 30 and optuna_grid.num_errors == 0
     assert optuna_grid.get_best_result().metrics["loss"] < 1.0
