@@ -284,7 +284,7 @@ std::string AllToAllSpec::Name() const {
       return out + ")";
     }
     case kMapGroups:
-      return "MapGroups(" + key + ", " + fn + ")";
+      return "MapGroups(" + key + ", " + (display.empty() ? fn : display) + ")";
   }
   return "AllToAll";
 }
@@ -1102,7 +1102,8 @@ std::vector<ExchangeOutput> EmitGroups(const AllToAllSpec& spec, const Block& so
   std::vector<Block> results;
   for (const auto& [b, e] : GroupRanges(group_keys)) {
     try {
-      Block out = platform::Invoke<Block>(spec.fn, sorted.Slice(b, e));
+      Block out = spec.has_bound ? platform::Invoke<Block>(spec.fn, spec.bound, sorted.Slice(b, e))
+                                 : platform::Invoke<Block>(spec.fn, sorted.Slice(b, e));
       if (out.num_rows() > 0) results.push_back(std::move(out));
     } catch (...) {
       throw Error("the function failed on the group of key " + DescribeKey(group_keys, b) + ": " +

@@ -82,6 +82,10 @@ struct AllToAllSpec {
   bool descending = false;  // Sort
   std::vector<AggSpec> aggs;
   std::string fn;  // MapGroups: the UDF's registered name
+  // MapGroups of a BoundUdf: fn(bound, group), named `display`.
+  bool has_bound = false;
+  std::string bound;
+  std::string display;
 
   /// "Repartition(4)", "RandomShuffle(seed=7)", "Sort(x, descending)",
   /// "Aggregate(k: count(), sum(v))", "MapGroups(k, Fn)".
@@ -89,7 +93,7 @@ struct AllToAllSpec {
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & kind & num_blocks & shuffle & has_seed & seed & key & descending & aggs & fn;
+    ar & kind & num_blocks & shuffle & has_seed & seed & key & descending & aggs & fn & has_bound & bound & display;
   }
 };
 

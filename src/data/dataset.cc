@@ -266,6 +266,45 @@ Dataset Dataset::WithUdf(UdfOp kind, const std::string& fn) const {
   return With(*state_, std::move(op));
 }
 
+Dataset Dataset::WithBound(UdfOp kind, const BoundUdf& fn, int max_retries,
+                           const RetryExceptions& retry) const {
+  if (fn.trampoline.empty()) throw Error("prism::data::Dataset: a BoundUdf without a trampoline");
+  Op op;
+  op.kind = kind == kMapOp ? Op::kMap : kind == kFilterOp ? Op::kFilter : Op::kFlatMap;
+  op.fn = fn.trampoline;
+  op.has_bound = true;
+  op.bound = fn.bound;
+  op.display = fn.name;
+  return With(*state_, std::move(op)).WithRetries(max_retries, retry);
+}
+
+Dataset Dataset::Map(const BoundUdf& fn, const MapOptions& options) const {
+  return WithBound(kMapOp, fn, options.max_retries, options.retry_exceptions);
+}
+Dataset Dataset::Filter(const BoundUdf& fn, const MapOptions& options) const {
+  return WithBound(kFilterOp, fn, options.max_retries, options.retry_exceptions);
+}
+Dataset Dataset::FlatMap(const BoundUdf& fn, const MapOptions& options) const {
+  return WithBound(kFlatMapOp, fn, options.max_retries, options.retry_exceptions);
+}
+
+Dataset Dataset::MapBatches(const BoundUdf& fn, const MapBatchesOptions& options) const {
+  const std::string name = fn.name.empty() ? fn.trampoline : fn.name;
+  if (fn.trampoline.empty()) throw Error("prism::data::Dataset: a BoundUdf without a trampoline");
+  if (options.batch_size <= 0) {
+    throw Error("prism::data::Dataset::MapBatches(" + name + ", batch_size=" +
+                std::to_string(options.batch_size) + "): batch_size must be a positive number of rows");
+  }
+  Op op;
+  op.kind = Op::kMapBatches;
+  op.fn = fn.trampoline;
+  op.has_bound = true;
+  op.bound = fn.bound;
+  op.display = fn.name;
+  op.batch_size = options.batch_size;
+  return With(*state_, std::move(op)).WithRetries(options.max_retries, options.retry_exceptions);
+}
+
 Dataset Dataset::WithMapBatches(const std::string& fn, int64_t batch_size) const {
   if (batch_size <= 0) {
     throw Error("prism::data::Dataset::MapBatches(" + fn + ", batch_size=" + std::to_string(batch_size) +
@@ -514,6 +553,7 @@ void Dataset::WriteNumpy(const std::string& dir, const std::string& column) cons
   Write(Op::kNumpy, dir, column);
 }
 void Dataset::WriteCsv(const std::string& dir) const { Write(Op::kCsv, dir, ""); }
+void Dataset::WriteJson(const std::string& dir) const { Write(Op::kJson, dir, ""); }
 
 // ---- Sources -----------------------------------------------------------------------------
 

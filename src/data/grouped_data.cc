@@ -87,6 +87,17 @@ Dataset GroupedData::WithMapGroups(const std::string& fn) const {
   return dataset_.WithAllToAll(spec);
 }
 
+Dataset GroupedData::MapGroups(const BoundUdf& fn) const {
+  AllToAllSpec spec;
+  spec.kind = AllToAllSpec::kMapGroups;
+  spec.key = key_;
+  spec.fn = fn.trampoline;
+  spec.has_bound = true;
+  spec.bound = fn.bound;
+  spec.display = fn.name;
+  return dataset_.WithAllToAll(spec);
+}
+
 AggregateFn Count() { return {AggregateFn::kCount, "", 1}; }
 AggregateFn Sum(const std::string& column) { return {AggregateFn::kSum, column, 1}; }
 AggregateFn Min(const std::string& column) { return {AggregateFn::kMin, column, 1}; }

@@ -109,6 +109,11 @@ Part WriteNumpyPart(const std::string& dir, int64_t index, const std::vector<Blo
 Part WriteCsvPart(const std::string& dir, int64_t index, const std::vector<Block>& blocks,
                   char delimiter = ',');
 
+/// Writes `blocks` to `<dir>/part-NNNNN.json` as JSON lines (one object a row, keys in
+/// column order; a row's array as nested lists, NaN and infinities as null), as
+/// WriteHdf5Part. Throws prism::Error for blocks of different schemas or an I/O failure.
+Part WriteJsonPart(const std::string& dir, int64_t index, const std::vector<Block>& blocks);
+
 /// Commits an output directory: checks each part's file is there, removes temporary
 /// `.part-*` files left by writers that died, and atomically writes `<dir>/_SUCCESS` listing
 /// the parts in order. Call it once, after every part is written. Throws prism::Error

@@ -44,6 +44,23 @@ Block ApplyOne(const Block& block, const Op& op, int64_t index, std::string* par
   if (block.num_rows() == 0 && (udf || block.num_columns() == 0) && op.kind != Op::kWrite) {
     return block;
   }
+  if (op.has_bound) {
+    switch (op.kind) {
+      case Op::kMap:
+      case Op::kFilter:
+      case Op::kFlatMap:
+        return platform::Invoke<Block>(op.fn, op.bound, block);
+      case Op::kMapBatches: {
+        std::vector<Block> out;
+        for (const Block& batch : Batches(block, op.batch_size)) {
+          out.push_back(platform::Invoke<Block>(op.fn, op.bound, batch));
+        }
+        return out.size() == 1 ? out[0] : Block::Concat(out);
+      }
+      default:
+        throw Error("a bound UDF on " + op.Name() + " (a bug in prism::data)");
+    }
+  }
   switch (op.kind) {
     case Op::kMap: {
       std::vector<Row> out;
@@ -93,6 +110,8 @@ Block ApplyOne(const Block& block, const Op& op, int64_t index, std::string* par
         part = io::WriteHdf5Part(op.dir, index, blocks);
       } else if (op.format == Op::kNumpy) {
         part = io::WriteNumpyPart(op.dir, index, blocks, op.column);
+      } else if (op.format == Op::kJson) {
+        part = io::WriteJsonPart(op.dir, index, blocks);
       } else {
         part = io::WriteCsvPart(op.dir, index, blocks);
       }
@@ -114,6 +133,7 @@ Block ApplyOne(const Block& block, const Op& op, int64_t index, std::string* par
 }  // namespace
 
 std::string Op::Name() const {
+  const std::string& fn = display.empty() ? this->fn : display;
   switch (kind) {
     case kMap:
       return "Map(" + fn + ")";
@@ -133,7 +153,10 @@ std::string Op::Name() const {
     case kLimit:
       return "Limit(" + std::to_string(limit) + ")";
     case kWrite:
-      return std::string(format == kHdf5 ? "WriteHdf5(" : format == kNumpy ? "WriteNumpy(" : "WriteCsv(") +
+      return std::string(format == kHdf5    ? "WriteHdf5("
+                         : format == kNumpy ? "WriteNumpy("
+                         : format == kJson  ? "WriteJson("
+                                            : "WriteCsv(") +
              dir + ")";
     case kAllToAll:
       return exchange.Name();

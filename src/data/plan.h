@@ -38,10 +38,15 @@ struct Op {
     kMapBatchesClass,  // a callable class in an actor pool (actor_pool_op.h): ends a stage
     kAllToAll,  // Repartition, RandomShuffle, Sort, GroupBy: `exchange` says which
   };
-  enum Format : int32_t { kHdf5, kNumpy, kCsv };
+  enum Format : int32_t { kHdf5, kNumpy, kCsv, kJson };
 
   int32_t kind = kMap;
   std::string fn;                    // the UDF's registered name (Map ... AddColumn)
+  // A binding's UDF (BoundUdf): fn is its trampoline, called as fn(bound, block) on the
+  // whole block (Map, Filter, FlatMap) or each batch (MapBatches); `display` names it.
+  bool has_bound = false;
+  std::string bound;
+  std::string display;
   int64_t batch_size = 0;            // MapBatches
   std::string column;                // AddColumn: the new column; Write(NumPy): the column
   std::vector<std::string> columns;  // SelectColumns, DropColumns
@@ -65,7 +70,7 @@ struct Op {
 
   template <class Ar>
   void serialize(Ar& ar, unsigned) {
-    ar & kind & fn & batch_size & column & columns & limit & format & dir;
+    ar & kind & fn & has_bound & bound & display & batch_size & column & columns & limit & format & dir;
     ar & max_retries & retry_all & retry_types & class_key & class_args & min_actors & max_actors &
         num_cpus & num_gpus &
         exchange;

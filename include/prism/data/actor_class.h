@@ -110,8 +110,15 @@ class ActorClass {
     (args_.push_back(platform::ToBytes(internal::StoredArg<A>(std::forward<A>(args)))), ...);
   }
 
-  /// The class's readable name ("Model"), used in operator names: "MapBatches(Model)".
-  std::string Name() const { return internal::TypeName(typeid(C)); }
+  /// The class's readable name ("Model"), used in operator names: "MapBatches(Model)";
+  /// SetName's if it was given one.
+  std::string Name() const { return name_.empty() ? internal::TypeName(typeid(C)) : name_; }
+  /// Names the class in operator names instead of its C++ type (a language binding's one
+  /// C++ class that holds each user class: "MapBatches(MyModel)"). Returns *this.
+  ActorClass& SetName(std::string name) {
+    name_ = std::move(name);
+    return *this;
+  }
   /// Internal: the registry key of (C, argument types).
   const std::string& Key() const { return key_; }
   /// Internal: the serialized constructor arguments.
@@ -120,6 +127,7 @@ class ActorClass {
  private:
   std::string key_;
   std::vector<std::string> args_;
+  std::string name_;
 };
 
 template <typename T>

@@ -53,6 +53,31 @@
 
 namespace prism::data {
 
+/// A UDF as a language binding gives it (prism.data: a Python function): a trampoline
+/// registered with PRISM_REMOTE as `Block(const std::string& bound, const Block& block)`
+/// and bytes bound to it (the user's function, pickled), passed as the trampoline's first
+/// argument on every call, on any rank. The binding registers one trampoline and carries
+/// each user function in `bound`, as ActorClass carries a class's constructor arguments.
+/// A value; thread-safe to copy.
+struct BoundUdf {
+  /// The trampoline's registered name (BoundUdf::Of finds it).
+  std::string trampoline;
+  /// The bytes every call gets first.
+  std::string bound;
+  /// The function's name in operator names ("Map(add_one)"); the trampoline's when empty.
+  std::string name;
+
+  /// `trampoline` (Block (*)(const std::string&, const Block&), registered) with `bound`.
+  /// Throws prism::Error if it is not registered.
+  template <typename F>
+  static BoundUdf Of(F trampoline, std::string bound, std::string name = "") {
+    static_assert(std::is_invocable_r_v<Block, F, const std::string&, const Block&>,
+                  "prism::data::BoundUdf::Of takes a trampoline Block(const std::string& bound, "
+                  "const Block&) registered with PRISM_REMOTE");
+    return {platform::RegisteredName(trampoline, "prism::data::BoundUdf"), std::move(bound), std::move(name)};
+  }
+};
+
 /// How a consumption runs (Ray's DataContext execution options, per Dataset here).
 struct ExecutionOptions {
   /// Bytes of blocks the pipeline may hold in the object store at once (running tasks'
@@ -250,6 +275,23 @@ class Dataset {
     return WithActorClass(cls.Name(), cls.Key(), cls.Args(), options);
   }
 
+  // ---- A binding's UDFs (BoundUdf: a trampoline and the bytes bound to it) -------------
+  //
+  // The trampoline gets a whole block (Map, Filter, FlatMap) or batch (MapBatches) and
+  // returns the block that replaces it: a binding crosses into its interpreter once per
+  // block and applies a row function to each row itself (rows may then hold arrays). They
+  // fuse, retry and fail as the operators above do, named by `fn.name`.
+
+  /// Map: fn returns the block's mapped rows. Throws as Map(fn, options).
+  Dataset Map(const BoundUdf& fn, const MapOptions& options = {}) const;
+  /// Filter: fn returns the block's kept rows. Throws as Filter(fn, options).
+  Dataset Filter(const BoundUdf& fn, const MapOptions& options = {}) const;
+  /// FlatMap: fn returns the rows that replace the block's rows. Throws as FlatMap.
+  Dataset FlatMap(const BoundUdf& fn, const MapOptions& options = {}) const;
+  /// MapBatches: fn maps each batch of options.batch_size rows (the pool options do not
+  /// apply). Throws as MapBatches(fn, options).
+  Dataset MapBatches(const BoundUdf& fn, const MapBatchesOptions& options) const;
+
   /// Keeps these columns, in this order. A missing column fails the consumption naming it.
   /// Throws prism::Error for an empty list.
   Dataset SelectColumns(const std::vector<std::string>& names) const;
@@ -357,10 +399,14 @@ class Dataset {
   void WriteNumpy(const std::string& dir, const std::string& column = "data") const;
   /// Writes each block as `dir/part-NNNNN.csv` with a header row, then `_SUCCESS`.
   void WriteCsv(const std::string& dir) const;
+  /// Writes each block as `dir/part-NNNNN.json`, JSON lines (one object a row; a row's
+  /// array as nested lists), then `_SUCCESS`. Throws prism::Error as the consumption does.
+  void WriteJson(const std::string& dir) const;
 
  private:
   enum UdfOp { kMapOp, kFilterOp, kFlatMapOp };
   Dataset WithUdf(UdfOp op, const std::string& fn) const;
+  Dataset WithBound(UdfOp op, const BoundUdf& fn, int max_retries, const RetryExceptions& retry) const;
   Dataset WithMapBatches(const std::string& fn, int64_t batch_size) const;
   Dataset WithAddColumn(const std::string& name, const std::string& fn) const;
   void Write(int format, const std::string& dir, const std::string& column) const;

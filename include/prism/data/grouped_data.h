@@ -71,6 +71,9 @@ class GroupedData {
     return WithMapGroups(platform::RegisteredName(fn, "prism::data::GroupedData::MapGroups"));
   }
 
+  /// MapGroups of a binding's function (BoundUdf): the trampoline gets each group.
+  Dataset MapGroups(const BoundUdf& fn) const;
+
   /// The key column's name.
   const std::string& key() const { return key_; }
 

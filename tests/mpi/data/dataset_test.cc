@@ -56,6 +56,25 @@ Row SlowRow(Row r) {
 }
 PRISM_REMOTE(AddOne, IsEven, Double, Twice, Square, ThrowAt42, SlowRow);
 
+// A binding's trampoline (BoundUdf): the bytes say what to do to the block it gets ("keep
+// even", "add N", "count": one row with the group's size).
+Block BoundOp(const std::string& bound, const Block& block) {
+  std::vector<int64_t> out;
+  auto ids = block.GetColumn("id").Values<int64_t>();
+  if (bound == "keep even") {
+    for (int64_t x : ids) {
+      if (x % 2 == 0) out.push_back(x);
+    }
+  } else if (bound == "count") {
+    return Block::FromColumns({{"key", block.GetColumn("key").Slice(0, 1)},
+                               {"n", Column::FromVector(std::vector<int64_t>{block.num_rows()})}});
+  } else {
+    for (int64_t x : ids) out.push_back(x + std::stoll(bound));
+  }
+  return Block::FromColumns({{"id", Column::FromVector(std::move(out))}});
+}
+PRISM_REMOTE(BoundOp);
+
 class TempDir {
  public:
   TempDir() {
@@ -88,6 +107,51 @@ TEST(Dataset, MapFilterMapBatchesMatchAReferenceInOneTaskPerBlock) {
   EXPECT_THAT(stats.operators[0].name, HasSubstr("Range->Map("));
   EXPECT_THAT(stats.operators[0].name, HasSubstr(")->Filter("));
   EXPECT_THAT(stats.operators[0].name, HasSubstr(")->MapBatches("));
+}
+
+TEST(Dataset, BoundUdfsRunTheirBytesOnEveryRankFusedAndNamed) {
+  Dataset ds = Range(100, 4)
+                   .Map(BoundUdf::Of(BoundOp, "1", "add_one"))
+                   .Filter(BoundUdf::Of(BoundOp, "keep even", "is_even"))
+                   .MapBatches(BoundUdf::Of(BoundOp, "1000", "shift"), {.batch_size = 7});
+  std::vector<int64_t> expected;
+  for (int64_t i = 1; i <= 100; ++i) {
+    if (i % 2 == 0) expected.push_back(i + 1000);
+  }
+  EXPECT_EQ(AllIds(ds), expected);
+  DatasetStats stats = ds.Stats();
+  ASSERT_EQ(stats.operators.size(), 1u) << stats.ToString();
+  EXPECT_EQ(stats.operators[0].name, "Range->Map(add_one)->Filter(is_even)->MapBatches(shift)");
+  EXPECT_EQ(stats.operators[0].tasks, 4);
+  // A failure names the function, and bad arguments are refused at the call.
+  std::string message = ErrorOf([&] { Range(10, 2).Map(BoundUdf::Of(BoundOp, "x", "broken")).Count(); });
+  EXPECT_THAT(message, HasSubstr("Map(broken) failed on block 0"));
+  EXPECT_THAT(ErrorOf([&] { Range(10).MapBatches(BoundUdf::Of(BoundOp, "1"), {.batch_size = 0}); }),
+              HasSubstr("batch_size must be a positive number"));
+  // MapGroups of a bound function: one call per group.
+  std::vector<Row> items;
+  for (int64_t i = 0; i < 30; ++i) items.push_back({{"key", i % 3}, {"id", i}});
+  std::vector<Row> counts = FromItems(items, 4).GroupBy("key").MapGroups(BoundUdf::Of(BoundOp, "count", "size")).Take(10);
+  ASSERT_EQ(counts.size(), 3u);
+  for (int64_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(std::get<int64_t>(counts[k]["key"]), k);
+    EXPECT_EQ(std::get<int64_t>(counts[k]["n"]), 10);
+  }
+}
+
+TEST(Dataset, WriteJsonWritesJsonLinesPartsAndCommits) {
+  TempDir dir;
+  Range(10, 2).WriteJson(dir / "out");
+  EXPECT_TRUE(fs::exists(dir / "out/_SUCCESS"));
+  std::ifstream in(dir / "out/part-00001.json");
+  std::string line, last;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    last = line;
+  }
+  EXPECT_EQ(lines, 5);
+  EXPECT_EQ(last, "{\"id\":9}");
 }
 
 TEST(Dataset, IterBatchesGivesExactBatchesAcrossBlocks) {

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <cmath>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "data/io.h"
@@ -247,6 +250,70 @@ TEST(DataPlan, AWriteWritesAPartNamedByTheBlockIndex) {
   EXPECT_EQ(file, "part-00003.csv");
   EXPECT_EQ(rows, 6);
   EXPECT_TRUE(fs::exists(dir + "/" + file));
+  fs::remove_all(dir);
+}
+
+// A binding's UDF (BoundUdf): one trampoline, the function it runs carried as bytes.
+// Here the bytes name a step added to every id; the trampoline gets whole blocks (row
+// operators) or batches (MapBatches).
+Block PlanBoundAdd(const std::string& bound, const Block& block) {
+  const int64_t step = std::stoll(bound);
+  std::vector<int64_t> ids;
+  for (int64_t x : block.GetColumn("id").Values<int64_t>()) ids.push_back(x + step);
+  ids.push_back(-1);  // one extra row a call: how many calls there were shows in the output
+  return Block::FromColumns({{"id", Column::FromVector(std::move(ids))}});
+}
+PRISM_REMOTE(PlanBoundAdd);
+
+TEST(DataPlan, ABoundUdfGetsItsBytesAndTheWholeBlockOrEachBatch) {
+  const std::string name = prism::platform::RegisteredName(&PlanBoundAdd);
+  Op map = UdfOp(Op::kMap, name);
+  map.has_bound = true;
+  map.bound = "10";
+  map.display = "add_ten";
+  EXPECT_EQ(map.Name(), "Map(add_ten)");
+  // A row operator: one call for the block.
+  EXPECT_EQ(IdsOf(ApplyStage(Ids(0, 3), {map}, 0, -1, nullptr, nullptr, nullptr)),
+            (std::vector<int64_t>{10, 11, 12, -1}));
+  // MapBatches: one call per batch of 2 rows; the bytes survive the trip as a task's value.
+  Op batches = UdfOp(Op::kMapBatches, name, 2);
+  batches.has_bound = true;
+  batches.bound = "100";
+  Op sent = prism::platform::FromBytes<Op>(prism::platform::ToBytes(batches));
+  EXPECT_EQ(IdsOf(ApplyStage(Ids(0, 3), {sent}, 0, -1, nullptr, nullptr, nullptr)),
+            (std::vector<int64_t>{100, 101, -1, 102, -1}));
+  EXPECT_EQ(sent.Name(), "MapBatches(" + name + ")");  // no display name: the trampoline's
+  // A failure names the display name.
+  map.bound = "not a number";
+  EXPECT_THAT(ErrorOf([&] { ApplyStage(Ids(0, 3), {map}, 5, -1, nullptr, nullptr, nullptr); }),
+              HasSubstr("Map(add_ten) failed on block 5"));
+}
+
+TEST(DataPlan, AJsonWriteWritesOneObjectARowWithArraysAsLists) {
+  char pattern[] = "/tmp/prism-data-plan-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  Op write;
+  write.kind = Op::kWrite;
+  write.format = Op::kJson;
+  write.dir = dir;
+  EXPECT_EQ(write.Name(), "WriteJson(" + dir + ")");
+  Block block = Block::FromColumns(
+      {{"id", Column::FromVector(std::vector<int64_t>{1, 2})},
+       {"x", Column::FromVector(std::vector<float>{0.5f, 1, 2, 3}, {2})},
+       {"s", Column::FromStrings({"a\"b", "c"})},
+       {"f", Column::FromVector(std::vector<double>{std::nan(""), 2.25})}});
+  std::string file;
+  int64_t rows = 0;
+  ApplyStage(block, {write}, 2, -1, &file, &rows, nullptr);
+  EXPECT_EQ(file, "part-00002.json");
+  EXPECT_EQ(rows, 2);
+  std::ifstream in(dir + "/" + file);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(),
+            "{\"id\":1,\"x\":[0.5,1.0],\"s\":\"a\\\"b\",\"f\":null}\n"
+            "{\"id\":2,\"x\":[2.0,3.0],\"s\":\"c\",\"f\":2.25}\n");
   fs::remove_all(dir);
 }
 
