@@ -247,7 +247,61 @@ int Controller::RemoteLoad(const std::string& deployment, uint64_t incarnation) 
   return total;
 }
 
+std::vector<std::string> Controller::DeleteApp(const std::string& app) {
+  std::vector<std::shared_ptr<Router>> routers;
+  double timeout = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, d] : deployments_) {
+      if (d.app != app) continue;
+      routers.push_back(d.router);
+      timeout = std::max(timeout, d.spec.config.graceful_shutdown_timeout_s);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  for (;;) {
+    int ongoing = 0;
+    for (const auto& r : routers) ongoing += r->Ongoing();
+    if (ongoing == 0 || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::vector<std::string> names;
+  std::lock_guard<std::mutex> publish_lock(publish_mu_);
+  std::vector<DeploymentState> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = deployments_.begin(); it != deployments_.end();) {
+      if (it->second.app != app) {
+        ++it;
+        continue;
+      }
+      names.push_back(it->first);
+      gone.push_back(std::move(it->second));
+      it = deployments_.erase(it);
+    }
+  }
+  auto error = std::make_exception_ptr(DeploymentError("serve: application \"" + app + "\" was deleted"));
+  for (DeploymentState& d : gone) {
+    d.router->Close(error);
+    for (Replica& r : d.replicas) {
+      try {
+        r.actor.Kill(true);
+      } catch (const std::exception&) {
+      }
+    }
+    try {
+      prism::kv::Delete(kReplicaSetKeyPrefix + d.spec.name);
+      prism::kv::Delete(kRouterLoadKeyPrefix + d.spec.name + "/", true);
+    } catch (const std::exception& e) {
+      PRISM_SERVE_LOG("cannot delete the replica set of " << d.spec.name << ": " << e.what());
+    }
+  }
+  changed_.notify_all();
+  return names;
+}
+
 void Controller::Tick(double now) {
+  std::lock_guard<std::mutex> publish_lock(publish_mu_);
   std::vector<std::pair<std::shared_ptr<Router>, std::pair<std::string, ReplicaSet>>> publish;
   // Other ranks' load of the autoscaling deployments due for a measurement, read first,
   // outside the lock.

@@ -53,6 +53,11 @@ class Controller {
   bool DrainRouters(double timeout_s);
   /// Fails queued calls, kills every replica, stops the control thread, forgets all.
   void Stop();
+  /// serve::Delete's part: waits up to the deployments' graceful_shutdown_timeout_s for the
+  /// calls in flight at the driver's routers of application `app`, then closes those
+  /// routers, kills the replicas, deletes the KV entries (other ranks' routers close at
+  /// their next refresh) and forgets the deployments. Returns their names.
+  std::vector<std::string> DeleteApp(const std::string& app);
 
  private:
   struct Replica {
@@ -103,6 +108,10 @@ class Controller {
   /// reports of this incarnation). Calls the KV store: not under the lock.
   static int RemoteLoad(const std::string& deployment, uint64_t incarnation);
 
+  // Held by Tick while it chooses and writes the replica sets to publish, and by DeleteApp
+  // while it forgets deployments and deletes their KV entries, so that a set chosen before
+  // a delete is never written after it. Taken before mu_.
+  std::mutex publish_mu_;
   std::mutex mu_;
   std::condition_variable changed_;  // replica states changed (Deploy waits on it)
   std::map<std::string, DeploymentState> deployments_;

@@ -47,6 +47,14 @@ void Ingress::SetRoute(const std::string& app, const std::string& prefix, const 
   app_route_[app] = prefix;
 }
 
+void Ingress::RemoveRoute(const std::string& app) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = app_route_.find(app);
+  if (it == app_route_.end()) return;
+  routes_.erase(it->second);
+  app_route_.erase(it);
+}
+
 std::string Ingress::endpoint() const { return server_->endpoint(); }
 void Ingress::StopAccepting() { server_->StopAccepting(); }
 bool Ingress::Drain(double timeout_s) { return server_->Drain(std::chrono::duration<double>(timeout_s)); }

@@ -33,6 +33,8 @@ class Ingress {
   ~Ingress();
   /// Routes `prefix` to `deployment` (replacing the application's previous prefix).
   void SetRoute(const std::string& app, const std::string& prefix, const std::string& deployment);
+  /// Drops the application's route (its prefix then answers 404, or a shorter prefix's app).
+  void RemoveRoute(const std::string& app);
   std::string endpoint() const;
   /// Refuses new requests (503) and closes the listening socket.
   void StopAccepting();

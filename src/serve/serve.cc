@@ -292,6 +292,17 @@ ServeStatus Status() {
   return status;
 }
 
+bool Delete(const std::string& app_name) {
+  internal::RequireDriver("Delete");
+  auto& s = internal::State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.applications.count(app_name) == 0) return false;
+  if (s.ingress) s.ingress->RemoveRoute(app_name);
+  s.controller.DeleteApp(app_name);
+  s.applications.erase(app_name);
+  return true;
+}
+
 void Shutdown() {
   auto& s = internal::State();
   {

@@ -389,6 +389,25 @@ class Application {
   const std::string& IngressName() const { return deployments_.back().name; }
   /// Every deployment, dependencies first, the ingress last.
   const std::vector<internal::DeploymentSpec>& Deployments() const { return deployments_; }
+  /// Adds `dependency`'s deployments that this application lacks, ahead of its ingress: how
+  /// a front end whose constructor arguments carry handles by name (prism.serve, where
+  /// Bind's arguments are Python values) composes an application at run time. Throws Error
+  /// when a deployment of the same name but other code, arguments or options is already in
+  /// it. Returns *this. Not thread-safe (a builder).
+  Application& Include(const Application& dependency) {
+    for (const auto& d : dependency.deployments_) {
+      bool seen = false;
+      for (const auto& e : deployments_) {
+        if (e.name != d.name) continue;
+        if (e.class_key != d.class_key || e.init_args != d.init_args) {
+          throw Error("serve: two different deployments named \"" + d.name + "\" in one application");
+        }
+        seen = true;
+      }
+      if (!seen) deployments_.insert(deployments_.empty() ? deployments_.end() : deployments_.end() - 1, d);
+    }
+    return *this;
+  }
 
  private:
   template <typename C>
@@ -543,6 +562,12 @@ class Deployment {
 void Run(const Application& app, const RunOptions& options = {});
 /// Deployments, replicas and their states. Rank 0. Thread-safe.
 ServeStatus Status();
+/// Deletes application `app_name` (Ray's serve.delete): its route prefix stops matching
+/// (404), calls in flight to its deployments finish (up to their
+/// graceful_shutdown_timeout_s), then its replicas stop and every rank forgets its
+/// deployments (their handles fail with DeploymentError). Other applications keep serving.
+/// Returns false for an unknown name. Rank 0. Thread-safe.
+bool Delete(const std::string& app_name);
 /// Stops accepting HTTP requests, drains in-flight ones (each deployment's
 /// graceful_shutdown_timeout_s), then stops every replica and the server. Idempotent;
 /// Run may be called again afterwards. Rank 0. Thread-safe.

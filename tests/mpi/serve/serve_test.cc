@@ -375,6 +375,28 @@ TEST(Serve, AutoscalingCountsTheLoadOfOtherRanksRouters) {
       << serve::Status().ToJson().dump();
 }
 
+TEST(Serve, DeleteStopsOneApplicationAndLeavesTheOthers) {
+  serve::Run(Light<Echo>("to_delete").Bind(std::string("bye")), {.route_prefix = "/gone", .name = "gone_app"});
+  auto h = serve::GetDeploymentHandle<Echo>("to_delete");
+  auto slow = h.Method<&Echo::Sleep>(300);  // in flight: Delete waits for it
+  const std::string endpoint = serve::Status().endpoint;
+  EXPECT_EQ(Curl(endpoint + "/gone?name=x").first, 200);
+  EXPECT_TRUE(serve::Delete("gone_app"));
+  EXPECT_EQ(slow.Result(0), 300);
+  EXPECT_EQ(Find(serve::Status(), "to_delete"), nullptr);
+  EXPECT_EQ(Curl(endpoint + "/gone?name=x").first, 404);
+  EXPECT_THROW(h.Method<&Echo::Add>(1, 1).Result(5), serve::DeploymentError);
+  EXPECT_THROW(serve::GetDeploymentHandle<Echo>("to_delete"), serve::DeploymentError);
+  EXPECT_FALSE(serve::Delete("gone_app"));
+  // The other applications still answer.
+  EXPECT_EQ(serve::GetDeploymentHandle<Echo>("echo").Method<&Echo::Add>(2, 2).Result(30), 4);
+  EXPECT_EQ(Curl(endpoint + "/echo?name=still").second, "hello still");
+  // The name and the prefix can be used again.
+  serve::Run(Light<Echo>("to_delete").Bind(std::string("back")), {.route_prefix = "/gone", .name = "gone_app"});
+  EXPECT_EQ(Curl(endpoint + "/gone?name=x").second, "back x");
+  EXPECT_TRUE(serve::Delete("gone_app"));
+}
+
 // Last: the stop signal stays recorded for the rest of the process.
 TEST(Serve, SigtermDrainsInFlightRequestsThenStops) {
   auto h = serve::GetDeploymentHandle<Echo>("echo");

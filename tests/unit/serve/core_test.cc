@@ -214,6 +214,28 @@ TEST(ServeApi, DeploymentOptionsAreChecked) {
   EXPECT_EQ(app.Deployments().back().config.num_replicas, 2);
 }
 
+TEST(ServeApi, IncludeAddsDependenciesAheadOfTheIngressOnce) {
+  struct C {
+    int F(int x) { return x; }
+  };
+  auto a = Deployment<C>("a").Bind();
+  auto b = Deployment<C>("b").Bind();
+  auto ingress = Deployment<C>("ingress").Bind();
+  ingress.Include(a).Include(b).Include(a);
+  ASSERT_EQ(ingress.Deployments().size(), 3u);
+  EXPECT_EQ(ingress.Deployments()[0].name, "a");
+  EXPECT_EQ(ingress.Deployments()[1].name, "b");
+  EXPECT_EQ(ingress.IngressName(), "ingress");
+  // The same name with other arguments is another deployment: refused.
+  auto other_a = Deployment<C>("a").Bind();
+  EXPECT_NO_THROW(ingress.Include(other_a));  // same class and (no) arguments: the same one
+  struct D {
+    explicit D(int) {}
+  };
+  EXPECT_THROW(ingress.Include(Deployment<D>("a").Bind(7)), Error);
+  EXPECT_EQ(ingress.Deployments().size(), 3u);
+}
+
 TEST(ServeApi, RequestJsonAndQuery) {
   Request r;
   r.body = "{\"x\": [1, 2]}";
