@@ -27,7 +27,7 @@ from ._space import (choice, grid_search, lograndint, loguniform, qlograndint, q
                      qrandn, quniform, randint, randn, sample_from, uniform)
 from ._trainable import Trainable
 from ._tuner import (CheckpointConfig, FailureConfig, Result, ResultGrid, RunConfig, TuneConfig, Tuner,
-                     with_parameters, with_resources)
+                     register_trainable, with_parameters, with_resources)
 from ._run import ExperimentAnalysis, run
 from . import schedulers, search  # noqa: E402
 from . import stopper  # noqa: E402
@@ -38,4 +38,4 @@ __all__ = ["Tuner", "TuneConfig", "RunConfig", "FailureConfig", "CheckpointConfi
            "choice", "uniform", "quniform", "loguniform", "qloguniform", "randn", "qrandn", "randint",
            "qrandint", "lograndint", "qlograndint", "grid_search", "sample_from", "run", "ExperimentAnalysis",
            "TuneError", "TunePreemptedError", "TrialError", "schedulers", "search", "Trainable"]
-__all__ += ["Stopper", "stopper"]
+__all__ += ["Stopper", "stopper", "register_trainable"]

@@ -136,13 +136,37 @@ def with_resources(trainable, resources):
     return _Wrapped(w.fn, {**w.resources, **res}, w.parameters)
 
 
+# Trainables by name (Ray's tune.register_trainable): prism.rllib registers "PPO" and "DQN".
+# A trainable with _tune_resolve(param_space) -> (trainer, param_space) turns its own kind of
+# param_space (an RLlib AlgorithmConfig) into a trainer and the space to search.
+_named_trainables = {}
+
+
+def register_trainable(name, trainable):
+    """Registers `trainable` under `name`, for Tuner(name, ...) (Ray's tune.register_trainable)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_trainable: the name must be a non-empty str, not {name!r}")
+    _named_trainables[name] = trainable
+
+
+def _resolve_named(trainable, param_space):
+    if isinstance(trainable, str):
+        if trainable not in _named_trainables:
+            known = ", ".join(sorted(_named_trainables)) or "none"
+            raise ValueError(f"Tuner: no trainable named {trainable!r} (registered: {known}; import prism.rllib "
+                             "for 'PPO' and 'DQN', or tune.register_trainable(name, fn))")
+        trainable = _named_trainables[trainable]
+    resolve = getattr(trainable, "_tune_resolve", None)
+    return resolve(param_space) if resolve is not None else (trainable, param_space)
+
+
 def _is_trainer(trainable):
     """A prism.train trainer (TorchTrainer & co.), which runs each trial as a training run."""
     return hasattr(trainable, "_tune_trainable")
 
 
 def _check_trainer_space(trainable, param_space):
-    if not _is_trainer(trainable) or not param_space:
+    if not _is_trainer(trainable) or not param_space or getattr(trainable, "_tune_any_space", False):
         return
     other = sorted(k for k in param_space if k != "train_loop_config")
     if other:
@@ -346,6 +370,8 @@ class Tuner:
         if _restore is not None:
             self._cpp, self._state = _restore
             return
+        named_space = param_space
+        trainable, param_space = _resolve_named(trainable, param_space)
         if trainable is None or not (callable(trainable) or _is_trainer(trainable)):
             raise TypeError(f"Tuner: the trainable must be a function taking the config or a "
                             f"prism.train trainer, not {type(trainable).__name__}")
@@ -360,7 +386,7 @@ class Tuner:
         w = _unwrap(trainable)
         _check_trainer_space(w.fn, param_space)
         space_items, codecs = compile_space(param_space)
-        self._state = {"param_space": param_space, "search_alg": tc.search_alg, "scheduler": tc.scheduler,
+        self._state = {"param_space": named_space, "search_alg": tc.search_alg, "scheduler": tc.scheduler,
                        "metric": tc.metric, "mode": tc.mode}
         fc = getattr(rc, "failure_config", None) or FailureConfig()
         cc = getattr(rc, "checkpoint_config", None) or CheckpointConfig()
@@ -446,8 +472,9 @@ class Tuner:
             state["param_space"] = param_space
         if not prism.is_initialized():
             prism.init()
+        trainable, space = _resolve_named(trainable, state["param_space"])
         w = _trainable.adapt(_unwrap(trainable), state.get("class_trainable"))
-        space_items, codecs = compile_space(state["param_space"])
+        space_items, codecs = compile_space(space)
         self = cls.__new__(cls)
         self._state = state
         self._codecs = codecs
