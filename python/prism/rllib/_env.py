@@ -75,7 +75,7 @@ def register_everywhere(name, pickled):
 def make_adapter(pickled, name):
     creator, env_config = cloudpickle.loads(pickled)
     env = creator(dict(env_config))
-    return EnvAdapter(env, name)
+    return EnvAdapter(env, name.split(":")[1] if name.startswith("python:") else name)
 
 
 def _space_spec(space, env_name, which):

@@ -26,7 +26,7 @@ def _reraise_env_error(e):
     if isinstance(e, prism._prism.TaskFailure):
         fields = e.args
     elif prism._MARKER in str(e):
-        fields = ("prism::Error", str(e), "the driver's env runner", 0, str(e))
+        fields = ("prism::Error", str(e), "the driver's sampler", 0, str(e))
     if fields is not None:
         prism._raise_task_failure(fields)
 

@@ -329,9 +329,9 @@ def _refuse(ignored, method, takes, ok=()):
 
 
 def _int_list(v, what):
-    if isinstance(v, (list, tuple)) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+    if isinstance(v, (list, tuple)) and (v or what in ("head_hiddens", "head_fcnet_hiddens")) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return list(v)
-    raise TypeError(f"{what} must be a non-empty list of ints (layer sizes), not {v!r}")
+    raise TypeError(f"{what} must be a list of ints (layer sizes), not {v!r}")
 
 
 def _schedule(v):
