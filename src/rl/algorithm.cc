@@ -161,6 +161,41 @@ std::map<std::string, double> TrainResult::ToMap() const {
   return m;
 }
 
+std::map<std::string, double> TrainResult::ToRllibMap(const std::string& algorithm) const {
+  const bool dqn = algorithm == "DQN";
+  const std::string runners = "env_runners/", module = "learners/default_policy/";
+  std::map<std::string, double> m{
+      {runners + "episode_return_mean", episode_return_mean},
+      {runners + "episode_return_min", episode_return_min},
+      {runners + "episode_return_max", episode_return_max},
+      {runners + "episode_len_mean", episode_len_mean},
+      {runners + "num_episodes", static_cast<double>(num_episodes)},
+      {runners + "num_env_steps_sampled", static_cast<double>(num_env_steps_sampled)},
+      {runners + "num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime)},
+      {module + "total_loss", total_loss},
+      {"learners/__all_modules__/num_env_steps_trained",
+       static_cast<double>(dqn ? num_env_steps_trained : num_env_steps_sampled)},
+      {"fault_tolerance/num_healthy_workers", static_cast<double>(num_healthy_env_runners)},
+      {"timers/env_runner_sampling_timer", sample_s},
+      {"timers/learner_update_timer", learn_s},
+      {"num_env_steps_sampled_lifetime", static_cast<double>(num_env_steps_sampled_lifetime)},
+      {"training_iteration", static_cast<double>(training_iteration)}};
+  if (dqn) {
+    m[runners + "epsilon"] = epsilon;
+    m[module + "qf_loss"] = total_loss;
+    m[module + "qf_mean"] = mean_q;
+    m[module + "td_error_mean"] = td_error_mean;
+    m["replay_buffer/num_env_steps_stored"] = static_cast<double>(replay_buffer_size);
+  } else {
+    m[module + "policy_loss"] = policy_loss;
+    m[module + "vf_loss"] = vf_loss;
+    m[module + "entropy"] = entropy;
+    m[module + "mean_kl_loss"] = mean_kl;  // RLlib's name for PPO's KL
+    m[module + "curr_kl_coeff"] = curr_kl_coeff;
+  }
+  return m;
+}
+
 // ---- Algorithm ----------------------------------------------------------------------------
 
 struct Algorithm::Impl {

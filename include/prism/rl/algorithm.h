@@ -242,6 +242,14 @@ struct TrainResult : IterationMetrics {
   int num_healthy_env_runners = 0;  // runners whose sample arrived this iteration (DQN: the fewest in a training step)
   /// Every value by its RLlib-style name.
   std::map<std::string, double> ToMap() const;
+  /// Every value by its path in RLlib's result dict (new API stack) for `algorithm`, "PPO" or
+  /// "DQN", the nesting joined by "/" as Ray Tune flattens a result:
+  /// "env_runners/episode_return_mean", "learners/default_policy/total_loss" (DQN: also
+  /// qf_loss, qf_mean, td_error_mean), "learners/__all_modules__/num_env_steps_trained",
+  /// "fault_tolerance/num_healthy_workers", "timers/env_runner_sampling_timer",
+  /// "num_env_steps_sampled_lifetime", "training_iteration", DQN's "env_runners/epsilon" and
+  /// "replay_buffer/num_env_steps_stored". What prism.rllib's train() returns (nested).
+  std::map<std::string, double> ToRllibMap(const std::string& algorithm) const;
 };
 
 /// A built algorithm: PPO (PPOConfig::Build) or DQN (DQNConfig::Build, prism/rl/dqn.h).

@@ -42,6 +42,10 @@ namespace prism::tune {
 struct AlgorithmTrainableOptions {
   /// Checkpoint every n-th report (>= 1); the last report before a stop may have none.
   int checkpoint_frequency = 1;
+  /// Each report also carries TrainResult::ToRllibMap's names (env_runners/episode_return_mean,
+  /// learners/default_policy/total_loss, ...), so a TuneConfig metric or stop criterion may use
+  /// RLlib's names as Ray Tune shows an RLlib trial's (prism.rllib sets it).
+  bool rllib_result_names = false;
 };
 
 /// Throws prism::Error for a config that does not validate, num_learners > 1, or a

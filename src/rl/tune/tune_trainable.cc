@@ -22,10 +22,11 @@ struct RlTrialArgs {
   std::string algorithm;  // "PPO" or "DQN"
   std::string config_json;
   int checkpoint_frequency = 1;
+  bool rllib_result_names = false;
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
-    ar& algorithm& config_json& checkpoint_frequency;
+    ar& algorithm& config_json& checkpoint_frequency& rllib_result_names;
   }
 };
 
@@ -108,7 +109,9 @@ void PrismTuneRlTrial(Config config) {
   rl::Algorithm algo = BuildAlgorithm(args, Overlay(args.config_json, config, args.algorithm));
   if (auto ckpt = GetCheckpoint()) algo.Restore(ckpt->path());
   for (int64_t report = 1;; ++report) {
-    Metrics metrics = algo.Train().ToMap();
+    const rl::TrainResult result = algo.Train();
+    Metrics metrics = result.ToMap();
+    if (args.rllib_result_names) metrics.merge(result.ToRllibMap(args.algorithm));
     metrics.erase("training_iteration");  // Tune counts the trial's reports itself
     if (report % args.checkpoint_frequency != 0) {
       Report(metrics);
@@ -128,6 +131,7 @@ Trainable MakeTrainable(RlTrialArgs args, int num_env_runners, AlgorithmTrainabl
                 "; it must be at least 1");
   }
   args.checkpoint_frequency = options.checkpoint_frequency;
+  args.rllib_result_names = options.rllib_result_names;
   Trainable t(PrismTuneRlTrial);
   t.resources = {{"CPU", 1.0 + num_env_runners}};
   t.task_resources = std::map<std::string, double>{{"CPU", 1}};

@@ -159,5 +159,43 @@ TEST(PpoAlgorithm, RestoreLoadsTheStateAndKeepsTheNewConfig) {
   std::filesystem::remove_all(dqn_dir);
 }
 
+// RLlib's result dict paths (what prism.rllib's train() nests, and what a Tune trial reports
+// with rllib_result_names): each algorithm's learner keys, and every value under its path.
+TEST(TrainResult, RllibMapPutsEveryValueUnderItsPathInRLlibsResultDict) {
+  TrainResult r;
+  r.training_iteration = 4;
+  r.episode_return_mean = 21.5;
+  r.num_env_steps_sampled = 1000;
+  r.num_env_steps_sampled_lifetime = 4000;
+  r.num_env_steps_trained = 32000;
+  r.total_loss = 0.5;
+  r.mean_kl = 0.01;
+  r.mean_q = 3.0;
+  r.epsilon = 0.9;
+  r.replay_buffer_size = 4000;
+  r.num_healthy_env_runners = 2;
+  r.sample_s = 0.25;
+  const auto ppo = r.ToRllibMap("PPO");
+  EXPECT_EQ(ppo.at("env_runners/episode_return_mean"), 21.5);
+  EXPECT_EQ(ppo.at("env_runners/num_env_steps_sampled_lifetime"), 4000);
+  EXPECT_EQ(ppo.at("num_env_steps_sampled_lifetime"), 4000);
+  EXPECT_EQ(ppo.at("training_iteration"), 4);
+  EXPECT_EQ(ppo.at("learners/default_policy/mean_kl_loss"), 0.01);
+  EXPECT_EQ(ppo.at("learners/default_policy/total_loss"), 0.5);
+  EXPECT_EQ(ppo.at("learners/__all_modules__/num_env_steps_trained"), 1000);  // PPO trains on its sample
+  EXPECT_EQ(ppo.at("fault_tolerance/num_healthy_workers"), 2);
+  EXPECT_EQ(ppo.at("timers/env_runner_sampling_timer"), 0.25);
+  EXPECT_EQ(ppo.count("learners/default_policy/qf_loss"), 0u);
+  EXPECT_EQ(ppo.count("env_runners/epsilon"), 0u);
+  const auto dqn = r.ToRllibMap("DQN");
+  EXPECT_EQ(dqn.at("learners/default_policy/qf_loss"), 0.5);
+  EXPECT_EQ(dqn.at("learners/default_policy/qf_mean"), 3.0);
+  EXPECT_EQ(dqn.at("env_runners/epsilon"), 0.9);
+  EXPECT_EQ(dqn.at("replay_buffer/num_env_steps_stored"), 4000);
+  EXPECT_EQ(dqn.at("learners/__all_modules__/num_env_steps_trained"), 32000);
+  EXPECT_EQ(dqn.count("learners/default_policy/policy_loss"), 0u);
+  for (const auto& [name, value] : ppo) EXPECT_FALSE(name.empty()) << value;
+}
+
 }  // namespace
 }  // namespace prism::rl
