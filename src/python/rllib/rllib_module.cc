@@ -7,8 +7,8 @@
 //
 //   prism.rllib PPOConfig (settings dict) --to_json--> build("PPO", json)
 //       -> rl::PPOConfig::FromJson(json).Build() -> Algorithm (this module's handle)
-//   algo.train() -> rl::Algorithm::Train() -> TrainResult::ToMap() (Python nests it as
-//       RLlib's result dict: env_runners/..., learners/default_policy/...)
+//   algo.train() -> rl::Algorithm::Train() -> TrainResult::ToRllibMap() (Python nests its
+//       "a/b" paths into RLlib's result dict: env_runners/..., learners/default_policy/...)
 //   Tuner("PPO", param_space=config) -> tune_trainable("PPO", json) -> tune::AlgorithmTrainable
 //       (prism/rl/tune.h), a prism._tune.Trainable the Tuner runs like any other.
 //
@@ -158,7 +158,7 @@ PYBIND11_MODULE(_rllib, m) {
              std::map<std::string, double> result;
              {
                ReleaseGil release;
-               result = algo.Train().ToMap();
+               result = algo.Train().ToRllibMap(algo.algorithm_name());
              }
              return result;
            })
@@ -239,6 +239,7 @@ PYBIND11_MODULE(_rllib, m) {
     py::module_::import("prism._tune");  // registers the Trainable type
     prism::tune::AlgorithmTrainableOptions options;
     options.checkpoint_frequency = checkpoint_frequency;
+    options.rllib_result_names = true;  // metric="env_runners/episode_return_mean", as in Ray
     return ConfigCall([&] {
       if (algorithm == "PPO") return prism::tune::AlgorithmTrainable(PpoFromJson(json), options);
       return prism::tune::AlgorithmTrainable(DqnFromJson(json), options);

@@ -74,41 +74,23 @@ def _path_of(checkpoint):
                         f"{type(checkpoint).__name__}") from None
 
 
-def _nested(flat, algo_name, elapsed, total):
-    """The engine's TrainResult::ToMap() as RLlib's result dict."""
-    def num(k):
-        v = flat.get(k, math.nan)
-        return int(v) if not math.isnan(v) and k.startswith("num_") else v
-
-    env_runners = {k: num(k) for k in ("episode_return_mean", "episode_return_min", "episode_return_max",
-                                       "episode_len_mean", "num_episodes", "num_env_steps_sampled",
-                                       "num_env_steps_sampled_lifetime")}
-    if algo_name == "PPO":
-        module = {"total_loss": flat["total_loss"], "policy_loss": flat["policy_loss"], "vf_loss": flat["vf_loss"],
-                  "entropy": flat["entropy"], "mean_kl_loss": flat["mean_kl"],
-                  "curr_kl_coeff": flat["curr_kl_coeff"]}
-        all_modules = {"num_env_steps_trained": num("num_env_steps_sampled")}
-    else:
-        env_runners["epsilon"] = flat["epsilon"]
-        module = {"total_loss": flat["total_loss"], "qf_loss": flat["total_loss"], "qf_mean": flat["mean_q"],
-                  "td_error_mean": flat["td_error_mean"]}
-        all_modules = {"num_env_steps_trained": num("num_env_steps_trained")}
-    result = {
-        "env_runners": env_runners,
-        "learners": {"default_policy": module, "__all_modules__": all_modules},
-        "fault_tolerance": {"num_healthy_workers": num("num_healthy_env_runners")},
-        "timers": {"env_runner_sampling_timer": flat["sample_s"], "learner_update_timer": flat["learn_s"],
-                   "training_iteration": elapsed},
-        "num_env_steps_sampled_lifetime": num("num_env_steps_sampled_lifetime"),
-        "training_iteration": num("training_iteration") if "training_iteration" in flat else None,
-        "timesteps_total": num("num_env_steps_sampled_lifetime"),
-        "time_this_iter_s": elapsed,
-        "time_total_s": total,
-        "done": False,
-    }
-    result["training_iteration"] = int(flat["training_iteration"])
-    if algo_name == "DQN":
-        result["replay_buffer"] = {"num_env_steps_stored": num("replay_buffer_size")}
+def _nested(flat, elapsed, total):
+    """The engine's TrainResult::ToRllibMap() ("env_runners/episode_return_mean", ...) as
+    RLlib's nested result dict, with Tune's timing keys."""
+    result = {}
+    for path, value in flat.items():
+        *parents, leaf = path.split("/")
+        d = result
+        for p in parents:
+            d = d.setdefault(p, {})
+        if (leaf.startswith("num_") or leaf == "training_iteration") and not math.isnan(value):
+            value = int(value)
+        d[leaf] = value
+    result["timers"]["training_iteration"] = elapsed
+    result["timesteps_total"] = result["num_env_steps_sampled_lifetime"]
+    result["time_this_iter_s"] = elapsed
+    result["time_total_s"] = total
+    result["done"] = False
     return result
 
 
@@ -161,7 +143,7 @@ class Algorithm:
             raise
         elapsed = time.monotonic() - start
         self._time_total += elapsed
-        self._last = _nested(flat, self._cpp.algorithm_name(), elapsed, self._time_total)
+        self._last = _nested(flat, elapsed, self._time_total)
         return self._last
 
     step = train
