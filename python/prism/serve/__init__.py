@@ -22,7 +22,7 @@ import prism  # loads prism._prism, RTLD_GLOBAL, which _serve resolves the core 
 _imported_initialized = prism.is_initialized()
 _serve = prism._import_global("_serve")
 
-from . import _api, _handle  # noqa: E402
+from . import _api, _handle, _replica  # noqa: E402,F401 (_replica: imported before any replica thread)
 
 _api._serve = _serve
 _handle._serve = _serve

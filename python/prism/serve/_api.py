@@ -251,6 +251,38 @@ def deployment(_func_or_class=None, *, name=None, **options):
     return decorate
 
 
+_pickled_targets = {}  # class or function -> its cloudpickle, made once
+
+
+def _pickled(target):
+    """The target's pickle, made once per target: a class pickled by value again after a
+    replica in this process unpickled it (one rank) may come out in other bytes, and the
+    engine would take new bytes for new code and replace the replicas instead of updating
+    them in place."""
+    blob = _pickled_targets.get(target)
+    if blob is None:
+        blob = _pickled_targets[target] = cloudpickle.dumps(target, protocol=5)
+    return blob
+
+
+_ingress_apps = {}  # class -> its ASGI app (@serve.ingress)
+
+
+def _asgi_spec(target):
+    """How a replica finds the class's ASGI app: ("ref", module, name) for an app that is a
+    global of the class's module (every rank runs the same program, so it is there too; an
+    app object often does not pickle), else ("value", app)."""
+    app = _ingress_apps.get(target)
+    if app is None:
+        return None
+    import sys
+    module = sys.modules.get(target.__module__)
+    for name, value in vars(module).items() if module is not None else ():
+        if value is app:
+            return ("ref", target.__module__, name)
+    return ("value", app)
+
+
 def ingress(app):
     """@serve.ingress(fastapi_app) on a deployment class: HTTP requests to the deployment go
     through the FastAPI (any ASGI) app, whose routes may be the class's methods (`self` is
@@ -261,7 +293,8 @@ def ingress(app):
     def decorate(cls):
         if not isinstance(cls, type):
             raise TypeError("prism.serve: @serve.ingress(app) decorates a class (put it under @serve.deployment)")
-        cls._prism_asgi_app = app
+        _ingress_apps[cls] = app
+        cls._prism_ingress = True
         return cls
     return decorate
 
@@ -335,7 +368,8 @@ def _flatten(app, app_name, out, seen):
         raise ValueError(f"prism.serve: deployment {dep.name!r} has a user_config but its class has no "
                          "reconfigure(self, config) method")
     try:
-        spec = cloudpickle.dumps((app_name, dep.name, dep._target, args, kwargs), protocol=5)
+        spec = cloudpickle.dumps((app_name, dep.name, _pickled(dep._target), args, kwargs,
+                                  _asgi_spec(dep._target)), protocol=5)
     except Exception as e:
         raise TypeError(f"prism.serve: deployment {dep.name!r}: its class or bound arguments cannot be pickled "
                         f"({type(e).__name__}: {e})") from None
@@ -388,7 +422,7 @@ def run(target, blocking=False, name="default", route_prefix="/", *, _ready_time
 
 
 def callable_instance(cls):
-    return getattr(cls, "_prism_asgi_app", None) is not None or callable(getattr(cls, "__call__", None)) and \
+    return getattr(cls, "_prism_ingress", False) or callable(getattr(cls, "__call__", None)) and \
         "__call__" in {k for klass in cls.__mro__ if klass is not object for k in vars(klass)}
 
 

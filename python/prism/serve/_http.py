@@ -156,23 +156,31 @@ def bind_class_routes(app, cls, current):
     from fastapi.routing import APIRoute
     from starlette.routing import request_response
 
+    # By qualified name: the class may have come by value (another copy of its functions
+    # than the app's routes hold).
     methods = set()
     for klass in inspect.getmro(cls):
-        methods.update(id(v) for v in vars(klass).values())
+        methods.update(getattr(v, "__qualname__", None) for v in vars(klass).values() if inspect.isfunction(v))
     for route in app.routes:
         if not isinstance(route, APIRoute) or getattr(route, "_prism_bound", False):
             continue
         endpoint = route.endpoint
-        if id(endpoint) not in methods:
+        if getattr(endpoint, "__qualname__", None) not in methods:
             continue
         signature = inspect.signature(endpoint)
         params = list(signature.parameters.values())
         if not params:
             continue
-        first = params[0].replace(default=Depends(current.get))
+        first = params[0].replace(default=Depends(_servable_of(current)))
         rest = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[1:]]
         endpoint.__signature__ = signature.replace(parameters=[first] + rest)
         route.dependant = get_dependant(path=route.path_format, call=endpoint)
         route.body_field = get_body_field(dependant=route.dependant, name=route.unique_id)
         route.app = request_response(route.get_route_handler())
         route._prism_bound = True
+
+
+def _servable_of(current):
+    def servable():
+        return current.get()
+    return servable

@@ -57,14 +57,30 @@ class _AsyncFunctionDeployment(_FunctionDeployment):
 def create(spec):
     """("ok", Replica) or ("error", the constructor's traceback)."""
     try:
-        app_name, name, target, args, kwargs = cloudpickle.loads(spec)
-        return "ok", Replica(app_name, name, target, args, kwargs)
+        app_name, name, target, args, kwargs, asgi = cloudpickle.loads(spec)
+        return "ok", Replica(app_name, name, cloudpickle.loads(target), args, kwargs, _asgi_app(asgi))
     except BaseException as e:  # noqa: B902 - everything goes back as text
         tb = e.__traceback__
         text = "".join(traceback.format_exception(type(e), e, tb))
         return "error", f"the deployment's constructor raised {type(e).__name__}: {e}\n{text}"
     finally:
         _flush()
+
+
+def _asgi_app(spec):
+    """The ingress class's ASGI app (see prism.serve._api._asgi_spec), or None."""
+    if spec is None:
+        return None
+    if spec[0] == "value":
+        return spec[1]
+    import importlib
+    _, module, name = spec
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise RuntimeError(f"prism.serve: the @serve.ingress app {module}.{name} is not on rank {_worker._rank()} "
+                           f"({e}); every rank must run the same program and define the app before "
+                           "prism.init()") from None
 
 
 def _flush():
@@ -76,10 +92,10 @@ def _flush():
 
 
 class Replica:
-    def __init__(self, app_name, name, target, args, kwargs):
+    def __init__(self, app_name, name, target, args, kwargs, asgi_app=None):
         self.app_name = app_name
         self.name = name
-        self.asgi_app = getattr(target, "_prism_asgi_app", None)
+        self.asgi_app = asgi_app
         self.context = ReplicaContext(app_name, name, f"{name}@rank{_worker._rank()}", None)
         if isinstance(target, type):
             cls = target
@@ -190,6 +206,15 @@ class Replica:
         actor, self.actor = self.actor, None
         if actor is not None:
             try:
-                actor.loop.call_soon_threadsafe(actor.loop.stop)
-            except RuntimeError:
+                actor.loop.call_soon_threadsafe(_stop, actor.loop)
+            except RuntimeError:  # closed already
                 pass
+
+
+def _stop(loop):
+    """Cancels the loop's tasks (an idle @serve.batch queue's), then stops it: a task left
+    pending when the loop closes is reported as destroyed."""
+    import asyncio
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon(loop.stop)

@@ -77,10 +77,16 @@ bool InterpreterGone() {
 }
 
 /// prism.serve._replica, imported once per process (kept for the process's life: the
-/// engine's threads may call in until exit).
+/// engine's threads may call in until exit). Not a function-local static: an import lets go
+/// of the GIL, and a second replica thread would then wait for the static's guard holding
+/// the GIL the first one needs back. Read and written under the GIL.
+py::object* g_replica_module = nullptr;
 py::object& ReplicaModule() {
-  static py::object* module = new py::object(py::module_::import("prism.serve._replica"));
-  return *module;
+  if (g_replica_module == nullptr) {
+    py::object module = py::module_::import("prism.serve._replica");
+    if (g_replica_module == nullptr) g_replica_module = new py::object(std::move(module));
+  }
+  return *g_replica_module;
 }
 
 /// One Python deployment's replica, as the engine sees it.
