@@ -27,11 +27,13 @@ _ext = None
 
 def ext():
     """prism._train (the C++ engine and LibTorch), loaded on first use, after prism._tune
-    (RTLD_GLOBAL), whose Tune engine and checkpoint store it resolves."""
+    and prism._data (RTLD_GLOBAL), whose Tune engine, checkpoint store and Data engine it
+    resolves."""
     global _ext
     if _ext is None:
         import prism
         prism._import_global("_tune")
+        prism._import_global("_data")
         from .. import _train
         _ext = _train
     return _ext

@@ -131,6 +131,15 @@ TEST(AllToAll, RepartitionAfterAMapAndBeforeALimitOverUnevenBlocks) {
   EXPECT_EQ(got.k.size(), 700u);
 }
 
+TEST(AllToAll, ATakeOfFewerRowsThanTheFirstOutputBlockAfterAnExchange) {
+  std::vector<Row> rows = Range(100, 4).GroupBy("id").Aggregate({Count()}).Take(2);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(std::get<int64_t>(rows[1]["id"]), 1);
+  rows = Range(100, 4).Sort("id", true).Take(3);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(std::get<int64_t>(rows[2]["id"]), 97);
+}
+
 TEST(AllToAll, RepartitionWithShuffleKeepsEveryRowOnce) {
   Rows got = Collect(Range(2000, 4).Repartition(5, true));
   EXPECT_NE(got.id, Iota(0, 2000));
