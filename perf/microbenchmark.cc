@@ -498,6 +498,39 @@ Result SyncTasks(const Env& env, const std::string& name, int pin_rank) {
   });
 }
 
+/// single_client_task_after_idle: a sync task pinned to rank 1 after the job did nothing
+/// for a second (issue 43: the first request after a pause must not wait out the
+/// transport's idle naps). Each sample sleeps `pause` s on the driver, then times one
+/// round trip (Remote + Get). --quick: 3 samples after 0.2 s.
+Result TaskAfterIdle(const Env& env) {
+  Result r;
+  r.name = "single_client_task_after_idle";
+  r.extra = true;
+  r.unit = "us";
+  r.lower_is_better = true;
+  if (env.world < 2) return r;
+  const double pause_s = env.opt.quick ? 0.2 : 1.0;
+  const int samples = env.opt.quick ? 3 : std::max(7, env.opt.rounds);
+  auto call = [] { return prism::Task(SmallValue).SetResource("rank:1", 0.01).Remote(); };
+  for (int i = 0; i < 3; ++i) prism::Get(call());  // warm
+  std::vector<double> us;
+  for (int i = 0; i < samples; ++i) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+    const auto t0 = std::chrono::steady_clock::now();
+    prism::Get(call());
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.rounds = us;
+  r.real_time = Median(us);
+  r.iterations = static_cast<int64_t>(us.size());
+  r.counters.push_back({"worst_us", *std::max_element(us.begin(), us.end())});
+  char note[160];
+  std::snprintf(note, sizeof note, "pinned to rank 1, each after %.1f s idle; worst %.0f us", pause_s,
+                *std::max_element(us.begin(), us.end()));
+  r.note = note;
+  return r;
+}
+
 Result AsyncTasks(const Env& env) {
   const int n = env.opt.async_batch;
   PhaseTimer phases;
@@ -1112,6 +1145,8 @@ void ApplyTargets(std::vector<Result>& results) {
       {"1_1_actor_calls_sync", "median round trip <= 10 us", 10, true},
       {"1_1_actor_calls_async", ">= 500000 calls/s", 500000, false},
       {"idle_rank_cpu", "< 0.5% of a core", 0.5, true},
+      // Issue 43: within 2x of the busy stream's target (20 us).
+      {"single_client_task_after_idle", "median round trip <= 40 us after 1 s idle (pinned to rank 1)", 40, true},
       {"placement_group_create/removal", ">= 10000 ops/s", 10000, false},
       {"single_client_put_gigabytes", ">= 80% of memcpy bandwidth (reused destination)", 0.8, false},
   };
@@ -1180,6 +1215,7 @@ int main(int argc, char** argv) {
          r.note = "pinned to rank 1; " + r.note;
          return std::vector<Result>{r};
        }},
+      {"single_client_task_after_idle", one(TaskAfterIdle)},
       {"multi_client_tasks_async_threads", one(MultiThreadTasks)},
       {"single_client_wait_1k_refs_ready", one(WaitReadyRefs)},
       {"cross_rank_get_gigabytes", CrossRankGet},

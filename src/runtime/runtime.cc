@@ -482,6 +482,24 @@ void StartUcx(Runtime& rt) {
   rt.ucx->Start(std::move(peers));
 }
 
+/// Opens this rank's doorbell (transport/doorbell.h) and gives the transport every rank's
+/// (collective). A rank that cannot open one is never rung; PRISM_DOORBELL=off leaves
+/// every rank without (the naps alone, for comparisons).
+void StartDoorbell(Runtime& rt) {
+  const char* off = std::getenv("PRISM_DOORBELL");
+  std::string why = "PRISM_DOORBELL=off";
+  std::unique_ptr<Doorbell> doorbell;
+  if (off == nullptr || std::string(off) != "off") doorbell = Doorbell::Open(rt.settings.network, &why);
+  if (!doorbell) PRISM_LOG_INFO("no doorbell (" + why + "): idle ranks see messages at their next look");
+  const std::string mine = doorbell ? doorbell->Address() : "";
+  std::vector<Buffer> all = AllGatherBytes(rt, Buffer(mine.data(), mine.size()));
+  if (!doorbell) return;
+  std::vector<std::string> peers;
+  for (const Buffer& b : all) peers.emplace_back(reinterpret_cast<const char*>(b.data()), b.size());
+  doorbell->SetPeers(peers);
+  rt.transport->SetDoorbell(std::move(doorbell));
+}
+
 void Build(Runtime& rt) {
   NodeOptions options;
   options.rank = rt.rank;
@@ -516,6 +534,7 @@ void Build(Runtime& rt) {
     };
     rt.transport =
         std::make_unique<MpiTransport>(rt.comm, rt.settings.rank_timeout_s, handlers);
+    StartDoorbell(rt);
   }
   ObjectFetcher* fetcher = rt.transport.get();
   if (rt.world > 1 && rt.settings.data_plane == "ucx") {

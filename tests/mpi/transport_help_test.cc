@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "common/progress_helper.h"
@@ -45,7 +47,8 @@ struct Pair {
   std::atomic<bool> done{false};
   std::unique_ptr<MpiTransport> transport;
 
-  Pair() {
+  /// `doorbell`: each rank opens one on loopback and learns the other's before Start.
+  explicit Pair(bool doorbell = false) {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MpiTransport::Handlers h;
     h.on_message = [this](int from, Message&& m) {
@@ -65,6 +68,18 @@ struct Pair {
     h.lookup = [](ObjectId) { return Payload(); };
     h.on_fatal = [](const std::string& why) { ADD_FAILURE() << "transport: " << why; };
     transport = std::make_unique<MpiTransport>(comm, 60.0, h);
+    if (doorbell) {
+      std::string why;
+      auto bell = Doorbell::Open("shm", &why);
+      EXPECT_NE(bell, nullptr) << why;
+      char mine[64] = {}, both[128] = {};
+      std::snprintf(mine, sizeof mine, "%s", bell ? bell->Address().c_str() : "");
+      MPI_Allgather(mine, 64, MPI_CHAR, both, 64, MPI_CHAR, comm);
+      if (bell) {
+        bell->SetPeers({std::string(both), std::string(both + 64)});
+        transport->SetDoorbell(std::move(bell));
+      }
+    }
     transport->Start();
   }
 
@@ -133,6 +148,26 @@ TEST(TransportHelp, StopsWhileAnotherThreadHelps) {
   } else {
     p.Finish();
   }
+}
+
+// A message to a peer idle for a second rings its doorbell (transport/doorbell.h), and the
+// peer, napping in ppoll on it, wakes for the ring rather than at its nap's end. Counted,
+// not timed (benchmarks time it: prism_microbenchmark's single_client_task_after_idle).
+TEST(TransportHelp, AMessageToAnIdlePeerRingsItAndWakesIt) {
+  Pair p(/*doorbell=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // both idle: long naps
+  uint64_t heard = 0;
+  if (Rank() == 0) {
+    const uint64_t sent = p.transport->RingsSent();
+    p.transport->Send(1, Stop{7, ""});
+    EXPECT_TRUE(SleepUntil([&] { return p.replies.load() == 1; }, 10)) << "no reply within 10 s";
+    EXPECT_EQ(p.transport->RingsSent(), sent + 1) << "the idle peer was not rung";
+  } else {
+    EXPECT_TRUE(SleepUntil([&] { return p.transport->RingsHeard() > 0; }, 10));
+    heard = p.transport->RingsHeard();
+  }
+  p.Finish();
+  if (Rank() == 1) EXPECT_GE(heard, 1u) << "rank 1's progress thread never woke for a ring";
 }
 
 }  // namespace

@@ -1,13 +1,19 @@
 #include "transport/mpi/mpi_transport.h"
 
 
+#include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <climits>
+#include <cstring>
 
 #include "common/check.h"
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "prism/errors.h"
 #include "transport/codec.h"
 
 namespace prism::internal {
@@ -22,9 +28,17 @@ MpiTransport::MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handle
   PRISM_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   last_heard_.assign(size_, Clock::now());
   last_sent_.assign(size_, Clock::now());
+  last_heard_work_.assign(size_, Clock::time_point{});
+  last_rang_.assign(size_, Clock::time_point{});
+  outbox_work_.assign(size_, 0);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw Error(std::string("prism: the MPI transport's eventfd: ") + std::strerror(errno));
 }
 
-MpiTransport::~MpiTransport() { Stop(std::chrono::milliseconds(1000)); }
+MpiTransport::~MpiTransport() {
+  Stop(std::chrono::milliseconds(1000));
+  close(wake_fd_);
+}
 
 namespace {
 
@@ -76,24 +90,42 @@ void MpiTransport::Wake() {
 }
 
 void MpiTransport::NotifyLoop() {
-  std::lock_guard<std::mutex> lock(wake_mu_);
-  wake_cv_.notify_one();
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void MpiTransport::Nap(int64_t ns, bool ring, bool& rung) {
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {doorbell_ && ring ? doorbell_->fd() : -1, POLLIN, 0}};
+  const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  if (ppoll(fds, 2, &timeout, nullptr) <= 0) return;
+  if (fds[0].revents & POLLIN) {
+    uint64_t count;
+    (void)!read(wake_fd_, &count, sizeof count);
+  }
+  if ((fds[1].revents & POLLIN) && doorbell_->Drain() > 0) {
+    rings_heard_.fetch_add(1, std::memory_order_relaxed);
+    rung = true;
+  }
 }
 
 void MpiTransport::Send(int dest, const Message& msg) {
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     EncodeMessage(msg, outbox_[dest]);
-    if (!std::holds_alternative<Heartbeat>(msg)) outbox_work_ = true;
+    if (!std::holds_alternative<Heartbeat>(msg)) outbox_work_[dest] = 1;
     queued_.store(true, std::memory_order_release);
   }
   if (t_driving) return;  // the pass under way sends it
   // With the progress thread aside, nobody may look for a while (the helper that was
-  // waiting got what it waited for): send it now, unless someone drives already.
-  if (aside_.load(std::memory_order_relaxed) && TryDrive()) {
-    FlushOutbox();
+  // waiting got what it waited for): send it now, unless someone drives already. The same
+  // when it naps: waking it first would put a thread's wake-up (tens of microseconds, far
+  // more after an idle second on this VM) before the message leaves; it is woken after,
+  // to keep the send progressing and to look for the answer (the send counts as activity).
+  const bool aside = aside_.load(std::memory_order_relaxed);
+  if ((aside || sleeping_.load(std::memory_order_relaxed)) && TryDrive()) {
+    if (FlushOutbox()) helper_active_ns_.store(NowNs(), std::memory_order_relaxed);
     EndDrive();
-    return;
+    if (aside) return;
   }
   Wake();
 }
@@ -214,11 +246,12 @@ void MpiTransport::Loop() {
     if (helpers_active()) {
       // Helpers that find nothing either (a driver waiting for its own rank's tasks) let
       // the naps grow as an idle rank's do: fewer wake-ups to compete with them.
-      const auto nap = std::chrono::nanoseconds(std::max(kAsideNapNs, IdleNapNs(idle_ns)));
-      std::unique_lock<std::mutex> lock(wake_mu_);
       aside_.store(true);
-      wake_cv_.wait_for(lock, nap,
-                        [&] { return stop_.load() || has_work_.load() || !helpers_active(); });
+      bool rung = false;
+      if (!stop_.load() && !has_work_.load() && helpers_active()) {
+        // Not woken by rings: the helpers look at the transport meanwhile.
+        Nap(std::max(kAsideNapNs, IdleNapNs(idle_ns)), /*ring=*/false, rung);
+      }
       aside_.store(false);
       continue;
     }
@@ -239,26 +272,45 @@ void MpiTransport::Loop() {
       sched_yield();
       continue;
     }
-    auto sleep = std::chrono::nanoseconds(IdleNapNs(idle_ns));
-    std::unique_lock<std::mutex> lock(wake_mu_);
     sleeping_.store(true);
-    wake_cv_.wait_for(lock, sleep, [&] { return has_work_.load() || stop_.load(); });
+    bool rung = false;
+    if (!has_work_.load() && !stop_.load()) Nap(IdleNapNs(idle_ns), /*ring=*/true, rung);
     sleeping_.store(false);
+    if (rung) {  // work is on its way: look for it as after any other
+      last_active = Clock::now();
+      spin_ns = kSpinNs;
+    }
   }
 }
 
 bool MpiTransport::FlushOutbox() {
   std::map<int, Buffer> batches;
-  bool work;
+  std::vector<int> work_to;  // the ranks whose batch holds work
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     queued_.store(!queued_fetches_.empty(), std::memory_order_relaxed);
     if (outbox_.empty()) return false;
     batches.swap(outbox_);
-    work = outbox_work_;
-    outbox_work_ = false;
+    for (const auto& [dest, buffer] : batches) {
+      if (outbox_work_[dest]) work_to.push_back(dest);
+      outbox_work_[dest] = 0;
+    }
   }
   const auto now = Clock::now();
+  // Ring the peers that may be napping, after their batches are on their way below: a
+  // peer that sent no work lately (idle, or running a long task since our last message).
+  // A busy exchange rings nobody; a peer that was not napping finds the ring at its next
+  // nap, which then ends at once (one wasted look).
+  auto ring = [&] {
+    if (!doorbell_) return;
+    const auto quiet = std::chrono::nanoseconds(kRingAfterNs);
+    for (int dest : work_to) {
+      if (now - last_heard_work_[dest] < quiet || now - last_rang_[dest] < quiet) continue;
+      last_rang_[dest] = now;
+      doorbell_->Ring(dest);
+      rings_sent_.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
   for (auto& [dest, buffer] : batches) {
     last_sent_[dest] = now;
     if (buffer.size() > static_cast<size_t>(INT_MAX)) {
@@ -272,7 +324,8 @@ bool MpiTransport::FlushOutbox() {
                               kControlTag, comm_, &p.request));
     pending_sends_.push_back(std::move(p));
   }
-  return work;
+  ring();
+  return !work_to.empty();
 }
 
 bool MpiTransport::StartFetches() {
@@ -315,7 +368,10 @@ bool MpiTransport::PollIncoming() {
       continue;
     }
     for (auto& m : messages) {
-      if (!std::holds_alternative<Heartbeat>(m)) work = true;
+      if (!std::holds_alternative<Heartbeat>(m)) {
+        work = true;
+        last_heard_work_[from] = last_heard_[from];
+      }
       if (auto* req = std::get_if<FetchRequest>(&m)) {
         OnFetchRequest(from, *req);
       } else if (auto* rep = std::get_if<FetchReply>(&m)) {

@@ -21,7 +21,12 @@
 //     after 200 ms, 1 s and 5 s of quiet, at most 2 x kLongIdleSleepNs), woken early by
 //     Send/Fetch. An idle rank thus costs about one MPI_Improbe per 20 ms (measured with
 //     prism_microbenchmark's idle_rank_cpu: 0.36% of a core for the whole process). Open
-//     MPI's blocking receives busy-poll, so they cannot be used for waiting.
+//     MPI's blocking receives busy-poll, so they cannot be used for waiting. The naps are in
+//     ppoll on an eventfd (Send/Fetch/StopHelping) and the doorbell's socket
+//     (transport/doorbell.h): a pass that sends work to a peer that sent none for
+//     kRingAfterNs rings it (at most once per kRingAfterNs), and a napping peer wakes at
+//     once instead of at the nap's end (a task sent to a rank idle for a second: 22 ms
+//     without it). Naps while helpers drive (below) do not listen for rings.
 //   * Liveness: ranks exchange heartbeats with rank 0; a peer silent for rank_timeout is
 //     reported through on_fatal (the job then ends: MPI cannot survive a lost rank).
 
@@ -29,7 +34,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -41,6 +45,7 @@
 #include "common/object_fetcher.h"
 #include "common/progress_helper.h"
 #include "common/protocol.h"
+#include "transport/doorbell.h"
 
 namespace prism::internal {
 
@@ -57,6 +62,9 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   /// Helpers this recent keep the progress thread aside, in naps of kAsideNapNs.
   static constexpr int64_t kHelpersActiveNs = 100'000;
   static constexpr int64_t kAsideNapNs = 250'000;
+  /// A peer that sent no work for this long may be napping: work sent to it rings it
+  /// (at most once per this period). A rank spins at least kSpinNs after its last work.
+  static constexpr int64_t kRingAfterNs = 1'000'000;
 
   struct Handlers {
     std::function<void(int from, Message&& msg)> on_message;
@@ -69,6 +77,8 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handlers);
   ~MpiTransport() override;
 
+  /// Gives the transport its doorbell (before Start; without one it only naps).
+  void SetDoorbell(std::unique_ptr<Doorbell> doorbell) { doorbell_ = std::move(doorbell); }
   void Start();
   /// Queues a message for `dest`. Thread-safe, never blocks on the network.
   void Send(int dest, const Message& msg);
@@ -82,6 +92,9 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   void StopHelping() override;
 
   int rank() const { return rank_; }
+  /// Rings sent to peers and rings that woke this rank (for tests and benchmarks).
+  uint64_t RingsSent() const { return rings_sent_.load(std::memory_order_relaxed); }
+  uint64_t RingsHeard() const { return rings_heard_.load(std::memory_order_relaxed); }
   int size() const { return size_; }
 
  private:
@@ -114,6 +127,8 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   void OnFetchReply(int from, const FetchReply& rep);
   void Wake();
   void NotifyLoop();  // wakes the progress thread from a nap
+  /// Naps up to `ns` in ppoll, woken by NotifyLoop or, if `ring`, a ring (then sets `rung`).
+  void Nap(int64_t ns, bool ring, bool& rung);
 
   MPI_Comm comm_;
   int rank_ = 0;
@@ -125,7 +140,7 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
 
   std::mutex out_mu_;
   std::map<int, Buffer> outbox_;
-  bool outbox_work_ = false;  // the outbox holds more than heartbeats (out_mu_)
+  std::vector<char> outbox_work_;  // by rank: its batch holds more than heartbeats (out_mu_)
   std::atomic<bool> queued_{false};  // the outbox or queued_fetches_ may hold something
   std::deque<PendingFetch> queued_fetches_;
   std::atomic<bool> has_work_{false};
@@ -136,8 +151,9 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   std::atomic<bool> aside_{false};  // the progress thread naps because helpers drive
   std::atomic<int64_t> helped_at_ns_{0};  // a helper's last pass (steady clock; 0: stopped)
   std::atomic<int64_t> helper_active_ns_{0};  // a helper's last pass that found work
-  std::mutex wake_mu_;
-  std::condition_variable wake_cv_;
+  int wake_fd_ = -1;  // an eventfd: NotifyLoop ends the progress thread's nap
+  std::unique_ptr<Doorbell> doorbell_;
+  std::atomic<uint64_t> rings_sent_{0}, rings_heard_{0};
 
   bool one_core_ = false;  // this process may run on one core only (Start)
   // Whoever drives (driving_):
@@ -145,6 +161,8 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   std::unordered_map<uint32_t, PendingFetch> fetches_;  // by tag
   uint32_t next_tag_ = kFirstDataTag;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  // Per peer: when it last sent work (not a heartbeat), and when it was last rung.
+  std::vector<std::chrono::steady_clock::time_point> last_heard_work_, last_rang_;
   // Per peer: a busy head talking to some workers must still heartbeat the idle ones.
   std::vector<std::chrono::steady_clock::time_point> last_sent_;
   std::chrono::steady_clock::time_point last_liveness_check_;
