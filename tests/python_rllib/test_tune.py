@@ -65,5 +65,7 @@ def test_tuner_bad_input():
         tune.Tuner("PPO", param_space=DQNConfig().environment("CartPole-v1"))
     with pytest.raises(TypeError, match="no setting"):
         tune.Tuner("PPO", param_space={"env": "CartPole-v1", "learning_rate": tune.uniform(0, 1)})
+    with pytest.raises(ValueError, match="numbers and bools"):
+        tune.Tuner("PPO", param_space=small_ppo().rl_module(model_config={"fcnet_hiddens": tune.choice([[32], [64]])}))
     with pytest.raises(ValueError, match="num_learners"):
         tune.Tuner("PPO", param_space=small_ppo().learners(num_learners=2))

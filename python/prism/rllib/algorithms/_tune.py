@@ -56,6 +56,11 @@ def resolve(algo_name, param_space):
         raise ValueError(f"Tuner({algo_name!r}): the environment and env_config cannot be searched; run a Tuner "
                          "per environment")
     space = {k: v for k, v in config._settings.items() if _is_domain(v)}
+    for k, v in space.items():
+        values = getattr(v, "categories", None) or (v.get("grid_search") if isinstance(v, dict) else None) or []
+        if any(not isinstance(x, (int, float, bool)) for x in values):
+            raise ValueError(f"Tuner({algo_name!r}): {k} searches {v!r}; prism::rl's trial takes numbers and bools "
+                             "(run a Tuner per layer-size list or schedule)")
     fresh = type(config)()
     for k in space:
         config._settings[k] = fresh._settings[k]  # the trial lays its value over it

@@ -204,7 +204,7 @@ class AlgorithmConfig:
                     continue  # prism::rl's: tanh (PPO), separate value MLP; accepted, not changed
                 raise TypeError(f"{type(self).__name__}.rl_module: model_config key {k!r} is not one prism::rl "
                                 f"has; it takes {', '.join(sorted(known))}")
-            self._settings[known[k]] = _int_list(v, k)
+            self._settings[known[k]] = v if _is_domain(v) else _int_list(v, k)
         return self
 
     def debugging(self, *, seed=None, **ignored):
