@@ -152,3 +152,28 @@ def test_learner_group_on_worker_ranks(world_size):
     r = algo.train()
     assert math.isfinite(r["learners"]["default_policy"]["total_loss"])
     algo.stop()
+
+
+def test_driver_callbacks_run_and_env_runner_ones_are_refused():
+    from prism.rllib.callbacks import RLlibCallback
+
+    class Count(RLlibCallback):
+        def on_algorithm_init(self, *, algorithm, **kwargs):
+            self.seen = ["init"]
+
+        def on_train_result(self, *, algorithm, result, **kwargs):
+            self.seen.append(result["training_iteration"])
+            result["custom"] = {"doubled_return": 2 * result["env_runners"]["episode_return_mean"]}
+
+    algo = cartpole(train_batch_size=500, minibatch_size=100).env_runners(num_env_runners=0).callbacks(Count).build_algo()
+    r = algo.train()
+    assert algo.callbacks.seen == ["init", 1]
+    assert r["custom"]["doubled_return"] == 2 * r["env_runners"]["episode_return_mean"]
+    algo.stop()
+
+    class PerEpisode(RLlibCallback):
+        def on_episode_end(self, **kwargs):
+            pass
+
+    with pytest.raises(TypeError, match="on_episode_end"):
+        PPOConfig().callbacks(PerEpisode)

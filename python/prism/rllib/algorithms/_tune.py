@@ -55,6 +55,9 @@ def resolve(algo_name, param_space):
     if _is_domain(config._env) or any(_is_domain(v) for v in config._env_config.values()):
         raise ValueError(f"Tuner({algo_name!r}): the environment and env_config cannot be searched; run a Tuner "
                          "per environment")
+    if config.callbacks_class is not None:
+        raise ValueError(f"Tuner({algo_name!r}): callbacks run in an Algorithm's driver, and a trial is prism::rl's "
+                         "C++ trial: leave .callbacks() out of the Tuner's config")
     space = {k: v for k, v in config._settings.items() if _is_domain(v)}
     for k, v in space.items():
         values = getattr(v, "categories", None) or (v.get("grid_search") if isinstance(v, dict) else None) or []

@@ -128,6 +128,10 @@ class Algorithm:
         self._started = time.monotonic()
         self._time_total = 0.0
         self._last = None
+        cls = getattr(config, "callbacks_class", None)
+        self.callbacks = cls() if cls is not None else None
+        if self.callbacks is not None:
+            self.callbacks.on_algorithm_init(algorithm=self, metrics_logger=None)
 
     # ---- training ------------------------------------------------------------------------
 
@@ -144,6 +148,8 @@ class Algorithm:
         elapsed = time.monotonic() - start
         self._time_total += elapsed
         self._last = _nested(flat, elapsed, self._time_total)
+        if self.callbacks is not None:
+            self.callbacks.on_train_result(algorithm=self, metrics_logger=None, result=self._last)
         return self._last
 
     step = train
@@ -188,6 +194,8 @@ class Algorithm:
         weights, optimizer moments, counters; this config's settings stay (Ray's restore).
         ValueError for a directory without one, or one of another algorithm or shape."""
         self._cpp.restore(_path_of(checkpoint_path))
+        if self.callbacks is not None:
+            self.callbacks.on_checkpoint_loaded(algorithm=self)
 
     restore_from_path = restore
 

@@ -44,6 +44,7 @@ class AlgorithmConfig:
         self._settings["env_runner_placement"] = "auto"
         object.__setattr__(self, "_env", None)  # a name, a Python env class, or None
         object.__setattr__(self, "_env_config", {})
+        object.__setattr__(self, "callbacks_class", None)
         if algo_class is not None:
             object.__setattr__(self, "algo_class", algo_class)
 
@@ -205,6 +206,26 @@ class AlgorithmConfig:
                 raise TypeError(f"{type(self).__name__}.rl_module: model_config key {k!r} is not one prism::rl "
                                 f"has; it takes {', '.join(sorted(known))}")
             self._settings[known[k]] = v if _is_domain(v) else _int_list(v, k)
+        return self
+
+    def callbacks(self, callbacks_class=None, **ignored):
+        """An RLlibCallback subclass (prism.rllib.callbacks) whose driver hooks the Algorithm
+        calls: on_algorithm_init, on_train_result, on_checkpoint_loaded. TypeError for one that
+        overrides an env runner hook (the runners are C++)."""
+        _refuse(ignored, "callbacks", "callbacks_class")
+        if callbacks_class is None:
+            return self
+        from ..callbacks.callbacks import ENV_RUNNER_HOOKS, RLlibCallback
+        if not isinstance(callbacks_class, type):
+            raise TypeError(f"callbacks(callbacks_class): a class (an RLlibCallback subclass), not "
+                            f"{type(callbacks_class).__name__}")
+        overridden = [h for h in ENV_RUNNER_HOOKS if callable(getattr(callbacks_class, h, None))
+                      and getattr(callbacks_class, h) is not getattr(RLlibCallback, h, None)]
+        if overridden:
+            raise TypeError(f"callbacks({callbacks_class.__name__}): {', '.join(overridden)} would run on the env "
+                            "runners, which are C++ in prism::rl and call no Python hooks; use on_train_result "
+                            "(on the driver, with the result dict) instead")
+        object.__setattr__(self, "callbacks_class", callbacks_class)
         return self
 
     def debugging(self, *, seed=None, **ignored):

@@ -1,0 +1,3 @@
+from .callbacks import DefaultCallbacks, RLlibCallback
+
+__all__ = ["RLlibCallback", "DefaultCallbacks"]
