@@ -27,6 +27,19 @@ def test_iter_batches_gives_exact_batches_across_blocks_in_order():
     assert [r["id"] for r in ds.limit(2)] == [0, 1]
 
 
+def test_a_stuck_udf_ends_the_consumption_with_a_timeout():
+    import time
+
+    def slow(batch):
+        time.sleep(3)
+        return batch
+    ds = data.range(10, override_num_blocks=1).map_batches(slow).with_execution_options(task_timeout_s=0.5)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="task_timeout_s"):
+        ds.count()
+    assert time.monotonic() - start < 2.5
+
+
 def test_dropping_an_iterator_early_stops_its_execution():
     ds = data.range(100000, override_num_blocks=100).map_batches(lambda b: b)
     it = ds.iter_batches(batch_size=10)

@@ -61,16 +61,18 @@ def test_map_batches_numpy_pandas_and_batch_sizes():
     assert v == [1, 11, 21, 31, 0]
 
 
-def test_map_batches_copies_unless_zero_copy_batch():
+def test_map_batches_reads_in_place_unless_zero_copy_batch_is_false():
     def inplace(batch):
-        batch["id"] += 1  # writable: a copy (Ray's zero_copy_batch=False)
+        batch["id"] += 1  # writable: a copy (zero_copy_batch=False)
         return batch
-    assert ids(data.range(10).map_batches(inplace)) == list(range(1, 11))
+    assert ids(data.range(10).map_batches(inplace, zero_copy_batch=False)) == list(range(1, 11))
 
     def readonly(batch):
-        assert not batch["id"].flags.writeable
+        assert not batch["id"].flags.writeable  # Ray's default: a read-only view of the block
         return batch
-    assert ids(data.range(10).map_batches(readonly, zero_copy_batch=True)) == list(range(10))
+    assert ids(data.range(10).map_batches(readonly)) == list(range(10))
+    with pytest.raises(ValueError, match="read-only"):
+        data.range(10).map_batches(inplace).count()
 
 
 class AddOffset:
@@ -148,6 +150,31 @@ def test_a_udfs_exception_reaches_the_driver_with_its_type_and_traceback():
             return batch
     with pytest.raises(RuntimeError, match="cannot load the model"):
         data.range(10).map_batches(BrokenModel, concurrency=1).count()
+
+
+def test_retry_exceptions_runs_a_failing_call_again():
+    import os
+    import tempfile
+    marker = tempfile.mktemp()
+
+    def flaky(batch):
+        if not os.path.exists(marker):  # fails once on whichever rank runs it first
+            open(marker, "w").close()
+            raise ConnectionError("transient")
+        return batch
+    try:
+        assert data.range(10, override_num_blocks=1).map_batches(
+            flaky, retry_exceptions=[ConnectionError], max_retries=2).count() == 10
+        os.remove(marker)
+        assert data.range(10, override_num_blocks=1).map_batches(flaky, retry_exceptions=True).count() == 10
+        os.remove(marker)
+        with pytest.raises(ConnectionError, match="transient"):
+            data.range(10, override_num_blocks=1).map_batches(flaky, retry_exceptions=[KeyError]).count()
+        with pytest.raises(TypeError, match="retry_exceptions"):
+            data.range(3).map_batches(flaky, retry_exceptions=["ConnectionError"])
+    finally:
+        if os.path.exists(marker):
+            os.remove(marker)
 
 
 def test_a_udf_returning_the_wrong_type_says_what_to_return():

@@ -36,11 +36,21 @@ def _name(fn):
 
 
 def _retry(retry_exceptions):
+    """What the engine retries: every exception of the UDF (True) or none; a list of Python
+    exception types is retried inside the call instead (_python_retry)."""
     if retry_exceptions is None or isinstance(retry_exceptions, bool):
         return retry_exceptions
-    # Python exception types: the engine retries by the trampoline's C++ type, so a list of
-    # Python types is honoured as "retry every exception of the UDF".
-    return True
+    return None
+
+
+def _python_retry(retry_exceptions, max_retries):
+    if retry_exceptions is None or isinstance(retry_exceptions, bool):
+        return None
+    types = tuple(retry_exceptions)
+    if not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+        raise TypeError(f"prism.data: retry_exceptions is {retry_exceptions!r}; give True, False or a list of "
+                        "exception types")
+    return types, int(max_retries)
 
 
 def _concurrency(concurrency, compute, what):
@@ -207,14 +217,16 @@ class Dataset(_Iterable):
             return self._class(kind, fn, "default", _WHOLE_BLOCK, fn_args, fn_kwargs, fn_constructor_args,
                                fn_constructor_kwargs, False, concurrency, compute, num_cpus, num_gpus,
                                max_retries, retry_exceptions, what)
-        blob = _udf.payload(kind, fn, fn_args=fn_args, fn_kwargs=fn_kwargs)
+        blob = _udf.payload(kind, fn, fn_args=fn_args, fn_kwargs=fn_kwargs,
+                            retry=_python_retry(retry_exceptions, max_retries))
         return self._with(self._ds.map_bound(kind, blob, _name(fn), max_retries, _retry(retry_exceptions)))
 
     def _class(self, kind, cls, fmt, batch_size, fn_args, fn_kwargs, ctor_args, ctor_kwargs, zero_copy,
                concurrency, compute, num_cpus, num_gpus, max_retries, retry_exceptions, what):
         lo, hi = _concurrency(concurrency, compute, what)
         blob = _udf.payload(kind, cls, fmt, fn_args, fn_kwargs, zero_copy,
-                            constructor=(tuple(ctor_args or ()), dict(ctor_kwargs or {})))
+                            constructor=(tuple(ctor_args or ()), dict(ctor_kwargs or {})),
+                            retry=_python_retry(retry_exceptions, max_retries))
         return self._with(self._ds.map_batches_class(blob, cls.__name__, batch_size, lo, hi, float(num_cpus or 0),
                                                      float(num_gpus or 0), max_retries,
                                                      _retry(retry_exceptions)))
@@ -240,13 +252,15 @@ class Dataset(_Iterable):
         return self._rows("flat_map", fn, fn_args, fn_kwargs, fn_constructor_args, fn_constructor_kwargs,
                           concurrency, compute, num_cpus, num_gpus, max_retries, retry_exceptions)
 
-    def map_batches(self, fn, *, batch_size="default", compute=None, batch_format="default",
-                    zero_copy_batch=False, fn_args=None, fn_kwargs=None, fn_constructor_args=None,
+    def map_batches(self, fn, *, batch_size=None, compute=None, batch_format="default",
+                    zero_copy_batch=True, fn_args=None, fn_kwargs=None, fn_constructor_args=None,
                     fn_constructor_kwargs=None, num_cpus=None, num_gpus=None, concurrency=None, max_retries=3,
                     retry_exceptions=None, **ray_remote_args):
-        """Applies fn to batches of batch_size rows ("default": 1024; None: whole blocks) in
-        batch_format ("default"/"numpy": dict of NumPy arrays; "pandas": DataFrame); fn
-        returns a dict of arrays or a DataFrame (or yields them). A callable class is
+        """Applies fn to batches of batch_size rows (None, the default: whole blocks;
+        "default": 1024) in batch_format ("default"/"numpy": dict of NumPy arrays; "pandas":
+        DataFrame); fn returns a dict of arrays or a DataFrame (or yields them). With
+        zero_copy_batch (the default, as in Ray) the arrays read the block in place and are
+        read-only; False gives writable copies. A callable class is
         constructed once per actor of a pool of `concurrency` actors ((min, max) or n), with
         fn_constructor_args/kwargs."""
         if not callable(fn):
@@ -261,7 +275,8 @@ class Dataset(_Iterable):
         if fn_constructor_args or fn_constructor_kwargs:
             raise ValueError("prism.data.map_batches: fn_constructor_args/kwargs are for a callable class, and "
                              f"{_name(fn)} is a function")
-        blob = _udf.payload("batches", fn, fmt, fn_args, fn_kwargs, zero_copy_batch)
+        blob = _udf.payload("batches", fn, fmt, fn_args, fn_kwargs, zero_copy_batch,
+                            retry=_python_retry(retry_exceptions, max_retries))
         return self._with(self._ds.map_batches_bound(blob, _name(fn), size, max_retries, _retry(retry_exceptions)))
 
     def add_column(self, col, fn, *, batch_format="pandas", **kwargs):
@@ -287,6 +302,17 @@ class Dataset(_Iterable):
             return {names.get(k, k): v for k, v in batch.items()}
         rename.__name__ = "rename_columns"
         return self.map_batches(rename, batch_size=None, zero_copy_batch=True)
+
+    def with_execution_options(self, *, task_timeout_s=600.0, object_store_budget_bytes=0,
+                               max_tasks_in_flight_per_op=0, progress_bars=None):
+        """Prism's: this plan run with these options (Ray's DataContext execution options, per
+        dataset): task_timeout_s bounds every wait of a consumption (a task, a fetch, a
+        streaming split's other consumers; prism.exceptions.GetTimeoutError, a TimeoutError,
+        past it); object_store_budget_bytes (0: half the cluster's object store) and
+        max_tasks_in_flight_per_op (0: twice the CPUs) bound the blocks and tasks in flight;
+        progress_bars draws a line per operator on stderr (None: when it is a terminal)."""
+        return self._with(self._ds.with_options(float(task_timeout_s), int(object_store_budget_bytes),
+                                                int(max_tasks_in_flight_per_op), progress_bars))
 
     def limit(self, limit):
         """The first `limit` rows; the rest of the pipeline stops once they are read."""

@@ -31,12 +31,14 @@ def check_format(batch_format, what):
 
 
 def payload(kind, fn, batch_format="default", fn_args=(), fn_kwargs=None, zero_copy_batch=False, extra=None,
-            constructor=None):
+            constructor=None, retry=None):
     """The bytes the engine carries to every call: the function (or class and its
-    constructor's arguments), its kind and how to call it."""
+    constructor's arguments), its kind and how to call it; `retry` = (exception types,
+    max_retries) retries a call that raised one of them, in place (Ray's retry_exceptions
+    as a list of types)."""
     try:
         return cloudpickle.dumps((kind, fn, batch_format, tuple(fn_args or ()), dict(fn_kwargs or {}),
-                                  zero_copy_batch, extra, constructor))
+                                  zero_copy_batch, extra, constructor, retry))
     except Exception as e:
         raise TypeError(f"prism.data: cannot pickle {getattr(fn, '__name__', fn)!r} to send it to the ranks "
                         f"({type(e).__name__}: {e}); capture only picklable values in it") from None
@@ -250,15 +252,37 @@ def _runner(kind, fn, batch_format, args, kwargs, zero_copy, extra):
     raise ValueError(f"prism.data: unknown UDF kind {kind!r}")
 
 
+class _Retrying:
+    """fn, called again (up to max_retries times) when it raises one of `types`."""
+
+    def __init__(self, fn, types, max_retries):
+        self.fn, self.types, self.max_retries = fn, types, max_retries
+        self.__name__ = _name(fn)
+
+    def __call__(self, *args, **kwargs):
+        attempt = 0
+        while True:
+            try:
+                return self.fn(*args, **kwargs)
+            except self.types:
+                if attempt >= self.max_retries:
+                    raise
+                attempt += 1
+
+
+def _with_retry(fn, retry):
+    return fn if not retry else _Retrying(fn, tuple(retry[0]), retry[1])
+
+
 def load_runner(blob):
     """The runner of a function payload (prism._data caches it per payload)."""
-    kind, fn, batch_format, args, kwargs, zero_copy, extra, _ = cloudpickle.loads(blob)
-    return _runner(kind, fn, batch_format, args, kwargs, zero_copy, extra)
+    kind, fn, batch_format, args, kwargs, zero_copy, extra, _, retry = cloudpickle.loads(blob)
+    return _runner(kind, _with_retry(fn, retry), batch_format, args, kwargs, zero_copy, extra)
 
 
 def load_class_runner(blob):
     """A callable class's instance (constructed here, in its actor) as a runner."""
-    kind, cls, batch_format, args, kwargs, zero_copy, extra, constructor = cloudpickle.loads(blob)
+    kind, cls, batch_format, args, kwargs, zero_copy, extra, constructor, retry = cloudpickle.loads(blob)
     ctor_args, ctor_kwargs = constructor or ((), {})
     instance = cls(*ctor_args, **ctor_kwargs)
-    return _runner(kind, instance, batch_format, args, kwargs, zero_copy, extra)
+    return _runner(kind, _with_retry(instance, retry), batch_format, args, kwargs, zero_copy, extra)
