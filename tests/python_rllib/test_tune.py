@@ -45,6 +45,20 @@ def test_tuner_ppo_by_name_searches_the_configs_spaces(tmp_path):
     algo.stop()
 
 
+def test_tuner_restore_by_name(tmp_path):
+    # A stopper rather than a stop dict: Tuner.restore of an experiment with RunConfig(stop={...})
+    # crashes in the Tune engine (src/tune/tuner.cc iterates items() of a temporary JSON).
+    config = small_ppo().training(lr=tune.grid_search([1e-3, 1e-4]))
+    tuner = tune.Tuner("PPO", param_space=config, tune_config=tune.TuneConfig(metric="episode_return_mean", mode="max"),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0,
+                                                 stop=tune.stopper.MaximumIterationStopper(2)))
+    results = tuner.fit()
+    del tuner  # it holds the experiment's journal
+    again = tune.Tuner.restore(results.experiment_path, "PPO").fit()  # finished trials stay
+    assert len(again) == 2 and again.num_errors == 0
+    assert sorted(r.config["lr"] for r in again) == [1e-4, 1e-3]
+
+
 def test_tuner_with_the_class_a_python_env_and_dqn(tmp_path):
     config = small_ppo().environment(envs.Corridor).training(entropy_coeff=tune.choice([0.0, 0.01]))
     results = run(PPO, config, tmp_path / "ppo", num_samples=2)
