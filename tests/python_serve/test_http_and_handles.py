@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import requests
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 import prism
 from prism import serve
@@ -63,6 +63,8 @@ class Kinds:
             return PlainTextResponse("short and stout")
         if kind == "list":
             return [1, 2, 3]
+        if kind == "stream":  # sent whole: Prism's server answers with one body
+            return StreamingResponse(iter([b"chunk1,", b"chunk2"]), media_type="text/csv")
         return {"kind": kind}
 
 
@@ -187,6 +189,8 @@ def test_return_values_become_responses():
         assert (r.status_code, r.json()) == (201, {"made": "by starlette"})
         assert requests.get(base + "text_response", timeout=30).text == "short and stout"
         assert requests.get(base + "list", timeout=30).json() == [1, 2, 3]
+        r = requests.get(base + "stream", timeout=30)
+        assert (r.text, r.headers["content-type"]) == ("chunk1,chunk2", "text/csv; charset=utf-8")
         assert requests.get(base + "dict", timeout=30).json() == {"kind": "dict"}
     finally:
         serve.delete("kinds")

@@ -85,8 +85,12 @@ def _json_default(value):
 def to_response(result):
     """(status, body, content type, extra headers) for what a handler returned."""
     if isinstance(result, _StarletteResponse):
-        if not hasattr(result, "body"):  # a StreamingResponse, FileResponse: run it as ASGI
-            return asyncio.new_event_loop().run_until_complete(_collect(result, scope("GET", "/", "/", "", {}, False)))
+        if not hasattr(result, "body"):  # a StreamingResponse, FileResponse: run it as ASGI, whole
+            loop = asyncio.new_event_loop()
+            try:
+                return loop.run_until_complete(_collect(result, scope("GET", "/", "/", "", {}, False)))
+            finally:
+                loop.close()
         return _from_raw(result.status_code, result.raw_headers, bytes(result.body))
     if isinstance(result, (bytes, bytearray, memoryview)):
         return 200, bytes(result), "application/octet-stream", {}
