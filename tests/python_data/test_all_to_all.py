@@ -88,3 +88,14 @@ def test_map_groups_gets_every_row_of_a_group(frame):
         raise ZeroDivisionError("group failed")
     with pytest.raises(ZeroDivisionError, match="group failed"):
         ds.groupby("k").map_groups(boom).count()
+
+
+def test_whole_dataset_aggregates_match_pandas(frame):
+    ds = data.from_pandas([frame.iloc[:200], frame.iloc[200:]])
+    assert ds.sum("n") == frame["n"].sum()
+    assert ds.min("n") == frame["n"].min() and ds.max("v") == frame["v"].max()
+    np.testing.assert_allclose(ds.mean("v"), frame["v"].mean())
+    np.testing.assert_allclose(ds.std("v"), frame["v"].std(ddof=1))
+    both = ds.sum(["n", "k"])
+    assert both == {"sum(n)": frame["n"].sum(), "sum(k)": frame["k"].sum()}
+    assert data.range(0).sum("id") is None

@@ -350,6 +350,42 @@ class Dataset(_Iterable):
             raise ValueError(f"prism.data.groupby: key is {key!r}; name one column")
         return GroupedData(self, key)
 
+    def _global(self, kind, on, ddof=1):
+        """A whole-dataset aggregate (Ray's Dataset.sum/min/max/mean/std): one value for one
+        column, a dict for several, None for no rows. Computed by the engine's GroupBy over
+        a constant key."""
+        from .aggregate import AggregateFn
+        cols = [on] if isinstance(on, str) else list(on)
+        if not cols:
+            raise ValueError(f"prism.data.{kind}: name at least one column (on=)")
+
+        def key(batch):
+            n = len(next(iter(batch.values()))) if batch else 0
+            return dict(batch, __prism_all=np.zeros(n, dtype=np.int64))
+        key.__name__ = kind
+        keyed = self.map_batches(key)
+        rows = GroupedData(keyed, "__prism_all").aggregate(*[AggregateFn(kind, c, ddof=ddof) for c in cols]).take(1)
+        if not rows:
+            return None
+        values = {k: v for k, v in rows[0].items() if k != "__prism_all"}
+        return next(iter(values.values())) if isinstance(on, str) else values
+
+    def sum(self, on, ignore_nulls=True):
+        """The sum of column `on` (a dict for a list of columns; None for no rows)."""
+        return self._global("sum", on)
+
+    def min(self, on, ignore_nulls=True):
+        return self._global("min", on)
+
+    def max(self, on, ignore_nulls=True):
+        return self._global("max", on)
+
+    def mean(self, on, ignore_nulls=True):
+        return self._global("mean", on)
+
+    def std(self, on, ddof=1, ignore_nulls=True):
+        return self._global("std", on, ddof)
+
     def union(self, *others):
         """This dataset's rows, then each other's (same schema)."""
         for o in others:
