@@ -200,6 +200,8 @@ def test_bad_arguments_are_refused_at_the_call():
         ds.iter_batches(batch_format="arrow")
     with pytest.raises(ValueError, match="batch_size is 0"):
         ds.map_batches(lambda b: b, batch_size=0)
+    with pytest.raises(ValueError, match="batch_size=None"):
+        ds.iter_batches(batch_size=None)
     with pytest.raises(TypeError, match="is not callable"):
         ds.map(42)
     with pytest.raises(ValueError, match="concurrency"):

@@ -157,6 +157,9 @@ class _Iterable:
         DataFrames). With local_shuffle_buffer_size, rows are shuffled within a buffer of
         that many rows (Ray's local shuffle)."""
         fmt = _udf.check_format(batch_format, "iter_batches")
+        if batch_size is None:
+            raise ValueError("prism.data.iter_batches: batch_size=None (whole blocks) is not supported here; give "
+                             "a number of rows (batches are re-cut across blocks to exactly that many)")
         size = _batch_size(batch_size, "iter_batches")
         it = self._open(size, prefetch_batches, drop_last, local_shuffle_buffer_size or 0, local_shuffle_seed)
         return _batches(it, fmt)

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "data/io.h"
+#include "prism/data/actor_class.h"
 #include "prism/platform/invoke.h"
 #include "prism/remote.h"
 #include "../../common/test_util.h"
@@ -287,6 +288,21 @@ TEST(DataPlan, ABoundUdfGetsItsBytesAndTheWholeBlockOrEachBatch) {
   map.bound = "not a number";
   EXPECT_THAT(ErrorOf([&] { ApplyStage(Ids(0, 3), {map}, 5, -1, nullptr, nullptr, nullptr); }),
               HasSubstr("Map(add_ten) failed on block 5"));
+}
+
+struct NamedModel {
+  explicit NamedModel(std::string) {}
+  Block operator()(const Block& b) const { return b; }
+};
+
+TEST(DataPlan, AnActorClassShowsTheNameABindingGivesIt) {
+  prism::data::ActorClass<NamedModel> cls{std::string("payload")};
+  EXPECT_THAT(cls.Name(), HasSubstr("NamedModel"));
+  const std::string key = cls.Key();
+  cls.SetName("FashionClassifier");
+  EXPECT_EQ(cls.Name(), "FashionClassifier");
+  EXPECT_EQ(cls.Key(), key);  // the same registered class
+  EXPECT_EQ(cls.Args().size(), 1u);
 }
 
 TEST(DataPlan, AJsonWriteWritesOneObjectARowWithArraysAsLists) {
