@@ -2,6 +2,7 @@
 ends while tasks wait, an async actor method, a failure nobody reads, a wait on resources
 actors hold for good, recursion past the nesting limit, and a timeout's message."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -142,7 +143,8 @@ def test_a_wait_on_cpus_actors_hold_warns(world_size, tmp_path):
                       env={"PRISM_PENDING_WARN": "1"})
     assert run.returncode == 0, run.stderr
     assert "result 7" in run.stdout
-    assert "has waited 1 s for {CPU: 1}" in run.stderr, run.stderr
+    # The watch looks once a second: on a loaded machine its first warning may say 2 s.
+    assert re.search(r"has waited [12] s for \{CPU: 1\}", run.stderr), run.stderr
     assert "rank 0 has {CPU: 1}, held by actor __main__.Holder {CPU: 1}" in run.stderr, run.stderr
 
 
