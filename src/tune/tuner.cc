@@ -1047,7 +1047,8 @@ Tuner Tuner::Restore(const std::string& path, Trainable trainable, ParamSpace pa
   impl.run.storage_path = h.value("storage_path", "");
   impl.run.verbose = h.value("verbose", 1);
   impl.run.status_interval_s = h.value("status_interval_s", 5.0);
-  for (const auto& [k, v] : h.value("stop", json::object()).items()) {
+  const json stop = h.value("stop", json::object());  // items() below must not outlive it
+  for (const auto& [k, v] : stop.items()) {
     impl.run.stop[k] = prism::internal::JsonDouble(v);
   }
   if (h.value("stopper", false) && !stopper) {

@@ -73,3 +73,18 @@ def test_restore_after_kill9(tmp_path):
     assert repeats <= 2, runs
     assert len(set(runs)) == 24
     assert len(before) > 0
+
+
+def test_restore_of_an_experiment_with_a_stop_dict(storage):
+    # The journal's RunConfig.stop came back through a dangling reference (a segfault in
+    # Tuner.restore of any experiment run with stop={...}).
+    def trainable(config):
+        for i in range(5):
+            tune.report({"i": i})
+
+    grid = tune.Tuner(trainable, param_space={"x": tune.grid_search([1, 2])},
+                      run_config=tune.RunConfig(storage_path=storage, name="stopped", verbose=0,
+                                                stop={"i": 2})).fit()
+    assert sorted(r.metrics["i"] for r in grid) == [2, 2]
+    again = tune.Tuner.restore(grid.experiment_path, trainable).fit()
+    assert sorted(r.metrics["i"] for r in again) == [2, 2] and again.num_errors == 0
