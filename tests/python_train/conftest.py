@@ -5,6 +5,7 @@ rank: it registers the engine's training loop there."""
 import pytest
 
 import prism
+import prism.data  # noqa: F401  (on every rank, before init: datasets= tests)
 import prism.train.torch  # noqa: F401  (on every rank, before init)
 
 

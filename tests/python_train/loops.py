@@ -136,3 +136,46 @@ def keras_callback(config):
     callback.set_model(FakeKerasModel())
     for epoch in range(2):
         callback.on_epoch_end(epoch, {"val_loss": 1.0 / (epoch + 1), "other": 5})
+
+
+def read_shards(config):
+    """Reads this worker's shard of datasets["train"] for two epochs (batches of 8, and torch
+    batches), writes the ids it saw to config["out"]/<world rank>.json."""
+    import json
+    import os
+
+    import torch
+
+    from prism import train
+
+    shard = train.get_dataset_shard("train")
+    epochs = []
+    for _ in range(2):
+        seen = []
+        for batch in shard.iter_batches(batch_size=8):
+            seen.extend(int(x) for x in batch["id"])
+        epochs.append(seen)
+    torch_ids = []
+    for batch in shard.iter_torch_batches(batch_size=16):
+        assert isinstance(batch["id"], torch.Tensor), type(batch["id"])
+        torch_ids.extend(batch["id"].tolist())
+    rank = train.get_context().get_world_rank()
+    with open(os.path.join(config["out"], f"{rank}.json"), "w") as f:
+        json.dump({"epochs": epochs, "torch": torch_ids}, f)
+    train.report({"rows": len(epochs[0])})
+
+
+def shard_errors(config):
+    """What get_dataset_shard says for a missing name and for no name among several."""
+    from prism import train
+
+    errors = []
+    for args in (("nope",), ()):
+        try:
+            train.get_dataset_shard(*args)
+            errors.append("")
+        except (KeyError, ValueError) as e:
+            errors.append(f"{type(e).__name__}: {e}")
+    with open(config["out"], "w") as f:
+        f.write("\n".join(errors))
+    train.report({"errors": sum(1 for e in errors if e)})

@@ -22,15 +22,8 @@ fit or session call.
 from ._checkpoint import Checkpoint
 from ._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from ._result import Result, TrainingFailedError, TrainingPreemptedError
-from ._session import TrainContext, get_checkpoint, get_context, report
+from ._session import TrainContext, get_checkpoint, get_context, get_dataset_shard, report
 from ._trainer import DataParallelTrainer
-
-
-def get_dataset_shard(name=None):
-    """Not yet: datasets= needs prism.data for Python."""
-    raise NotImplementedError("prism.train.get_dataset_shard: datasets are not supported by "
-                              "prism.train yet; load data in the loop (prepare_data_loader "
-                              "shards a torch DataLoader)")
 
 
 __all__ = ["Checkpoint", "CheckpointConfig", "FailureConfig", "RunConfig", "ScalingConfig",

@@ -50,6 +50,7 @@ class _Session:
         self.context = context
         self.backend = backend
         self.cpp_error = None  # the RuntimeError a failing engine call raised
+        self.datasets = {}  # name -> this worker's prism.data.DataIterator
 
 
 def _current(what):
@@ -109,6 +110,7 @@ def run_worker(payload, trial_config=None):
     ctx = TrainContext(ext().context())
     where = f"world rank {ctx.get_world_rank()}, rank {_mpi_rank()}"
     session = _Session(ctx, spec.get("backend"))
+    session.datasets = {name: its[ctx.get_world_rank()] for name, its in (spec.get("datasets") or {}).items()}
     _local.session = session
     try:
         if session.backend is not None:
@@ -286,3 +288,22 @@ def report(metrics, checkpoint=None, *, checkpoint_dir_name=None):
 
 def in_session():
     return getattr(_local, "session", None) is not None
+
+
+def get_dataset_shard(name=None):
+    """This worker's share of TorchTrainer(datasets={name: ds}) (Ray's
+    train.get_dataset_shard): a prism.data.DataIterator, streaming its equal part of the
+    dataset (iter_batches, iter_torch_batches, iter_rows); each iteration is an epoch.
+    `name` may be left out when there is one dataset."""
+    session = _current("get_dataset_shard")
+    if name is None:
+        if len(session.datasets) != 1:
+            raise ValueError("prism.train.get_dataset_shard(): name the dataset, one of "
+                             f"{sorted(session.datasets)}" if session.datasets else
+                             "prism.train.get_dataset_shard(): the trainer was given no datasets= "
+                             "(TorchTrainer(..., datasets={'train': ds}))")
+        return next(iter(session.datasets.values()))
+    if name not in session.datasets:
+        raise KeyError(f"prism.train.get_dataset_shard({name!r}): no such dataset; the trainer has "
+                       f"{sorted(session.datasets) or 'none'} (TorchTrainer(..., datasets={{name: ds}}))")
+    return session.datasets[name]

@@ -54,6 +54,23 @@ def _rebuild_failure(message):
     return message[:at] + rest, cause
 
 
+def _check_datasets(who, datasets):
+    """datasets= as {name: prism.data.Dataset}: a clear error for anything else."""
+    if not datasets:
+        return {}
+    if not isinstance(datasets, dict):
+        raise TypeError(f"{who}: datasets must be a dict of name -> prism.data.Dataset, not "
+                        f"{type(datasets).__name__}")
+    from ..data import Dataset  # the caller made one, so prism.data is loaded
+    for name, ds in datasets.items():
+        if not isinstance(name, str):
+            raise TypeError(f"{who}: datasets' keys are names (str), not {type(name).__name__}")
+        if not isinstance(ds, Dataset):
+            raise TypeError(f"{who}: datasets[{name!r}] must be a prism.data.Dataset, not "
+                            f"{type(ds).__name__} (make one with prism.data.from_items, read_csv, ...)")
+    return dict(datasets)
+
+
 class DataParallelTrainer:
     """Runs train_loop_per_worker on ScalingConfig.num_workers workers (one per MPI rank),
     on Prism's C++ Train engine (Ray's DataParallelTrainer)."""
@@ -91,18 +108,20 @@ class DataParallelTrainer:
         if self.resume_from_checkpoint is not None and not isinstance(self.resume_from_checkpoint, Checkpoint):
             raise TypeError(f"{type(self).__name__}: resume_from_checkpoint must be a "
                             "prism.train.Checkpoint")
-        if kwargs.get("datasets"):
-            raise NotImplementedError(f"{type(self).__name__}: datasets= is not supported by "
-                                      "prism.train yet (prism.data for Python comes first)")
+        self.datasets = _check_datasets(type(self).__name__, kwargs.get("datasets"))
+        if kwargs.get("dataset_config") is not None:
+            raise NotImplementedError(f"{type(self).__name__}: dataset_config= is not supported: every "
+                                      "dataset in datasets= is split among the workers (Ray's default "
+                                      "DataConfig(datasets_to_split='all'))")
         self.metadata = kwargs.get("metadata")
         backend = kwargs.get("backend_config")
         if backend is None and self._backend_config_class is not None:
             backend = self._backend_config_class()
         self.backend_config = backend
 
-    def _payload(self, tune_codecs=None):
+    def _payload(self, tune_codecs=None, shards=None):
         spec = {"loop": self.train_loop_per_worker, "config": dict(self.train_loop_config or {}),
-                "backend": self.backend_config, "tune_codecs": tune_codecs}
+                "backend": self.backend_config, "tune_codecs": tune_codecs, "datasets": shards or {}}
         try:
             return cloudpickle.dumps(spec)
         except Exception as e:
@@ -119,7 +138,11 @@ class DataParallelTrainer:
         import prism
         if not prism.is_initialized():
             prism.init()  # Ray starts a cluster in fit too; other ranks serve from here on
-        options = self._engine_options(self._payload())
+        # Each dataset streams to the workers in equal shares (Ray's streaming_split, equal=True):
+        # one shared execution, worker i reads iterator i. The iterators live as long as fit.
+        shards = {name: ds.streaming_split(self.scaling_config.num_workers, equal=True)
+                  for name, ds in self.datasets.items()}
+        options = self._engine_options(self._payload(shards=shards))
         options["on_report"] = _stop_callback(self.run_config.stop, options["name"])
         e_ext = ext()
         try:
@@ -139,6 +162,9 @@ class DataParallelTrainer:
         Each trial's train_loop_config values, decoded on the workers with `codecs`, override
         this trainer's; its scaling and failure configs hold in every trial, and the Tuner's
         RunConfig names and stores the trials."""
+        if self.datasets:
+            raise NotImplementedError(f"{type(self).__name__} with datasets= as a Tune trainable is not "
+                                      "supported yet: read the data in the loop, or fit the trainer alone")
         return ext().torch_trainable(self._engine_options(self._payload(codecs)))
 
     def _engine_options(self, payload):
