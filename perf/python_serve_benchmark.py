@@ -148,8 +148,12 @@ def stop(proc):
 # ---- wrk ---------------------------------------------------------------------------------
 
 def to_us(text):
-    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
-    return float(value) * {"us": 1, "ms": 1e3, "s": 1e6}[unit]
+    """wrk's latency ("38.00us", "1.20ms", "2.00s", "1.00m") in microseconds."""
+    match = re.match(r"([\d.]+)(us|ms|s|m|h)$", text)
+    if match is None:
+        raise RuntimeError(f"cannot read wrk's latency {text!r}")
+    value, unit = match.groups()
+    return float(value) * {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}[unit]
 
 
 def wrk(url, connections, duration):
@@ -157,9 +161,11 @@ def wrk(url, connections, duration):
                          capture_output=True, text=True, timeout=duration + 60).stdout
     if "Non-2xx" in out or "Socket errors" in out:
         raise RuntimeError(f"wrk saw errors against {url}:\n{out}")
+    if "Requests/sec" not in out or "50%" not in out:
+        raise RuntimeError(f"cannot read wrk's report against {url}:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50 = to_us(re.search(r"50%\s+(\S+)", out).group(1))
-    p99 = to_us(re.search(r"99%\s+(\S+)", out).group(1))
+    p50 = to_us(re.search(r"^\s*50%\s+(\S+)", out, re.M).group(1))
+    p99 = to_us(re.search(r"^\s*99%\s+(\S+)", out, re.M).group(1))
     return {"rps": rps, "p50_us": p50, "p99_us": p99}
 
 
