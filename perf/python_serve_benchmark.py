@@ -13,6 +13,9 @@
   C++ Serve            perf/prism_serve_benchmark --only=http (a no-op C++ deployment, 2
                        replicas, the same wrk runs), at 3 ranks with --prism-num-cpus=2
 
+The servers run in this script's session, as wrk and prism_serve_benchmark do: a server
+started in a session of its own (setsid) ran 2-3 times slower at 1 connection on a loaded
+machine (the kernel's autogroup scheduling shares the CPU between sessions, not processes).
 Each round starts every server, warms it up (1 s of wrk at the most connections), runs wrk
 at each connection count for --duration seconds,
 and stops it; the systems take turns within a round so that the machine's other load falls
@@ -110,12 +113,13 @@ def clean_env(build):
 def start_prism(kind, build):
     proc = subprocess.Popen(["mpirun", "--oversubscribe", "-n", "3", "-x", "PYTHONPATH", sys.executable,
                              os.path.abspath(__file__), f"--child={kind}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(build),
-                            start_new_session=True)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=clean_env(build))
     url = proc.stdout.readline().strip()
     if not url.startswith("http://"):
         proc.kill()
-        raise RuntimeError(f"prism.serve ({kind}) did not start: {proc.stderr.read()[-2000:]}")
+        raise RuntimeError(f"prism.serve ({kind}) did not start (run it alone: mpirun -n 3 python3 "
+                           f"{os.path.abspath(__file__)} --child={kind})")
     wait_http(url)
     return proc, url
 
@@ -127,21 +131,19 @@ def start_fastapi(build):
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "--app-dir", HERE, "python_serve_benchmark:app",
                              "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
                              "--no-access-log"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+                            env=env)
     url = f"http://127.0.0.1:{port}/noop"
     wait_http(url)
     return proc, url
 
 
 def stop(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
+    """SIGTERM to the server (mpirun passes it on to the ranks); SIGKILL after 30 s."""
+    proc.send_signal(signal.SIGTERM)
     try:
         proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
         proc.communicate()
 
 
