@@ -9,6 +9,22 @@
 
 namespace prism::python {
 
+/// Whether this thread holds the GIL (no fatal error when not). Python 3.11 keeps one
+/// current thread state for the process, the GIL holder's, not one per thread.
+inline bool HoldsGil() {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyThreadState* current = PyThreadState_GetUnchecked();
+#else
+  PyThreadState* current = _PyThreadState_UncheckedGet();
+#endif
+  return current != nullptr && current == PyGILState_GetThisThreadState();
+}
+
+/// Sleeps until the process ends: for a thread the interpreter no longer lets run.
+[[noreturn]] inline void ParkForever() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 /// Holds the GIL on an executor thread. The first use on a thread makes its Python thread
 /// state and keeps it (one PyGILState_Ensure never released), so each later task costs a
 /// GIL switch, not a thread state's creation and deletion. A no-op on a thread that holds
@@ -27,7 +43,13 @@ class TaskGil {
     state_ = PyGILState_Ensure();
   }
   ~TaskGil() {
-    if (held_) PyGILState_Release(state_);
+    if (!held_) return;
+    // A thread that does not hold the GIL here is being ended by the interpreter: it
+    // finalizes, and a thread trying to take the GIL then leaves through pthread_exit, whose
+    // unwinding runs this destructor (before, PyGILState_Release aborted the process:
+    // "thread state must be current when releasing"). It waits here for the process's end.
+    if (!HoldsGil()) ParkForever();
+    PyGILState_Release(state_);
   }
   TaskGil(const TaskGil&) = delete;
   TaskGil& operator=(const TaskGil&) = delete;
@@ -44,11 +66,14 @@ class TaskGil {
 class ReleaseGil {
  public:
   ReleaseGil() : state_(PyEval_SaveThread()) {}
-  ~ReleaseGil() {
+  // noexcept(false): if finalization begins between the check and the GIL, Python ends the
+  // thread inside PyEval_RestoreThread (pthread_exit's forced unwinding), which must pass
+  // through here to a TaskGil that parks it, not terminate the process.
+  ~ReleaseGil() noexcept(false) {
 #if PY_VERSION_HEX >= 0x030D0000
-    while (Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
+    if (Py_IsFinalizing()) ParkForever();
 #else
-    while (_Py_IsFinalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
+    if (_Py_IsFinalizing()) ParkForever();
 #endif
     PyEval_RestoreThread(state_);
   }

@@ -152,6 +152,23 @@ std::string FirstArg(const std::vector<ByteView>& args, const char* what) {
 
 py::object Worker() { return py::module_::import("prism._worker"); }
 
+/// prism._worker.<fn>(args...) on a task's thread, holding only raw references across the
+/// call: the arguments are moved out of their objects first (pass temporaries, or copies
+/// of what must live on). If the interpreter ends this thread inside the call (the script
+/// ended and Python finalizes while the task still runs: pthread_exit from the GIL's
+/// wait), the unwinding then meets no destructor that touches Python without the GIL
+/// before TaskGil parks the thread (a pybind11 argument tuple's decref segfaulted there).
+template <typename... A>
+py::tuple CallWorker(const char* fn, A&&... args) {
+  PyObject* f = py::object(Worker().attr(fn)).release().ptr();
+  PyObject* argv[] = {args.release().ptr()...};
+  PyObject* r = PyObject_Vectorcall(f, argv, sizeof...(A), nullptr);
+  Py_DECREF(f);
+  for (PyObject* a : argv) Py_XDECREF(a);
+  if (r == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::tuple>(r);
+}
+
 /// What prism._worker's run_task_parts / call_actor_parts returned for a call with
 /// num_returns > 1: ("ok", [parts of each value], [contained ids of each value]).
 void TakeWorkerParts(const py::tuple& result, std::vector<Buffer>& parts,
@@ -226,6 +243,7 @@ class PythonTaskScope {
   }
   ~PythonTaskScope() {
     if (flag_ == nullptr) return;
+    if (!HoldsGil()) ParkForever();  // ended by the interpreter: see CallWorker
     std::lock_guard<std::mutex> lock(g_running_mu);
     auto it = RunningTasks().find(flag_);
     if (it == RunningTasks().end()) return;
@@ -279,7 +297,7 @@ void RunTask(const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;  // a result may hold the last reference to an object
   TaskGil gil;
   PythonTaskScope scope;
-  py::tuple result = Worker().attr("run_task")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1));
+  py::tuple result = CallWorker("run_task", py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1));
   TakeWorkerResult(result, out);
 }
 
@@ -290,8 +308,7 @@ struct PyActor {
 
 void* CreateActor(const std::vector<ByteView>& args) {
   TaskGil gil;
-  py::tuple result =
-      Worker().attr("create_actor")(py::bytes(FirstArg(args, "Python actor")), ArgViews(args, 1));
+  py::tuple result = CallWorker("create_actor", py::bytes(FirstArg(args, "Python actor")), ArgViews(args, 1));
   ThrowIfFailed(result);
   return new PyActor{result[1]};
 }
@@ -310,10 +327,9 @@ void CallParts(void* self, const std::vector<ByteView>& args, std::vector<Buffer
   PythonTaskScope scope(self != nullptr);
   py::tuple result =
       self == nullptr
-          ? Worker().attr("run_task_parts")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1))
-          : Worker().attr("call_actor_parts")(static_cast<PyActor*>(self)->instance,
-                                               py::bytes(FirstArg(args, "Python actor call")),
-                                               ArgViews(args, 1));
+          ? CallWorker("run_task_parts", py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1))
+          : CallWorker("call_actor_parts", py::object(static_cast<PyActor*>(self)->instance),
+                       py::bytes(FirstArg(args, "Python actor call")), ArgViews(args, 1));
   TakeWorkerParts(result, parts, contained);
 }
 
@@ -342,10 +358,9 @@ void RunGenerator(void* self, const std::vector<ByteView>& args, internal::Gener
   });
   py::tuple result =
       self == nullptr
-          ? Worker().attr("run_generator")(py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1), emit)
-          : Worker().attr("call_actor_generator")(static_cast<PyActor*>(self)->instance,
-                                                   py::bytes(FirstArg(args, "Python actor call")),
-                                                   ArgViews(args, 1), emit);
+          ? CallWorker("run_generator", py::bytes(FirstArg(args, "Python task")), ArgViews(args, 1), std::move(emit))
+          : CallWorker("call_actor_generator", py::object(static_cast<PyActor*>(self)->instance),
+                       py::bytes(FirstArg(args, "Python actor call")), ArgViews(args, 1), std::move(emit));
   if (stopped) throw internal::GeneratorStoppedSignal{};
   ThrowIfFailed(result);
 }
@@ -354,9 +369,8 @@ void CallActor(void* self, const std::vector<ByteView>& args, Buffer& out) {
   internal::DeferRefReleases defer;
   TaskGil gil;
   PythonTaskScope scope(true);
-  py::tuple result = Worker().attr("call_actor")(static_cast<PyActor*>(self)->instance,
-                                                  py::bytes(FirstArg(args, "Python actor call")),
-                                                  ArgViews(args, 1));
+  py::tuple result = CallWorker("call_actor", py::object(static_cast<PyActor*>(self)->instance),
+                                py::bytes(FirstArg(args, "Python actor call")), ArgViews(args, 1));
   TakeWorkerResult(result, out);
 }
 
