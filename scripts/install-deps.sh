@@ -28,6 +28,8 @@ if [[ "${1:-}" != --demo ]]; then
     pybind11-dev python3-cloudpickle python3-pytest  # the prism Python package and its tests
     valgrind python3-matplotlib python3-optuna
     wrk curl python3-requests  # Serve: the HTTP load generator and the tests' real clients
+    python3-starlette python3-fastapi python3-uvicorn  # prism.serve's requests, its ingress test, the peer
+    python3-pil  # prism.data.read_images
     clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz/: libFuzzer, ASan, UBSan)
   )
   # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
