@@ -42,6 +42,11 @@
 #            and the requeued job restores the experiment and finishes it: every trial made
 #            once and TERMINATED
 #
+#   python_libs  jobs/python_data.sbatch (Ray Data's batch inference, 2,000 images, the
+#            predictions committed with _SUCCESS), jobs/python_rllib.sbatch (PPO on CartPole to
+#            a return of 150) and jobs/python_serve.sbatch (the classifier over HTTP; a request
+#            answered, then USR1 to the batch shell: rank 0 drains and the job ends 0)
+#
 #   start    only starts the local Slurm, for the cases that follow (ctest's fixture: the
 #            cases then share one Slurm and run side by side), unless one already runs
 #   stop     stops the Slurm that `start` started, and purges its state
@@ -537,6 +542,42 @@ sys.exit(1 if errors else 0)
 EOF
 }
 
+# jobs/python_data.sbatch, jobs/python_rllib.sbatch and jobs/python_serve.sbatch: Ray's
+# Data, RLlib and Serve examples in Python as batch jobs.
+run_python_libs() {
+  local data rl serve out endpoint code
+  data=$(PRISM_BUILD=$build PRISM_SOURCE=$root OUTPUT=$work/predictions \
+         EXTRA_ARGS="--limit=2000 --train-size=1000 --data-root=$work/fashion_mnist" \
+         timeout 30 sbatch --parsable --output="$work/py-data-%j.out" "$root/jobs/python_data.sbatch") ||
+    fail "sbatch refused jobs/python_data.sbatch"
+  rl=$(PRISM_BUILD=$build PRISM_SOURCE=$root CHECKPOINT_DIR=$work/ppo EXTRA_ARGS="--stop-return=150 --eval-episodes=1" \
+       timeout 30 sbatch --parsable --output="$work/py-rllib-%j.out" "$root/jobs/python_rllib.sbatch") ||
+    fail "sbatch refused jobs/python_rllib.sbatch"
+  wait_gone "$data" 240 || { cat "$work/py-data-$data.out"; fail "the data job $data did not finish within 240 s"; }
+  out="$work/py-data-$data.out"
+  cat "$out"
+  grep -q "^2000 images classified on 3 rank(s): accuracy 0\.[5-9]" "$out" || fail "the data job classified no 2000 images well on 3 ranks"
+  [[ -f $work/predictions/_SUCCESS ]] || fail "the data job committed no predictions (_SUCCESS)"
+  wait_gone "$rl" 240 || { cat "$work/py-rllib-$rl.out"; fail "the RLlib job $rl did not finish within 240 s"; }
+  out="$work/py-rllib-$rl.out"
+  cat "$out"
+  grep -q "^reached return" "$out" || fail "PPO did not reach a return of 150"
+  endpoint=$work/py-serve.endpoint
+  serve=$(PRISM_BUILD=$build PRISM_SOURCE=$root ENDPOINT_FILE=$endpoint \
+          EXTRA_ARGS="--train-steps=50 --checkpoint=$work/py_cnn.pt" \
+          timeout 30 sbatch --parsable --output="$work/py-serve-%j.out" "$root/jobs/python_serve.sbatch") ||
+    fail "sbatch refused jobs/python_serve.sbatch"
+  out="$work/py-serve-$serve.out"
+  for _ in $(seq 480); do [[ -s $endpoint ]] && break; sleep 0.25; done
+  [[ -s $endpoint ]] || { cat "$out"; timeout 10 scancel "$serve"; fail "the serve job wrote no endpoint within 120 s"; }
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "$(head -1 "$endpoint")/fashion_mnist")
+  [[ $code =~ ^[1-5][0-9][0-9]$ ]] || { cat "$out"; timeout 10 scancel "$serve"; fail "the served model did not answer HTTP (got '$code')"; }
+  timeout 10 scancel --signal=USR1 --batch "$serve" || fail "scancel refused to signal job $serve"
+  wait_gone "$serve" 120 || { cat "$out"; fail "the serve job $serve did not end within 120 s of USR1"; }
+  cat "$out"
+  grep -q "^drained and stopped" "$out" || fail "the serve job did not drain on USR1"
+}
+
 case $case in
   core) run_core ;;
   array) run_array ;;
@@ -551,6 +592,7 @@ case $case in
   python) run_python ;;
   python_train) run_python_train ;;
   python_tune) run_python_tune ;;
-  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script, python, python_train, python_tune)"; exit 2 ;;
+  python_libs) run_python_libs ;;
+  *) echo "unknown case '$case' (core, array, usr1, term, timelimit, early, setup, perf, tune, script, python, python_train, python_tune, python_libs)"; exit 2 ;;
 esac
 echo "PASS: slurm $case"
