@@ -42,7 +42,7 @@ from ._remote import ActorClass, ActorHandle, ObjectRefGenerator, RemoteFunction
 from ._remote import ensure_init as _ensure_init  # noqa: E402
 from .exceptions import (GetTimeoutError, PrismRuntimeError, TaskError,  # noqa: E402
                          _task_error)
-from ._worker import MARKER as _MARKER, rebuild_exception as _rebuild_exception  # noqa: E402
+from ._worker import MARKER as _MARKER, decode_attached as _decode_attached  # noqa: E402
 
 ObjectRef = _prism.ObjectRef
 
@@ -104,14 +104,8 @@ def _raise_task_failure(fields):
     at = message.rfind(_MARKER)
     if at < 0:  # a C++ task failed
         raise TaskError(what, None, original_type, "", task_name, rank) from None
-    import base64
-    import cloudpickle
-    try:
-        cls, args, attributes, cause_type, text = cloudpickle.loads(
-            base64.b64decode(message[at + len(_MARKER):].rstrip("]")))
-        cause = _rebuild_exception(cls, args, attributes)
-    except Exception:
-        cause, cause_type, text = None, original_type, message[:at]
+    cause, cause_type, text = _decode_attached(message[at + len(_MARKER):].rstrip("]"), original_type,
+                                               message[:at])
     header = f"{cause_type} in task {task_name} on rank {rank}; the worker's traceback:\n"
     raise _task_error(header + text.rstrip("\n"), cause, cause_type, text, task_name, rank) from None
 

@@ -251,6 +251,17 @@ def rebuild_exception(cls, args, attributes):
     return exc
 
 
+def decode_attached(blob, fallback_type, fallback_text):
+    """(exception, its type's name, the worker's traceback text) from the base64 blob that
+    describe() put after MARKER; (None, fallback_type, fallback_text) when it cannot be
+    read or rebuilt here."""
+    try:
+        cls, args, attributes, cause_type, text = cloudpickle.loads(base64.b64decode(blob))
+        return rebuild_exception(cls, args, attributes), cause_type, text
+    except Exception:
+        return None, fallback_type, fallback_text
+
+
 def _flush():
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -5,10 +5,9 @@ gives a task's); a timeout is a GetTimeoutError (a TimeoutError); a rank without
 says to import it before prism.init(); other Data failures (a missing column, a bad file,
 bad arguments) are ValueErrors."""
 
-import base64
 import re
 
-from .._worker import MARKER, rebuild_exception
+from .._worker import MARKER, decode_attached
 from ..exceptions import GetTimeoutError, PrismRuntimeError, _task_error
 
 _UDF_ERROR = "prism::python::data_binding::PythonUdfError: "
@@ -33,13 +32,8 @@ def raise_engine_error(kind, message):
     head = message[:at]
     cut = head.find(_UDF_ERROR)
     where = head[:cut].rstrip(": ") if cut >= 0 else head.split("\n", 1)[0]
-    try:
-        import cloudpickle
-        cls, args, attributes, cause_type, text = cloudpickle.loads(
-            base64.b64decode(message[at + len(MARKER):end]))
-        cause = rebuild_exception(cls, args, attributes)
-    except Exception:
-        cause, cause_type, text = None, "Exception", head[cut + len(_UDF_ERROR):] if cut >= 0 else head
+    cause, cause_type, text = decode_attached(message[at + len(MARKER):end], "Exception",
+                                              head[cut + len(_UDF_ERROR):] if cut >= 0 else head)
     task = where[len("prism::data: "):] if where.startswith("prism::data: ") else where
     header = f"{where}{tail}: {cause_type}; the worker's traceback:\n"
     raise _task_error(header + text.rstrip("\n"), cause, cause_type, text, task, rank) from None

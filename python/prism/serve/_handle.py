@@ -152,19 +152,13 @@ def _unpack(outcome, what):
 def _raise_replica_error(original_type, message, what, rank):
     """Raises the replica's exception as prism.get raises a task's: a TaskError that is also
     of the original type, with the replica's traceback."""
-    import base64
-    from prism._worker import MARKER, rebuild_exception
+    from prism._worker import MARKER, decode_attached
     from prism.exceptions import TaskError, _task_error
     at = message.rfind(MARKER)
     if at < 0:
         raise TaskError(f"{original_type} in {what} on rank {rank}: {message}", None, original_type, message,
                         what, rank) from None
-    try:
-        cls, args, attributes, cause_type, text = cloudpickle.loads(
-            base64.b64decode(message[at + len(MARKER):].rstrip("]")))
-        cause = rebuild_exception(cls, args, attributes)
-    except Exception:
-        cause, cause_type, text = None, original_type, message[:at]
+    cause, cause_type, text = decode_attached(message[at + len(MARKER):].rstrip("]"), original_type, message[:at])
     header = f"{cause_type} in {what} on rank {rank}; the replica's traceback:\n"
     raise _task_error(header + text.rstrip("\n"), cause, cause_type, text, what, rank) from None
 
