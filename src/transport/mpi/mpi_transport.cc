@@ -285,7 +285,8 @@ void MpiTransport::Loop() {
 
 bool MpiTransport::FlushOutbox() {
   std::map<int, Buffer> batches;
-  std::vector<int> work_to;  // the ranks whose batch holds work
+  std::vector<int>& work_to = work_to_;  // the ranks whose batch holds work
+  work_to.clear();
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     queued_.store(!queued_fetches_.empty(), std::memory_order_relaxed);

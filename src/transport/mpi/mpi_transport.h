@@ -163,6 +163,7 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   // Per peer: when it last sent work (not a heartbeat), and when it was last rung.
   std::vector<std::chrono::steady_clock::time_point> last_heard_work_, last_rang_;
+  std::vector<int> work_to_;  // FlushOutbox's ranks sent work, kept to not allocate per flush
   // Per peer: a busy head talking to some workers must still heartbeat the idle ones.
   std::vector<std::chrono::steady_clock::time_point> last_sent_;
   std::chrono::steady_clock::time_point last_liveness_check_;
