@@ -118,11 +118,11 @@ void ActorHost::ThreadMain() {
   if (ended) ended(*this);
 }
 
-bool ActorHost::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+bool ActorHost::Stop(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
   stop_ = true;
   cv_.notify_all();
-  return running_ == 0;
+  return cv_.wait_until(lock, deadline, [&] { return running_ == 0; });  // notified per call
 }
 
 bool ActorHost::JoinThreads() {

@@ -12,6 +12,7 @@
 // space and two of the process's vm.max_map_count (65530) mappings.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -45,9 +46,10 @@ class ActorHost {
   /// may then be deleted). False while the actor lives or a call is still running.
   bool JoinThreads();
   /// The rank stops (Shutdown): takes no more work; threads leave once their call
-  /// returns. True when no call is running, so no thread of this host runs user code or
-  /// reports to the head again; false when one is (the runtime must then outlive it).
-  bool Stop();
+  /// returns. Waits until `deadline` for a running call to return. True when no call is
+  /// running, so no thread of this host runs user code or reports to the head again;
+  /// false when one still is (the runtime must then outlive it).
+  bool Stop(std::chrono::steady_clock::time_point deadline = {});
   /// Ends the current incarnation: the instance is destroyed once no call runs; queued
   /// calls are returned (to be failed). With restart, a new creation may be queued after.
   std::deque<DispatchTask> Kill(bool restart, const std::string& cause = "");

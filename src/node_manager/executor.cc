@@ -191,6 +191,7 @@ void Executor::ThreadMain() {
     run_(task);
     lock.lock();
     slot->running = TaskId();
+    if (stop_) cv_.notify_all();  // Stop waits for running tasks to return
     available_.Add(task.spec->options->demand);
     // This thread takes the next runnable task itself (the lock is held until it does), so
     // Admit wakes or starts threads only for the rest.
@@ -221,17 +222,22 @@ void Executor::Unblock(const ResourceSet& demand) {
   available_.Subtract(CpuOnly(demand));  // may go negative for a moment: Ray does the same
 }
 
-bool Executor::Stop() {
+bool Executor::Stop(std::chrono::steady_clock::time_point deadline) {
   std::vector<std::thread> threads;
   bool all_idle;
   {
-    std::lock_guard<AdaptiveMutex> lock(mu_);
+    std::unique_lock<AdaptiveMutex> lock(mu_);
     if (stop_) return stopped_clean_;
     stop_ = true;
-    all_idle = idle_ + starting_ == threads_.size();  // a starting thread sees stop_ first
+    cv_.notify_all();
+    // A starting thread sees stop_ first; a running one clears its slot when its task
+    // returns (and notifies).
+    auto none_running = [&] {
+      return std::none_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->running != TaskId(); });
+    };
+    all_idle = cv_.wait_until(lock, deadline, none_running);
     threads.swap(threads_);
   }
-  cv_.notify_all();
   // Threads inside user code may never return: join only when none is running one.
   for (auto& t : threads) {
     if (all_idle) {

@@ -12,6 +12,7 @@
 // the tasks that needed it (FailFn), never the rank.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -77,10 +78,11 @@ class Executor {
   /// must then fail rather than wait. Unblock only after a Block that returned true.
   bool Block(const ResourceSet& demand);
   void Unblock(const ResourceSet& demand);
-  /// Stops the pool. Returns true if every thread was idle and has been joined; false if
-  /// some were still running user code (they are detached and the executor must then be
-  /// kept alive until the process exits).
-  bool Stop();
+  /// Stops the pool, waiting until `deadline` for running tasks to return. Returns true if
+  /// every thread was then idle and has been joined; false if some were still running user
+  /// code (they are detached and the executor must then be kept alive until the process
+  /// exits).
+  bool Stop(std::chrono::steady_clock::time_point deadline = {});
   size_t NumThreads();
 
  private:

@@ -131,14 +131,21 @@ TaskRunner::~TaskRunner() {
 
 bool TaskRunner::Stop() {
   // Actor threads hold no executor slot: a call still in user code at Shutdown reports to
-  // the head when it returns, so the runtime must not be deleted under it.
-  bool actors_idle = true;
+  // the head when it returns, so the runtime must not be deleted under it. Calls about to
+  // return get kStopGrace to do so: a thread left running would race the process's exit
+  // (serializing a result while static destructors run).
+  const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
   {
     std::lock_guard<std::mutex> lock(actors_mu_);
-    for (auto& [id, host] : actors_) actors_idle = host->Stop() && actors_idle;
-    for (auto& [raw, host] : ended_actors_) actors_idle = host->Stop() && actors_idle;
+    for (auto& [id, host] : actors_) host->Stop();  // all stop taking work before any wait
+    for (auto& [raw, host] : ended_actors_) host->Stop();
   }
-  return executor_->Stop() && actors_idle;
+  bool idle = executor_->Stop(deadline);
+  // Under the lock: the deferred thread must not reap a host while it is waited on.
+  std::lock_guard<std::mutex> lock(actors_mu_);
+  for (auto& [id, host] : actors_) idle = host->Stop(deadline) && idle;
+  for (auto& [raw, host] : ended_actors_) idle = host->Stop(deadline) && idle;
+  return idle;
 }
 
 bool TaskRunner::InTask() { return t_task.active; }

@@ -94,8 +94,10 @@ class TaskRunner {
   bool Block();
   void Unblock();
 
-  /// Stops running new tasks. Returns false if some task is still running user code.
+  /// Stops running new tasks and waits up to kStopGrace for running ones to return.
+  /// Returns false if some task is still running user code.
   bool Stop();
+  static constexpr std::chrono::milliseconds kStopGrace{1000};
   Executor& executor() { return *executor_; }
 
  private:

@@ -7,6 +7,7 @@ import asyncio
 import os
 import threading
 import time
+import uuid
 
 import pytest
 import requests
@@ -30,7 +31,7 @@ def wait_for(predicate, seconds):
 @serve.deployment(ray_actor_options=LIGHT)
 class Who:
     def __init__(self):
-        self.id = f"{os.getpid()}-{id(self)}"
+        self.id = uuid.uuid4().hex  # id() may repeat once the old replica is freed
 
     def __call__(self, seconds=0.0):
         time.sleep(seconds)
@@ -71,7 +72,7 @@ def test_back_pressure_is_an_error_on_handles_and_503_over_http():
 @serve.deployment(ray_actor_options=LIGHT, user_config={"factor": 2})
 class Configured:
     def __init__(self):
-        self.id = id(self)
+        self.id = uuid.uuid4().hex
         self.factor = None
 
     def reconfigure(self, config):
@@ -97,7 +98,7 @@ def test_user_config_reaches_reconfigure_and_a_new_one_applies_in_place():
 class Fragile:
     def __init__(self):
         self.broken = False
-        self.id = f"{os.getpid()}-{id(self)}"
+        self.id = uuid.uuid4().hex  # id() may repeat once the old replica is freed
 
     def check_health(self):
         if self.broken:

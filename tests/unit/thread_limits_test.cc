@@ -130,4 +130,42 @@ TEST(ThreadLimits, ABurstOfOneCpuTasksOnOneCpuStartsOneThread) {
   EXPECT_TRUE(executor.Stop());  // the one thread is idle: joined, not left behind
 }
 
+TEST(ThreadLimits, StopWaitsUntilItsDeadlineForARunningTaskToReturn) {
+  // At Shutdown a task about to return is waited for (its thread would otherwise still be
+  // serializing its result while the process exits); one that outlives the deadline is
+  // left running, and Stop says so.
+  using namespace prism::internal;
+  auto options = std::make_shared<TaskOptions>();
+  options->demand = ResourceSet({{"CPU", 1.0}});
+  std::atomic<bool> started{false};
+  std::atomic<bool> returned{false};
+  auto sleeper = [&](int ms) {
+    return [&, ms](DispatchTask&) {
+      started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      returned = true;
+    };
+  };
+  auto wait_started = [&] {
+    for (int i = 0; i < 10000 && !started.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(started.load());
+  };
+  {
+    Executor executor(ResourceSet({{"CPU", 1.0}}), sleeper(200));
+    executor.Submit(TlOneCpuTask(1, options));
+    wait_started();
+    EXPECT_TRUE(executor.Stop(std::chrono::steady_clock::now() + std::chrono::seconds(20)));
+    EXPECT_TRUE(returned.load());
+  }
+  started = false;
+  returned = false;
+  auto executor = std::make_unique<Executor>(ResourceSet({{"CPU", 1.0}}), sleeper(1500));
+  executor->Submit(TlOneCpuTask(2, options));
+  wait_started();
+  EXPECT_FALSE(executor->Stop(std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+  EXPECT_FALSE(returned.load());
+  while (!returned.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  (void)executor.release();  // as TaskRunner does: its detached thread may still use it
+}
+
 }  // namespace
