@@ -138,8 +138,15 @@ launcher "$ref_ranks"
 wants reference && step reference "$out/reference.json" "$bin/prism_reference_benchmark" \
   "${L[@]}" "$bin/prism_reference_benchmark" "${quick_flag[@]}" --json="$out/reference.json"
 launcher "$ranks"
+# Micro: every benchmark in one launch, then the hot-path rows (tasks and actor calls sync and
+# async, the remote and after-idle round trips, idle CPU) in 4 more launches (quick: 1 more),
+# each launch landing in this VM's fast or slow mode: those rows are the median of the
+# launches' medians with [min, max] across launches (perf/hot_path_runs.sh). Each launch's
+# JSON and log go to DIR/micro_launches, the per-run table to DIR/hot_path_runs.json.
 wants micro && step micro "$out/microbenchmark.json" "$bin/prism_microbenchmark" \
-  "${L[@]}" "$bin/prism_microbenchmark" "${quick_flag[@]}" --json="$out/microbenchmark.json"
+  "$root/perf/hot_path_runs.sh" --runs=$(( quick ? 2 : 5 )) "${quick_flag[@]}" --ranks="$ranks" \
+  --first-also=all --work="$out/micro_launches" --json="$out/hot_path_runs.json" \
+  --micro-json="$out/microbenchmark.json"
 wants collective && step collective "$out/collective.json" "$bin/prism_collective_benchmark" \
   "${L[@]}" "$bin/prism_collective_benchmark" "${quick_flag[@]}" --json="$out/collective.json"
 wants train && step train "$out/train.json" "$bin/prism_train_benchmark" \

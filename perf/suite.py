@@ -172,6 +172,15 @@ def convert_entry(part, b):
     for k in ("per_round", "bytes", "label"):
         if k in b:
             e[k] = b[k]
+    # A row measured over several launches (perf/hot_path_runs.sh --micro-json): value is the
+    # median of the launches' medians, min/max are across launches, not across rounds.
+    if isinstance(b.get("per_launch"), list) and b.get("range") == "launches":
+        e["range"] = "launches"
+        e["launches"] = b.get("launches", len(b["per_launch"]))
+        e["per_launch"] = b["per_launch"]
+        for k in ("worst", "target", "target_met_runs", "per_round_by_launch"):
+            if k in b:
+                e[k] = b[k]
     return e
 
 
@@ -206,6 +215,8 @@ def cmd_merge(args):
                        "load_avg_at_start": ctx.get("load_avg_at_start")}
         if ctx.get("callgrind_counting"):
             parts[part]["callgrind_counting"] = ctx["callgrind_counting"]
+        if ctx.get("hot_path_launches"):
+            parts[part]["hot_path_launches"] = ctx["hot_path_launches"]
         benchmarks += [convert_entry(part, b) for b in d["benchmarks"]]
     names = [b["name"] for b in benchmarks]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -237,7 +248,9 @@ def cmd_merge(args):
         "parts": parts,
         "failed_parts": split(args.failed),
         "skipped_parts": split(args.skipped),
-        "statistic": "median across rounds (min/max across rounds alongside); callgrind: instructions per operation",
+        "statistic": "median across rounds (min/max across rounds alongside); entries with \"range\": "
+                     "\"launches\" (the hot-path rows): the median of several launches' medians, min/max across "
+                     "launches, every launch's in per_launch; callgrind: instructions per operation",
     }
     out = {"context": context, "benchmarks": benchmarks}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -296,11 +309,19 @@ def cmd_table(args):
              "| group | benchmark | median [min, max] | unit |",
              "|---|---|---|---|"]
     order = {g: i for i, g in enumerate(GROUP_ORDER)}
+    launches = set()
     for b in sorted(d["benchmarks"], key=lambda b: order.get(b.get("group"), 99)):
         rng = ""
         if b.get("min") is not None and b.get("max") is not None:
             rng = " [%s, %s]" % (fmt(b["min"]), fmt(b["max"]))
+        if b.get("range") == "launches":
+            rng += " over %s launches" % b.get("launches")
+            launches.add(b.get("launches"))
         lines.append("| %s | %s | %s%s | %s |" % (b.get("group", ""), b["name"], fmt(b["value"]), rng, b["unit"]))
+    if launches:
+        lines += ["", "Rows \"over N launches\": each of N mpirun launches gives its median across rounds; the "
+                      "table shows the median of those and [min, max] across the launches (perf/hot_path_runs.sh). "
+                      "Other rows: one launch's median [min, max] across rounds."]
     if c.get("failed_parts"):
         lines += ["", "FAILED parts: " + ", ".join(c["failed_parts"])]
     if c.get("skipped_parts"):
@@ -412,7 +433,8 @@ def cmd_compare(args):
             if norm > 1 + threshold:
                 verdict = "WORSE" + note
                 if ranges_overlap(b, c):
-                    verdict += " (round ranges overlap: maybe noise)"
+                    verdict += " (%s ranges overlap: maybe noise)" % (
+                        "launch" if c.get("range") == "launches" else "round")
                 worse.append(name)
             elif norm < 1 - threshold:
                 verdict = "better" + note
