@@ -2,7 +2,10 @@
 # Prism and its peers side by side, in one run: the same workloads in Prism (the perf/
 # binaries, built beforehand: this script builds nothing), Dask distributed, mpi4py.futures,
 # PyTorch DDP (gloo), torchrun and Optuna, back to back, then one table of Prism/peer ratios
-# (> 1 means Prism is better; the Python steps print their own tables). See
+# (> 1 means Prism is better; the Python steps print their own tables). Prism's task and
+# actor rows (the hot path) come from 5 launches of prism_microbenchmark (quick: 2), each
+# landing in this VM's fast or slow mode: min, median and max across them, the ratio from
+# the median and, beside it, the ratio at Prism's worst launch (perf/hot_path_runs.sh). See
 # perf/peers/README.md and perf/README.md.
 #
 #   perf/run_peers.sh [--ranks=N] [--quick] [--json=PATH]
@@ -17,8 +20,9 @@
 #
 # Environment: BUILD_DIR (default build), MPIRUN (default mpirun), PYTHON (default: the
 # first of /usr/bin/python3 and python3 that imports the peer's package), KEEP=1 keeps the
-# work directory with every step's log. Each step runs under `timeout` (600 s; 150 s in
-# quick mode). A peer that cannot start is reported as "skipped: <why>" and the run goes on.
+# work directory with every step's log. Each step runs under `timeout` (600 s, prism_micro's
+# launches 1200 s; 150 s in quick mode). A peer that cannot start is reported as
+# "skipped: <why>" and the run goes on.
 # Exit status: 0, or 1 if a Prism benchmark failed (peers never fail the run), 2 on bad use.
 set -uo pipefail
 
@@ -33,7 +37,7 @@ for a in "$@"; do
     --ranks=*) ranks="${a#--ranks=}" ;;
     --quick) quick=1 ;;
     --json=*) json="${a#--json=}" ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_peers.sh: unknown argument '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -64,12 +68,12 @@ mpirun_cmd=("${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe)
 
 # Sizes: the same on both sides of every comparison.
 if ((quick)); then
-  tasks=200; object_bytes=$((4 << 20)); step_timeout=150
+  tasks=200; object_bytes=$((4 << 20)); step_timeout=150; micro_timeout=150; micro_runs=2
   micro_args=(--quick); train_args=(--quick); coll_args=(--quick --sizes-mib=1)
   dask_args=(--quick); mpi_args=(--quick); ddp_args=(--quick --sizes-mib=1); ar_mib="[1]"
   data_args=(--quick)
 else
-  tasks=10000; object_bytes=$((100 << 20)); step_timeout=600
+  tasks=10000; object_bytes=$((100 << 20)); step_timeout=600; micro_timeout=1200; micro_runs=5
   micro_args=(); train_args=(--rounds=5 --steps=50); coll_args=(--rounds=5 --sizes-mib=1,16,64 --gloo=off)  # gloo runs below, as its own peer
   dask_args=(); mpi_args=(); ddp_args=(--rounds=5 --steps=50 --sizes-mib=1,16,64)
   ar_mib="[1, 16, 64]"
@@ -163,9 +167,17 @@ echo "run_peers.sh: $( ((quick)) && echo quick || echo full) mode, $ranks ranks,
 echo "start: $(uptime | sed 's/^ *//')"
 
 # ---- tasks, actors, objects -----------------------------------------------------------
-step prism_micro prism "${mpirun_cmd[@]}" -n "$ranks" "$micro" "${micro_args[@]}" \
-  --filter=single_client_tasks_async,single_client_tasks_sync,1_1_actor_calls_sync,1_1_actor_calls_async,single_client_put_gigabytes,cross_rank_get,idle_rank_cpu \
-  --async-batch="$tasks" --put-bytes="$object_bytes" --json="$work/prism_micro.json"
+# The hot-path rows (tasks and actor calls sync and async, the remote and after-idle round
+# trips, idle CPU) in $micro_runs launches, the first of which also runs the object rows (Put,
+# cross-rank Get): prism_micro.json is prism_microbenchmark's JSON with the hot-path rows
+# over the launches (perf/hot_path_runs.sh; mpirun as for every other step).
+step_timeout_saved=$step_timeout
+step_timeout=$micro_timeout
+step prism_micro prism env -u PRISM_LAUNCH perf/hot_path_runs.sh --runs="$micro_runs" "${micro_args[@]}" \
+  --ranks="$ranks" --first-also=single_client_put_gigabytes,cross_rank_get --work="$work/micro_launches" \
+  --json="$work/prism_hot_path_runs.json" --micro-json="$work/prism_micro.json" -- \
+  --async-batch="$tasks" --put-bytes="$object_bytes"
+step_timeout=$step_timeout_saved
 
 if py="$(find_python distributed numpy)"; then
   step dask peer "$py" perf/peers/dask_bench.py "${dask_args[@]}" --workers=$((ranks - 1)) \
