@@ -26,7 +26,10 @@ int CountThreads() {
 }
 }  // namespace
 
+std::atomic<bool> g_hold_new_pool_threads{false};
+
 void FailThreadStartsForTest(int n) { g_failing_thread_starts.store(n); }
+void HoldNewPoolThreadsForTest(bool hold) { g_hold_new_pool_threads.store(hold); }
 void SetMaxBlockedTasksForTest(size_t n) { g_max_blocked_tasks.store(n == 0 ? kMaxBlockedTasks : n); }
 
 size_t MaxBlockedTasks() { return g_max_blocked_tasks.load(std::memory_order_relaxed); }
@@ -161,8 +164,45 @@ Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
   return result;
 }
 
+bool Executor::RunHere(TaskId id) {
+  if (num_runnable_.load(std::memory_order_relaxed) == 0) return false;
+  std::unique_lock<AdaptiveMutex> lock(mu_);
+  if (stop_) return false;
+  auto it = std::find_if(runnable_.begin(), runnable_.end(), [&](const DispatchTask& t) { return t.spec->id == id; });
+  if (it == runnable_.end()) return false;
+  if (outside_slots_.empty()) {  // one per outside thread running a task at once
+    slots_.push_back(std::make_unique<Slot>());
+    outside_slots_.push_back(slots_.back().get());
+  }
+  Slot* slot = outside_slots_.back();
+  outside_slots_.pop_back();
+  DispatchTask task = std::move(*it);
+  runnable_.erase(it);
+  num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
+  slot->running = task.spec->id;
+  slot->cancelled.store(false, std::memory_order_relaxed);
+  lock.unlock();
+  std::atomic<bool>* outer = t_cancel_flag;
+  t_cancel_flag = &slot->cancelled;
+  run_(task);
+  t_cancel_flag = outer;
+  lock.lock();
+  slot->running = TaskId();
+  outside_slots_.push_back(slot);
+  if (stop_) cv_.notify_all();  // Stop waits for running tasks to return
+  available_.Add(task.spec->options->demand);
+  if (Admit()) {
+    lock.unlock();
+    FailUnstarted();
+  }
+  return true;
+}
+
 void Executor::ThreadMain() {
   NameThisThread("prism-task");
+  while (g_hold_new_pool_threads.load(std::memory_order_relaxed)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::unique_lock<AdaptiveMutex> lock(mu_);
   --starting_;  // from here on counted as idle or busy
   slots_.push_back(std::make_unique<Slot>());

@@ -39,6 +39,8 @@ inline constexpr size_t kMaxBlockedTasks = 1024;
 std::string ThreadStartFailure(const std::string& what, const std::system_error& e);
 /// For tests: the next `n` StartThread calls on this process fail as the system would.
 void FailThreadStartsForTest(int n);
+/// For tests: pool threads started while `hold` is on wait before they look for work.
+void HoldNewPoolThreadsForTest(bool hold);
 /// Throws std::system_error while FailThreadStartsForTest counts.
 void MaybeFailThreadStartForTest();
 /// For tests: Block refuses past `n` blocked tasks instead of kMaxBlockedTasks (0: back to it).
@@ -78,6 +80,12 @@ class Executor {
   /// must then fail rather than wait. Unblock only after a Block that returned true.
   bool Block(const ResourceSet& demand);
   void Unblock(const ResourceSet& demand);
+  /// A thread outside the pool (the driver) waits for task `id`'s result: if the task is
+  /// admitted here and no pool thread took it yet, this thread runs it now, as a pool
+  /// thread would (its slot, so Cancel finds it), and returns true. The waiter does the
+  /// work instead of handing it to a pool thread and sleeping until it is done: two thread
+  /// switches on a shared core, the slow mode of issue 43.
+  bool RunHere(TaskId id);
   /// Stops the pool, waiting until `deadline` for running tasks to return. Returns true if
   /// every thread was then idle and has been joined; false if some were still running user
   /// code (they are detached and the executor must then be kept alive until the process
@@ -113,6 +121,7 @@ class Executor {
   std::deque<DispatchTask> runnable_;  // admitted, waiting for a thread
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Slot>> slots_;  // one per thread that ever ran
+  std::vector<Slot*> outside_slots_;          // of those, the free ones of RunHere
   size_t idle_ = 0;      // threads waiting for work (spinning or asleep)
   size_t spinning_ = 0;  // of those, spinning: they need no wake-up
   size_t starting_ = 0;  // threads started that have not yet looked for work: each takes one

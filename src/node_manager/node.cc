@@ -333,6 +333,17 @@ PresenceFlags Node::Await(std::span<const ObjectId> ids, size_t need, int64_t ti
   if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) {
     return now_flags;
   }
+  // The driver waiting for a task that no executor thread took yet runs it itself, rather
+  // than wake a thread that may share its core and then sleep until it is done. Not under
+  // a timeout: the task may run longer than the caller wants to wait.
+  bool ran = false;
+  for (size_t i = 0; i < ids.size() && timeout_ms < 0 && !TaskRunner::InTask(); ++i) {
+    if (!now_flags[i]) ran |= runner_.RunHere(ids[i]);
+  }
+  if (ran) {
+    now_flags = store_.WaitFor(ids, need, Clock::now());
+    if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) return now_flags;
+  }
   refs_.SendReleases();  // about to wait: what this rank dropped goes to the head now
   const std::atomic<bool>* cancel = TaskRunner::InTask() ? Executor::CurrentCancelFlag() : nullptr;
   const bool blocked = runner_.Block();

@@ -150,6 +150,8 @@ bool TaskRunner::Stop() {
 
 bool TaskRunner::InTask() { return t_task.active; }
 
+bool TaskRunner::RunHere(ObjectId id) { return !t_task.active && executor_->RunHere(id); }
+
 bool TaskRunner::Block() {
   if (!t_task.active || t_task.in_actor) return false;  // actor threads hold no executor slot
   if (!executor_->Block(*t_task.demand)) {

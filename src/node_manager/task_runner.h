@@ -93,6 +93,9 @@ class TaskRunner {
   /// kMaxBlockedTasks tasks of this rank wait already (Executor::Block).
   bool Block();
   void Unblock();
+  /// A thread that is not running a task (the driver) waits for `id`: runs the task that
+  /// makes it here and now if it waits in this rank's executor (Executor::RunHere).
+  bool RunHere(ObjectId id);
 
   /// Stops running new tasks and waits up to kStopGrace for running ones to return.
   /// Returns false if some task is still running user code.

@@ -168,4 +168,36 @@ TEST(ThreadLimits, StopWaitsUntilItsDeadlineForARunningTaskToReturn) {
   (void)executor.release();  // as TaskRunner does: its detached thread may still use it
 }
 
+TEST(ThreadLimits, AWaiterRunsATaskNoPoolThreadTookYetOnItsOwnThread) {
+  // The driver waiting for a task still queued in its rank's executor runs it itself
+  // (issue 43: no hand-off to a thread that may share its core), as a pool thread would:
+  // with a cancel flag of its own, and the task's CPU given back after.
+  using namespace prism::internal;
+  auto options = std::make_shared<TaskOptions>();
+  options->demand = ResourceSet({{"CPU", 1.0}});
+  std::atomic<int> ran{0};
+  std::thread::id ran_on;
+  const std::atomic<bool>* flag_inside = nullptr;
+  Executor executor(ResourceSet({{"CPU", 1.0}}), [&](DispatchTask&) {
+    ran_on = std::this_thread::get_id();
+    flag_inside = Executor::CurrentCancelFlag();
+    ran.fetch_add(1);
+  });
+  HoldNewPoolThreadsForTest(true);  // the thread started for it cannot take it first
+  executor.Submit(TlOneCpuTask(7, options));
+  EXPECT_FALSE(executor.RunHere(prism::ObjectId(8)));  // no such task here
+  EXPECT_TRUE(executor.RunHere(prism::ObjectId(7)));
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_NE(flag_inside, nullptr);
+  EXPECT_EQ(Executor::CurrentCancelFlag(), nullptr);  // this thread's own again
+  EXPECT_FALSE(executor.RunHere(prism::ObjectId(7)));  // it ran: nothing to take
+  HoldNewPoolThreadsForTest(false);
+  executor.Submit(TlOneCpuTask(9, options));  // the CPU came back: the pool runs it
+  for (int i = 0; i < 30000 && ran.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(ran.load(), 2);
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  EXPECT_TRUE(executor.Stop(std::chrono::steady_clock::now() + std::chrono::seconds(20)));
+}
+
 }  // namespace
