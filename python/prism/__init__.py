@@ -35,6 +35,12 @@ def _import_global(name):
         sys.setdlopenflags(flags)
 
 
+from . import _malloc  # noqa: E402
+
+# Before prism.init starts the rank's threads: one malloc arena that keeps what a step
+# frees for the next, so a task's allocations are not faulted in again (prism/_malloc.py).
+_MALLOC_SET = _malloc.keep_freed_memory()
+
 _prism = _import_global("_prism")
 
 from . import _events, _serialization, exceptions  # noqa: E402

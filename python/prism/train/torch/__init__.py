@@ -25,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import (DataLoader, DistributedSampler, IterableDataset, RandomSampler)
 
 import prism
+from prism import _malloc
 
 from .. import _session
 from .._config import _check_kwargs
@@ -40,31 +41,11 @@ PROCESS_GROUP_RESOURCE = "prism_torch_process_group"
 if not prism.is_initialized():
     prism._rank_resources[PROCESS_GROUP_RESOURCE] = 1.0
 
-_MALLOC_VARIABLES = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-
 
 def _keep_freed_memory():
-    """glibc's malloc gives the ~30 MB a training step frees back to the kernel and faults it
-    in again at the next step: on a VM most of a step's time (perf/README.md, "Python Train
-    and Tune against their peers"). A worker's loop runs on an executor thread, whose malloc
-    arena deletes a heap whenever it empties, whatever the thresholds; so every thread of a
-    rank that trains shares one arena (set before the rank's threads start, at this import)
-    that keeps what it freed, up to 1 GiB, for the next step. PRISM_TRAIN_MALLOC=default, or
-    any of glibc's MALLOC_* variables set, leaves malloc as it is. Returns what it set."""
-    if os.environ.get("PRISM_TRAIN_MALLOC", "keep") == "default":
-        return {}
-    if any(v in os.environ for v in _MALLOC_VARIABLES) or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
-        return {}
-    import ctypes
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc
-        return {}
-    m_trim_threshold, m_mmap_threshold, m_arena_max = -1, -3, -8
-    wanted = {"arena_max": (m_arena_max, 1), "mmap_threshold": (m_mmap_threshold, 32 << 20),
-              "trim_threshold": (m_trim_threshold, 1 << 30)}
-    return {name: value for name, (param, value) in wanted.items() if mallopt(param, value) == 1}
+    """A training step's freed memory is kept for the next: prism._malloc's settings,
+    which ``import prism`` applied already (the same opt-outs). Returns what it set."""
+    return _malloc.keep_freed_memory()
 
 
 if not prism.is_initialized():
