@@ -170,6 +170,10 @@ bool Executor::RunHere(TaskId id) {
   if (stop_) return false;
   auto it = std::find_if(runnable_.begin(), runnable_.end(), [&](const DispatchTask& t) { return t.spec->id == id; });
   if (it == runnable_.end()) return false;
+  // Not a streaming generator (it may wait in Yield for its consumer: this thread), nor a
+  // task holding GPUs (they are set up per pool thread).
+  const TaskOptions& options = *it->spec->options;
+  if (options.streaming || options.demand.Get("GPU") > 0) return false;
   if (outside_slots_.empty()) {  // one per outside thread running a task at once
     slots_.push_back(std::make_unique<Slot>());
     outside_slots_.push_back(slots_.back().get());

@@ -84,7 +84,8 @@ class Executor {
   /// admitted here and no pool thread took it yet, this thread runs it now, as a pool
   /// thread would (its slot, so Cancel finds it), and returns true. The waiter does the
   /// work instead of handing it to a pool thread and sleeping until it is done: two thread
-  /// switches on a shared core, the slow mode of issue 43.
+  /// switches on a shared core, the slow mode of issue 43. Never a streaming generator
+  /// (it may wait for its consumer, this thread) nor a task that holds GPUs.
   bool RunHere(TaskId id);
   /// Stops the pool, waiting until `deadline` for running tasks to return. Returns true if
   /// every thread was then idle and has been joined; false if some were still running user

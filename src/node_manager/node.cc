@@ -330,15 +330,18 @@ PresenceFlags Node::Await(std::span<const ObjectId> ids, size_t need, int64_t ti
   std::optional<Clock::time_point> deadline;
   if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   auto now_flags = store_.WaitFor(ids, need, Clock::now());
-  if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) {
-    return now_flags;
-  }
+  size_t have = static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true));
+  if (have >= need) return now_flags;
   // The driver waiting for a task that no executor thread took yet runs it itself, rather
   // than wake a thread that may share its core and then sleep until it is done. Not under
-  // a timeout: the task may run longer than the caller wants to wait.
+  // a timeout: the task may run longer than the caller wants to wait. Each task run stores
+  // its object (a value or its error), so no more than `need` are run.
   bool ran = false;
-  for (size_t i = 0; i < ids.size() && timeout_ms < 0 && !TaskRunner::InTask(); ++i) {
-    if (!now_flags[i]) ran |= runner_.RunHere(ids[i]);
+  for (size_t i = 0; i < ids.size() && have < need && timeout_ms < 0 && !TaskRunner::InTask(); ++i) {
+    if (!now_flags[i] && runner_.RunHere(ids[i])) {
+      ran = true;
+      ++have;
+    }
   }
   if (ran) {
     now_flags = store_.WaitFor(ids, need, Clock::now());

@@ -192,10 +192,16 @@ TEST(ThreadLimits, AWaiterRunsATaskNoPoolThreadTookYetOnItsOwnThread) {
   EXPECT_NE(flag_inside, nullptr);
   EXPECT_EQ(Executor::CurrentCancelFlag(), nullptr);  // this thread's own again
   EXPECT_FALSE(executor.RunHere(prism::ObjectId(7)));  // it ran: nothing to take
+  auto streaming = std::make_shared<TaskOptions>(*options);
+  streaming->streaming = true;  // a generator may wait for its consumer: never run here
+  executor.Submit(TlOneCpuTask(8, streaming));
+  EXPECT_FALSE(executor.RunHere(prism::ObjectId(8)));
   HoldNewPoolThreadsForTest(false);
-  executor.Submit(TlOneCpuTask(9, options));  // the CPU came back: the pool runs it
   for (int i = 0; i < 30000 && ran.load() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_EQ(ran.load(), 2);
+  ASSERT_EQ(ran.load(), 2);  // the pool ran it
+  executor.Submit(TlOneCpuTask(9, options));  // the CPU came back: the pool runs it
+  for (int i = 0; i < 30000 && ran.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(ran.load(), 3);
   EXPECT_NE(ran_on, std::this_thread::get_id());
   EXPECT_TRUE(executor.Stop(std::chrono::steady_clock::now() + std::chrono::seconds(20)));
 }
