@@ -27,6 +27,9 @@ import socket
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from suite import fmt  # noqa: E402  (one number format for every perf table)
+
 # (name, higher is better, comparison, target) - the issue's targets (issues 21 and 43).
 HOT_PATH = [
     ("single_client_tasks_async", True, ">=", 500000.0),
@@ -52,21 +55,6 @@ def target_text(name, op, target):
     unit = UNITS.get(name, "us")
     t = "{:,.0f}".format(target) if target >= 1000 else "%g" % target
     return "%s %s %s" % (op, t, unit)
-
-
-def fmt(v):
-    if v is None:
-        return "-"
-    a = abs(v)
-    if a >= 1000:
-        return "{:,.0f}".format(v)
-    if a >= 100:
-        return "%.0f" % v
-    if a >= 10:
-        return "%.1f" % v
-    if a >= 1:
-        return "%.2f" % v
-    return "%.3g" % v
 
 
 def number(v):

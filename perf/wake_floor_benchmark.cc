@@ -118,24 +118,25 @@ int main(int argc, char** argv) {
     _exit(0);
   }
   std::vector<double> one_way, round_trip, busy;
+  // One round trip: its time in us into `times`, the echo side's one-way time into
+  // `one_way_times` (if given). False if the echo side's report is missing.
+  auto exchange = [&](std::vector<double>& times, std::vector<double>* one_way_times) {
+    const int64_t t0 = NowNs();
+    SendTo(a, b_addr, t0);
+    Receive(a);
+    times.push_back((NowNs() - t0) / 1e3);
+    int64_t arrived;
+    if (read(one_way_pipe[0], &arrived, sizeof arrived) != sizeof arrived) return false;
+    if (one_way_times != nullptr) one_way_times->push_back(arrived / 1e3);
+    return true;
+  };
   for (int i = 0; i < reps; ++i) {
     timespec pause{idle_ms / 1000, (idle_ms % 1000) * 1'000'000L};
     nanosleep(&pause, nullptr);
-    const int64_t t0 = NowNs();
-    SendTo(a, b_addr, t0);
-    Receive(a);
-    round_trip.push_back((NowNs() - t0) / 1e3);
-    int64_t arrived;
-    if (read(one_way_pipe[0], &arrived, sizeof arrived) != sizeof arrived) return 1;
-    one_way.push_back(arrived / 1e3);
+    if (!exchange(round_trip, &one_way)) return 1;
   }
   for (int i = 0; i < kBusy; ++i) {
-    const int64_t t0 = NowNs();
-    SendTo(a, b_addr, t0);
-    Receive(a);
-    busy.push_back((NowNs() - t0) / 1e3);
-    int64_t arrived;
-    if (read(one_way_pipe[0], &arrived, sizeof arrived) != sizeof arrived) return 1;
+    if (!exchange(busy, nullptr)) return 1;
   }
   waitpid(child, nullptr, 0);
   const double worst_rt = *std::max_element(round_trip.begin(), round_trip.end());
