@@ -98,13 +98,16 @@ void ActorHost::ThreadMain() {
     ++running_;
     std::atomic<bool> cancelled{false};
     const TaskId call = task.spec->id;
-    running_calls_[call] = &cancelled;
+    running_calls_.emplace_back(call, &cancelled);
     lock.unlock();
     Executor::BindCancelFlag(&cancelled);  // IsCancelled and Get see a Cancel of this call
     run_(task, *this);
     Executor::BindCancelFlag(nullptr);
     lock.lock();
-    running_calls_.erase(call);
+    auto mine = std::find_if(running_calls_.begin(), running_calls_.end(),
+                             [&](const auto& r) { return r.second == &cancelled; });
+    *mine = running_calls_.back();
+    running_calls_.pop_back();
     --running_;
     if (creation) creating_ = false;
     DestroyIfIdle();
@@ -160,7 +163,8 @@ bool ActorHost::Cancel(TaskId id, DispatchTask* removed, const std::atomic<bool>
   auto it = std::find_if(mailbox_.begin(), mailbox_.end(),
                          [&](const DispatchTask& t) { return t.spec->id == id; });
   if (it == mailbox_.end()) {
-    auto running = running_calls_.find(id);
+    auto running = std::find_if(running_calls_.begin(), running_calls_.end(),
+                                [&](const auto& r) { return r.first == id; });
     if (running != running_calls_.end()) {
       running->second->store(true, std::memory_order_release);
       if (flag != nullptr) *flag = running->second;

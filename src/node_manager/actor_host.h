@@ -16,7 +16,6 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -77,7 +76,9 @@ class ActorHost {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<DispatchTask> mailbox_;
-  std::map<TaskId, std::atomic<bool>*> running_calls_;  // each running call's cancel flag
+  // Each running call's cancel flag: a few at once (max_concurrency), so a vector that
+  // keeps its capacity, not a map node allocated and freed per call.
+  std::vector<std::pair<TaskId, std::atomic<bool>*>> running_calls_;
   std::vector<std::thread> threads_;
   void* instance_ = nullptr;
   std::function<void(void*)> destroy_;
