@@ -245,12 +245,16 @@ void MpiTransport::Loop() {
     int64_t idle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_active).count();
     if (helpers_active()) {
       // Helpers that find nothing either (a driver waiting for its own rank's tasks) let
-      // the naps grow as an idle rank's do: fewer wake-ups to compete with them.
+      // the naps grow as an idle rank's do: fewer wake-ups to compete with them, up to
+      // kMaxSleepNs. No more: a helper whose wait ended because its object came leaves
+      // without StopHelping (that would wake this thread on every Get), and what arrives
+      // next then waits for the nap's end (a Serve request after a pause waited a whole
+      // 10-20 ms idle nap).
       aside_.store(true);
       bool rung = false;
       if (!stop_.load() && !has_work_.load() && helpers_active()) {
         // Not woken by rings: the helpers look at the transport meanwhile.
-        Nap(std::max(kAsideNapNs, IdleNapNs(idle_ns)), /*ring=*/false, rung);
+        Nap(std::clamp(IdleNapNs(idle_ns), kAsideNapNs, kMaxSleepNs), /*ring=*/false, rung);
       }
       aside_.store(false);
       continue;
