@@ -164,6 +164,21 @@ Executor::CancelResult Executor::Cancel(TaskId id, DispatchTask* removed,
   return result;
 }
 
+DispatchTask Executor::Take(std::deque<DispatchTask>::iterator it, Slot& slot) {
+  DispatchTask task = std::move(*it);
+  runnable_.erase(it);
+  num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
+  slot.running = task.spec->id;
+  slot.cancelled.store(false, std::memory_order_relaxed);
+  return task;
+}
+
+void Executor::Returned(Slot& slot, const DispatchTask& task) {
+  slot.running = TaskId();
+  if (stop_) cv_.notify_all();  // Stop waits for running tasks to return
+  available_.Add(task.spec->options->demand);
+}
+
 bool Executor::RunHere(TaskId id) {
   if (num_runnable_.load(std::memory_order_relaxed) == 0) return false;
   std::unique_lock<AdaptiveMutex> lock(mu_);
@@ -180,21 +195,15 @@ bool Executor::RunHere(TaskId id) {
   }
   Slot* slot = outside_slots_.back();
   outside_slots_.pop_back();
-  DispatchTask task = std::move(*it);
-  runnable_.erase(it);
-  num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
-  slot->running = task.spec->id;
-  slot->cancelled.store(false, std::memory_order_relaxed);
+  DispatchTask task = Take(it, *slot);
   lock.unlock();
   std::atomic<bool>* outer = t_cancel_flag;
   t_cancel_flag = &slot->cancelled;
   run_(task);
   t_cancel_flag = outer;
   lock.lock();
-  slot->running = TaskId();
+  Returned(*slot, task);
   outside_slots_.push_back(slot);
-  if (stop_) cv_.notify_all();  // Stop waits for running tasks to return
-  available_.Add(task.spec->options->demand);
   if (Admit()) {
     lock.unlock();
     FailUnstarted();
@@ -226,17 +235,11 @@ void Executor::ThreadMain() {
     cv_.wait(lock, [&] { return stop_ || !runnable_.empty(); });
     --idle_;
     if (stop_) return;
-    DispatchTask task = std::move(runnable_.front());
-    runnable_.pop_front();
-    num_runnable_.store(runnable_.size(), std::memory_order_relaxed);
-    slot->running = task.spec->id;
-    slot->cancelled.store(false, std::memory_order_relaxed);
+    DispatchTask task = Take(runnable_.begin(), *slot);
     lock.unlock();
     run_(task);
     lock.lock();
-    slot->running = TaskId();
-    if (stop_) cv_.notify_all();  // Stop waits for running tasks to return
-    available_.Add(task.spec->options->demand);
+    Returned(*slot, task);
     // This thread takes the next runnable task itself (the lock is held until it does), so
     // Admit wakes or starts threads only for the rest.
     if (Admit(/*caller_takes=*/1)) {

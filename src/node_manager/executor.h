@@ -101,6 +101,11 @@ class Executor {
   /// and the caller must call FailUnstarted once it released mu_.
   bool Admit(size_t caller_takes = 0);
   void FailUnstarted();  // not under mu_
+  struct Slot;
+  /// Under mu_: the runnable task at `it` leaves the queue to run on `slot`'s thread.
+  DispatchTask Take(std::deque<DispatchTask>::iterator it, Slot& slot);
+  /// Under mu_: the task `slot` ran returned; its resources go back (Admit is the caller's).
+  void Returned(Slot& slot, const DispatchTask& task);
   void ThreadMain();
   static ResourceSet CpuOnly(const ResourceSet& demand);
 

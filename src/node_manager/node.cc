@@ -329,24 +329,22 @@ void Node::DropGenerator(TaskId generator) { streams_.Drop(generator); }
 PresenceFlags Node::Await(std::span<const ObjectId> ids, size_t need, int64_t timeout_ms) {
   std::optional<Clock::time_point> deadline;
   if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto now_flags = store_.WaitFor(ids, need, Clock::now());
-  size_t have = static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true));
+  PresenceFlags now_flags;
+  auto present_now = [&] {  // a look without waiting: how many of ids are here
+    now_flags = store_.WaitFor(ids, need, Clock::now());
+    return static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true));
+  };
+  size_t have = present_now();
   if (have >= need) return now_flags;
   // The driver waiting for a task that no executor thread took yet runs it itself, rather
   // than wake a thread that may share its core and then sleep until it is done. Not under
   // a timeout: the task may run longer than the caller wants to wait. Each task run stores
   // its object (a value or its error), so no more than `need` are run.
-  bool ran = false;
+  const size_t before = have;
   for (size_t i = 0; i < ids.size() && have < need && timeout_ms < 0 && !TaskRunner::InTask(); ++i) {
-    if (!now_flags[i] && runner_.RunHere(ids[i])) {
-      ran = true;
-      ++have;
-    }
+    if (!now_flags[i] && runner_.RunHere(ids[i])) ++have;
   }
-  if (ran) {
-    now_flags = store_.WaitFor(ids, need, Clock::now());
-    if (static_cast<size_t>(std::count(now_flags.begin(), now_flags.end(), true)) >= need) return now_flags;
-  }
+  if (have > before && present_now() >= need) return now_flags;
   refs_.SendReleases();  // about to wait: what this rank dropped goes to the head now
   const std::atomic<bool>* cancel = TaskRunner::InTask() ? Executor::CurrentCancelFlag() : nullptr;
   const bool blocked = runner_.Block();
