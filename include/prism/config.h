@@ -32,7 +32,8 @@ namespace prism {
 
 struct Config {
   /// CPUs this rank offers to tasks. Default: SLURM_CPUS_PER_TASK, else the host's cores
-  /// divided among the ranks on the host (at least 1).
+  /// divided among the ranks on the host, and at most the CPUs the rank is bound to (its
+  /// affinity mask: mpirun --bind-to core, srun --cpu-bind, taskset); at least 1.
   std::optional<double> num_cpus;
   /// GPUs this rank offers. Default: SLURM_GPUS_ON_NODE / CUDA_VISIBLE_DEVICES shared
   /// among the ranks on the host. Whole, or a fraction below 1; at most as many as the

@@ -10,6 +10,7 @@
 #include "runtime/settings.h"
 
 #include <net/if.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -288,6 +289,11 @@ void ApplyNetwork(const std::string& network) {
 HostFacts ReadHostFacts() {
   HostFacts facts;
   facts.cores = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    facts.allowed_cores = static_cast<unsigned>(CPU_COUNT(&allowed));
+  }
   long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0) {
     facts.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
@@ -295,6 +301,14 @@ HostFacts ReadHostFacts() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) == 0) facts.hostname = name;
   return facts;
+}
+
+unsigned DefaultNumCpus(const HostFacts& host, int local_size) {
+  const unsigned share = host.cores / static_cast<unsigned>(std::max(1, local_size));
+  const unsigned allowed = host.allowed_cores > 0 ? host.allowed_cores : host.cores;
+  // Unbound ranks all see every core: each takes its share. A bound rank sees only its own
+  // cores (or its socket's, shared with the socket's other ranks): the smaller bound holds.
+  return std::max(1u, std::min(share, allowed));
 }
 
 uint64_t ParseBytes(const std::string& what, const std::string& text) {
@@ -376,7 +390,7 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   Settings s;
 
   // Detected defaults, shared among the ranks on this host.
-  s.num_cpus = launch.slurm_cpus_per_task.value_or(std::max(1u, host.cores / local));
+  s.num_cpus = launch.slurm_cpus_per_task.value_or(DefaultNumCpus(host, launch.local_size));
   s.num_gpus = std::floor(launch.gpus_on_node.value_or(0) / local);
   s.object_store_memory =
       std::max(kMiB, static_cast<uint64_t>(static_cast<double>(host.memory_bytes) * 0.3 / local));

@@ -22,10 +22,20 @@ struct HostFacts {
   unsigned cores = 1;
   uint64_t memory_bytes = 0;
   std::string hostname;
+  /// The CPUs this process may run on (its affinity mask: the launcher's binding, taskset,
+  /// a cpuset); 0 = not known, taken as every core.
+  unsigned allowed_cores = 0;
 };
 
-/// Reads the real host: hardware_concurrency, physical memory, gethostname. Never throws.
+/// Reads the real host: hardware_concurrency, the affinity mask (sched_getaffinity),
+/// physical memory, gethostname. Never throws.
 HostFacts ReadHostFacts();
+
+/// The CPUs a rank offers by default, when neither Slurm (--cpus-per-task) nor the user
+/// says: its share of the host's cores among the host's `local_size` ranks, and never more
+/// than the CPUs its affinity mask allows. A rank bound to one core (mpirun --bind-to core,
+/// srun --cpu-bind=cores, taskset -c 0) offers 1, not the node's cores. At least 1.
+unsigned DefaultNumCpus(const HostFacts& host, int local_size);
 
 /// Fully resolved, validated settings of one rank. Plain value.
 struct Settings {

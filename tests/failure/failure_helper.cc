@@ -262,6 +262,10 @@ int main(int argc, char** argv) {
   } else if (mode == "init_only") {
     prism::Shutdown();
     return 0;
+  } else if (mode == "cpus") {
+    std::printf("failure_helper: the cluster's CPU: %g\n", prism::ClusterResources()["CPU"]);
+    prism::Shutdown();
+    return 0;
   } else if (mode == "idle_rank") {
     const char* env = std::getenv("PRISM_RANK_TIMEOUT");
     const double timeout_s = env != nullptr ? std::atof(env) : 30;

@@ -215,6 +215,31 @@ TEST(SettingsTest, AtLeastOneCpu) {
   EXPECT_EQ(s.num_cpus, 1.0);
 }
 
+// A rank the launcher bound to cores (issue 46): its default CPUs come from its affinity
+// mask, not the node's core count.
+TEST(SettingsTest, DefaultCpusFollowTheAffinityMask) {
+  HostFacts host = FakeHost(64);
+  host.allowed_cores = 1;  // mpirun --bind-to core, taskset -c 0
+  EXPECT_EQ(DefaultNumCpus(host, 1), 1u);
+  EXPECT_EQ(DefaultNumCpus(host, 4), 1u);
+  host.allowed_cores = 16;  // 4 ranks of 16 cores each (--map-by ppr:4:node:pe=16)
+  EXPECT_EQ(DefaultNumCpus(host, 4), 16u);
+  host.allowed_cores = 32;  // bound to a socket that 32 ranks share: their share
+  EXPECT_EQ(DefaultNumCpus(host, 32), 2u);
+  host.allowed_cores = 64;  // unbound: the host's cores shared among its ranks
+  EXPECT_EQ(DefaultNumCpus(host, 1), 64u);
+  EXPECT_EQ(DefaultNumCpus(host, 3), 21u);
+  host.allowed_cores = 0;  // mask unknown: as unbound
+  EXPECT_EQ(DefaultNumCpus(host, 2), 32u);
+  EXPECT_EQ(DefaultNumCpus(FakeHost(2), 4), 1u);  // at least 1
+
+  host.allowed_cores = 1;
+  EXPECT_EQ(Resolve({}, {}, {}, host).num_cpus, 1.0);
+  Settings s = Resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}, {}, {}, host);
+  EXPECT_EQ(s.num_cpus, 1.0);
+  EXPECT_EQ(Resolve({{"PRISM_NUM_CPUS", "3"}}, {}, {}, host).num_cpus, 3.0);  // a given value wins
+}
+
 TEST(SettingsTest, DefaultsFromSlurm) {
   Settings s = Resolve({{"SLURM_JOB_ID", "42"},
                         {"SLURM_STEP_ID", "0"},
