@@ -31,12 +31,16 @@ std::string ErrorOf(F&& f) {
   return "(no error)";
 }
 
-/// A fresh directory under $TMPDIR (or /tmp) for one test, removed with everything in it
-/// when the object goes out of scope. `dir / "name"` is a path inside it.
+/// A fresh directory for one test that every rank of the job sees, removed with everything
+/// in it when the object goes out of scope. `dir / "name"` is a path inside it. It is under
+/// $PRISM_TEST_SHARED_DIR when that is set (the two-host test bed sets it to a directory both
+/// hosts share, as a cluster's shared file system: each host's /tmp is its own), else under
+/// $TMPDIR or /tmp, which every rank on one host shares.
 class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "prism-test-") {
-    const char* tmp = std::getenv("TMPDIR");
+    const char* shared = std::getenv("PRISM_TEST_SHARED_DIR");
+    const char* tmp = shared && *shared ? shared : std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "XXXXXX";
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');

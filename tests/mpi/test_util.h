@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "../common/test_util.h"  // TempDir (a directory tasks on every rank of this host see), ErrorOf
+#include "../common/test_util.h"  // TempDir (a directory tasks on every rank see), ErrorOf
 
 namespace prism_test {
 

@@ -75,23 +75,6 @@ Block BoundOp(const std::string& bound, const Block& block) {
 }
 PRISM_REMOTE(BoundOp);
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/prism-dataset-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 TEST(Dataset, MapFilterMapBatchesMatchAReferenceInOneTaskPerBlock) {
   Dataset ds = Range(1000, 10).Map(AddOne).Filter(IsEven).MapBatches(Double, 7);
   std::vector<int64_t> expected;
