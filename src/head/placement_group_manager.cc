@@ -58,7 +58,9 @@ std::string PlacementGroupManager::Create(const PlacementGroupCreationOptions& o
                             " can never be placed: bundles" + listed + " with strategy " +
                             StrategyName(options.strategy) +
                             (options.one_bundle_per_rank ? ", one bundle per rank," : "") +
-                            " do not fit even an idle cluster (" + scheduler_.DescribeInfeasible(bundles[0]) + ")";
+                            " do not fit even an idle cluster: " +
+                            ExplainUnplaceable(bundles, options.strategy, capacities, node_of_rank_,
+                                               options.one_bundle_per_rank);
     if (!wait_infeasible_) throw ResourceError("prism: " + why);
     PRISM_LOG_WARN(why << "; it stays pending, as in Ray (Config::wait_infeasible): an MPI job's ranks "
                           "are fixed, so it will not be created unless removed or the job ends");

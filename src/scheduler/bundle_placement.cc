@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 namespace prism::internal {
@@ -53,6 +54,31 @@ struct Nodes {
     }
   }
 };
+
+/// "h1 (ranks 0-1), h2 (rank 2)": the hosts in order of their first rank, at most 8.
+std::string DescribeHosts(const Nodes& nodes, const std::vector<std::string>& node_of_rank) {
+  constexpr size_t kMaxShown = 8;
+  std::string s;
+  for (size_t n = 0; n < nodes.ranks.size() && n < kMaxShown; ++n) {
+    const auto& ranks = nodes.ranks[n];
+    std::string listed;
+    for (size_t i = 0; i < ranks.size();) {
+      size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      listed += (listed.empty() ? "" : ", ") + std::to_string(ranks[i]) +
+                (j > i ? "-" + std::to_string(ranks[j]) : "");
+      i = j + 1;
+    }
+    s += (s.empty() ? "" : ", ") + node_of_rank[static_cast<size_t>(ranks.front())] + " (rank" +
+         (ranks.size() == 1 ? " " : "s ") + listed + ")";
+  }
+  if (nodes.ranks.size() > kMaxShown) s += ", ...";
+  return s;
+}
+
+std::string Count(size_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
 
 int64_t Size(const ResourceSet& r) {
   int64_t total = 0;
@@ -136,6 +162,49 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
     }
   }
   return {};
+}
+
+std::string ExplainUnplaceable(const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
+                               const std::vector<ResourceSet>& capacities,
+                               const std::vector<std::string>& node_of_rank, bool one_per_rank) {
+  const Nodes nodes(node_of_rank, capacities.size());
+  const std::string offer = "; ranks offer:" + DescribeRankCapacities(capacities, 8);
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    bool fits = false;
+    for (const auto& c : capacities) fits = fits || bundles[i].FitsIn(c);
+    if (!fits) {
+      return "bundle " + std::to_string(i) + " " + bundles[i].ToString() +
+             " fits on no rank: reserve less per bundle, or give the ranks more (e.g. "
+             "--prism-num-cpus, --prism-resources)" + offer;
+    }
+  }
+  const size_t hosts = nodes.ranks.size();
+  if (strategy == PlacementStrategy::STRICT_SPREAD && bundles.size() > hosts) {
+    return "STRICT_SPREAD puts every bundle on a different host, so its " +
+           Count(bundles.size(), "bundle", "bundles") + " need " + std::to_string(bundles.size()) +
+           " distinct hosts, and the job has " + Count(hosts, "host", "hosts") + ": " +
+           DescribeHosts(nodes, node_of_rank) + ". Use at most " + Count(hosts, "bundle", "bundles") +
+           ", or SPREAD (which lets bundles share a host when hosts run out), or launch the job on " +
+           std::to_string(bundles.size()) + " nodes or more";
+  }
+  if (one_per_rank && bundles.size() > capacities.size()) {
+    return "one bundle per rank, so its " + Count(bundles.size(), "bundle", "bundles") + " need " +
+           std::to_string(bundles.size()) + " ranks, and the job has " +
+           Count(capacities.size(), "rank", "ranks") + ". Use at most " +
+           Count(capacities.size(), "bundle", "bundles") + ", or launch more ranks";
+  }
+  if (strategy == PlacementStrategy::STRICT_PACK) {
+    return "STRICT_PACK puts every bundle on one host, and no host's ranks hold them all (hosts: " +
+           DescribeHosts(nodes, node_of_rank) + "). Use PACK (which spills onto other hosts), or "
+           "fewer or smaller bundles" + offer;
+  }
+  if (strategy == PlacementStrategy::STRICT_SPREAD) {
+    return "STRICT_SPREAD puts every bundle on a different host, and no " +
+           std::to_string(bundles.size()) + " distinct hosts each hold one (hosts: " +
+           DescribeHosts(nodes, node_of_rank) + "). Use SPREAD, or fewer or smaller bundles" + offer;
+  }
+  return "the bundles together need more than the job's ranks offer: use fewer or smaller "
+         "bundles, or launch more ranks" + offer;
 }
 
 }  // namespace prism::internal

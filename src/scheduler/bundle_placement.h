@@ -17,4 +17,12 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
                               const std::vector<ResourceSet>& available,
                               const std::vector<std::string>& node_of_rank, bool one_per_rank = false);
 
+/// Why PlaceBundles finds no place for `bundles` on `capacities` (the idle cluster), as text
+/// naming what is short and what to do: a bundle no rank can hold; STRICT_SPREAD with more
+/// bundles than hosts (naming the hosts and their ranks); one bundle per rank with more
+/// bundles than ranks; STRICT_PACK with no host holding them all; else the ranks' offer.
+std::string ExplainUnplaceable(const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
+                               const std::vector<ResourceSet>& capacities,
+                               const std::vector<std::string>& node_of_rank, bool one_per_rank);
+
 }  // namespace prism::internal

@@ -49,6 +49,31 @@ TEST(BundlePlacementTest, StrictSpreadNeedsDistinctNodes) {
                            kNodes).empty());
 }
 
+// Issue 46: STRICT_SPREAD with more bundles than hosts was refused as "no rank can ever
+// provide {CPU: 1}"; the reason is the hosts, and the message names them.
+TEST(BundlePlacementTest, StrictSpreadOnTooFewHostsSaysSo) {
+  const std::vector<std::string> nodes{"h1", "h1", "h2"};
+  const std::vector<ResourceSet> idle{Cpus(2), Cpus(2), Cpus(2)};
+  const std::vector<ResourceSet> bundles{Cpus(1), Cpus(1), Cpus(1)};
+  ASSERT_TRUE(PlaceBundles(bundles, PlacementStrategy::STRICT_SPREAD, idle, nodes).empty());
+  const std::string why = ExplainUnplaceable(bundles, PlacementStrategy::STRICT_SPREAD, idle, nodes, false);
+  for (const char* part : {"3 bundles need 3 distinct hosts", "the job has 2 hosts: h1 (ranks 0-1), h2 (rank 2)",
+                           "at most 2 bundles", "SPREAD", "launch the job on 3 nodes or more"}) {
+    EXPECT_NE(why.find(part), std::string::npos) << "lacks \"" << part << "\": " << why;
+  }
+  EXPECT_EQ(why.find("no rank can ever provide"), std::string::npos) << why;
+
+  // The other reasons, each said as itself.
+  EXPECT_NE(ExplainUnplaceable({Cpus(3)}, PlacementStrategy::PACK, idle, nodes, false).find("bundle 0 {CPU: 3} fits on no rank"),
+            std::string::npos);
+  EXPECT_NE(ExplainUnplaceable({Cpus(1), Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::PACK, idle, nodes, true)
+                .find("4 bundles need 4 ranks, and the job has 3 ranks"),
+            std::string::npos);
+  EXPECT_NE(ExplainUnplaceable({Cpus(2), Cpus(2), Cpus(2)}, PlacementStrategy::STRICT_PACK, idle, nodes, false)
+                .find("no host's ranks hold them all (hosts: h1 (ranks 0-1), h2 (rank 2))"),
+            std::string::npos);
+}
+
 TEST(BundlePlacementTest, SpreadPrefersNewNodesButMayShare) {
   auto r = PlaceBundles({Cpus(1), Cpus(1), Cpus(1)}, PlacementStrategy::SPREAD, Free(), kNodes);
   ASSERT_EQ(r.size(), 3u);
@@ -127,6 +152,20 @@ TEST_F(HeadPgTest, InfeasibleAndBadGroupsFailClearly) {
   EXPECT_THROW(head_.CreatePlacementGroup({"z", {}, PlacementStrategy::PACK}), Error);
   head_.CreatePlacementGroup({"dup", {{{"CPU", 1}}}, PlacementStrategy::PACK});
   EXPECT_THROW(head_.CreatePlacementGroup({"dup", {{{"CPU", 1}}}, PlacementStrategy::PACK}), Error);
+}
+
+TEST(HeadPgHostsTest, StrictSpreadOnTooFewHostsNamesTheHosts) {
+  Head head({Cpus(2), Cpus(2), Cpus(2)}, [](int, Message&&) {}, {"h1", "h1", "h2"});
+  try {
+    head.CreatePlacementGroup({"w", {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, PlacementStrategy::STRICT_SPREAD});
+    ADD_FAILURE() << "3 bundles were spread strictly over 2 hosts";
+  } catch (const ResourceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("placement group \"w\" can never be placed"), std::string::npos) << what;
+    EXPECT_NE(what.find("need 3 distinct hosts, and the job has 2 hosts: h1 (ranks 0-1), h2 (rank 2)"),
+              std::string::npos) << what;
+    EXPECT_EQ(what.find("no rank can ever provide"), std::string::npos) << what;
+  }
 }
 
 TEST_F(HeadPgTest, TaskLargerThanItsBundleFailsInsteadOfPending) {
