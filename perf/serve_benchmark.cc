@@ -48,7 +48,7 @@
 #include "bench_report.h"
 #include "prism/api.h"
 #include "prism/serve.h"
-#include "serve/http_server.h"
+#include "http/server.h"
 #include "wrk_runner.h"
 
 #ifndef PRISM_BENCH_SOURCE_DIR
@@ -217,7 +217,7 @@ bool RunHttp(const Options& opt, const std::string& wrk_version, std::vector<pri
   serve::Run(serve::Deployment<Noop>("noop").NumReplicas(2).Bind(), {.route_prefix = "/noop", .name = "noop"});
   const std::string serve_url = serve::Status().endpoint + "/noop";
   // The same run's HTTP layer alone: an in-process server on rank 0, handler inline.
-  namespace http = serve::http;
+  namespace http = prism::http;
   http::Server alone({}, [](http::Request, http::Respond respond) {
     http::Response r;
     r.body = "ok";

@@ -1,5 +1,5 @@
 // prism_serve_http_benchmark: the ceiling of Prism Serve's HTTP layer alone (no replicas, no
-// ranks): an in-process prism::serve::http::Server whose handler answers "ok" inline,
+// ranks): an in-process prism::http::Server whose handler answers "ok" inline,
 // loaded over 127.0.0.1 by
 //
 //   wrk          `wrk -t T -c C -d D --latency` at 1, 8 and 64 connections (--connections),
@@ -42,11 +42,11 @@
 #include "bench_cli.h"
 #include "bench_report.h"
 #include "wrk_runner.h"
-#include "serve/http_server.h"
+#include "http/server.h"
 
 namespace {
 
-namespace http = prism::serve::http;
+namespace http = prism::http;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using Clock = std::chrono::steady_clock;

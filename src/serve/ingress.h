@@ -18,7 +18,7 @@
 #include <optional>
 #include <string>
 
-#include "serve/http_server.h"
+#include "http/server.h"
 #include "serve/router_core.h"  // MatchRoute
 
 namespace prism::serve::internal {

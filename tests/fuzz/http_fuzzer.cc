@@ -32,12 +32,12 @@
 
 #include "fuzz_util.h"
 #include "prism/serve/http.h"
-#include "serve/http_server.h"
+#include "http/server.h"
 #include "serve/router_core.h"
 
 namespace {
 
-namespace http = prism::serve::http;
+namespace http = prism::http;
 using prism::fuzz::Fail;
 
 constexpr int kAnswerSeconds = 8;  // how long a connection may take to be answered and closed

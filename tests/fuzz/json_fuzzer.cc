@@ -13,7 +13,7 @@
 #include "fuzz_util.h"
 #include "prism/internal/json.h"
 #include "prism/serve/http.h"
-#include "serve/http_server.h"
+#include "http/server.h"
 
 namespace {
 
@@ -53,6 +53,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The input as a JSON string (any bytes, invalid UTF-8 included) in a response and an
   // error: U+FFFD for what is not UTF-8, never an exception.
   CheckValidJson(prism::serve::Response::Json({{"echo", text}}).body, "Response::Json of raw bytes");
-  CheckValidJson(prism::serve::http::ErrorResponse(400, text).body, "ErrorResponse of raw bytes");
+  CheckValidJson(prism::http::ErrorResponse(400, text).body, "ErrorResponse of raw bytes");
   return 0;
 }

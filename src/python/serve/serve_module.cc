@@ -32,7 +32,7 @@
 // (prism.serve._handle's waker) takes and hands to the right event loop: the engine's
 // completion threads never wait for the GIL.
 //
-// This module links prism_serve and prism_serve_http whole but not the core: it is loaded
+// This module links prism_serve and prism_http whole but not the core: it is loaded
 // after prism._prism, which is loaded with RTLD_GLOBAL and exports the core, so the process
 // holds one copy of the core's globals (tests/python_serve/test_module.py checks this).
 #include <pybind11/pybind11.h>

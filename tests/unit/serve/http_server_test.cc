@@ -1,7 +1,7 @@
 // Prism Serve's HTTP server against real clients: curl and Python requests run as
 // subprocesses, and raw POSIX sockets for what a polite client never does (garbage, half a
 // request, pipelining). Every server binds 127.0.0.1 port 0; every wait has a deadline.
-#include "serve/http_server.h"
+#include "http/server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,7 +29,7 @@
 
 #include "prism/errors.h"
 
-namespace prism::serve::http {
+namespace prism::http {
 namespace {
 
 using namespace std::chrono_literals;
@@ -806,4 +806,4 @@ TEST(HttpServer, WriteEndpointFileIsAtomicAndSaysWhatFailed) {
 }
 
 }  // namespace
-}  // namespace prism::serve::http
+}  // namespace prism::http

@@ -1,4 +1,5 @@
-// Prism Serve's HTTP/1.1 server on Boost.Beast over Asio (the contract is http_server.h).
+// Prism's HTTP/1.1 server on Boost.Beast over Asio (the contract is server.h): Serve's
+// ingress and the dashboard on rank 0 both serve through it.
 //
 // Threads: `io_threads` threads run one io_context. The acceptor and every connection have a
 // strand of their own, so one connection's completion handlers never run at once while
@@ -29,7 +30,7 @@
 // marks the server stopped (under the mutex Respond posts under, so nothing is posted after),
 // closes the acceptor and every connection, and lets the threads run out of work: every
 // pending operation completes with operation_aborted and lets go of its connection.
-#include "serve/http_server.h"
+#include "http/server.h"
 
 #include <algorithm>
 #include <array>
@@ -58,7 +59,7 @@
 
 #include "prism/errors.h"
 
-namespace prism::serve::http {
+namespace prism::http {
 
 Response ErrorResponse(int status, const std::string& message) {
   Response r;
@@ -83,7 +84,7 @@ constexpr size_t kReadChunk = 16 << 10;   // bytes read at once when a request s
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 void Log(const std::string& message) {
-  std::fprintf(stderr, "[prism serve http] %s\n", message.c_str());
+  std::fprintf(stderr, "[prism http] %s\n", message.c_str());
 }
 
 std::string Lower(beast::string_view s) {
@@ -529,7 +530,7 @@ tcp::endpoint ResolveListenAddress(const ServerOptions& o) {
   tcp::resolver resolver(ioc);
   auto results = resolver.resolve(o.host, std::to_string(o.port), ec);
   if (ec || results.empty())
-    throw Error("prism serve: cannot listen on host '" + o.host + "': it is neither an IP "
+    throw Error("prism http: cannot listen on host '" + o.host + "': it is neither an IP "
                 "address nor a name that resolves (" + ec.message() + "); use e.g. 127.0.0.1 "
                 "(loopback) or 0.0.0.0 (every interface)");
   return results.begin()->endpoint();
@@ -538,17 +539,17 @@ tcp::endpoint ResolveListenAddress(const ServerOptions& o) {
 void ValidateOptions(const ServerOptions& o) {
   auto positive = [](double v, const char* name) {
     if (!(v > 0))
-      throw Error(std::string("prism serve: ServerOptions::") + name + " must be > 0 seconds, got " +
+      throw Error(std::string("prism http: ServerOptions::") + name + " must be > 0 seconds, got " +
                   std::to_string(v));
   };
   positive(o.request_read_timeout_s, "request_read_timeout_s");
   positive(o.keep_alive_timeout_s, "keep_alive_timeout_s");
   positive(o.response_write_timeout_s, "response_write_timeout_s");
   if (o.io_threads < 1 || o.io_threads > 256)
-    throw Error("prism serve: ServerOptions::io_threads must be in 1..256, got " +
+    throw Error("prism http: ServerOptions::io_threads must be in 1..256, got " +
                 std::to_string(o.io_threads));
   if (o.max_header_bytes < 64)
-    throw Error("prism serve: ServerOptions::max_header_bytes must be at least 64, got " +
+    throw Error("prism http: ServerOptions::max_header_bytes must be at least 64, got " +
                 std::to_string(o.max_header_bytes));
 }
 
@@ -578,7 +579,7 @@ struct Server::Impl {
 
 Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
   ValidateOptions(options);
-  if (!handler) throw Error("prism serve: the HTTP server needs a handler (got an empty one)");
+  if (!handler) throw Error("prism http: the HTTP server needs a handler (got an empty one)");
   tcp::endpoint where = ResolveListenAddress(options);
   auto s = std::make_shared<Shared>(options, std::move(handler));
   impl_->s = s;
@@ -586,7 +587,7 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
   std::string address_text = options.host + ":" + std::to_string(options.port);
   beast::error_code ec;
   auto fail = [&](const char* step) {
-    throw Error("prism serve: cannot listen on " + address_text + " (" + step + ": " +
+    throw Error("prism http: cannot listen on " + address_text + " (" + step + ": " +
                 ec.message() + ")" +
                 (ec == asio::error::address_in_use
                      ? "; another process holds this port: choose another, or port 0 to let "
@@ -724,7 +725,7 @@ void WriteEndpointFile(const std::string& path, const std::string& endpoint) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out)
-      throw Error("prism serve: cannot write the endpoint file " + path + " (creating " +
+      throw Error("prism http: cannot write the endpoint file " + path + " (creating " +
                   tmp.string() + " failed: " + std::strerror(errno) +
                   "); does its directory exist and is it writable?");
     out << endpoint << '\n';
@@ -732,7 +733,7 @@ void WriteEndpointFile(const std::string& path, const std::string& endpoint) {
     if (!out) {
       std::error_code ignored;
       fs::remove(tmp, ignored);
-      throw Error("prism serve: cannot write the endpoint file " + path + " (writing " +
+      throw Error("prism http: cannot write the endpoint file " + path + " (writing " +
                   tmp.string() + " failed)");
     }
   }
@@ -741,9 +742,9 @@ void WriteEndpointFile(const std::string& path, const std::string& endpoint) {
   if (ec) {
     std::error_code ignored;
     fs::remove(tmp, ignored);
-    throw Error("prism serve: cannot write the endpoint file " + path + " (renaming " +
+    throw Error("prism http: cannot write the endpoint file " + path + " (renaming " +
                 tmp.string() + " onto it failed: " + ec.message() + ")");
   }
 }
 
-}  // namespace prism::serve::http
+}  // namespace prism::http

@@ -1,4 +1,6 @@
-// Prism Serve's HTTP ingress: a small HTTP/1.1 server on Boost.Beast over Asio.
+// A small HTTP/1.1 server on Boost.Beast over Asio: Serve's ingress (src/serve/ingress.cc)
+// and rank 0's dashboard (src/dashboard/) each run one. Its own target (prism_http), below
+// both, so the core's dashboard does not depend on the Serve library.
 //
 // CONTRACT (written before the implementation; the serve library and the server are built
 // on separate branches against this header): the server knows nothing of deployments. It
@@ -14,7 +16,7 @@
 #include <memory>
 #include <string>
 
-namespace prism::serve::http {
+namespace prism::http {
 
 /// One parsed request. Header names are lower-case.
 struct Request {
@@ -105,4 +107,4 @@ class Server {
 /// the file never reads half of it. Throws prism::Error naming the path on failure.
 void WriteEndpointFile(const std::string& path, const std::string& endpoint);
 
-}  // namespace prism::serve::http
+}  // namespace prism::http
