@@ -5,6 +5,7 @@
 // chunked and pipelined paths run with small buffers. Every test uses group keys of its own: a
 // group abandoned after an abort or a timeout keeps its communicator for the process's life.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <prism/collective.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "../common/collective_reference.h"
@@ -457,7 +459,16 @@ std::string CgAllToAllV(Ranks ranks, int tag, int algorithm) {
   return p.text;
 }
 
-PRISM_REMOTE(CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
+/// This member's host name, then "shm" or "no shm" for group `tag` over `ranks` (with
+/// the group's own description), e.g. "prism-h1 shm (communicator ...)".
+std::string CgHostAndShm(Ranks ranks, int tag) {
+  Group g = Group::Create(Key(tag), ranks);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + (g.HasSharedMemory() ? " shm (" : " no shm (") + g.Describe() + ")";
+}
+
+PRISM_REMOTE(CgHostAndShm, CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
              CgDuplicateStreams, CgAllToAllV);
 
 // ---- Driver helpers -----------------------------------------------------------------------
@@ -480,6 +491,30 @@ TEST(Collective, EveryOpAndDtypeWithEveryAlgorithmMatchesALocalReference) {
   ExpectAllOk(OnMembers(ranks, CgEveryOp, 100, kShm), ranks, "shared memory");
   ExpectAllOk(OnMembers(ranks, CgEveryOp, 101, kRing), ranks, "ring");
   ExpectAllOk(OnMembers(ranks, CgEveryOp, 102, kMpi), ranks, "mpi");
+}
+
+// Shared memory exactly when every member is on one host: on one host every group has it;
+// across the two-host test bed (ranks 0, 1 on one host, the rest on the other) a group
+// within a host has it and a group across hosts does not.
+TEST(Collective, SharedMemoryExactlyWhenEveryMemberIsOnOneHost) {
+  if (World() < 2) GTEST_SKIP() << "needs 2 ranks";
+  int tag = 120;
+  std::vector<Ranks> groups = {AllRanks(), {0, 1}, {1, World() - 1}};
+  for (const Ranks& ranks : groups) {
+    auto refs = OnMembers(ranks, CgHostAndShm, tag++);
+    std::set<std::string> hosts;
+    std::vector<std::string> answers;
+    for (auto& r : refs) {
+      answers.push_back(*r.Get(120000));
+      hosts.insert(answers.back().substr(0, answers.back().find(' ')));
+    }
+    const std::string want = hosts.size() == 1 ? " shm (" : " no shm (";
+    for (size_t i = 0; i < answers.size(); ++i) {
+      EXPECT_NE(answers[i].find(want), std::string::npos)
+          << "member on world rank " << ranks[i] << " of a group on " << hosts.size()
+          << " host(s): " << answers[i];
+    }
+  }
 }
 
 TEST(Collective, SubGroupInReverseOrderWhileOtherRanksDoNothing) {
