@@ -133,6 +133,7 @@ std::tuple<Block, BlockMeta> MapActor::Call(Block input, int64_t keep_rows, std:
   meta.part_file = part_file;
   meta.part_rows = part_rows;
   meta.part_bytes = part_bytes;
+  if (!part_file.empty()) meta.SetPartWriter();
   return {std::move(block), std::move(meta)};
 }
 

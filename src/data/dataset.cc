@@ -541,7 +541,8 @@ void Dataset::Write(int format, const std::string& dir, const std::string& colum
   std::vector<io::Part> parts;
   while (std::optional<BlockHandle> h = executor->Next()) {
     if (h->meta.part_file.empty()) continue;
-    parts.push_back({h->meta.part_file, h->meta.part_rows, h->meta.part_bytes});
+    parts.push_back({h->meta.part_file, h->meta.part_rows, h->meta.part_bytes, h->meta.part_rank,
+                     h->meta.part_host});
   }
   io::CommitParts(dir, parts);
   std::lock_guard<std::mutex> lock(state_->stats->mutex);

@@ -64,6 +64,7 @@ std::tuple<Block, BlockMeta> Finished(const Block& block, const std::string& par
   meta.part_rows = part_rows;
   meta.part_bytes = part_bytes;
   meta.rank = GetRuntimeContext().GetRank();  // the block's object lives here
+  if (!part_file.empty()) meta.SetPartWriter();
   return {block, std::move(meta)};
 }
 
@@ -130,6 +131,12 @@ BlockMeta BlockMeta::Of(const Block& block) {
     meta.shapes.push_back(f.row_shape);
   }
   return meta;
+}
+
+void BlockMeta::SetPartWriter() {
+  part_rank = GetRuntimeContext().GetRank();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) part_host = host;
 }
 
 data::Schema BlockMeta::ToSchema() const {

@@ -85,6 +85,9 @@ struct Part {
   std::string file;
   int64_t rows = 0;
   uint64_t bytes = 0;
+  /// Who wrote it (-1 and "" when not known), for CommitParts' error; not in the manifest.
+  int rank = -1;
+  std::string host;
 };
 
 /// The manifest CommitParts writes: "_SUCCESS".
@@ -117,7 +120,8 @@ Part WriteJsonPart(const std::string& dir, int64_t index, const std::vector<Bloc
 /// Commits an output directory: checks each part's file is there, removes temporary
 /// `.part-*` files left by writers that died, and atomically writes `<dir>/_SUCCESS` listing
 /// the parts in order. Call it once, after every part is written. Throws prism::Error
-/// naming a missing part.
+/// naming a missing part, the rank and host that wrote it and what to check (the output
+/// path must be on storage every rank shares; else the writer did not finish).
 void CommitParts(const std::string& dir, const std::vector<Part>& parts);
 
 /// The parts a committed directory lists, in order. Throws prism::Error if `dir` has no

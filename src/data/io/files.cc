@@ -249,7 +249,31 @@ uint64_t FileSize(const std::string& path) {
 
 namespace {
 constexpr const char* kManifestFormat = "prism-data-parts-1";
+
+std::string ThisHost() {
+  char host[256] = {};
+  return gethostname(host, sizeof host - 1) == 0 ? host : "";
 }
+
+/// A part its writer reported written but this process cannot see: most often the output
+/// path is node-local (each host's own /tmp or disk), so the part sits on the writer's host.
+std::string MissingPartText(const std::string& dir, const Part& part) {
+  const std::string here = ThisHost();
+  std::string writer = "a write task";
+  if (part.rank >= 0) writer = "rank " + std::to_string(part.rank);
+  if (!part.host.empty()) writer += " (host " + part.host + ")";
+  const bool other_host = !part.host.empty() && part.host != here;
+  return "prism::data: cannot commit " + dir + ": its part " + part.file + ", which " + writer +
+         " wrote, is not there as the committing process" +
+         (here.empty() ? "" : " (host " + here + ")") + " sees it. " +
+         (other_host ? "The part was written on another host: the output path must be on storage "
+                       "every rank shares (a file system every node mounts, not a node-local "
+                       "disk or /tmp); write to such a path, or check that the writer finished"
+                     : "The output path must be on storage every rank shares; if it is, check "
+                       "that the write task finished (its rank's log) and that nothing removed "
+                       "the part before the commit");
+}
+}  // namespace
 
 void CommitParts(const std::string& dir, const std::vector<Part>& parts) {
   int64_t rows = 0;
@@ -257,10 +281,7 @@ void CommitParts(const std::string& dir, const std::vector<Part>& parts) {
   for (const auto& part : parts) {
     const fs::path p = fs::path(dir) / part.file;
     std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) {
-      throw Error("prism::data: cannot commit " + dir + ": its part " + part.file +
-                  " is missing (was every write task finished before the commit?)");
-    }
+    if (!fs::is_regular_file(p, ec)) throw Error(MissingPartText(dir, part));
     list.push_back(nlohmann::json{{"file", part.file}, {"rows", part.rows}, {"bytes", part.bytes}});
     rows += part.rows;
   }

@@ -24,7 +24,9 @@ namespace io = prism::data::io;
 using prism::data::Block;
 using prism::data::Column;
 using prism::data::DType;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using prism_test::ErrorOf;
 
 class DataIo : public ::testing::Test {
@@ -227,13 +229,36 @@ TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
   EXPECT_THAT(ErrorOf([&] {
                 io::CommitParts(out, {p0, {"part-00009.h5", 1, 1}});
               }),
-              HasSubstr("its part part-00009.h5 is missing"));
+              AllOf(HasSubstr("its part part-00009.h5, which a write task wrote, is not there"),
+                    HasSubstr("storage every rank shares"), HasSubstr("check that the write task finished")));
   // Blocks of different schemas in one part.
   EXPECT_THAT(ErrorOf([&] {
                 io::WriteHdf5Part(out, 3, {a, a.DropColumns({"tag"})});
               }),
               HasSubstr("block 1 has schema"));
   EXPECT_FALSE(fs::exists(Path("out/part-00003.h5")));
+}
+
+// Issue 46: a part written on another host's local disk was reported as "missing (was every
+// write task finished?)". The commit now names the part, its writer's rank and host, and
+// says the output path must be shared storage.
+TEST_F(DataIo, CommitOfAPartWrittenOnAnotherHostSaysTheStorageIsNotShared) {
+  const std::string out = Path("node_local");
+  Block rows = Block::FromColumns({{"id", Column::FromVector(std::vector<int64_t>{1, 2, 3})}});
+  io::Part p0 = io::WriteJsonPart(out, 0, {rows.Slice(0, 2)});
+  io::Part p1 = io::WriteJsonPart(out, 1, {rows.Slice(2, 3)});
+  p0.rank = 0;
+  p0.host = "h1";
+  p1.rank = 2;
+  p1.host = "h2-not-this-host";
+  fs::remove(fs::path(out) / p1.file);  // as if on rank 2's own disk
+  const std::string what = ErrorOf([&] { io::CommitParts(out, {p0, p1}); });
+  EXPECT_THAT(what, HasSubstr("cannot commit " + out + ": its part part-00001.json, which rank 2 "
+                              "(host h2-not-this-host) wrote, is not there"));
+  EXPECT_THAT(what, HasSubstr("written on another host: the output path must be on storage every "
+                              "rank shares (a file system every node mounts, not a node-local disk"));
+  EXPECT_THAT(what, Not(HasSubstr("was every write task finished")));
+  EXPECT_FALSE(fs::exists(fs::path(out) / io::kManifestName)) << "nothing committed";
 }
 
 TEST_F(DataIo, Hdf5ReadsAndWritesFromManyThreadsAtOnce) {
