@@ -31,6 +31,8 @@ if [[ "${1:-}" != --demo ]]; then
     python3-starlette python3-fastapi python3-uvicorn  # prism.serve's requests, its ingress test, the peer
     python3-pil  # prism.data.read_images
     clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz/: libFuzzer, ASan, UBSan)
+    python3-prometheus-client  # the dashboard's /metrics, parsed back by its tests
+    chromium chromium-driver python3-selenium  # the dashboard in a headless browser (label browser)
   )
   # Slurm for the Slurm tests and jobs/ (PRISM_WITH_SLURM=0 to skip).
   if [[ "${PRISM_WITH_SLURM:-1}" == 1 ]]; then

@@ -22,6 +22,8 @@
 //   ray_namespace, env_vars: in code only (Ray's RayConfig fields)
 //   wait_infeasible: in code only (ray::Init sets it: Ray's rule)
 //   log_to_driver         --prism-log-to-driver=0       PRISM_LOG_TO_DRIVER (1|0|true|false)
+//   dashboard             --prism-dashboard=loopback    PRISM_DASHBOARD (off|loopback|report|
+//                                                       <addr>:<port>)
 
 #include <cstdint>
 #include <map>
@@ -90,6 +92,13 @@ struct Config {
   /// for, as Ray does while it waits for a node that could (Get waits, Wait reports it
   /// unready, a group's Wait returns false). ray::Init (prism/ray_compat.h) sets true.
   std::optional<bool> wait_infeasible;
+  /// Rank 0's dashboard (README, "Dashboard"): "off" (the default); "loopback" (127.0.0.1,
+  /// a port the kernel picks); "<address>:<port>" ("*:8265" for every interface; port 0:
+  /// the kernel picks), which then needs the random token the printed URL carries; or
+  /// "report" (no server). The URL is printed and written to <session dir>/dashboard.url;
+  /// unless off, Shutdown writes one self-contained HTML report to $PRISM_STORAGE_PATH
+  /// (else ~/prism_results)/prism-dashboard-<job id>.html.
+  std::optional<std::string> dashboard;
 };
 
 }  // namespace prism

@@ -33,8 +33,9 @@ void ForEachConfigField(F&& f, C&... c) {
   f("env_vars", c.env_vars...);
   f("log_to_driver", c.log_to_driver...);
   f("wait_infeasible", c.wait_infeasible...);
+  f("dashboard", c.dashboard...);
 }
-static_assert(sizeof(Config) == 424,
+static_assert(sizeof(Config) == 464,
               "prism::Config changed: list its new field in ForEachConfigField (config_fields.h), "
               "then update this size");
 

@@ -45,6 +45,7 @@
 #include "head/head.h"
 #include "runtime/communicator_service.h"
 #include "runtime/config_fields.h"
+#include "runtime/dashboard_feed.h"
 #include "runtime/launch.h"
 #include "runtime/output_capture.h"
 #include "node_manager/node.h"
@@ -76,6 +77,8 @@ struct Runtime {
   std::unique_ptr<Node> node;
   std::unique_ptr<OutputForwarder> forwarder;  // worker ranks, with log_to_driver
   std::unique_ptr<DriverPrinter> printer;      // rank 0, with log_to_driver
+  std::unique_ptr<DashboardFeed> dashboard;    // rank 0, with the dashboard setting on
+  std::unique_ptr<RankReporter> reporter;      // other ranks, with the dashboard setting on
 
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -531,6 +534,7 @@ void Build(Runtime& rt) {
     // Dropped refs reach the head in batches; this bounds how long one waits.
     handlers.on_tick = [self] {
       if (self->node) self->node->SendReleases();
+      if (self->reporter) self->reporter->Tick();  // a sample for the dashboard, once a second
     };
     rt.transport =
         std::make_unique<MpiTransport>(rt.comm, rt.settings.rank_timeout_s, handlers);
@@ -712,6 +716,17 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
     }
   }
 
+  if (rt->settings.dashboard.mode != dashboard::DashboardSetting::Mode::kOff) {
+    if (rt->rank == 0) {
+      rt->dashboard = std::make_unique<DashboardFeed>(
+          DashboardFeed::Options{rt->settings.dashboard, rt->settings.session_dir,
+                                 rt->settings.log_dir, rt->settings.job_id},
+          *rt->node);
+    } else {
+      rt->reporter = std::make_unique<RankReporter>(rt->rank, *rt->node);
+    }
+  }
+
   // Publish the runtime before the transport starts: a task may arrive at once and must
   // find it (GetRuntimeContext, ObjectRef counting).
   Runtime* raw = rt.release();
@@ -730,6 +745,7 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
     PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
                                 << raw->launch.launcher_name() << ", job " << raw->settings.job_id
                                 << ", session directory " << raw->settings.session_dir);
+    if (raw->dashboard) raw->dashboard->Start();  // the state API answers from here on
   }
   return raw;
 }
@@ -793,6 +809,7 @@ bool EndSession() {
   if (rt == nullptr) return true;
   if (rt->rank != 0) throw RuntimeError("prism: Shutdown is for the driver (rank 0)");
   if (rt->printer) FlushWorkerOutput(*rt);
+  if (rt->dashboard) rt->dashboard->Stop();  // the report, while the state API still answers
   g_runtime.store(nullptr);
   SetProcessCore(nullptr);  // from here on ObjectRef destructors are no-ops
   UninstallStopSignals();

@@ -54,10 +54,11 @@ constexpr Option kTaskTable{"task_table_size", "--prism-task-table-size", "PRISM
 constexpr Option kDataPlane{"data_plane", "--prism-data-plane", "PRISM_DATA_PLANE", "mpi"};
 constexpr Option kNetwork{"network", "--prism-network", "PRISM_NETWORK", "ib0"};
 constexpr Option kLogToDriver{"log_to_driver", "--prism-log-to-driver", "PRISM_LOG_TO_DRIVER", "0"};
+constexpr Option kDashboard{"dashboard", "--prism-dashboard", "PRISM_DASHBOARD", "loopback"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
                                       &kRankTimeout, &kPendingWarn, &kLogLevel, &kTaskTable, &kDataPlane,
-                                      &kNetwork, &kLogToDriver};
+                                      &kNetwork, &kLogToDriver, &kDashboard};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -480,6 +481,13 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
       FailNotA(what, text, "on or off (1/0, true/false)", "0");
     }
   });
+
+  auto take_dashboard = [&](const std::string& what, const std::string& text) {
+    std::string why;
+    if (!dashboard::ParseDashboardSetting(text, &s.dashboard, &why)) Fail(what + "=\"" + text + "\" " + why);
+  };
+  if (code.dashboard) take_dashboard("Config::dashboard", *code.dashboard);
+  src.ForEachText(kDashboard, take_dashboard);
 
   if (code.log_level) s.log_level = ParseLogLevel("Config::log_level", *code.log_level);
   src.ForEachText(kLogLevel, [&](const std::string& what, const std::string& text) {

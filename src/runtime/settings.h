@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dashboard/setting.h"
 #include "node_manager/gpu_pool.h"
 #include "prism/config.h"
 #include "runtime/launch.h"
@@ -70,6 +71,8 @@ struct Settings {
   std::string data_plane = "ucx";
   /// "any", "shm" or an interface name (Config::network).
   std::string network = "any";
+  /// Config::dashboard: rank 0's dashboard and end-of-job report (off by default).
+  dashboard::DashboardSetting dashboard;
   /// Config::ray_namespace; "" = the job's anonymous namespace (the node manager names it).
   std::string ray_namespace;
   /// LaunchInfo::job_id, else the launch id.

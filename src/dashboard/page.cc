@@ -1,0 +1,280 @@
+// The dashboard's one page: plain HTML, CSS and JS, no library and no CDN (cluster nodes
+// have no internet). Live, it polls the JSON views every 2 s with fetch() (carrying the
+// page's ?token= along); in a report, `window.PRISM_REPORT` holds the same views inlined
+// and nothing is fetched. Every value reaches the DOM through textContent, never as HTML.
+#include <string>
+
+#include "dashboard/dashboard.h"
+
+namespace prism::dashboard {
+
+namespace {
+
+const char* const kPage = R"PRISM_PAGE(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Prism dashboard</title>
+<link rel="icon" href="data:,">
+<style>
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; background: #fafafa; }
+header { background: #283b5a; color: #fff; padding: 8px 16px; }
+header h1 { font-size: 18px; margin: 0 12px 0 0; display: inline; }
+header span { font-size: 13px; margin-right: 14px; opacity: 0.9; }
+nav { background: #e8ecf3; padding: 0 12px; }
+nav button { border: 0; background: none; padding: 8px 12px; cursor: pointer; font-size: 14px; }
+nav button.on { border-bottom: 3px solid #283b5a; font-weight: 600; }
+main { padding: 12px 16px; }
+section { display: none; }
+section.on { display: block; }
+table { border-collapse: collapse; margin: 6px 0 16px; font-size: 13px; background: #fff; }
+th, td { border: 1px solid #d5d9e0; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #eef1f6; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.dead, .FAILED, .DEAD { color: #b00020; font-weight: 600; }
+.ALIVE, .FINISHED, .alive { color: #1b7a2b; }
+.bar { display: inline-block; height: 8px; background: #5b8bd6; vertical-align: middle; margin-right: 4px; }
+pre { background: #fff; border: 1px solid #d5d9e0; padding: 8px; max-height: 60vh; overflow: auto; font-size: 12px; }
+#status.bad { color: #ffb4b4; }
+h2 { font-size: 15px; margin: 10px 0 2px; }
+</style>
+</head>
+<body>
+<header><h1>Prism</h1><span id="job"></span><span id="uptime"></span><span id="status"></span></header>
+<nav id="tabs"></nav>
+<main>
+<section id="ranks"><h2>Ranks</h2><table id="ranks-table"></table></section>
+<section id="tasks"><h2>Tasks by state</h2><table id="tasks-state-table"></table>
+  <h2>Tasks by function</h2><table id="tasks-function-table"></table>
+  <h2>Latest failures</h2><table id="failures-table"></table></section>
+<section id="actors"><h2>Actors</h2><table id="actors-table"></table></section>
+<section id="placement_groups"><h2>Placement groups</h2><table id="pg-table"></table></section>
+<section id="kv"><h2>KV keys</h2><table id="kv-table"></table></section>
+<section id="logs"><h2>Logs</h2><label>Rank <select id="log-rank"></select></label>
+  <pre id="log-text"></pre></section>
+</main>
+<script>
+"use strict";
+const REPORT = window.PRISM_REPORT || null;
+const TABS = [["ranks", "Ranks"], ["tasks", "Tasks"], ["actors", "Actors"],
+              ["placement_groups", "Placement groups"], ["kv", "KV"], ["logs", "Logs"]];
+const token = new URLSearchParams(location.search).get("token");
+let current = "ranks";
+let ranks = [];
+
+function q(extra) {
+  const p = new URLSearchParams(extra || {});
+  if (token) p.set("token", token);
+  const s = p.toString();
+  return s ? "?" + s : "";
+}
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+function bytes(n) {
+  if (n === null || n === undefined) return "";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; ++i; }
+  return (i ? n.toFixed(1) : n) + " " + u[i];
+}
+function pct(x) { return x === null || x === undefined ? "" : x.toFixed(1) + " %"; }
+// rows: [[cell, ...], ...]; a cell is a value or {v, cls, num, bar}.
+function fill(id, head, rows) {
+  const t = document.getElementById(id);
+  t.replaceChildren();
+  const thead = el("thead"), tr = el("tr");
+  for (const h of head) tr.appendChild(el("th", h));
+  thead.appendChild(tr);
+  const tbody = el("tbody");
+  for (const row of rows) {
+    const r = el("tr");
+    if (row.key !== undefined) r.dataset.key = row.key;
+    for (const c of row.cells || row) {
+      const cell = (c !== null && typeof c === "object") ? c : {v: c};
+      const td = el("td", undefined, (cell.cls || "") + (cell.num ? " num" : ""));
+      if (cell.bar !== undefined) {
+        const b = el("span", undefined, "bar");
+        b.style.width = Math.max(0, Math.min(100, cell.bar)) + "px";
+        td.appendChild(b);
+      }
+      td.appendChild(document.createTextNode(cell.v === undefined || cell.v === null ? "" : String(cell.v)));
+      r.appendChild(td);
+    }
+    tbody.appendChild(r);
+  }
+  if (!rows.length) {
+    const r = el("tr"), td = el("td", "(none)");
+    td.colSpan = head.length;
+    r.appendChild(td);
+    tbody.appendChild(r);
+  }
+  t.append(thead, tbody);
+}
+
+function showJob(j) {
+  document.getElementById("job").textContent =
+      "job " + j.job_id + " \u00b7 " + j.num_ranks + " ranks \u00b7 " + j.launcher + " \u00b7 " + j.entrypoint;
+  const secs = Math.max(0, (j.time_ns - j.start_time_ns) / 1e9);
+  document.getElementById("uptime").textContent =
+      (REPORT ? "ran " : "up ") + Math.floor(secs / 60) + " min " + Math.floor(secs % 60) + " s";
+}
+function showRanks(rs) {
+  ranks = rs;
+  fill("ranks-table", ["rank", "host", "pid", "state", "CPU (process)", "host CPU", "RSS",
+                       "host memory", "object store", "spilled", "running tasks", "actors",
+                       "tasks done", "sample age"],
+       rs.map(r => ({key: r.rank, cells: [
+         r.rank + (r.is_head ? " (head)" : ""), r.host, r.pid,
+         {v: r.alive ? "ALIVE" : "DEAD", cls: r.alive ? "alive" : "dead"},
+         r.proc ? {v: pct(r.proc.process_cpu_percent), num: true, bar: r.proc.process_cpu_percent / Math.max(1, r.num_cpus)} : "",
+         r.proc ? {v: pct(r.proc.host_cpu_percent), num: true} : "",
+         r.proc ? {v: bytes(r.proc.process_rss_bytes), num: true} : "",
+         r.proc ? {v: bytes(r.proc.host_mem_used_bytes) + " / " + bytes(r.proc.host_mem_total_bytes), num: true} : "",
+         r.store ? {v: bytes(r.store.used_bytes) + " / " + bytes(r.store.capacity_bytes), num: true,
+                    bar: r.store.capacity_bytes ? 100 * r.store.used_bytes / r.store.capacity_bytes : 0} : "",
+         r.store ? {v: bytes(r.store.spilled_bytes), num: true} : "",
+         {v: r.running_tasks, num: true}, {v: r.num_actors, num: true}, {v: r.tasks_finished, num: true},
+         r.sample_age_ms < 0 ? "no sample yet" : (r.sample_age_ms / 1000).toFixed(1) + " s"]})));
+  const sel = document.getElementById("log-rank");
+  if (sel.options.length !== rs.length) {
+    sel.replaceChildren(...rs.map(r => { const o = el("option", r.rank + " (" + r.host + ")"); o.value = r.rank; return o; }));
+  }
+}
+function showTasks(t) {
+  fill("tasks-state-table", ["state", "tasks"],
+       Object.entries(t.by_state).map(([s, n]) => [{v: s, cls: s}, {v: n, num: true}]));
+  const states = [...new Set(t.by_function.flatMap(f => Object.keys(f.state_counts)))].sort();
+  fill("tasks-function-table", ["function or class", "type", ...states],
+       t.by_function.map(f => [f.func_or_class_name, f.type, ...states.map(s => ({v: f.state_counts[s] || 0, num: true}))]));
+  fill("failures-table", ["task", "function", "rank", "attempt", "error type", "error"],
+       t.failures.slice().reverse().map(f => [f.task_id, f.func_name, f.rank, f.attempt, f.error_type,
+                                               {v: f.error_message, cls: "FAILED"}]));
+}
+function showActors(a) {
+  fill("actors-table", ["actor", "class", "name", "state", "rank", "restarts", "death cause"],
+       a.map(x => ({key: x.actor_id, cells: [x.actor_id, x.class_name, x.name, {v: x.state, cls: x.state}, x.rank,
+                    x.num_restarts + " / " + x.max_restarts, x.death_cause]})));
+}
+function showGroups(g) {
+  fill("pg-table", ["id", "name", "strategy", "state", "bundles", "bundle ranks"],
+       g.map(x => [x.placement_group_id, x.name, x.strategy, x.state,
+                   x.bundles.map(b => Object.entries(b).map(([k, v]) => k + ":" + v).join(",")).join(" | "),
+                   x.bundle_ranks.join(", ")]));
+}
+function showKv(kv) {
+  fill("kv-table", ["key"], kv.keys.map(k => [k]).concat(kv.truncated ? [["(only the first 1000)"]] : []));
+}
+function showLog(l) {
+  document.getElementById("log-text").textContent =
+      l.reachable ? l.text : "rank " + l.rank + "'s log is not readable from rank 0 (another host's local disk)";
+}
+
+async function get(path, extra) {
+  const r = await fetch(path + q(extra), {cache: "no-store"});
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.json();
+}
+const VIEWS = {ranks: ["api/ranks", showRanks], tasks: ["api/tasks", showTasks], actors: ["api/actors", showActors],
+               placement_groups: ["api/placement_groups", showGroups], kv: ["api/kv", showKv]};
+async function refresh() {
+  const status = document.getElementById("status");
+  try {
+    showJob(await get("api/job"));
+    if (VIEWS[current]) { const [p, f] = VIEWS[current]; f(await get(p)); }
+    if (current !== "ranks") showRanks(await get("api/ranks"));
+    if (current === "logs") showLog(await get("api/logs", {rank: document.getElementById("log-rank").value || 0}));
+    status.textContent = "updated " + new Date().toLocaleTimeString();
+    status.className = "";
+  } catch (e) {
+    status.textContent = "cannot reach the job (" + e.message + "); it may have ended";
+    status.className = "bad";
+  }
+}
+function showReport() {
+  const d = REPORT.snapshot;
+  showJob(d.job); showRanks(d.ranks); showTasks(d.tasks); showActors(d.actors);
+  showGroups(d.placement_groups); showKv(d.kv);
+  const rank = document.getElementById("log-rank").value || 0;
+  const text = REPORT.logs[String(rank)];
+  showLog({rank: rank, reachable: text !== undefined, text: text || ""});
+  document.getElementById("status").textContent = "report written " + new Date(d.job.time_ns / 1e6).toLocaleString();
+}
+function select(name) {
+  current = name;
+  for (const [id] of TABS) {
+    document.getElementById(id).className = id === name ? "on" : "";
+    document.getElementById("tab-" + id).className = id === name ? "on" : "";
+  }
+  if (REPORT) showReport(); else refresh();
+}
+for (const [id, label] of TABS) {
+  const b = el("button", label);
+  b.id = "tab-" + id;
+  b.onclick = () => select(id);
+  document.getElementById("tabs").appendChild(b);
+}
+document.getElementById("log-rank").onchange = () => select("logs");
+select("ranks");
+if (!REPORT) setInterval(refresh, 2000);
+</script>
+</body>
+</html>
+)PRISM_PAGE";
+
+/// JSON inside <script>: "</script>" or "<!--" in a string would change how the browser
+/// reads the element, so every '<' (only ever inside JSON strings) becomes \u003c.
+std::string ScriptSafe(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (char c : json) {
+    if (c == '<') {
+      out += "\\u003c";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string EscapeHtml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::string& PageHtml() {
+  static const std::string page(kPage);
+  return page;
+}
+
+std::string ReportHtml(const Snapshot& snapshot, const std::map<int, std::string>& log_tails) {
+  nlohmann::json logs = nlohmann::json::object();
+  for (const auto& [rank, text] : log_tails) logs[std::to_string(rank)] = text;
+  const nlohmann::json data = {{"snapshot", SnapshotJson(snapshot)}, {"logs", std::move(logs)}};
+  const std::string script =
+      "<script>window.PRISM_REPORT = " +
+      ScriptSafe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) + ";</script>\n";
+  std::string page = PageHtml();
+  const std::string title = "<title>Prism dashboard</title>";
+  page.replace(page.find(title), title.size(),
+               "<title>Prism report: job " + EscapeHtml(snapshot.job.job_id) + "</title>");
+  // The data goes before the page's own script, which reads it.
+  page.insert(page.find("<script>"), script);
+  return page;
+}
+
+}  // namespace prism::dashboard

@@ -1,0 +1,210 @@
+// The snapshot's assembly and its JSON views. Each state API struct turns into JSON through
+// its own Fields visitor (prism/state.h), so a field added there shows up here unasked.
+#include "dashboard/snapshot.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
+namespace prism::dashboard {
+
+namespace {
+
+template <class T, class = void>
+struct HasFields : std::false_type {};
+template <class T>
+struct HasFields<T, std::void_t<decltype(std::declval<T&>().Fields(
+                        [](const char*, auto&) {}))>> : std::true_type {};
+
+template <class T>
+nlohmann::json ToJson(const T& value);
+
+template <class T>
+nlohmann::json FieldJson(const T& field) {
+  if constexpr (HasFields<T>::value) {
+    return ToJson(field);
+  } else if constexpr (std::is_same_v<T, std::vector<state::TaskEvent>>) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : field) a.push_back(ToJson(e));
+    return a;
+  } else {
+    return nlohmann::json(field);
+  }
+}
+
+/// {"name": value, ...} in the struct's field order.
+template <class T>
+nlohmann::json ToJson(const T& value) {
+  T copy = value;  // Fields visits non-const members
+  nlohmann::json j = nlohmann::json::object();
+  copy.Fields([&j](const char* name, auto& field) { j[name] = FieldJson(field); });
+  return j;
+}
+
+template <class T>
+nlohmann::json ListJson(const std::vector<T>& items) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& item : items) a.push_back(ToJson(item));
+  return a;
+}
+
+nlohmann::json ProcJson(const ProcSample& p) {
+  return {{"process_cpu_percent", p.process_cpu_percent},
+          {"process_rss_bytes", p.process_rss_bytes},
+          {"host_cpu_percent", p.host_cpu_percent},
+          {"host_cpus", p.host_cpus},
+          {"host_mem_total_bytes", p.host_mem_total_bytes},
+          {"host_mem_used_bytes", p.host_mem_used_bytes}};
+}
+
+ProcSample ProcFromJson(const nlohmann::json& j) {
+  ProcSample p;
+  p.process_cpu_percent = j.at("process_cpu_percent").get<double>();
+  p.process_rss_bytes = j.at("process_rss_bytes").get<uint64_t>();
+  p.host_cpu_percent = j.at("host_cpu_percent").get<double>();
+  p.host_cpus = j.at("host_cpus").get<unsigned>();
+  p.host_mem_total_bytes = j.at("host_mem_total_bytes").get<uint64_t>();
+  p.host_mem_used_bytes = j.at("host_mem_used_bytes").get<uint64_t>();
+  return p;
+}
+
+bool IsLive(const std::string& task_state) {
+  return task_state == "SUBMITTED_TO_WORKER" || task_state == "RUNNING_IN_RAY_GET";
+}
+
+}  // namespace
+
+std::string EncodeRankSample(const RankSample& sample) {
+  nlohmann::json j = {{"rank", sample.rank},
+                      {"time_ns", sample.time_ns},
+                      {"proc", ProcJson(sample.proc)},
+                      {"store", ToJson(sample.store)}};
+  return j.dump();
+}
+
+std::optional<RankSample> DecodeRankSample(const std::string& bytes) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(bytes);
+    RankSample s;
+    s.rank = j.at("rank").get<int>();
+    s.time_ns = j.at("time_ns").get<int64_t>();
+    s.proc = ProcFromJson(j.at("proc"));
+    const nlohmann::json& st = j.at("store");
+    s.store.Fields([&st](const char* name, auto& field) {
+      field = st.at(name).get<std::decay_t<decltype(field)>>();
+    });
+    return s;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+Snapshot Assemble(StateLists lists, const std::map<int, RankSample>& samples, int64_t now_ns) {
+  Snapshot s;
+  s.time_ns = now_ns;
+  if (!lists.jobs.empty()) s.job = std::move(lists.jobs.front());
+  std::map<int, const state::NodeState*> node_of;
+  for (const auto& n : lists.nodes) node_of[n.rank] = &n;
+  std::map<int, uint64_t> running;
+  for (const auto& t : lists.live_tasks) {
+    if (IsLive(t.state) && t.rank >= 0) ++running[t.rank];
+  }
+  for (const auto& w : lists.workers) {
+    RankView r;
+    r.rank = w.rank;
+    r.host = w.host;
+    r.node_id = w.node_id;
+    r.pid = w.pid;
+    r.is_head = w.worker_type == "DRIVER";
+    r.alive = w.is_alive;
+    r.num_actors = w.num_actors;
+    r.tasks_finished = w.num_tasks_finished;
+    r.running_tasks = running[w.rank];
+    if (auto n = node_of.find(w.rank); n != node_of.end()) {
+      auto cpu = n->second->resources_total.find("CPU");
+      if (cpu != n->second->resources_total.end()) r.num_cpus = cpu->second;
+      r.alive = r.alive && n->second->state == "ALIVE";
+    }
+    if (auto it = samples.find(w.rank); it != samples.end()) {
+      r.sample = it->second;
+      r.sample_age_ms = std::max<int64_t>(0, (now_ns - it->second.time_ns) / 1'000'000);
+    }
+    s.ranks.push_back(std::move(r));
+  }
+  std::sort(s.ranks.begin(), s.ranks.end(), [](const RankView& a, const RankView& b) { return a.rank < b.rank; });
+  s.summary = std::move(lists.summary);
+  for (const auto& [name, entry] : s.summary.summary) {
+    for (const auto& [state, count] : entry.state_counts) s.tasks_by_state[state] += count;
+  }
+  s.failures = std::move(lists.failures);
+  s.actors = std::move(lists.actors);
+  s.placement_groups = std::move(lists.placement_groups);
+  s.kv_keys = std::move(lists.kv_keys);
+  if (s.kv_keys.size() > kMaxKvKeys) {
+    s.kv_keys.resize(kMaxKvKeys);
+    s.kv_keys_truncated = true;
+  }
+  return s;
+}
+
+nlohmann::json RanksJson(const Snapshot& s) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : s.ranks) {
+    nlohmann::json j = {{"rank", r.rank},
+                        {"host", r.host},
+                        {"node_id", r.node_id},
+                        {"pid", r.pid},
+                        {"is_head", r.is_head},
+                        {"alive", r.alive},
+                        {"num_cpus", r.num_cpus},
+                        {"running_tasks", r.running_tasks},
+                        {"num_actors", r.num_actors},
+                        {"tasks_finished", r.tasks_finished},
+                        {"sample_age_ms", r.sample_age_ms}};
+    if (r.sample) {
+      j["proc"] = ProcJson(r.sample->proc);
+      j["store"] = ToJson(r.sample->store);
+    } else {
+      j["proc"] = nullptr;
+      j["store"] = nullptr;
+    }
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
+nlohmann::json TasksJson(const Snapshot& s) {
+  nlohmann::json by_function = nlohmann::json::array();
+  for (const auto& [name, entry] : s.summary.summary) by_function.push_back(ToJson(entry));
+  return {{"by_state", s.tasks_by_state},
+          {"by_function", std::move(by_function)},
+          {"total_tasks", s.summary.total_tasks},
+          {"total_actor_tasks", s.summary.total_actor_tasks},
+          {"total_actor_scheduled", s.summary.total_actor_scheduled},
+          {"failures", ListJson(s.failures)}};
+}
+
+nlohmann::json ActorsJson(const Snapshot& s) { return ListJson(s.actors); }
+
+nlohmann::json PlacementGroupsJson(const Snapshot& s) { return ListJson(s.placement_groups); }
+
+nlohmann::json KvJson(const Snapshot& s) {
+  return {{"keys", s.kv_keys}, {"truncated", s.kv_keys_truncated}};
+}
+
+nlohmann::json JobJson(const Snapshot& s) {
+  nlohmann::json j = ToJson(s.job);
+  j["time_ns"] = s.time_ns;
+  return j;
+}
+
+nlohmann::json SnapshotJson(const Snapshot& s) {
+  return {{"job", JobJson(s)},
+          {"ranks", RanksJson(s)},
+          {"tasks", TasksJson(s)},
+          {"actors", ActorsJson(s)},
+          {"placement_groups", PlacementGroupsJson(s)},
+          {"kv", KvJson(s)}};
+}
+
+}  // namespace prism::dashboard

@@ -1,0 +1,95 @@
+#pragma once
+// What the dashboard shows: one Snapshot of the job, assembled on rank 0 from the state API
+// (prism/state.h) and the ranks' periodic samples, then turned into the JSON the pages poll,
+// the Prometheus text of /metrics and the data inlined in the end-of-job report.
+//
+// Pure logic: Assemble takes the lists and the samples as values, so the collector is
+// tested without MPI (tests/unit/dashboard_test.cc); the runtime gathers them
+// (runtime/dashboard_feed.cc).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dashboard/proc_sample.h"
+#include "prism/state.h"
+
+namespace prism::dashboard {
+
+/// What a rank reports about itself each period (rank 0 samples itself when asked).
+struct RankSample {
+  int rank = 0;
+  int64_t time_ns = 0;  // wall clock of the sampling rank
+  ProcSample proc;
+  state::ObjectStoreState store;
+};
+
+/// Bytes for the sample channel, and back (nullopt for bytes it did not write).
+std::string EncodeRankSample(const RankSample& sample);
+std::optional<RankSample> DecodeRankSample(const std::string& bytes);
+
+/// One row of the ranks table.
+struct RankView {
+  int rank = 0;
+  std::string host;
+  std::string node_id;
+  int pid = 0;
+  bool is_head = false;
+  bool alive = true;
+  double num_cpus = 0;                 // the rank's CPU resource
+  std::optional<RankSample> sample;    // none yet (a rank reports once a second)
+  int64_t sample_age_ms = -1;          // -1 without a sample
+  uint64_t running_tasks = 0;          // SUBMITTED_TO_WORKER or RUNNING_IN_RAY_GET here
+  int num_actors = 0;                  // live actors it hosts
+  uint64_t tasks_finished = 0;
+};
+
+/// The job at one moment.
+struct Snapshot {
+  int64_t time_ns = 0;
+  state::JobState job;
+  std::vector<RankView> ranks;
+  state::TaskSummary summary;
+  std::map<std::string, uint64_t> tasks_by_state;  // over every function and type
+  std::vector<state::TaskState> failures;          // the latest failed tasks, newest last
+  std::vector<state::ActorState> actors;
+  std::vector<state::PlacementGroupState> placement_groups;
+  std::vector<std::string> kv_keys;
+  bool kv_keys_truncated = false;
+};
+
+/// The inputs of one snapshot, as the state API returns them.
+struct StateLists {
+  std::vector<state::JobState> jobs;
+  std::vector<state::NodeState> nodes;
+  std::vector<state::WorkerState> workers;
+  state::TaskSummary summary;
+  std::vector<state::TaskState> live_tasks;  // tasks not yet ended (for per-rank counts)
+  std::vector<state::TaskState> failures;
+  std::vector<state::ActorState> actors;
+  std::vector<state::PlacementGroupState> placement_groups;
+  std::vector<std::string> kv_keys;
+};
+
+/// The most keys the KV view lists (the rest are counted as truncated).
+inline constexpr size_t kMaxKvKeys = 1000;
+
+/// Joins the lists and the latest sample of each rank (by rank; missing ones are fine)
+/// into a Snapshot taken at `now_ns` (wall clock, for the samples' ages).
+Snapshot Assemble(StateLists lists, const std::map<int, RankSample>& samples, int64_t now_ns);
+
+// The JSON views the pages poll (GET /api/<name>) and the report inlines, all of them
+// together as SnapshotJson.
+nlohmann::json RanksJson(const Snapshot& s);
+nlohmann::json TasksJson(const Snapshot& s);
+nlohmann::json ActorsJson(const Snapshot& s);
+nlohmann::json PlacementGroupsJson(const Snapshot& s);
+nlohmann::json KvJson(const Snapshot& s);
+nlohmann::json JobJson(const Snapshot& s);
+nlohmann::json SnapshotJson(const Snapshot& s);
+
+}  // namespace prism::dashboard

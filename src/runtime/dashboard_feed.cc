@@ -1,0 +1,189 @@
+// The dashboard's feed from a running session (dashboard_feed.h). Rank 0 gathers a
+// snapshot with the public state API, in process (each call a round to its own head, no
+// other rank asked), plus the latest sample each rank published; logs are read from
+// <log_dir>/rank-N.log and .out where rank 0 can see them (its own host, or a log_dir on a
+// shared file system).
+#include "runtime/dashboard_feed.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "common/log.h"
+#include "http/server.h"
+#include "node_manager/node.h"
+#include "prism/kv.h"
+#include "prism/state.h"
+
+namespace prism::internal {
+
+namespace {
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// How many bytes of a log's end the page shows (and the report keeps per rank).
+constexpr std::streamoff kLogTailBytes = 64 << 10;
+
+/// The last `bytes` of `path`, from a line start; nullopt if it cannot be opened.
+std::optional<std::string> Tail(const std::string& path, std::streamoff bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::nullopt;
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = size > bytes ? size - bytes : 0;
+  in.seekg(from);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (from > 0) {
+    const size_t nl = text.find('\n');
+    text = "[... " + std::to_string(from) + " bytes before]\n" + (nl == std::string::npos ? text : text.substr(nl + 1));
+  }
+  return text;
+}
+
+}  // namespace
+
+void RankReporter::Tick() {
+  const int64_t now = SteadyNs();
+  if (last_ns_ != 0 && now - last_ns_ < 1'000'000'000) return;
+  last_ns_ = now;
+  dashboard::RankSample sample;
+  sample.rank = rank_;
+  sample.time_ns = WallNs();
+  sample.proc = sampler_.Sample(now);
+  sample.store = node_.LocalObjectStore();
+  const std::string bytes = dashboard::EncodeRankSample(sample);
+  node_.Publish(kDashboardChannel, Buffer(bytes.data(), bytes.size()));
+}
+
+DashboardFeed::DashboardFeed(Options options, Node& node) : options_(std::move(options)), node_(node) {}
+
+DashboardFeed::~DashboardFeed() {
+  if (server_) server_->Stop();
+}
+
+void DashboardFeed::Start() {
+  inbox_ = node_.OpenChannel(kDashboardChannel);
+  if (options_.setting.mode != dashboard::DashboardSetting::Mode::kServe) return;
+  dashboard::DashboardSources sources;
+  sources.snapshot = [this] { return Collect(); };
+  sources.log_tail = [this](int rank) { return LogTail(rank); };
+  try {
+    server_ = std::make_unique<dashboard::Dashboard>(options_.setting, std::move(sources));
+    http::WriteEndpointFile(EndpointFile(), server_->url());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism: the dashboard is off for this job: %s\n", e.what());
+    server_.reset();
+    return;
+  }
+  std::fprintf(stderr, "prism: dashboard at %s (also in %s)%s\n", server_->url().c_str(),
+               EndpointFile().c_str(),
+               options_.setting.NeedsToken() ? "" : "; on a cluster: ssh -L <port>:localhost:<port> <rank 0's host>");
+  PRISM_LOG_INFO("dashboard at " << server_->url());
+}
+
+dashboard::Snapshot DashboardFeed::Collect() {
+  dashboard::StateLists lists;
+  lists.jobs = state::ListJobs();
+  lists.nodes = state::ListNodes();
+  lists.workers = state::ListWorkers();
+  lists.summary = state::SummarizeTasks();
+  for (const char* live : {"SUBMITTED_TO_WORKER", "RUNNING_IN_RAY_GET"}) {
+    state::TaskFilter f;
+    f.state = live;
+    f.limit = 100000;
+    for (auto& t : state::ListTasks(f)) lists.live_tasks.push_back(std::move(t));
+  }
+  state::TaskFilter failed;
+  failed.state = "FAILED";
+  failed.limit = 20;
+  lists.failures = state::ListTasks(failed);
+  lists.actors = state::ListActors();
+  lists.placement_groups = state::ListPlacementGroups();
+  lists.kv_keys = kv::List("");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& m : inbox_->Drain()) {
+    if (auto s = dashboard::DecodeRankSample(m.bytes)) samples_[s->rank] = std::move(*s);
+  }
+  dashboard::RankSample self;
+  self.rank = node_.rank();
+  self.time_ns = WallNs();
+  self.proc = self_sampler_.Sample(SteadyNs());
+  self.store = node_.LocalObjectStore();
+  samples_[self.rank] = self;
+  return dashboard::Assemble(std::move(lists), samples_, WallNs());
+}
+
+std::optional<std::string> DashboardFeed::LogTail(int rank) const {
+  const std::string base = options_.log_dir + "/rank-" + std::to_string(rank);
+  std::optional<std::string> log = Tail(base + ".log", kLogTailBytes);
+  std::optional<std::string> out = Tail(base + ".out", kLogTailBytes);
+  if (!log && !out) return std::nullopt;
+  std::string text;
+  if (log) text += "== " + base + ".log\n" + *log;
+  if (out) text += std::string(text.empty() ? "" : "\n") + "== " + base + ".out (stdout and stderr)\n" + *out;
+  return text;
+}
+
+std::string DashboardFeed::ReportPath() const {
+  std::string dir;
+  if (const char* s = std::getenv("PRISM_STORAGE_PATH"); s && *s) {
+    dir = s;
+  } else {
+    const char* home = std::getenv("HOME");
+    dir = std::string(home && *home ? home : ".") + "/prism_results";
+  }
+  return dir + "/prism-dashboard-" + options_.job_id + ".html";
+}
+
+void DashboardFeed::Stop() {
+  if (server_) {
+    server_->Stop();
+    ::unlink(EndpointFile().c_str());
+  }
+  if (!options_.setting.WritesReport()) return;
+  const std::string path = ReportPath();
+  try {
+    const auto started = std::chrono::steady_clock::now();
+    dashboard::Snapshot snapshot = Collect();
+    std::map<int, std::string> logs;
+    for (const auto& r : snapshot.ranks) {
+      if (auto text = LogTail(r.rank)) logs[r.rank] = std::move(*text);
+    }
+    const std::string html = dashboard::ReportHtml(snapshot, logs);
+    const std::string dir = path.substr(0, path.rfind('/'));
+    if (!dir.empty()) {
+      // mkdir -p, without <filesystem>'s exceptions.
+      for (size_t at = 1; at != std::string::npos; at = dir.find('/', at + 1)) {
+        ::mkdir(dir.substr(0, at).c_str(), 0755);
+      }
+      ::mkdir(dir.c_str(), 0755);
+    }
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << html;
+      if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    std::fprintf(stderr, "prism: dashboard report %s (%zu KiB, %.0f ms)\n", path.c_str(), html.size() >> 10, ms);
+    PRISM_LOG_INFO("dashboard report " << path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism: could not write the dashboard report %s: %s\n", path.c_str(), e.what());
+  }
+}
+
+}  // namespace prism::internal

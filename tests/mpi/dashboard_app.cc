@@ -1,0 +1,80 @@
+// A small job for the dashboard's tests (tests/mpi/dashboard_test.py, dashboard_browser_test.py):
+// run it with --prism-dashboard=loopback under mpirun; it runs tasks (20 Square, one Fail,
+// one Hold per worker rank that runs until the end), a named actor on each worker rank, a
+// placement group and two KV keys, writes "ready" to <dir>/ready, then holds the job until
+// <dir>/stop appears (at most 60 s) and shuts down (which writes the report).
+//
+//   prism_dashboard_app <dir> [--prism-...]
+#include <prism/api.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace {
+
+bool Exists(const std::string& path) { return std::ifstream(path).good(); }
+
+int Square(int x) { return x * x; }
+int Fail(int) { throw std::runtime_error("dashboard test: this task fails on purpose"); }
+/// Runs until <dir>/stop exists (so the ranks table shows running tasks).
+int Hold(std::string dir) {
+  std::printf("dashboard test: rank %d holds\n", prism::GetRuntimeContext().GetRank());
+  std::fflush(stdout);
+  for (int i = 0; i < 600 && !Exists(dir + "/stop"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return 0;
+}
+
+class Counter {
+ public:
+  static Counter* Create() { return new Counter(); }
+  int Add(int x) { return value_ += x; }
+
+ private:
+  int value_ = 0;
+};
+PRISM_REMOTE(Square, Fail, Hold, Counter::Create, &Counter::Add);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prism::Init(argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <dir> [--prism-...]\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const int world = prism::GetRuntimeContext().GetWorldSize();
+  std::vector<prism::ObjectRef<int>> squares;
+  for (int i = 0; i < 20; ++i) squares.push_back(prism::Task(Square).Remote(i));
+  for (auto& s : squares) (void)s.Get(30000);
+  try {
+    (void)prism::Task(Fail).Remote(1).Get(30000);
+  } catch (const prism::Error&) {
+  }
+  std::vector<prism::ActorHandle<Counter>> counters;
+  for (int r = 1; r < world; ++r) {
+    auto c = prism::Actor(Counter::Create)
+                 .SetName("counter-" + std::to_string(r))
+                 .SetResource("rank:" + std::to_string(r), 0.01)
+                 .Remote();
+    (void)c.Task(&Counter::Add).Remote(r).Get(30000);
+    counters.push_back(c);
+  }
+  auto pg = prism::CreatePlacementGroup({"dashboard-pg", {{{"CPU", 1}}}, prism::PlacementStrategy::PACK});
+  (void)pg.Wait(10);
+  prism::kv::Put("dashboard/a", "1");
+  prism::kv::Put("dashboard/b", "2");
+  std::vector<prism::ObjectRef<int>> holds;
+  for (int r = 1; r < world; ++r) {
+    holds.push_back(prism::Task(Hold).SetResource("rank:" + std::to_string(r), 0.01).Remote(dir));
+  }
+  std::ofstream(dir + "/ready") << "ready\n";
+  for (int i = 0; i < 600 && !Exists(dir + "/stop"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (auto& h : holds) (void)h.Get(30000);
+  prism::Shutdown();
+  return 0;
+}

@@ -1,0 +1,105 @@
+"""The dashboard in a real browser (labels mpi and browser): headless Chromium, driven by
+Selenium through chromium-driver, loads the live page of a 3-rank job and sees its ranks
+table filled (3 ranks, each with a sample), the failed task's error in the Tasks view and
+no console errors; then, after the job, the saved report shows the same ranks offline.
+Screenshots go to <build>/tests/mpi/dashboard_browser/.
+
+    dashboard_browser_test.py <mpiexec> <prism_dashboard_app> <screenshot dir>
+
+Exits 77 (ctest: skipped) with a message when Chromium, chromium-driver or Selenium is
+missing (apt-get install chromium chromium-driver python3-selenium).
+"""
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dashboard_job import DashboardJob  # noqa: E402
+
+SKIP = 77
+
+
+def browser():
+    try:
+        from selenium import webdriver
+    except ImportError:
+        print("SKIP: python3-selenium is not installed (apt-get install python3-selenium)")
+        sys.exit(SKIP)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        print("SKIP: chromium and chromium-driver are needed (apt-get install chromium chromium-driver)")
+        sys.exit(SKIP)
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,900"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+def wait_until(what, check, timeout=10):
+    deadline = time.time() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError("%s: not within %d s" % (what, timeout))
+        time.sleep(0.2)
+
+
+def rank_rows(driver):
+    from selenium.webdriver.common.by import By
+    rows = driver.find_elements(By.CSS_SELECTOR, "#ranks-table tbody tr")
+    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+
+
+def main():
+    mpiexec, app, shots = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(shots, exist_ok=True)
+    started = time.time()
+    driver = browser()
+    job = None
+    try:
+        from selenium.webdriver.common.by import By
+        job = DashboardJob(mpiexec, app)
+        driver.get(job.url)
+        # Live: the ranks table fills, and every rank's CPU column gets a sample (the page
+        # polls every 2 s; the worker ranks report once a second).
+        rows = wait_until("3 ranks, each with a sample",
+                          lambda: (lambda rs: rs if len(rs) == 3 and all(r[4] for r in rs) else None)(rank_rows(driver)))
+        assert [r[0] for r in rows] == ["0 (head)", "1", "2"], rows
+        assert all(r[3] == "ALIVE" for r in rows), rows
+        driver.save_screenshot(os.path.join(shots, "live_ranks.png"))
+        driver.find_element(By.ID, "tab-tasks").click()
+        wait_until("the failed task's error in the Tasks view",
+                   lambda: "fails on purpose" in driver.find_element(By.ID, "failures-table").text)
+        driver.save_screenshot(os.path.join(shots, "live_tasks.png"))
+        driver.find_element(By.ID, "tab-actors").click()
+        wait_until("both actors", lambda: driver.find_element(By.ID, "actors-table").text.count("Counter") == 2)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+
+        rc, report, output = job.stop()
+        assert rc == 0 and report, output
+        # After the job: the report, from the file alone.
+        driver.get("file://" + report)
+        rows = wait_until("3 ranks in the report", lambda: (lambda rs: rs if len(rs) == 3 else None)(rank_rows(driver)))
+        assert rows[0][0] == "0 (head)", rows
+        assert "report written" in driver.find_element(By.ID, "status").text
+        driver.save_screenshot(os.path.join(shots, "report_ranks.png"))
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors, errors
+        print("dashboard in Chromium: ok (%.1f s; screenshots in %s)" % (time.time() - started, shots))
+    finally:
+        driver.quit()
+        if job:
+            job.cleanup()
+
+
+if __name__ == "__main__":
+    main()

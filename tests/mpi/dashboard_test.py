@@ -1,0 +1,99 @@
+"""The dashboard of a real 3-rank job over HTTP (label mpi).
+
+    dashboard_test.py <mpiexec> <prism_dashboard_app>
+
+Starts the job with --prism-dashboard=loopback, reads the endpoint file, checks the JSON
+views and /metrics (parsed with python3-prometheus-client when installed) show the ranks,
+tasks, actors, the placement group and KV keys, then ends the job and checks the report.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dashboard_job import DashboardJob  # noqa: E402
+
+
+def wait_for(what, fetch, ok, timeout=10):
+    deadline = time.time() + timeout
+    while True:
+        value = fetch()
+        if ok(value):
+            return value
+        if time.time() > deadline:
+            raise AssertionError("%s: not within %d s; last seen: %r" % (what, timeout, value))
+        time.sleep(0.2)
+
+
+def main():
+    mpiexec, app = sys.argv[1], sys.argv[2]
+    started = time.time()
+    job = DashboardJob(mpiexec, app)
+    try:
+        assert job.url.startswith("http://127.0.0.1:") and "token" not in job.url, job.url
+        status, ctype, page = job.get("/")
+        assert status == 200 and "ranks-table" in page and ctype.startswith("text/html"), ctype
+
+        # Every rank reports a sample once a second; the workers each run one Hold task.
+        ranks = wait_for("a sample from every rank, a running task on each worker",
+                         lambda: job.json("/api/ranks"),
+                         lambda rs: len(rs) == 3 and all(r["proc"] for r in rs)
+                         and all(r["running_tasks"] >= 1 for r in rs[1:]))
+        assert [r["rank"] for r in ranks] == [0, 1, 2]
+        assert ranks[0]["is_head"] and all(r["alive"] for r in ranks)
+        for r in ranks:
+            assert r["proc"]["host_mem_total_bytes"] > 0 and r["proc"]["process_rss_bytes"] > 0, r
+            assert r["store"]["capacity_bytes"] > 0, r
+            assert r["host"], r
+        assert ranks[1]["num_actors"] == 1 and ranks[2]["num_actors"] == 1, ranks
+
+        tasks = job.json("/api/tasks")
+        by_fn = {f["func_or_class_name"]: f["state_counts"] for f in tasks["by_function"]}
+        square = [v for k, v in by_fn.items() if "Square" in k]
+        assert square and square[0].get("FINISHED") == 20, by_fn
+        assert tasks["by_state"].get("FAILED", 0) >= 1, tasks["by_state"]
+        assert any("fails on purpose" in f["error_message"] for f in tasks["failures"]), tasks["failures"]
+
+        actors = job.json("/api/actors")
+        alive = sorted((a["name"], a["rank"]) for a in actors if a["state"] == "ALIVE")
+        assert alive == [("counter-1", 1), ("counter-2", 2)], actors
+        groups = job.json("/api/placement_groups")
+        assert [g["name"] for g in groups] == ["dashboard-pg"], groups
+        keys = job.json("/api/kv")["keys"]
+        assert "dashboard/a" in keys and "dashboard/b" in keys, keys
+        # One host: rank 0 reads every rank's files (here rank 1's captured stdout).
+        log = wait_for("rank 1's output in its log", lambda: job.json("/api/logs?rank=1"),
+                       lambda l: "rank 1 holds" in l["text"])
+        assert log["reachable"], log
+
+        status, ctype, metrics = job.get("/metrics")
+        assert ctype.startswith("text/plain; version=0.0.4"), ctype
+        try:
+            from prometheus_client.parser import text_string_to_metric_families
+        except ImportError:
+            print("python3-prometheus-client missing: /metrics checked as text only")
+            assert 'ray_actors{Name=' in metrics and 'State="ALIVE"} 2' in metrics, metrics
+        else:
+            fams = {f.name: f for f in text_string_to_metric_families(metrics)}
+            finished = sum(s.value for s in fams["ray_tasks"].samples
+                           if s.labels["State"] == "FINISHED" and "Square" in s.labels["Name"])
+            assert finished == 20, fams["ray_tasks"].samples
+            alive_actors = sum(s.value for s in fams["ray_actors"].samples if s.labels["State"] == "ALIVE")
+            assert alive_actors == 2, fams["ray_actors"].samples
+            assert {s.labels["rank"] for s in fams["ray_node_mem_used"].samples} == {"0", "1", "2"}
+            assert len(fams["ray_object_store_memory"].samples) == 6
+
+        rc, report, output = job.stop()
+        assert rc == 0, output
+        assert not os.path.exists(job.endpoint_file), "the endpoint file outlived the job"
+        assert report, "no report in %s:\n%s" % (job.results, output)
+        assert "prism: dashboard report " + report in output, output
+        html = open(report).read()
+        assert "window.PRISM_REPORT = " in html and "counter-1" in html and "fails on purpose" in html
+        print("dashboard over HTTP: ok (%.1f s; report %d KiB)" % (time.time() - started, len(html) >> 10))
+    finally:
+        job.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,442 @@
+// The dashboard without MPI (src/dashboard/): /proc sampling against a fake /proc, samples
+// on the wire, the snapshot's assembly, the Prometheus text (a strict line check here, and
+// python3-prometheus-client's parser when installed), the routes with and without a token,
+// the report, and the server over a real loopback socket.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "dashboard/dashboard.h"
+#include "dashboard/metrics.h"
+#include "dashboard/proc_sample.h"
+#include "dashboard/setting.h"
+#include "dashboard/snapshot.h"
+
+namespace prism::dashboard {
+namespace {
+
+namespace fs = std::filesystem;
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+struct FakeProc {
+  fs::path root = fs::temp_directory_path() / ("prism-dashboard-proc-" + std::to_string(::getpid()));
+  FakeProc() { fs::remove_all(root); }
+  ~FakeProc() { fs::remove_all(root); }
+  /// utime/stime of the process and the host's cpu line (user idle), in ticks.
+  void Set(uint64_t utime, uint64_t stime, uint64_t host_user, uint64_t host_idle) {
+    // A command name with spaces and a ')' inside, as /proc allows.
+    Write(root / "self/stat", "4242 (my (odd) app) S 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(utime) + " " +
+                                  std::to_string(stime) + " 0 0 20 0 9 0 100 0 0\n");
+    Write(root / "self/statm", "1000 250 100 1 0 200 0\n");
+    Write(root / "stat", "cpu  " + std::to_string(host_user) + " 0 0 " + std::to_string(host_idle) +
+                             " 0 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\ncpu1 1 0 0 1 0 0 0 0 0 0\nintr 1\n");
+    Write(root / "meminfo", "MemTotal:       16000000 kB\nMemFree:         1000 kB\nMemAvailable:   4000000 kB\n");
+  }
+};
+
+TEST(DashboardProcTest, RatesComeFromTheDifferenceBetweenTwoSamples) {
+  FakeProc proc;
+  proc.Set(100, 50, 1000, 1000);
+  ProcSampler sampler(proc.root.string());
+  ProcSample first = sampler.Sample(1'000'000'000);
+  EXPECT_EQ(first.process_cpu_percent, 0);  // no rate yet
+  EXPECT_EQ(first.process_rss_bytes, 250u * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)));
+  EXPECT_EQ(first.host_mem_total_bytes, 16000000ull * 1024);
+  EXPECT_EQ(first.host_mem_used_bytes, 12000000ull * 1024);
+  EXPECT_EQ(first.host_cpus, 2u);
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  // One second later: the process used hz/2 ticks (half a core); the host 3/4 busy.
+  proc.Set(100 + hz / 4, 50 + hz / 4, 1000 + 300, 1000 + 100);
+  ProcSample second = sampler.Sample(2'000'000'000);
+  EXPECT_NEAR(second.process_cpu_percent, 50.0, 1.0);
+  EXPECT_NEAR(second.host_cpu_percent, 75.0, 0.01);
+}
+
+TEST(DashboardProcTest, ReadsTheRealProcAndNeverThrowsOnAMissingOne) {
+  ProcSampler real;
+  ProcSample s = real.Sample(1);
+  EXPECT_GT(s.process_rss_bytes, 0u);
+  EXPECT_GT(s.host_mem_total_bytes, 0u);
+  EXPECT_GT(s.host_cpus, 0u);
+  ProcSampler none("/nonexistent-proc");
+  ProcSample z = none.Sample(1);
+  EXPECT_EQ(z.process_rss_bytes, 0u);
+  EXPECT_EQ(z.host_mem_total_bytes, 0u);
+}
+
+RankSample Sample(int rank, int64_t time_ns, uint64_t used) {
+  RankSample s;
+  s.rank = rank;
+  s.time_ns = time_ns;
+  s.proc.process_cpu_percent = 12.5 * (rank + 1);
+  s.proc.process_rss_bytes = 100 << 20;
+  s.proc.host_cpu_percent = 40;
+  s.proc.host_cpus = 8;
+  s.proc.host_mem_total_bytes = 16ull << 30;
+  s.proc.host_mem_used_bytes = 4ull << 30;
+  s.store.rank = rank;
+  s.store.capacity_bytes = 1ull << 30;
+  s.store.used_bytes = used;
+  s.store.spilled_bytes = 7;
+  s.store.num_objects = 3;
+  return s;
+}
+
+TEST(DashboardSnapshotTest, SamplesRoundTripAndGarbageIsRefused) {
+  RankSample s = Sample(2, 123456789, 4096);
+  std::optional<RankSample> back = DecodeRankSample(EncodeRankSample(s));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->rank, 2);
+  EXPECT_EQ(back->time_ns, 123456789);
+  EXPECT_EQ(back->proc.process_cpu_percent, 37.5);
+  EXPECT_EQ(back->store.used_bytes, 4096u);
+  EXPECT_EQ(back->store.spilled_bytes, 7u);
+  EXPECT_FALSE(DecodeRankSample("not json"));
+  EXPECT_FALSE(DecodeRankSample("{\"rank\": 1}"));
+}
+
+/// A job of 3 ranks: tasks of two functions, a failure, two actors, a group, KV keys.
+StateLists ThreeRanks() {
+  StateLists l;
+  state::JobState job;
+  job.job_id = "job-1";
+  job.num_ranks = 3;
+  job.start_time_ns = 1'000'000'000;
+  l.jobs.push_back(job);
+  for (int r = 0; r < 3; ++r) {
+    state::NodeState n;
+    n.rank = r;
+    n.host = "host" + std::to_string(r / 2);
+    n.state = "ALIVE";
+    n.resources_total = {{"CPU", 2}};
+    l.nodes.push_back(n);
+    state::WorkerState w;
+    w.rank = r;
+    w.host = n.host;
+    w.pid = 100 + r;
+    w.worker_type = r == 0 ? "DRIVER" : "WORKER";
+    w.num_tasks_finished = 10 * r;
+    w.num_actors = r == 1 ? 2 : 0;
+    l.workers.push_back(w);
+  }
+  state::TaskSummaryEntry square{"Square", "NORMAL_TASK", {{"FINISHED", 5}, {"SUBMITTED_TO_WORKER", 2}}};
+  state::TaskSummaryEntry fail{"Fail", "NORMAL_TASK", {{"FAILED", 1}}};
+  l.summary.summary = {{"Square", square}, {"Fail", fail}};
+  l.summary.total_tasks = 8;
+  for (int r : {1, 1, 2}) {
+    state::TaskState t;
+    t.state = "SUBMITTED_TO_WORKER";
+    t.rank = r;
+    l.live_tasks.push_back(t);
+  }
+  state::TaskState failed;
+  failed.task_id = "00000000000000aa";
+  failed.func_name = "Fail";
+  failed.state = "FAILED";
+  failed.error_type = "std::runtime_error";
+  failed.error_message = "boom \"quoted\"\n</script><b>";
+  l.failures.push_back(failed);
+  for (const char* state : {"ALIVE", "DEAD"}) {
+    state::ActorState a;
+    a.actor_id = std::string("actor-") + state;
+    a.class_name = "Counter";
+    a.state = state;
+    a.rank = 1;
+    l.actors.push_back(a);
+  }
+  state::PlacementGroupState g;
+  g.placement_group_id = "pg1";
+  g.state = "CREATED";
+  g.strategy = "PACK";
+  g.bundles = {{{"CPU", 1}}};
+  g.bundle_ranks = {2};
+  l.placement_groups.push_back(g);
+  l.kv_keys = {"a", "b"};
+  return l;
+}
+
+TEST(DashboardSnapshotTest, AssemblesRanksTasksActorsAndCountsRunningTasksPerRank) {
+  std::map<int, RankSample> samples = {{0, Sample(0, 9'000'000'000, 100)}, {1, Sample(1, 8'500'000'000, 200)}};
+  Snapshot s = Assemble(ThreeRanks(), samples, 10'000'000'000);
+  ASSERT_EQ(s.ranks.size(), 3u);
+  EXPECT_TRUE(s.ranks[0].is_head);
+  EXPECT_EQ(s.ranks[0].num_cpus, 2);
+  EXPECT_EQ(s.ranks[1].running_tasks, 2u);
+  EXPECT_EQ(s.ranks[2].running_tasks, 1u);
+  EXPECT_EQ(s.ranks[1].num_actors, 2);
+  EXPECT_EQ(s.ranks[0].sample_age_ms, 1000);
+  EXPECT_EQ(s.ranks[1].sample_age_ms, 1500);
+  EXPECT_FALSE(s.ranks[2].sample);  // rank 2 has not reported yet
+  EXPECT_EQ(s.ranks[2].sample_age_ms, -1);
+  EXPECT_EQ(s.tasks_by_state["FINISHED"], 5u);
+  EXPECT_EQ(s.tasks_by_state["FAILED"], 1u);
+  EXPECT_EQ(s.tasks_by_state["SUBMITTED_TO_WORKER"], 2u);
+
+  nlohmann::json j = SnapshotJson(s);
+  EXPECT_EQ(j["job"]["job_id"], "job-1");
+  EXPECT_EQ(j["ranks"].size(), 3u);
+  EXPECT_EQ(j["ranks"][1]["store"]["used_bytes"], 200);
+  EXPECT_TRUE(j["ranks"][2]["proc"].is_null());
+  EXPECT_EQ(j["tasks"]["by_state"]["FINISHED"], 5);
+  EXPECT_EQ(j["tasks"]["failures"][0]["error_type"], "std::runtime_error");
+  EXPECT_EQ(j["actors"][1]["state"], "DEAD");
+  EXPECT_EQ(j["placement_groups"][0]["bundle_ranks"][0], 2);
+  EXPECT_EQ(j["kv"]["keys"].size(), 2u);
+}
+
+TEST(DashboardSnapshotTest, ListsAtMostAThousandKvKeys) {
+  StateLists l = ThreeRanks();
+  l.kv_keys.assign(kMaxKvKeys + 5, "k");
+  Snapshot s = Assemble(std::move(l), {}, 1);
+  EXPECT_EQ(s.kv_keys.size(), kMaxKvKeys);
+  EXPECT_TRUE(s.kv_keys_truncated);
+}
+
+/// Every line of `text` is a comment (# HELP/# TYPE) or a sample of the metric last typed:
+/// name{label="value",...} number, with labels escaped as the format says.
+void CheckExpositionFormat(const std::string& text) {
+  static const std::regex kHelp(R"(# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*)");
+  static const std::regex kType(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
+  static const std::regex kSample(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")*\})? (-?[0-9.eE+-]+|NaN|[+-]Inf))");
+  std::istringstream lines(text);
+  std::string line, typed;
+  std::set<std::string> seen;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    std::smatch m;
+    if (std::regex_match(line, m, kType)) {
+      typed = m[1];
+      EXPECT_TRUE(seen.insert(typed).second) << "metric typed twice: " << typed;
+    } else if (std::regex_match(line, kHelp)) {
+    } else {
+      ASSERT_TRUE(std::regex_match(line, m, kSample)) << "line " << n << " is not a sample: " << line;
+      EXPECT_EQ(m[1], typed) << "line " << n << ": a sample outside its metric's block";
+    }
+  }
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(DashboardMetricsTest, RaysNamesInAStrictTextFormat) {
+  StateLists l = ThreeRanks();
+  l.summary.summary["we\"ird\\name\n"] = {"we\"ird\\name\n", "NORMAL_TASK", {{"FINISHED", 1}}};
+  std::map<int, RankSample> samples = {{0, Sample(0, 1, 100)}, {1, Sample(1, 1, 200)}};
+  const std::string text = PrometheusText(Assemble(std::move(l), samples, 2));
+  CheckExpositionFormat(text);
+  for (const char* expected : {
+           "ray_tasks{Name=\"Square\",State=\"FINISHED\"} 5\n",
+           "ray_tasks{Name=\"Fail\",State=\"FAILED\"} 1\n",
+           "ray_tasks{Name=\"we\\\"ird\\\\name\\n\",State=\"FINISHED\"} 1\n",
+           "ray_actors{Name=\"Counter\",State=\"ALIVE\"} 1\n",
+           "ray_actors{Name=\"Counter\",State=\"DEAD\"} 1\n",
+           "ray_placement_groups{State=\"CREATED\"} 1\n",
+           "ray_object_store_memory{rank=\"1\",host=\"host0\",Location=\"MMAP_SHM\"} 200\n",
+           "ray_object_store_memory{rank=\"1\",host=\"host0\",Location=\"SPILLED\"} 7\n",
+           "ray_node_cpu_utilization{rank=\"0\",host=\"host0\"} 40\n",
+           "ray_node_mem_used{rank=\"0\",host=\"host0\"} 4294967296\n",
+           "prism_rank_running_tasks{rank=\"2\",host=\"host1\"} 1\n",
+           "prism_rank_alive{rank=\"2\",host=\"host1\"} 1\n",
+           "prism_kv_keys 2\n"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing " << expected << " in\n" << text;
+  }
+  // Rank 2 sent no sample: no per-rank sample series for it.
+  EXPECT_EQ(text.find("ray_node_mem_used{rank=\"2\""), std::string::npos);
+}
+
+TEST(DashboardMetricsTest, PrometheusClientsParserReadsItBack) {
+  if (std::system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-prometheus-client is not installed";
+  }
+  std::map<int, RankSample> samples = {{0, Sample(0, 1, 100)}, {1, Sample(1, 1, 200)}};
+  const std::string text = PrometheusText(Assemble(ThreeRanks(), samples, 2));
+  const fs::path file = fs::temp_directory_path() / ("prism-metrics-" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(file) << text;
+  const std::string cmd =
+      "/usr/bin/python3 -c 'import sys\n"
+      "from prometheus_client.parser import text_string_to_metric_families as parse\n"
+      "fams = {f.name: f for f in parse(open(sys.argv[1]).read())}\n"
+      "t = {tuple(sorted(s.labels.items())): s.value for s in fams[\"ray_tasks\"].samples}\n"
+      "assert t[((\"Name\", \"Square\"), (\"State\", \"FINISHED\"))] == 5, t\n"
+      "m = [s for s in fams[\"ray_object_store_memory\"].samples if s.labels[\"rank\"] == \"1\"]\n"
+      "assert sorted(s.value for s in m) == [7, 200], m\n"
+      "assert fams[\"prism_spilled_bytes\"].type == \"counter\", fams[\"prism_spilled_bytes\"].type\n"
+      "print(len(fams))' " + file.string();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int status = ::pclose(p);
+  fs::remove(file);
+  ASSERT_EQ(status, 0) << "the parser refused the text:\n" << text;
+  ASSERT_TRUE(read);
+  EXPECT_GE(std::atoi(buf), 15) << "metric families parsed";
+}
+
+TEST(DashboardSettingTest, ParsesEveryFormAndRefusesOthers) {
+  DashboardSetting s;
+  std::string why;
+  ASSERT_TRUE(ParseDashboardSetting("off", &s, &why));
+  EXPECT_EQ(s.mode, DashboardSetting::Mode::kOff);
+  EXPECT_FALSE(s.WritesReport());
+  ASSERT_TRUE(ParseDashboardSetting("Loopback", &s, &why));
+  EXPECT_EQ(s.mode, DashboardSetting::Mode::kServe);
+  EXPECT_EQ(s.host, "127.0.0.1");
+  EXPECT_EQ(s.port, 0);
+  EXPECT_FALSE(s.NeedsToken());
+  ASSERT_TRUE(ParseDashboardSetting("*:8265", &s, &why));
+  EXPECT_EQ(s.host, "0.0.0.0");
+  EXPECT_EQ(s.port, 8265);
+  EXPECT_TRUE(s.NeedsToken());
+  ASSERT_TRUE(ParseDashboardSetting("10.1.2.3:0", &s, &why));
+  EXPECT_TRUE(s.NeedsToken());
+  ASSERT_TRUE(ParseDashboardSetting("localhost:9000", &s, &why));
+  EXPECT_FALSE(s.NeedsToken());
+  ASSERT_TRUE(ParseDashboardSetting("report", &s, &why));
+  EXPECT_EQ(s.mode, DashboardSetting::Mode::kReportOnly);
+  EXPECT_TRUE(s.WritesReport());
+  for (const char* bad : {"yes please", "1.2.3.4:", ":80", "host:99999", "host:8x"}) {
+    EXPECT_FALSE(ParseDashboardSetting(bad, &s, &why)) << bad;
+    EXPECT_NE(why.find("expected off, loopback"), std::string::npos) << why;
+  }
+}
+
+http::Request Get(const std::string& path, const std::string& query = "") {
+  http::Request r;
+  r.method = "GET";
+  r.path = path;
+  r.query = query;
+  r.target = path + (query.empty() ? "" : "?" + query);
+  return r;
+}
+
+TEST(DashboardRoutesTest, AnswersEachViewAndCachesTheSnapshot) {
+  int calls = 0;
+  DashboardSources sources;
+  sources.snapshot = [&] {
+    ++calls;
+    return Assemble(ThreeRanks(), {{1, Sample(1, 1, 200)}}, 2);
+  };
+  sources.log_tail = [](int rank) -> std::optional<std::string> {
+    if (rank == 1) return std::string("line of rank 1\n");
+    return std::nullopt;
+  };
+  Routes routes(sources, "", 60.0);
+  http::Response page = routes.Answer(Get("/"));
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("ranks-table"), std::string::npos);
+  http::Response metrics = routes.Answer(Get("/metrics"));
+  EXPECT_EQ(metrics.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  CheckExpositionFormat(metrics.body);
+  for (const char* view : {"job", "ranks", "tasks", "actors", "placement_groups", "kv", "snapshot"}) {
+    http::Response r = routes.Answer(Get(std::string("/api/") + view));
+    EXPECT_EQ(r.status, 200) << view;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.body)) << view;
+  }
+  EXPECT_EQ(calls, 1) << "one snapshot serves every view within min_refresh_s";
+  nlohmann::json log = nlohmann::json::parse(routes.Answer(Get("/api/logs", "rank=1")).body);
+  EXPECT_TRUE(log["reachable"]);
+  EXPECT_EQ(log["text"], "line of rank 1\n");
+  EXPECT_FALSE(nlohmann::json::parse(routes.Answer(Get("/api/logs", "rank=2")).body)["reachable"]);
+  EXPECT_EQ(routes.Answer(Get("/api/logs", "rank=x")).status, 400);
+  EXPECT_EQ(routes.Answer(Get("/nope")).status, 404);
+  http::Request post = Get("/metrics");
+  post.method = "POST";
+  EXPECT_EQ(routes.Answer(post).status, 405);
+}
+
+TEST(DashboardRoutesTest, ATokenGuardsEveryPathAndAFailingSnapshotIs503) {
+  DashboardSources sources;
+  sources.snapshot = []() -> Snapshot { throw std::runtime_error("the session ended"); };
+  Routes routes(sources, "abc123", 0);
+  EXPECT_EQ(routes.Answer(Get("/")).status, 403);
+  EXPECT_EQ(routes.Answer(Get("/metrics", "token=wrong")).status, 403);
+  EXPECT_EQ(routes.Answer(Get("/", "token=abc123")).status, 200);
+  http::Response r = routes.Answer(Get("/api/ranks", "x=1&token=abc123"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("the session ended"), std::string::npos);
+}
+
+TEST(DashboardReportTest, InlinesTheSnapshotSoThatNoStringEndsTheScript) {
+  Snapshot s = Assemble(ThreeRanks(), {{1, Sample(1, 1, 200)}}, 2);
+  const std::string html = ReportHtml(s, {{1, "log </script> line"}});
+  EXPECT_NE(html.find("<title>Prism report: job job-1</title>"), std::string::npos);
+  const std::string start = "window.PRISM_REPORT = ";
+  const size_t at = html.find(start);
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = html.find(";</script>", at);
+  ASSERT_NE(end, std::string::npos);
+  const std::string data = html.substr(at + start.size(), end - at - start.size());
+  EXPECT_EQ(data.find('<'), std::string::npos) << "a '<' in the inlined JSON";
+  nlohmann::json j = nlohmann::json::parse(data);
+  EXPECT_EQ(j["snapshot"]["tasks"]["failures"][0]["error_message"], "boom \"quoted\"\n</script><b>");
+  EXPECT_EQ(j["logs"]["1"], "log </script> line");
+  EXPECT_LT(at, html.find("const REPORT")) << "the data comes before the page's script";
+}
+
+/// GET over a real socket; returns the status line, headers and body.
+std::string HttpGet(uint16_t port, const std::string& target) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string req = "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  (void)::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+TEST(DashboardServerTest, ServesOnLoopbackAtAPortTheKernelPicked) {
+  DashboardSetting where;
+  ASSERT_TRUE(ParseDashboardSetting("loopback", &where, nullptr));
+  DashboardSources sources;
+  sources.snapshot = [] { return Assemble(ThreeRanks(), {}, 2); };
+  Dashboard d(where, sources);
+  ASSERT_GT(d.port(), 0);
+  EXPECT_EQ(d.url(), "http://127.0.0.1:" + std::to_string(d.port()) + "/");
+  const std::string metrics = HttpGet(d.port(), "/metrics");
+  EXPECT_EQ(metrics.rfind("HTTP/1.1 200", 0), 0u) << metrics;
+  EXPECT_NE(metrics.find("ray_tasks{Name=\"Square\",State=\"FINISHED\"} 5"), std::string::npos);
+  d.Stop();
+  EXPECT_EQ(HttpGet(d.port(), "/metrics"), "");
+}
+
+TEST(DashboardServerTest, BeyondLoopbackTheUrlCarriesATokenThatIsRequired) {
+  DashboardSetting where;
+  ASSERT_TRUE(ParseDashboardSetting("*:0", &where, nullptr));
+  DashboardSources sources;
+  sources.snapshot = [] { return Assemble(ThreeRanks(), {}, 2); };
+  Dashboard d(where, sources);
+  const size_t at = d.url().find("?token=");
+  ASSERT_NE(at, std::string::npos) << d.url();
+  const std::string token = d.url().substr(at + 7);
+  EXPECT_EQ(token.size(), 32u);
+  EXPECT_EQ(HttpGet(d.port(), "/api/ranks").rfind("HTTP/1.1 403", 0), 0u);
+  EXPECT_EQ(HttpGet(d.port(), "/api/ranks?token=" + token).rfind("HTTP/1.1 200", 0), 0u);
+}
+
+}  // namespace
+}  // namespace prism::dashboard
