@@ -42,6 +42,7 @@
 #include "data/iterator_state.h"
 #include "data/plan.h"
 #include "data/union_zip.h"
+#include "prism/platform/storage.h"
 
 namespace prism::data {
 
@@ -537,6 +538,9 @@ void Dataset::Write(int format, const std::string& dir, const std::string& colum
   if (ec) {
     throw Error("prism::data: " + op.Name() + ": cannot create the directory: " + ec.message());
   }
+  // Write tasks run on every rank and the driver commits what they wrote: a node-local
+  // directory would leave parts on other hosts (issue 46). Checked before any is written.
+  platform::CheckStorageShared(dir, {"prism::data: " + op.Name(), "the output directory", ""});
   auto executor = Execute(*writing.state_, writing.state_->ops);
   std::vector<io::Part> parts;
   while (std::optional<BlockHandle> h = executor->Next()) {

@@ -22,13 +22,17 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "prism/actor.h"
 #include "prism/api.h"
 #include "prism/errors.h"
+#include "prism/platform/storage.h"
+#include "prism/runtime_context.h"
 #include "prism/rl/dqn.h"
 #include "rl/config.h"
 #include "rl/dqn/dqn_trainer.h"
@@ -377,10 +381,39 @@ TrainResult Algorithm::Train() {
   return r;
 }
 
+namespace {
+
+/// A checkpoint saved on a rank other than the driver's (an Algorithm inside a task or
+/// actor) is for the driver to read: its directory must be one the driver sees (issue 46).
+/// Checked once per parent directory per process; MakeTempCheckpointDir's scratch is
+/// exempt, as a Tune or Train session moves it into their (checked) storage path. `dir`
+/// must exist.
+void CheckDriverSeesCheckpoint(const std::string& dir) {
+  if (GetRuntimeContext().GetRank() == 0) return;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string scratch = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-checkpoints-";
+  const std::filesystem::path path = std::filesystem::absolute(dir).lexically_normal();
+  if (path.string().rfind(scratch, 0) == 0) return;
+  static std::mutex mu;
+  static std::set<std::string> checked;
+  const std::string parent = path.parent_path().string();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (checked.count(parent) != 0) return;
+  }
+  platform::CheckStorageShared(path.string(), {"prism::rl: Algorithm::Save", "the checkpoint directory", ""},
+                               {0});
+  std::lock_guard<std::mutex> lock(mu);
+  checked.insert(parent);
+}
+
+}  // namespace
+
 void Algorithm::Save(const std::string& dir) const {
   const Impl& s = *impl_;
   if (s.dqn) {
     s.dqn->Save(dir);  // creates dir
+    CheckDriverSeesCheckpoint(dir);
     const std::string path = dir + "/" + kDqnConfigFile;
     std::ofstream out(path, std::ios::trunc);
     out << s.dqn_config.ToJson();
@@ -391,6 +424,7 @@ void Algorithm::Save(const std::string& dir) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("prism::rl: Save: cannot create " + dir + ": " + ec.message());
+  CheckDriverSeesCheckpoint(dir);
   if (s.learners) {
     // A learner group holds Adam's state: bring it to the driver's optimizer (over the same
     // parameters, in the same order) so the checkpoint carries it.

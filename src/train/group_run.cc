@@ -18,36 +18,12 @@
 #include "prism/placement_group.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
+#include "prism/platform/storage.h"
 #include "prism/remote.h"
 #include "train/worker.h"
 
 namespace prism::train::internal {
-
-/// The storage probe file of the driver (rank < 0) or of a worker's rank.
-std::string ProbeFile(const std::string& dir, const std::string& run_id, int rank) {
-  return dir + "/.prism-probe-" + run_id + "-" + (rank < 0 ? "driver" : "rank" + std::to_string(rank));
-}
-
-/// Run on each worker's rank before training: writes this rank's probe file into `dir`
-/// and checks that the driver's is visible. Returns "" or what this rank could not do.
-std::string PrismTrainProbeStorage(std::string dir, std::string run_id, int rank) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const std::string where = "rank " + std::to_string(rank) + " (host " + host + ")";
-  if (!std::filesystem::exists(ProbeFile(dir, run_id, -1))) {
-    return where + " cannot see the probe file the driver wrote in " + dir;
-  }
-  std::ofstream(ProbeFile(dir, run_id, rank)) << host << "\n";
-  return "";
-}
-
-}  // namespace prism::train::internal
-
-PRISM_REMOTE(prism::train::internal::PrismTrainProbeStorage);
-
-namespace prism::train::internal {
 namespace {
-
 
 std::string Describe(const std::map<std::string, double>& resources) {
   std::ostringstream out;
@@ -89,42 +65,6 @@ void ShowReport(const ReportRecord& record) {
                static_cast<long long>(record.iteration), record.attempt + 1,
                FormatMetrics(record.metrics).c_str(),
                record.checkpoint_path.empty() ? "" : (", checkpoint " + record.checkpoint_path).c_str());
-}
-
-/// Checks that every worker's rank sees the storage path as the driver does (a shared file
-/// system when they sit on other nodes): the driver and each rank write a probe file, and
-/// each side must see the other's.
-void CheckStorageShared(const std::string& dir, const std::vector<int>& ranks,
-                        const std::string& run_id) {
-  struct Cleanup {
-    const std::string& dir;
-    const std::string& run_id;
-    const std::vector<int>& ranks;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove(ProbeFile(dir, run_id, -1), ec);
-      for (int r : ranks) std::filesystem::remove(ProbeFile(dir, run_id, r), ec);
-    }
-  } cleanup{dir, run_id, ranks};
-  {
-    std::ofstream probe(ProbeFile(dir, run_id, -1));
-    probe << "driver\n";
-    probe.flush();
-    if (!probe) throw Error("prism::train: cannot write a probe file into " + dir);
-  }
-  std::vector<ObjectRef<std::string>> refs;
-  for (int r : ranks) refs.push_back(PinnedToRank(PrismTrainProbeStorage, r).Remote(dir, run_id, r));
-  const std::string fix =
-      ". Put storage_path on a file system every node mounts (your cluster's scratch or home "
-      "file system), through RunConfig::storage_path or PRISM_STORAGE_PATH.";
-  for (size_t i = 0; i < refs.size(); ++i) {
-    std::string problem = *refs[i].Get(60000);
-    if (!problem.empty()) throw Error("prism::train: storage_path is not shared: " + problem + fix);
-    if (!std::filesystem::exists(ProbeFile(dir, run_id, ranks[i]))) {
-      throw Error("prism::train: storage_path is not shared: the driver cannot see the probe "
-                  "file rank " + std::to_string(ranks[i]) + " wrote in " + dir + fix);
-    }
-  }
 }
 
 /// The checkpoint a run resumes from ("" for none): the newest of `store` that verifies.
@@ -277,7 +217,11 @@ Result RunGroup(const GroupRun& spec) {
   }
   std::vector<int> ranks;
   for (const auto& w : group->workers()) ranks.push_back(w.rank);
-  CheckStorageShared(trial_dir, ranks, run_id);
+  // Every worker's rank must see the run's directory as the driver does (a shared file
+  // system when they sit on other nodes).
+  platform::CheckStorageShared(trial_dir,
+                               {"prism::train", "storage_path", "RunConfig::storage_path or PRISM_STORAGE_PATH"},
+                               ranks);
   if (spec.check_workers) spec.check_workers(group->workers());
 
   int failures = 0;

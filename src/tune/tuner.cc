@@ -37,6 +37,7 @@
 #include "prism/platform/channel.h"
 #include "prism/platform/invoke.h"
 #include "prism/platform/preemption.h"
+#include "prism/platform/storage.h"
 #include "prism/runtime_context.h"
 #include "prism/tune/tuner.h"
 #include "tune/journal.h"
@@ -313,6 +314,11 @@ void Tuner::Impl::OpenJournal() {
     throw Error("prism::tune: cannot create the experiment directory " + path + ": " + ec.message() +
                 "; set RunConfig::storage_path (or PRISM_STORAGE_PATH) to a writable directory");
   }
+  // Trials run on every rank and write their results and checkpoints here, which the
+  // driver reads: a node-local directory fails only at the end (issue 46). Checked before
+  // the journal is written, so that a fixed path starts afresh.
+  platform::CheckStorageShared(
+      path, {"prism::tune", "storage_path", "RunConfig::storage_path or PRISM_STORAGE_PATH"});
   const std::string file = path + "/" + kJournalFile;
   const bool fresh = !fs::exists(file) || fs::file_size(file, ec) == 0;
   if (!restored && !fresh) {

@@ -14,6 +14,8 @@
 //   placement.h   BundleLocations(pg): the rank and node each bundle landed on
 //   poll.h        PollPause: the pause of a poll loop (spin, then yield, then short sleeps)
 //   preemption.h  PreemptionGuard, PreemptionHook: SIGUSR1/SIGTERM for libraries
+//   storage.h     CheckStorageShared: does every rank see a directory as this one does
+//                 (results on shared storage, not on a node-local disk)
 //   in_process.h  InProcessCluster: N ranks in one process without MPI, for unit tests
 //   worker_group.h WorkerGroup: N workers reserved by a placement group, a loop on each,
 //                 their reports and ends pushed to the driver, stop, abort, restart
@@ -31,4 +33,5 @@
 #include "prism/platform/poll.h"
 #include "prism/platform/put.h"
 #include "prism/platform/preemption.h"
+#include "prism/platform/storage.h"
 #include "prism/platform/worker_group.h"

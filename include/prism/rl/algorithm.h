@@ -266,7 +266,9 @@ class Algorithm {
   TrainResult Train();
   /// Writes the weights, the optimizer's state, the config and the counters to
   /// `dir`/algorithm.h5 (PPO) or `dir`/dqn.h5 and `dir`/dqn_config.json (DQN; the replay
-  /// buffer is not saved) (directories created). prism::Error on an I/O failure.
+  /// buffer is not saved) (directories created). prism::Error on an I/O failure, and,
+  /// saved on a rank other than the driver's (inside a task or actor), when the driver
+  /// cannot see `dir` (a node-local disk: platform::CheckStorageShared).
   void Save(const std::string& dir) const;
   /// A new algorithm from Save's directory (its runners created anew; PPO or DQN by the
   /// file there). prism::Error if the directory holds no checkpoint, a damaged one, or both
