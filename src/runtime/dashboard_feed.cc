@@ -55,6 +55,8 @@ std::optional<std::string> Tail(const std::string& path, std::streamoff bytes) {
 
 }  // namespace
 
+RankReporter::RankReporter(int rank, Node& node) : rank_(rank), node_(node) { sampler_.Sample(SteadyNs()); }
+
 void RankReporter::Tick() {
   const int64_t now = SteadyNs();
   if (last_ns_ != 0 && now - last_ns_ < 1'000'000'000) return;
@@ -76,6 +78,10 @@ DashboardFeed::~DashboardFeed() {
 
 void DashboardFeed::Start() {
   inbox_ = node_.OpenChannel(kDashboardChannel);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    self_sampler_.Sample(SteadyNs());  // primes the CPU rates of the first snapshot
+  }
   if (options_.setting.mode != dashboard::DashboardSetting::Mode::kServe) return;
   dashboard::DashboardSources sources;
   sources.snapshot = [this] { return Collect(); };

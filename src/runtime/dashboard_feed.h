@@ -34,7 +34,8 @@ inline constexpr const char* kDashboardChannel = "prism.dashboard";
 /// caller).
 class RankReporter {
  public:
-  RankReporter(int rank, Node& node) : rank_(rank), node_(node) {}
+  /// Primes the CPU rates, so that the first sample sent has them.
+  RankReporter(int rank, Node& node);
   void Tick();
 
  private:

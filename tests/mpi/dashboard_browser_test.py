@@ -20,9 +20,10 @@ from dashboard_job import DashboardJob  # noqa: E402
 SKIP = 77
 
 
-def browser():
+def find_browser():
+    """(chromium, chromedriver), or exit 77 saying what is missing."""
     try:
-        from selenium import webdriver
+        import selenium  # noqa: F401
     except ImportError:
         print("SKIP: python3-selenium is not installed (apt-get install python3-selenium)")
         sys.exit(SKIP)
@@ -31,6 +32,11 @@ def browser():
     if not chromium or not driver:
         print("SKIP: chromium and chromium-driver are needed (apt-get install chromium chromium-driver)")
         sys.exit(SKIP)
+    return chromium, driver
+
+
+def start_browser(chromium, driver):
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
@@ -53,52 +59,68 @@ def wait_until(what, check, timeout=10):
 
 
 def rank_rows(driver):
-    from selenium.webdriver.common.by import By
-    rows = driver.find_elements(By.CSS_SELECTOR, "#ranks-table tbody tr")
-    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")] for r in rows]
+    """The ranks table's cells, read in one script (the page replaces rows as it refreshes)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#ranks-table tbody tr')]"
+        ".map(r => [...r.cells].map(c => c.textContent));")
+
+
+def text_of(driver, element_id):
+    return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
 
 
 def main():
     mpiexec, app, shots = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(shots, exist_ok=True)
     started = time.time()
-    driver = browser()
-    job = None
+    chromium, chromedriver = find_browser()
+    # The job and the browser start side by side (Chromium takes seconds on a busy machine).
+    job = DashboardJob(mpiexec, app, wait=False)
+    driver = None
     try:
+        driver = start_browser(chromium, chromedriver)
+        phases = {"browser up": time.time() - started}
         from selenium.webdriver.common.by import By
-        job = DashboardJob(mpiexec, app)
-        driver.get(job.url)
+        driver.get(job.wait_until_ready())
+        phases["page loaded"] = time.time() - started
         # Live: the ranks table fills, and every rank's CPU column gets a sample (the page
         # polls every 2 s; the worker ranks report once a second).
         rows = wait_until("3 ranks, each with a sample",
                           lambda: (lambda rs: rs if len(rs) == 3 and all(r[4] for r in rs) else None)(rank_rows(driver)))
         assert [r[0] for r in rows] == ["0 (head)", "1", "2"], rows
         assert all(r[3] == "ALIVE" for r in rows), rows
+        phases["ranks shown"] = time.time() - started
         driver.save_screenshot(os.path.join(shots, "live_ranks.png"))
         driver.find_element(By.ID, "tab-tasks").click()
         wait_until("the failed task's error in the Tasks view",
-                   lambda: "fails on purpose" in driver.find_element(By.ID, "failures-table").text)
+                   lambda: "fails on purpose" in text_of(driver, "failures-table"))
         driver.save_screenshot(os.path.join(shots, "live_tasks.png"))
         driver.find_element(By.ID, "tab-actors").click()
-        wait_until("both actors", lambda: driver.find_element(By.ID, "actors-table").text.count("Counter") == 2)
+        wait_until("both actors", lambda: text_of(driver, "actors-table").count("Counter") == 2)
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
 
+        phases["live views checked"] = time.time() - started
+        driver.get("about:blank")  # no poll of the live page may fail once the job ends
+        driver.get_log("browser")  # (reading the log empties it)
         rc, report, output = job.stop()
         assert rc == 0 and report, output
+        phases["job ended"] = time.time() - started
         # After the job: the report, from the file alone.
         driver.get("file://" + report)
         rows = wait_until("3 ranks in the report", lambda: (lambda rs: rs if len(rs) == 3 else None)(rank_rows(driver)))
         assert rows[0][0] == "0 (head)", rows
-        assert "report written" in driver.find_element(By.ID, "status").text
+        assert "report written" in text_of(driver, "status")
         driver.save_screenshot(os.path.join(shots, "report_ranks.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
-        print("dashboard in Chromium: ok (%.1f s; screenshots in %s)" % (time.time() - started, shots))
+        phases["report checked"] = time.time() - started
+        print("dashboard in Chromium: ok (%s; screenshots in %s)"
+              % (", ".join("%s %.1f s" % p for p in phases.items()), shots))
     finally:
-        driver.quit()
-        if job:
-            job.cleanup()
+        if driver:
+            driver.quit()
+        job.cleanup()
 
 
 if __name__ == "__main__":

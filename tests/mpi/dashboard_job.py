@@ -1,8 +1,9 @@
 """A 3-rank job with the dashboard on, for dashboard_test.py and dashboard_browser_test.py.
 
 DashboardJob starts tests/mpi/dashboard_app.cc under mpiexec with --prism-dashboard=loopback
-(and TMPDIR and PRISM_STORAGE_PATH in a fresh directory), waits until the app says it is
-ready and the endpoint file exists, and on stop() lets the job end and returns the report.
+(and TMPDIR and PRISM_STORAGE_PATH in a fresh directory), waits (at once, or later with
+wait=False) until the app says it is ready and the endpoint file exists, and on stop() lets
+the job end and returns the report.
 """
 import glob
 import json
@@ -15,7 +16,7 @@ import urllib.request
 
 
 class DashboardJob:
-    def __init__(self, mpiexec, app, ranks=3, setting="loopback"):
+    def __init__(self, mpiexec, app, ranks=3, setting="loopback", wait=True):
         self.dir = tempfile.mkdtemp(prefix="prism-dashboard-test-")
         self.tmp = os.path.join(self.dir, "tmp")
         self.results = os.path.join(self.dir, "results")
@@ -27,7 +28,12 @@ class DashboardJob:
             [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks), app, self.dir,
              "--prism-dashboard=" + setting, "--prism-num-cpus=2"],
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = self._wait_for_endpoint(30)
+        self.url = self.wait_until_ready() if wait else None
+
+    def wait_until_ready(self, timeout=30):
+        """The dashboard's URL, once the app is ready and the endpoint file written."""
+        self.url = self._wait_for_endpoint(timeout)
+        return self.url
 
     def _output(self):
         self.log.flush()
