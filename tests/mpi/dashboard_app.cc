@@ -2,13 +2,16 @@
 // run it with --prism-dashboard=loopback under mpirun; it runs tasks (20 Square, one Fail,
 // one Hold per worker rank that runs until the end), a named actor on each worker rank, a
 // placement group and two KV keys, writes "ready" to <dir>/ready, then holds the job until
-// <dir>/stop appears (at most 60 s) and shuts down (which writes the report).
+// <dir>/stop appears (at most 60 s) and shuts down (which writes the report). With
+// DASHBOARD_APP_EXIT=75 it returns 75 from main instead, without Shutdown, as a preempted
+// job does (kExitPreempted): the report is then written at exit.
 //
 //   prism_dashboard_app <dir> [--prism-...]
 #include <prism/api.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
   std::ofstream(dir + "/ready") << "ready\n";
   for (int i = 0; i < 600 && !Exists(dir + "/stop"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (auto& h : holds) (void)h.Get(30000);
+  if (const char* code = std::getenv("DASHBOARD_APP_EXIT"); code != nullptr) return std::atoi(code);
   prism::Shutdown();
   return 0;
 }

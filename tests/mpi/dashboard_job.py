@@ -16,13 +16,14 @@ import urllib.request
 
 
 class DashboardJob:
-    def __init__(self, mpiexec, app, ranks=3, setting="loopback", wait=True):
+    def __init__(self, mpiexec, app, ranks=3, setting="loopback", wait=True, env=None):
+        self.setting = setting
         self.dir = tempfile.mkdtemp(prefix="prism-dashboard-test-")
         self.tmp = os.path.join(self.dir, "tmp")
         self.results = os.path.join(self.dir, "results")
         os.makedirs(self.tmp)
         env = dict(os.environ, TMPDIR=self.tmp, PRISM_STORAGE_PATH=self.results,
-                   OMPI_MCA_rmaps_base_oversubscribe="1")
+                   OMPI_MCA_rmaps_base_oversubscribe="1", **(env or {}))
         self.log = open(os.path.join(self.dir, "job.log"), "w+")
         self.proc = subprocess.Popen(
             [mpiexec, "--allow-run-as-root", "--oversubscribe", "-n", str(ranks), app, self.dir,
@@ -31,7 +32,8 @@ class DashboardJob:
         self.url = self.wait_until_ready() if wait else None
 
     def wait_until_ready(self, timeout=30):
-        """The dashboard's URL, once the app is ready and the endpoint file written."""
+        """The dashboard's URL, once the app is ready and the endpoint file written (None
+        with the setting "report": no server, no endpoint file)."""
         self.url = self._wait_for_endpoint(timeout)
         return self.url
 
@@ -46,7 +48,11 @@ class DashboardJob:
             if self.proc.poll() is not None:
                 raise AssertionError("the job ended early (%s):\n%s" % (self.proc.returncode, self._output()))
             files = glob.glob(os.path.join(self.tmp, "prism-*", "dashboard.url"))
-            if files and os.path.exists(os.path.join(self.dir, "ready")):
+            ready = os.path.exists(os.path.join(self.dir, "ready"))
+            if ready and self.setting == "report":
+                assert not files, files
+                return None
+            if files and ready:
                 with open(files[0]) as f:
                     self.endpoint_file = files[0]
                     return f.read().strip()

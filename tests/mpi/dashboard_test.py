@@ -1,10 +1,12 @@
 """The dashboard of a real 3-rank job over HTTP (label mpi).
 
-    dashboard_test.py <mpiexec> <prism_dashboard_app>
+    dashboard_test.py <mpiexec> <prism_dashboard_app> [report]
 
 Starts the job with --prism-dashboard=loopback, reads the endpoint file, checks the JSON
 views and /metrics (parsed with python3-prometheus-client when installed) show the ranks,
 tasks, actors, the placement group and KV keys, then ends the job and checks the report.
+With "report": --prism-dashboard=report (no server) and a driver that returns 75 from main
+without Shutdown, as a preempted job does: the report is written at exit all the same.
 """
 import os
 import sys
@@ -25,8 +27,25 @@ def wait_for(what, fetch, ok, timeout=10):
         time.sleep(0.2)
 
 
+def report_only(mpiexec, app):
+    started = time.time()
+    job = DashboardJob(mpiexec, app, setting="report", env={"DASHBOARD_APP_EXIT": "75"})
+    try:
+        assert job.url is None
+        rc, report, output = job.stop()
+        assert rc == 75, (rc, output)
+        assert report and "prism: dashboard report " + report in output, output
+        html = open(report).read()
+        assert "window.PRISM_REPORT = " in html and "counter-2" in html and "fails on purpose" in html
+        print("report-only dashboard, exit 75 without Shutdown: ok (%.1f s)" % (time.time() - started))
+    finally:
+        job.cleanup()
+
+
 def main():
     mpiexec, app = sys.argv[1], sys.argv[2]
+    if sys.argv[3:] == ["report"]:
+        return report_only(mpiexec, app)
     started = time.time()
     job = DashboardJob(mpiexec, app)
     try:
