@@ -123,6 +123,7 @@ http::Response Routes::Answer(const http::Request& request) {
       if (view == "actors") return Json(ActorsJson(Current()));
       if (view == "placement_groups") return Json(PlacementGroupsJson(Current()));
       if (view == "kv") return Json(KvJson(Current()));
+      if (view == "timeline") return Json(TimelineJson(Current()));
       if (view == "snapshot") return Json(SnapshotJson(Current()));
     }
   } catch (const std::exception& e) {
@@ -130,7 +131,7 @@ http::Response Routes::Answer(const http::Request& request) {
   }
   return http::ErrorResponse(404, "no such page: " + path +
                                       " (try /, /metrics or /api/{job,ranks,tasks,actors,"
-                                      "placement_groups,kv,snapshot,logs?rank=N})");
+                                      "placement_groups,kv,timeline,snapshot,logs?rank=N})");
 }
 
 Dashboard::Dashboard(const DashboardSetting& where, DashboardSources sources, double min_refresh_s) {

@@ -50,6 +50,8 @@ h2 { font-size: 15px; margin: 10px 0 2px; }
 <section id="actors"><h2>Actors</h2><table id="actors-table"></table></section>
 <section id="placement_groups"><h2>Placement groups</h2><table id="pg-table"></table></section>
 <section id="kv"><h2>KV keys</h2><table id="kv-table"></table></section>
+<section id="timeline"><h2 id="timeline-title">Timeline</h2><div id="timeline-chart"></div>
+  <div id="timeline-legend"></div></section>
 <section id="logs"><h2>Logs</h2><label>Rank <select id="log-rank"></select></label>
   <pre id="log-text"></pre></section>
 </main>
@@ -57,7 +59,8 @@ h2 { font-size: 15px; margin: 10px 0 2px; }
 "use strict";
 const REPORT = window.PRISM_REPORT || null;
 const TABS = [["ranks", "Ranks"], ["tasks", "Tasks"], ["actors", "Actors"],
-              ["placement_groups", "Placement groups"], ["kv", "KV"], ["logs", "Logs"]];
+              ["placement_groups", "Placement groups"], ["kv", "KV"], ["timeline", "Timeline"], ["logs", "Logs"]];
+const TIMELINE_WINDOW_MS = 5 * 60 * 1000;  // live: the last 5 minutes
 const token = new URLSearchParams(location.search).get("token");
 let current = "ranks";
 let ranks = [];
@@ -148,8 +151,14 @@ function showTasks(t) {
   fill("tasks-state-table", ["state", "tasks"],
        Object.entries(t.by_state).map(([s, n]) => [{v: s, cls: s}, {v: n, num: true}]));
   const states = [...new Set(t.by_function.flatMap(f => Object.keys(f.state_counts)))].sort();
-  fill("tasks-function-table", ["function or class", "type", ...states],
-       t.by_function.map(f => [f.func_or_class_name, f.type, ...states.map(s => ({v: f.state_counts[s] || 0, num: true}))]));
+  const ms = x => x === undefined ? "" : (x < 1 ? x.toFixed(3) : x < 100 ? x.toFixed(1) : x.toFixed(0)) + " ms";
+  fill("tasks-function-table", ["function or class", "type", ...states, "p50", "p99", "ended/s (1 min)"],
+       t.by_function.map(f => {
+         const d = t.times[f.func_or_class_name] || {};
+         return [f.func_or_class_name, f.type, ...states.map(s => ({v: f.state_counts[s] || 0, num: true})),
+                 {v: ms(d.p50_ms), num: true}, {v: ms(d.p99_ms), num: true},
+                 {v: d.per_s_last_min === undefined ? "" : d.per_s_last_min.toFixed(2), num: true}];
+       }));
   fill("failures-table", ["task", "function", "rank", "attempt", "error type", "error"],
        t.failures.slice().reverse().map(f => [f.task_id, f.func_name, f.rank, f.attempt, f.error_type,
                                                {v: f.error_message, cls: "FAILED"}]));
@@ -168,6 +177,80 @@ function showGroups(g) {
 function showKv(kv) {
   fill("kv-table", ["key"], kv.keys.map(k => [k]).concat(kv.truncated ? [["(only the first 1000)"]] : []));
 }
+function hue(name) {
+  let h = 0;
+  for (const c of name) h = (h * 31 + c.charCodeAt(0)) % 360;
+  return "hsl(" + h + ",60%,55%)";
+}
+// Tasks per rank as bars over time; a rank's overlapping tasks on lanes of their own.
+function showTimeline(tl) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svgEl = (tag, attrs) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    return e;
+  };
+  const now = (tl.now_ns - tl.origin_ns) / 1e6;
+  let t0 = REPORT ? now : Math.max(0, now - TIMELINE_WINDOW_MS);
+  if (REPORT) for (const s of tl.spans) t0 = Math.min(t0, s[2]);
+  const t1 = Math.max(now, t0 + 1);
+  const byRank = new Map();
+  for (const s of tl.spans) {
+    if (s[3] < t0) continue;
+    if (!byRank.has(s[0])) byRank.set(s[0], []);
+    byRank.get(s[0]).push(s);
+  }
+  const left = 70, width = 1000, laneH = 9, gap = 6;
+  const x = t => left + (Math.max(t, t0) - t0) / (t1 - t0) * width;
+  const rows = [];
+  let y = 4, shown = 0;
+  for (const rank of [...byRank.keys()].sort((a, b) => a - b)) {
+    const lanes = [];
+    const placed = byRank.get(rank).map(s => {
+      let lane = lanes.findIndex(end => end <= s[2]);
+      if (lane < 0) { lane = lanes.length; lanes.push(0); }
+      lanes[lane] = s[3];
+      return [s, lane];
+    });
+    rows.push({rank, y, placed});
+    y += Math.max(1, lanes.length) * laneH + gap;
+    shown += placed.length;
+  }
+  const svg = svgEl("svg", {width: left + width + 10, height: y + 24});
+  for (const row of rows) {
+    const label = svgEl("text", {x: 4, y: row.y + 9, "font-size": 11});
+    label.textContent = "rank " + row.rank;
+    svg.appendChild(label);
+    for (const [s, lane] of row.placed) {
+      const name = tl.names[s[1]];
+      const r = svgEl("rect", {x: x(s[2]), y: row.y + lane * laneH, width: Math.max(1, x(s[3]) - x(s[2])),
+                               height: laneH - 1, fill: s[4] ? "#b00020" : hue(name)});
+      const title = svgEl("title", {});
+      title.textContent = name + " on rank " + row.rank + ": " + (s[3] - s[2]).toFixed(1) + " ms" + (s[4] ? " (FAILED)" : "");
+      r.appendChild(title);
+      svg.appendChild(r);
+    }
+  }
+  for (let i = 0; i <= 5; ++i) {
+    const t = t0 + (t1 - t0) * i / 5;
+    const tick = svgEl("text", {x: x(t), y: y + 16, "font-size": 11, "text-anchor": i ? (i === 5 ? "end" : "middle") : "start"});
+    tick.textContent = (t / 1000).toFixed(1) + " s";
+    svg.appendChild(tick);
+  }
+  document.getElementById("timeline-chart").replaceChildren(svg);
+  document.getElementById("timeline-title").textContent =
+      "Timeline: " + shown + " ended tasks " + (REPORT ? "(every one rank 0 kept)" : "of the last 5 minutes") +
+      ", seconds since the job started";
+  const legend = document.getElementById("timeline-legend");
+  legend.replaceChildren(...tl.names.map(n => {
+    const item = el("span", " " + n + "  ");
+    const dot = el("span", undefined, "bar");
+    dot.style.width = "10px";
+    dot.style.background = hue(n);
+    item.prepend(dot);
+    return item;
+  }));
+}
 function showLog(l) {
   document.getElementById("log-text").textContent =
       l.reachable ? l.text : "rank " + l.rank + "'s log is not readable from rank 0 (another host's local disk)";
@@ -179,7 +262,8 @@ async function get(path, extra) {
   return r.json();
 }
 const VIEWS = {ranks: ["api/ranks", showRanks], tasks: ["api/tasks", showTasks], actors: ["api/actors", showActors],
-               placement_groups: ["api/placement_groups", showGroups], kv: ["api/kv", showKv]};
+               placement_groups: ["api/placement_groups", showGroups], kv: ["api/kv", showKv],
+               timeline: ["api/timeline", showTimeline]};
 async function refresh() {
   const status = document.getElementById("status");
   try {
@@ -197,7 +281,7 @@ async function refresh() {
 function showReport() {
   const d = REPORT.snapshot;
   showJob(d.job); showRanks(d.ranks); showTasks(d.tasks); showActors(d.actors);
-  showGroups(d.placement_groups); showKv(d.kv);
+  showGroups(d.placement_groups); showKv(d.kv); showTimeline(d.timeline);
   const rank = document.getElementById("log-rank").value || 0;
   const text = REPORT.logs[String(rank)];
   showLog({rank: rank, reachable: text !== undefined, text: text || ""});

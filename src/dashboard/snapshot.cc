@@ -68,6 +68,44 @@ ProcSample ProcFromJson(const nlohmann::json& j) {
   return p;
 }
 
+int64_t EventTime(const state::TaskState& t, const char* name) {
+  for (const auto& e : t.events) {
+    if (e.state == name) return e.time_ns;
+  }
+  return 0;
+}
+
+double Quantile(std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+/// Spans and per-function times of the ended tasks that have both a RUNNING and an end time.
+void MeasureEnded(const std::vector<state::TaskState>& ended, int64_t now_ns, Snapshot& s) {
+  struct Acc {
+    std::vector<double> ms;
+    uint64_t last_min = 0;
+  };
+  std::map<std::string, Acc> by_name;
+  for (const auto& t : ended) {
+    const int64_t start = EventTime(t, "RUNNING");
+    const int64_t end = EventTime(t, t.state == "FAILED" ? "FAILED" : "FINISHED");
+    if (start == 0 || end < start) continue;
+    const std::string& name = t.func_name.empty() ? t.name : t.func_name;
+    Acc& a = by_name[name];
+    a.ms.push_back(static_cast<double>(end - start) / 1e6);
+    if (now_ns - end <= 60'000'000'000) ++a.last_min;
+    s.spans.push_back({t.rank, name, start, end, t.state == "FAILED"});
+  }
+  std::sort(s.spans.begin(), s.spans.end(), [](const TaskSpan& a, const TaskSpan& b) { return a.start_ns < b.start_ns; });
+  for (auto& [name, a] : by_name) {
+    std::sort(a.ms.begin(), a.ms.end());
+    s.times.push_back({name, a.ms.size(), Quantile(a.ms, 0.5), Quantile(a.ms, 0.99),
+                       static_cast<double>(a.last_min) / 60.0});
+  }
+}
+
 bool IsLive(const std::string& task_state) {
   return task_state == "SUBMITTED_TO_WORKER" || task_state == "RUNNING_IN_RAY_GET";
 }
@@ -137,6 +175,8 @@ Snapshot Assemble(StateLists lists, const std::map<int, RankSample>& samples, in
     for (const auto& [state, count] : entry.state_counts) s.tasks_by_state[state] += count;
   }
   s.failures = std::move(lists.failures);
+  if (s.failures.size() > kMaxFailures) s.failures.erase(s.failures.begin(), s.failures.end() - kMaxFailures);
+  MeasureEnded(lists.ended, now_ns, s);
   s.actors = std::move(lists.actors);
   s.placement_groups = std::move(lists.placement_groups);
   s.kv_keys = std::move(lists.kv_keys);
@@ -176,8 +216,14 @@ nlohmann::json RanksJson(const Snapshot& s) {
 nlohmann::json TasksJson(const Snapshot& s) {
   nlohmann::json by_function = nlohmann::json::array();
   for (const auto& [name, entry] : s.summary.summary) by_function.push_back(ToJson(entry));
+  nlohmann::json times = nlohmann::json::object();
+  for (const auto& t : s.times) {
+    times[t.name] = {{"count", t.count}, {"p50_ms", t.p50_ms}, {"p99_ms", t.p99_ms},
+                     {"per_s_last_min", t.per_s_last_min}};
+  }
   return {{"by_state", s.tasks_by_state},
           {"by_function", std::move(by_function)},
+          {"times", std::move(times)},
           {"total_tasks", s.summary.total_tasks},
           {"total_actor_tasks", s.summary.total_actor_tasks},
           {"total_actor_scheduled", s.summary.total_actor_scheduled},
@@ -192,6 +238,20 @@ nlohmann::json KvJson(const Snapshot& s) {
   return {{"keys", s.kv_keys}, {"truncated", s.kv_keys_truncated}};
 }
 
+nlohmann::json TimelineJson(const Snapshot& s) {
+  const int64_t origin = s.job.start_time_ns;
+  std::map<std::string, size_t> index;
+  nlohmann::json names = nlohmann::json::array();
+  nlohmann::json spans = nlohmann::json::array();
+  auto ms = [origin](int64_t t) { return static_cast<double>(t - origin) / 1e6; };
+  for (const auto& span : s.spans) {
+    auto [it, fresh] = index.try_emplace(span.name, index.size());
+    if (fresh) names.push_back(span.name);
+    spans.push_back({span.rank, it->second, ms(span.start_ns), ms(span.end_ns), span.failed ? 1 : 0});
+  }
+  return {{"origin_ns", origin}, {"now_ns", s.time_ns}, {"names", std::move(names)}, {"spans", std::move(spans)}};
+}
+
 nlohmann::json JobJson(const Snapshot& s) {
   nlohmann::json j = ToJson(s.job);
   j["time_ns"] = s.time_ns;
@@ -204,7 +264,8 @@ nlohmann::json SnapshotJson(const Snapshot& s) {
           {"tasks", TasksJson(s)},
           {"actors", ActorsJson(s)},
           {"placement_groups", PlacementGroupsJson(s)},
-          {"kv", KvJson(s)}};
+          {"kv", KvJson(s)},
+          {"timeline", TimelineJson(s)}};
 }
 
 }  // namespace prism::dashboard

@@ -48,6 +48,25 @@ struct RankView {
   uint64_t tasks_finished = 0;
 };
 
+/// How long one function's recent tasks ran (from RUNNING to their end), and how many ended
+/// in the last minute.
+struct FunctionTimes {
+  std::string name;
+  uint64_t count = 0;        // ended tasks kept and measured
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double per_s_last_min = 0;  // ended in the 60 s before the snapshot, per second
+};
+
+/// One ended task on the timeline: where and when it ran.
+struct TaskSpan {
+  int rank = -1;
+  std::string name;
+  int64_t start_ns = 0;  // RUNNING
+  int64_t end_ns = 0;    // FINISHED or FAILED
+  bool failed = false;
+};
+
 /// The job at one moment.
 struct Snapshot {
   int64_t time_ns = 0;
@@ -56,6 +75,8 @@ struct Snapshot {
   state::TaskSummary summary;
   std::map<std::string, uint64_t> tasks_by_state;  // over every function and type
   std::vector<state::TaskState> failures;          // the latest failed tasks, newest last
+  std::vector<FunctionTimes> times;                // by function, of the ended tasks kept
+  std::vector<TaskSpan> spans;                     // the ended tasks kept, oldest first
   std::vector<state::ActorState> actors;
   std::vector<state::PlacementGroupState> placement_groups;
   std::vector<std::string> kv_keys;
@@ -70,6 +91,8 @@ struct StateLists {
   state::TaskSummary summary;
   std::vector<state::TaskState> live_tasks;  // tasks not yet ended (for per-rank counts)
   std::vector<state::TaskState> failures;
+  /// Ended tasks (FINISHED and FAILED, in any order) for durations, rates and the timeline.
+  std::vector<state::TaskState> ended;
   std::vector<state::ActorState> actors;
   std::vector<state::PlacementGroupState> placement_groups;
   std::vector<std::string> kv_keys;
@@ -77,6 +100,8 @@ struct StateLists {
 
 /// The most keys the KV view lists (the rest are counted as truncated).
 inline constexpr size_t kMaxKvKeys = 1000;
+/// The most failures the tasks view lists (the newest).
+inline constexpr size_t kMaxFailures = 20;
 
 /// Joins the lists and the latest sample of each rank (by rank; missing ones are fine)
 /// into a Snapshot taken at `now_ns` (wall clock, for the samples' ages).
@@ -89,6 +114,9 @@ nlohmann::json TasksJson(const Snapshot& s);
 nlohmann::json ActorsJson(const Snapshot& s);
 nlohmann::json PlacementGroupsJson(const Snapshot& s);
 nlohmann::json KvJson(const Snapshot& s);
+/// {"origin_ns", "now_ns", "names": [...], "spans": [[rank, name index, start ms, end ms,
+/// failed], ...]}: times in ms since the job's start, compact for thousands of spans.
+nlohmann::json TimelineJson(const Snapshot& s);
 nlohmann::json JobJson(const Snapshot& s);
 nlohmann::json SnapshotJson(const Snapshot& s);
 

@@ -35,6 +35,10 @@ int64_t SteadyNs() {
 
 /// How many bytes of a log's end the page shows (and the report keeps per rank).
 constexpr std::streamoff kLogTailBytes = 64 << 10;
+/// Ended tasks of each outcome a live snapshot measures; the report takes every one rank 0
+/// keeps (task_table_size).
+constexpr size_t kLiveEndedTasks = 2000;
+constexpr size_t kReportEndedTasks = size_t{1} << 40;
 
 /// The last `bytes` of `path`, from a line start; nullopt if it cannot be opened.
 std::optional<std::string> Tail(const std::string& path, std::streamoff bytes) {
@@ -84,7 +88,7 @@ void DashboardFeed::Start() {
   }
   if (options_.setting.mode != dashboard::DashboardSetting::Mode::kServe) return;
   dashboard::DashboardSources sources;
-  sources.snapshot = [this] { return Collect(); };
+  sources.snapshot = [this] { return Collect(kLiveEndedTasks); };
   sources.log_tail = [this](int rank) { return LogTail(rank); };
   try {
     server_ = std::make_unique<dashboard::Dashboard>(options_.setting, std::move(sources));
@@ -100,7 +104,7 @@ void DashboardFeed::Start() {
   PRISM_LOG_INFO("dashboard at " << server_->url());
 }
 
-dashboard::Snapshot DashboardFeed::Collect() {
+dashboard::Snapshot DashboardFeed::Collect(size_t ended_limit) {
   dashboard::StateLists lists;
   lists.jobs = state::ListJobs();
   lists.nodes = state::ListNodes();
@@ -112,10 +116,15 @@ dashboard::Snapshot DashboardFeed::Collect() {
     f.limit = 100000;
     for (auto& t : state::ListTasks(f)) lists.live_tasks.push_back(std::move(t));
   }
-  state::TaskFilter failed;
-  failed.state = "FAILED";
-  failed.limit = 20;
-  lists.failures = state::ListTasks(failed);
+  for (const char* end : {"FINISHED", "FAILED"}) {
+    state::TaskFilter f;
+    f.state = end;
+    f.limit = ended_limit;
+    for (auto& t : state::ListTasks(f)) lists.ended.push_back(std::move(t));
+  }
+  for (const auto& t : lists.ended) {
+    if (t.state == "FAILED") lists.failures.push_back(t);  // oldest first; Assemble keeps the newest
+  }
   lists.actors = state::ListActors();
   lists.placement_groups = state::ListPlacementGroups();
   lists.kv_keys = kv::List("");
@@ -163,7 +172,7 @@ void DashboardFeed::Stop() {
   const std::string path = ReportPath();
   try {
     const auto started = std::chrono::steady_clock::now();
-    dashboard::Snapshot snapshot = Collect();
+    dashboard::Snapshot snapshot = Collect(kReportEndedTasks);
     std::map<int, std::string> logs;
     for (const auto& r : snapshot.ranks) {
       if (auto text = LogTail(r.rank)) logs[r.rank] = std::move(*text);

@@ -72,7 +72,9 @@ class DashboardFeed {
   std::string EndpointFile() const { return options_.session_dir + "/dashboard.url"; }
 
  private:
-  dashboard::Snapshot Collect();
+  /// The job now, with up to `ended_limit` of each of the latest finished and failed tasks
+  /// (durations, rates, the timeline).
+  dashboard::Snapshot Collect(size_t ended_limit);
   std::optional<std::string> LogTail(int rank) const;
 
   Options options_;

@@ -1,7 +1,8 @@
 """The dashboard in a real browser (labels mpi and browser): headless Chromium, driven by
 Selenium through chromium-driver, loads the live page of a 3-rank job and sees its ranks
-table filled (3 ranks, each with a sample), the failed task's error in the Tasks view and
-no console errors; then, after the job, the saved report shows the same ranks offline.
+table filled (3 ranks, each with a sample), the failed task's error in the Tasks view, both
+actors, the timeline's bars and no console errors; then, after the job, the saved report
+shows the same ranks and timeline offline.
 Screenshots go to <build>/tests/mpi/dashboard_browser/.
 
     dashboard_browser_test.py <mpiexec> <prism_dashboard_app> <screenshot dir>
@@ -97,9 +98,12 @@ def main():
         driver.save_screenshot(os.path.join(shots, "live_tasks.png"))
         driver.find_element(By.ID, "tab-actors").click()
         wait_until("both actors", lambda: text_of(driver, "actors-table").count("Counter") == 2)
+        driver.find_element(By.ID, "tab-timeline").click()
+        wait_until("the timeline's bars", lambda: driver.execute_script(
+            "return document.querySelectorAll('#timeline-chart rect').length;") >= 20)
+        driver.save_screenshot(os.path.join(shots, "live_timeline.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
-
         phases["live views checked"] = time.time() - started
         driver.get("about:blank")  # no poll of the live page may fail once the job ends
         driver.get_log("browser")  # (reading the log empties it)
@@ -111,6 +115,9 @@ def main():
         rows = wait_until("3 ranks in the report", lambda: (lambda rs: rs if len(rs) == 3 else None)(rank_rows(driver)))
         assert rows[0][0] == "0 (head)", rows
         assert "report written" in text_of(driver, "status")
+        driver.find_element(By.ID, "tab-timeline").click()
+        wait_until("the report's timeline", lambda: driver.execute_script(
+            "return document.querySelectorAll('#timeline-chart rect').length;") >= 20)
         driver.save_screenshot(os.path.join(shots, "report_ranks.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors

@@ -73,6 +73,14 @@ def main():
         assert tasks["by_state"].get("FAILED", 0) >= 1, tasks["by_state"]
         assert any("fails on purpose" in f["error_message"] for f in tasks["failures"]), tasks["failures"]
 
+        sq_times = [v for k, v in tasks["times"].items() if "Square" in k]
+        assert sq_times and sq_times[0]["count"] == 20 and sq_times[0]["p99_ms"] >= sq_times[0]["p50_ms"] > 0, tasks["times"]
+        timeline = job.json("/api/timeline")
+        square_index = [i for i, n in enumerate(timeline["names"]) if "Square" in n]
+        square_spans = [sp for sp in timeline["spans"] if sp[1] in square_index]
+        assert len(square_spans) == 20 and all(0 <= sp[2] <= sp[3] for sp in square_spans), timeline
+        assert any(sp[4] == 1 for sp in timeline["spans"]), "the failed task is on the timeline"
+
         actors = job.json("/api/actors")
         alive = sorted((a["name"], a["rank"]) for a in actors if a["state"] == "ALIVE")
         assert alive == [("counter-1", 1), ("counter-2", 2)], actors

@@ -153,6 +153,25 @@ StateLists ThreeRanks() {
   failed.error_type = "std::runtime_error";
   failed.error_message = "boom \"quoted\"\n</script><b>";
   l.failures.push_back(failed);
+  // Ended tasks: Square ran 10, 20, ..., 100 ms on ranks 1 and 2, ending at 9.1 .. 10 s;
+  // the failed one ran 5 ms; one without a RUNNING time is left out.
+  for (int i = 1; i <= 10; ++i) {
+    state::TaskState t;
+    t.func_name = "Square";
+    t.state = "FINISHED";
+    t.rank = 1 + i % 2;
+    const int64_t end = 9'000'000'000 + i * 100'000'000;
+    t.events = {{"SUBMITTED_TO_WORKER", 1}, {"RUNNING", end - i * 10'000'000}, {"FINISHED", end}};
+    l.ended.push_back(t);
+  }
+  failed.events = {{"RUNNING", 2'000'000'000}, {"FAILED", 2'005'000'000}};
+  failed.rank = 2;
+  l.ended.push_back(failed);
+  state::TaskState never_ran;
+  never_ran.func_name = "Square";
+  never_ran.state = "FAILED";
+  never_ran.events = {{"FAILED", 3}};
+  l.ended.push_back(never_ran);
   for (const char* state : {"ALIVE", "DEAD"}) {
     state::ActorState a;
     a.actor_id = std::string("actor-") + state;
@@ -199,6 +218,28 @@ TEST(DashboardSnapshotTest, AssemblesRanksTasksActorsAndCountsRunningTasksPerRan
   EXPECT_EQ(j["actors"][1]["state"], "DEAD");
   EXPECT_EQ(j["placement_groups"][0]["bundle_ranks"][0], 2);
   EXPECT_EQ(j["kv"]["keys"].size(), 2u);
+}
+
+TEST(DashboardSnapshotTest, DurationsRatesAndTheTimelineComeFromTheEndedTasks) {
+  StateLists l = ThreeRanks();
+  for (int i = 0; i < 30; ++i) l.failures.push_back(l.failures.front());
+  Snapshot s = Assemble(std::move(l), {}, 10'000'000'000);
+  EXPECT_EQ(s.failures.size(), kMaxFailures) << "the newest 20 failures";
+  ASSERT_EQ(s.times.size(), 2u);
+  const FunctionTimes& sq = s.times[1].name == "Square" ? s.times[1] : s.times[0];
+  EXPECT_EQ(sq.count, 10u);
+  EXPECT_NEAR(sq.p50_ms, 60, 0.001);  // of 10..100 ms, the nearest rank to the middle
+  EXPECT_NEAR(sq.p99_ms, 100, 0.001);
+  EXPECT_NEAR(sq.per_s_last_min, 10 / 60.0, 1e-9);
+  ASSERT_EQ(s.spans.size(), 11u);
+  EXPECT_EQ(s.spans.front().name, "Fail") << "oldest first";
+  EXPECT_TRUE(s.spans.front().failed);
+  nlohmann::json t = TimelineJson(s);
+  EXPECT_EQ(t["origin_ns"], 1'000'000'000);
+  EXPECT_EQ(t["names"], nlohmann::json::array({"Fail", "Square"}));
+  EXPECT_EQ(t["spans"][0], nlohmann::json::array({2, 0, 1000.0, 1005.0, 1}));
+  nlohmann::json tasks = TasksJson(s);
+  EXPECT_EQ(tasks["times"]["Square"]["count"], 10);
 }
 
 TEST(DashboardSnapshotTest, ListsAtMostAThousandKvKeys) {
@@ -375,7 +416,7 @@ TEST(DashboardRoutesTest, AnswersEachViewAndCachesTheSnapshot) {
   http::Response metrics = routes.Answer(Get("/metrics"));
   EXPECT_EQ(metrics.content_type, "text/plain; version=0.0.4; charset=utf-8");
   CheckExpositionFormat(metrics.body);
-  for (const char* view : {"job", "ranks", "tasks", "actors", "placement_groups", "kv", "snapshot"}) {
+  for (const char* view : {"job", "ranks", "tasks", "actors", "placement_groups", "kv", "timeline", "snapshot"}) {
     http::Response r = routes.Answer(Get(std::string("/api/") + view));
     EXPECT_EQ(r.status, 200) << view;
     EXPECT_TRUE(nlohmann::json::accept(r.body)) << view;
