@@ -32,6 +32,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <random>
@@ -337,8 +338,11 @@ std::vector<Buffer> AllGatherBytes(const Runtime& rt, const Buffer& mine) {
   return all;
 }
 
+/// Every rank's node id, host, pid, resources and given settings (GivenSettings), gathered
+/// to all in the one exchange of Init; `given_by_rank` receives the settings, by rank.
 void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& node_id,
-                      const std::string& host) {
+                      const std::string& host, const std::vector<GivenSetting>& given,
+                      std::vector<std::vector<GivenSetting>>& given_by_rank) {
   Buffer mine;
   Writer w(mine);
   w.Str(node_id);
@@ -349,7 +353,14 @@ void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& no
     w.Str(name);
     w.Pod(units);
   }
+  w.Pod<uint64_t>(given.size());
+  for (const auto& g : given) {
+    w.Str(g.name);
+    w.Str(g.value);
+    w.Str(g.source);
+  }
   std::vector<Buffer> raw = AllGatherBytes(rt, mine);
+  given_by_rank.assign(static_cast<size_t>(rt.world), {});
   for (int r = 0; r < rt.world; ++r) {
     Reader rd(raw[r].data(), raw[r].size());
     rt.node_ids.push_back(rd.Str());
@@ -362,6 +373,14 @@ void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& no
       set.Set(name, rd.Pod<int64_t>());
     }
     rt.capacities.push_back(std::move(set));
+    const auto settings = rd.Pod<uint64_t>();
+    for (uint64_t i = 0; i < settings; ++i) {
+      GivenSetting g;
+      g.name = rd.Str();
+      g.value = rd.Str();
+      g.source = rd.Str();
+      given_by_rank[static_cast<size_t>(r)].push_back(std::move(g));
+    }
   }
 }
 
@@ -590,6 +609,19 @@ void StartMpi(Runtime& rt, const Config& config, const std::vector<std::string>&
   rt.world = g_process.world;
 }
 
+/// Fatal at Init in an MPI job: rank 0 says why, then every rank leaves together, so that
+/// no early exit lets the launcher kill rank 0 before it spoke. Every rank must call it.
+[[noreturn]] void EndJobAtInit(const Runtime& rt, const std::string& error) {
+  if (rt.rank == 0) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    std::fflush(stderr);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  g_process.mpi_ended = true;
+  MPI_Finalize();
+  std::_Exit(2);
+}
+
 /// Every rank resolves its settings; in an MPI job any failure stops every rank (fatal:
 /// rank 0 says why, then all leave together), without one an error is thrown.
 void ResolveOnEveryRank(Runtime& rt, const Config& config, const std::vector<std::string>& args,
@@ -625,20 +657,32 @@ void ResolveOnEveryRank(Runtime& rt, const Config& config, const std::vector<std
     std::fprintf(stderr, "prism[%d]: %s\n", rt.rank, error.c_str());
   }
   if (any_bad) {
-    // Fatal in an MPI job: rank 0 says why, then every rank leaves together, so that no
-    // early exit lets the launcher kill rank 0 before it spoke.
-    if (rt.rank == 0) {
-      std::fprintf(stderr, "%s\n",
-                   error.empty() ? "prism: invalid configuration on another rank (its "
-                                   "environment differs from rank 0's)"
-                                 : error.c_str());
-      std::fflush(stderr);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    g_process.mpi_ended = true;
-    MPI_Finalize();
-    std::_Exit(2);
+    EndJobAtInit(rt, error.empty() ? "prism: invalid configuration on another rank (its "
+                                     "environment differs from rank 0's)"
+                                   : error);
   }
+}
+
+/// The PRISM_* variables of this process, "NAME=value".
+std::vector<std::string> PrismEnvironment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "PRISM_", 6) == 0) out.emplace_back(*e);
+  }
+  return out;
+}
+
+/// Settings that differ between ranks (mpirun forwards only -x variables to the ranks it
+/// starts): rank 0 warns, naming the ranks, hosts and values; when one that every rank must
+/// agree on differs, every rank stops together (each reaches the same verdict from the
+/// same exchange).
+void CheckSettingsAgree(const Runtime& rt, const std::vector<std::vector<GivenSetting>>& by_rank) {
+  if (rt.world == 1) return;
+  SettingsAgreement agreement = CompareSettings(by_rank, rt.hosts);
+  if (rt.rank == 0) {
+    for (const auto& warning : agreement.warnings) PRISM_LOG_WARN(warning);
+  }
+  if (!agreement.error.empty()) EndJobAtInit(rt, agreement.error);
 }
 
 /// The --prism-* arguments of a command line (with the value of "--prism-x v").
@@ -681,8 +725,11 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
   std::string node_id = rt->settings.ranks_per_node > 0
                             ? "node-" + std::to_string(rt->rank / rt->settings.ranks_per_node)
                             : NodeIdentity(rt->launch, host.hostname);
+  std::vector<std::vector<GivenSetting>> given_by_rank;
   ExchangeRankInfo(*rt, OwnResources(rt->settings, host, rt->launch, rt->rank), node_id,
-                   host.hostname);
+                   host.hostname, GivenSettings(rt->settings, config, args, env, PrismEnvironment()),
+                   given_by_rank);
+  CheckSettingsAgree(*rt, given_by_rank);
   if (rt->mpi) {
     // Collective, like the exchange before it. The session's own copy of MPI_COMM_WORLD
     // for its transport: a message of an ended session can never reach the next one. Not

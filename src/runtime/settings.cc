@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "common/resources.h"
+#include "runtime/config_fields.h"
 #include "prism/errors.h"
 
 namespace prism::internal {
@@ -310,6 +311,181 @@ unsigned DefaultNumCpus(const HostFacts& host, int local_size) {
   // Unbound ranks all see every core: each takes its share. A bound rank sees only its own
   // cores (or its socket's, shared with the socket's other ranks): the smaller bound holds.
   return std::max(1u, std::min(share, allowed));
+}
+
+namespace {
+
+// Settings that change how ranks talk to each other or what a node is: a job whose ranks
+// disagree on them does not work, so Init stops it.
+bool MustAgree(const std::string& name) {
+  return name == kDataPlane.field || name == kRanksPerNode.field || name == kLogToDriver.field;
+}
+
+// Settings that are a rank's own resources: they may differ between ranks on purpose.
+bool PerRank(const std::string& name) {
+  return name == kNumCpus.field || name == kNumGpus.field || name == kObjectStore.field ||
+         name == kResources.field;
+}
+
+const char* LevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError: return "error";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kDebug: return "debug";
+  }
+  return "?";
+}
+
+// The effective value of a setting, as text; "" for one without a plain text form (the
+// dashboard: its source's text stands for it).
+std::string EffectiveText(const Settings& s, const std::string& name) {
+  if (name == kNumCpus.field) return Format(s.num_cpus);
+  if (name == kNumGpus.field) return Format(s.num_gpus);
+  if (name == kObjectStore.field) return Format(s.object_store_memory);
+  if (name == kResources.field) {
+    std::string text;
+    for (const auto& [k, v] : s.custom_resources) text += (text.empty() ? "" : ",") + k + ":" + Format(v);
+    return text;
+  }
+  if (name == kLogDir.field) return s.log_dir;
+  if (name == kRanksPerNode.field) return Format(s.ranks_per_node);
+  if (name == kMaxInline.field) return Format(s.max_inline_bytes);
+  if (name == kRankTimeout.field) return Format(s.rank_timeout_s);
+  if (name == kPendingWarn.field) return Format(s.pending_warn_s);
+  if (name == kLogLevel.field) return LevelName(s.log_level);
+  if (name == kTaskTable.field) return Format(s.task_table_size);
+  if (name == kDataPlane.field) return s.data_plane;
+  if (name == kNetwork.field) return s.network;
+  if (name == kLogToDriver.field) return s.log_to_driver ? "on" : "off";
+  return "";
+}
+
+template <class T>
+bool IsGiven(const std::optional<T>& field) {
+  return field.has_value();
+}
+template <class K, class V>
+bool IsGiven(const std::map<K, V>& field) {
+  return !field.empty();
+}
+
+// "rank 3", "ranks 0-2, 5" with their hosts: "ranks 0-1 (host a), 2 (host b)".
+std::string RanksAndHosts(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  constexpr size_t kMaxRuns = 6;
+  size_t runs = 0;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    const auto host = [&](size_t k) -> const std::string& { return hosts.at(static_cast<size_t>(ranks[k])); };
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1 && host(j + 1) == host(i)) ++j;
+    if (runs == kMaxRuns) {
+      out += ", ... (" + std::to_string(ranks.size() - i) + " more)";
+      break;
+    }
+    out += (runs ? ", " : "") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "") +
+           " (host " + host(i) + ")";
+    ++runs;
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<GivenSetting> GivenSettings(const Settings& s, const Config& code,
+                                        const std::vector<std::string>& args, const EnvFn& env,
+                                        const std::vector<std::string>& prism_env) {
+  const auto flags = ParseFlags(args);
+  std::map<std::string, bool> in_code;
+  ForEachConfigField([&](const char* name, const auto& field) { in_code[name] = IsGiven(field); }, code);
+  std::vector<GivenSetting> out;
+  for (const Option* o : kOptions) {
+    std::string source, text;
+    if (auto f = flags.find(o->flag); f != flags.end()) {
+      source = std::string(o->flag) + "=" + f->second;
+      text = f->second;
+    } else if (auto e = env(o->env); e && !e->empty()) {
+      source = std::string(o->env) + "=" + *e;
+      text = *e;
+    } else if (in_code[o->field]) {
+      source = std::string("Config::") + o->field;
+    }
+    if (source.empty() && !MustAgree(o->field)) continue;
+    std::string value = EffectiveText(s, o->field);
+    if (value.empty() && !text.empty()) value = text;
+    out.push_back({o->field, value, source});
+  }
+  for (const auto& entry : prism_env) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || entry.rfind("PRISM_", 0) != 0 || entry.rfind("PRISM_TRAIN_", 0) == 0) continue;
+    const std::string name = entry.substr(0, eq);
+    const bool setting = std::any_of(std::begin(kOptions), std::end(kOptions),
+                                     [&](const Option* o) { return name == o->env; });
+    if (!setting) out.push_back({name, entry.substr(eq + 1), ""});
+  }
+  return out;
+}
+
+SettingsAgreement CompareSettings(const std::vector<std::vector<GivenSetting>>& by_rank,
+                                  const std::vector<std::string>& hosts) {
+  // name -> (what the rank has -> its ranks); a rank without the name is in the "" group.
+  std::map<std::string, std::map<std::pair<std::string, std::string>, std::vector<int>>> seen;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    for (const auto& g : by_rank[r]) seen[g.name][{g.value, g.source}].push_back(static_cast<int>(r));
+  }
+  SettingsAgreement result;
+  for (auto& [name, groups] : seen) {
+    const bool variable = name.rfind("PRISM_", 0) == 0;
+    std::string env_name = name;
+    for (const Option* o : kOptions) {
+      if (name == o->field) env_name = o->env;
+    }
+    const std::string how =
+        " Give every rank the same settings: mpirun passes only the variables named with -x to "
+        "the ranks it starts (mpirun -x " + env_name + "=<value> ..., or -x " + env_name +
+        " to forward the launching shell's value); srun exports the launching shell's "
+        "environment by default (unless --export says otherwise); flags (--prism-*) reach "
+        "every rank that gets the same command line.";
+    std::vector<char> has(by_rank.size(), 0);
+    for (const auto& [key, ranks] : groups) {
+      for (int r : ranks) has[static_cast<size_t>(r)] = 1;
+    }
+    std::vector<int> missing;
+    for (size_t r = 0; r < has.size(); ++r) {
+      if (!has[r]) missing.push_back(static_cast<int>(r));
+    }
+    // Equal values agree, whichever source gave them (a variable here, a flag there).
+    std::map<std::string, std::vector<std::string>> values;
+    for (const auto& [key, ranks] : groups) values[key.first].push_back(key.second);
+    if (values.size() == 1 && missing.empty()) continue;
+    // In order of each group's first rank: rank 0's value first.
+    std::vector<std::pair<std::pair<std::string, std::string>, std::vector<int>>> ordered(groups.begin(), groups.end());
+    std::sort(ordered.begin(), ordered.end(),
+              [](const auto& a, const auto& b) { return a.second.front() < b.second.front(); });
+    std::string listed;
+    for (const auto& [key, ranks] : ordered) {
+      const auto& [value, source] = key;
+      const std::string what = variable       ? "\"" + value + "\""
+                               : source.empty() ? value + " (the default)"
+                                                : value + " (" + source + ")";
+      listed += (listed.empty() ? "" : "; ") + what + " on " + RanksAndHosts(ranks, hosts);
+    }
+    if (!missing.empty()) {
+      listed += "; " + std::string(variable ? "unset" : "not set (the default)") + " on " +
+                RanksAndHosts(missing, hosts);
+    }
+    if (MustAgree(name)) {
+      result.error += std::string(result.error.empty() ? "prism: " : "\nprism: ") + "the setting " + name +
+                      " must be the same on every rank, and it differs: " + listed + "." + how;
+      continue;
+    }
+    std::string text = std::string(variable ? "the variable " : "the setting ") + name +
+                       " differs between ranks: " + listed + ".";
+    if (PerRank(name)) text += " (It may differ on purpose, as ranks' resources can; if so, ignore this.)";
+    result.warnings.push_back(text + how);
+  }
+  return result;
 }
 
 uint64_t ParseBytes(const std::string& what, const std::string& text) {

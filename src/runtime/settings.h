@@ -97,6 +97,43 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
                          const LaunchInfo& launch, const HostFacts& host,
                          const std::string& launch_id);
 
+/// A setting as one rank resolved it, for comparing the ranks at Init (under mpirun only
+/// the variables given with -x reach the other hosts' ranks).
+struct GivenSetting {
+  /// The setting's name (Config's field, e.g. "num_cpus"), or a PRISM_* variable that is
+  /// not a setting (e.g. "PRISM_STORAGE_PATH", read by the libraries).
+  std::string name;
+  /// The effective value as text ("3", "ucx", "on"); for a variable, its value.
+  std::string value;
+  /// Where it came from: "PRISM_NUM_CPUS=3", "--prism-num-cpus=3", "Config::num_cpus", or
+  /// "" for the detected default (a variable: "").
+  std::string source;
+};
+
+/// What this rank was given: each setting a source (Config, PRISM_* variable or
+/// --prism-* flag) gave, those every rank must agree on (data_plane, ranks_per_node,
+/// log_to_driver) even at their defaults, and the PRISM_* variables of `prism_env`
+/// ("NAME=value") that are not settings (PRISM_TRAIN_*, a training worker's own, excluded).
+/// Settings left at their detected defaults are not listed: they may differ between
+/// hosts (num_cpus, object_store_memory), and the lists stay short on big jobs.
+std::vector<GivenSetting> GivenSettings(const Settings& s, const Config& code,
+                                        const std::vector<std::string>& args, const EnvFn& env,
+                                        const std::vector<std::string>& prism_env);
+
+/// What the ranks' settings say together: warnings for settings and PRISM_* variables that
+/// differ between ranks (set on some and not others, or to different values), and an
+/// error when one that every rank must agree on differs. Each names the ranks, their
+/// hosts and the values, and says how to pass settings to every rank. The warnings are
+/// for the log (no "prism:" prefix); the error is a whole message.
+struct SettingsAgreement {
+  std::vector<std::string> warnings;
+  std::string error;  ///< "" when nothing must stop the job
+};
+
+/// Compares GivenSettings of every rank (`by_rank[r]`, on host `hosts[r]`). Pure.
+SettingsAgreement CompareSettings(const std::vector<std::vector<GivenSetting>>& by_rank,
+                                  const std::vector<std::string>& hosts);
+
 /// Config::network as the highest source gives it ("any" if none), read before MPI_Init:
 /// what ApplyNetwork sets up. ResolveSettings validates it afterwards.
 std::string NetworkSetting(const Config& code, const std::vector<std::string>& args, const EnvFn& env);

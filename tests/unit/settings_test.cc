@@ -240,6 +240,77 @@ TEST(SettingsTest, DefaultCpusFollowTheAffinityMask) {
   EXPECT_EQ(Resolve({{"PRISM_NUM_CPUS", "3"}}, {}, {}, host).num_cpus, 3.0);  // a given value wins
 }
 
+// --- Settings compared between ranks (issue 46) ----------------------------------------
+
+std::vector<GivenSetting> Given(const Vars& vars, const std::vector<std::string>& args = {},
+                                const Config& code = {}) {
+  EnvFn env = FakeEnv(vars);
+  std::vector<std::string> prism_env;
+  for (const auto& [k, v] : vars) prism_env.push_back(k + "=" + v);
+  Settings s = ResolveSettings(code, args, env, DetectLaunch(env), FakeHost(), "fallback");
+  return GivenSettings(s, code, args, env, prism_env);
+}
+
+TEST(SettingsAgreementTest, ListsWhatWasGivenAndWhatMustAgree) {
+  auto given = Given({{"PRISM_NUM_CPUS", "3"}, {"PRISM_STORAGE_PATH", "/shared/runs"},
+                      {"PRISM_TRAIN_WORLD_RANK", "2"}},
+                     {"--prism-log-level=info"});
+  std::map<std::string, GivenSetting> by_name;
+  for (const auto& g : given) by_name[g.name] = g;
+  EXPECT_EQ(by_name["num_cpus"].value, "3");
+  EXPECT_EQ(by_name["num_cpus"].source, "PRISM_NUM_CPUS=3");
+  EXPECT_EQ(by_name["log_level"].source, "--prism-log-level=info");
+  EXPECT_EQ(by_name["data_plane"].value, "ucx");  // must agree: listed at its default
+  EXPECT_EQ(by_name["data_plane"].source, "");
+  EXPECT_EQ(by_name["PRISM_STORAGE_PATH"].value, "/shared/runs");
+  EXPECT_EQ(by_name.count("PRISM_TRAIN_WORLD_RANK"), 0u) << "a training worker's own variable";
+  EXPECT_EQ(by_name.count("object_store_memory"), 0u) << "defaults may differ between hosts";
+  EXPECT_EQ(by_name.count("PRISM_NUM_CPUS"), 0u) << "a setting's variable is compared as the setting";
+}
+
+TEST(SettingsAgreementTest, WarnsOfAVariableThatReachedOnlySomeRanks) {
+  // mpirun -n 1 -x PRISM_NUM_CPUS=3 app : -n 2 app, on two hosts.
+  const auto forwarded = Given({{"PRISM_NUM_CPUS", "3"}});
+  const auto plain = Given({});
+  SettingsAgreement a = CompareSettings({forwarded, plain, plain}, {"h1", "h2", "h2"});
+  EXPECT_TRUE(a.error.empty()) << a.error;
+  ASSERT_EQ(a.warnings.size(), 1u);
+  const std::string& w = a.warnings[0];
+  for (const char* part : {"the setting num_cpus differs between ranks: 3 (PRISM_NUM_CPUS=3) on rank 0 (host h1)",
+                           "not set (the default) on ranks 1-2 (host h2)", "may differ on purpose",
+                           "mpirun passes only the variables named with -x", "mpirun -x PRISM_NUM_CPUS=<value>",
+                           "srun exports"}) {
+    EXPECT_NE(w.find(part), std::string::npos) << "lacks \"" << part << "\": " << w;
+  }
+  // Equal everywhere, from different sources: nothing to say.
+  EXPECT_TRUE(CompareSettings({Given({{"PRISM_NUM_CPUS", "3"}}), Given({}, {"--prism-num-cpus=3"})}, {"a", "b"})
+                  .warnings.empty());
+  EXPECT_TRUE(CompareSettings({plain, plain}, {"a", "b"}).warnings.empty());
+}
+
+TEST(SettingsAgreementTest, OtherPrismVariablesAreComparedToo) {
+  SettingsAgreement a = CompareSettings(
+      {Given({{"PRISM_STORAGE_PATH", "/a"}}), Given({{"PRISM_STORAGE_PATH", "/b"}}), Given({})},
+      {"h1", "h2", "h3"});
+  ASSERT_EQ(a.warnings.size(), 1u);
+  EXPECT_NE(a.warnings[0].find("the variable PRISM_STORAGE_PATH differs between ranks: \"/a\" on rank 0 (host h1); "
+                               "\"/b\" on rank 1 (host h2); unset on rank 2 (host h3)"),
+            std::string::npos)
+      << a.warnings[0];
+}
+
+TEST(SettingsAgreementTest, FailsWhenOneThatMustAgreeDiffers) {
+  SettingsAgreement a = CompareSettings({Given({}), Given({{"PRISM_DATA_PLANE", "mpi"}})}, {"h1", "h2"});
+  EXPECT_NE(a.error.find("prism: the setting data_plane must be the same on every rank, and it differs: "
+                         "ucx (the default) on rank 0 (host h1); mpi (PRISM_DATA_PLANE=mpi) on rank 1 (host h2)"),
+            std::string::npos)
+      << a.error;
+  EXPECT_NE(a.error.find("mpirun -x PRISM_DATA_PLANE=<value>"), std::string::npos) << a.error;
+  EXPECT_TRUE(CompareSettings({Given({{"PRISM_DATA_PLANE", "mpi"}}), Given({}, {"--prism-data-plane=mpi"})},
+                              {"h1", "h2"})
+                  .error.empty());
+}
+
 TEST(SettingsTest, DefaultsFromSlurm) {
   Settings s = Resolve({{"SLURM_JOB_ID", "42"},
                         {"SLURM_STEP_ID", "0"},
