@@ -31,17 +31,24 @@ std::string ErrorOf(F&& f) {
   return "(no error)";
 }
 
-/// A fresh directory for one test that every rank of the job sees, removed with everything
-/// in it when the object goes out of scope. `dir / "name"` is a path inside it. It is under
-/// $PRISM_TEST_SHARED_DIR when that is set (the two-host test bed sets it to a directory both
-/// hosts share, as a cluster's shared file system: each host's /tmp is its own), else under
-/// $TMPDIR or /tmp, which every rank on one host shares.
+/// Where a test puts files that every rank of the job must see (storage paths, files tasks
+/// write for the driver): $PRISM_TEST_SHARED_DIR when set (the two-host test bed sets it to
+/// a directory both hosts share, as a cluster's shared file system: each host's /tmp is its
+/// own), else $TMPDIR or /tmp, which every rank on one host shares.
+inline std::string SharedTestDir() {
+  for (const char* var : {"PRISM_TEST_SHARED_DIR", "TMPDIR"}) {
+    const char* dir = std::getenv(var);
+    if (dir != nullptr && *dir != '\0') return dir;
+  }
+  return "/tmp";
+}
+
+/// A fresh directory for one test under SharedTestDir(), removed with everything in it when
+/// the object goes out of scope. `dir / "name"` is a path inside it.
 class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "prism-test-") {
-    const char* shared = std::getenv("PRISM_TEST_SHARED_DIR");
-    const char* tmp = shared && *shared ? shared : std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "XXXXXX";
+    std::string pattern = SharedTestDir() + "/" + prefix + "XXXXXX";
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
     if (::mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern + " failed");

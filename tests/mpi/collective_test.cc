@@ -226,6 +226,9 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
+std::atomic<int> g_created_tag{-1};  // the tag of the last group CgAbortMember created here
+bool CgCreated(int tag) { return g_created_tag.load() == tag; }
+
 std::string CgSetAbort(int tag) {
   g_abort_set_ns = NowNs();
   g_abort_tag = tag;
@@ -241,6 +244,7 @@ std::string CgAbortMember(Ranks ranks, int tag, int algorithm, bool joins) {
   o.aborted = [tag] { return g_abort_tag.load() == tag; };
   o.timeout = std::chrono::seconds(20);
   Group g = Group::Create(Key(tag), ranks, o);
+  g_created_tag = tag;
   if (!joins) {
     auto t0 = Clock::now();
     while (!o.aborted() && SecondsSince(t0) < 30) SleepMs(5);
@@ -468,7 +472,7 @@ std::string CgHostAndShm(Ranks ranks, int tag) {
   return std::string(host) + (g.HasSharedMemory() ? " shm (" : " no shm (") + g.Describe() + ")";
 }
 
-PRISM_REMOTE(CgHostAndShm, CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
+PRISM_REMOTE(CgHostAndShm, CgCreated, CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
              CgDuplicateStreams, CgAllToAllV);
 
 // ---- Driver helpers -----------------------------------------------------------------------
@@ -549,6 +553,11 @@ TEST(Collective, AbortEndsAWaitForAMemberThatNeverJoins) {
   for (int a : {kShm, kRing}) {
     std::vector<prism::ObjectRef<std::string>> refs;
     for (int w : ranks) refs.push_back(Member(w, CgAbortMember).Remote(ranks, tag, a, w != ranks.back()));
+    // The abort is for the AllReduce: set it once every member has the group (creation
+    // takes longer than the wait below across hosts), while the others wait in AllReduce.
+    for (int w : ranks) {
+      for (int i = 0; i < 6000 && !*Member(w, CgCreated).Remote(tag).Get(60000); ++i) SleepMs(10);
+    }
     SleepMs(300);
     std::vector<prism::ObjectRef<std::string>> setters;
     for (int w : ranks) setters.push_back(Member(w, CgSetAbort).Remote(tag));

@@ -28,6 +28,7 @@ using prism_test::AllIds;
 using prism_test::ErrorOf;
 using prism_test::IdsOf;
 using prism_test::Iota;
+using prism_test::TempDir;
 
 Row AddOne(Row r) {
   r["id"] = std::get<int64_t>(r["id"]) + 1;

@@ -13,6 +13,7 @@
 #include "prism/rl.h"
 #include "prism/rl/tune.h"
 #include "prism/tune.h"
+#include "../../common/test_util.h"
 
 namespace prism::rl {
 namespace {
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 tune::RunConfig RunNamed(const std::string& name) {
   tune::RunConfig run;
   run.name = name;
-  run.storage_path = fs::temp_directory_path().string() + "/prism-rl-tune-" + std::to_string(::getpid());
+  run.storage_path = prism_test::SharedTestDir() + "/prism-rl-tune-" + std::to_string(::getpid());
   run.verbose = 0;
   return run;
 }

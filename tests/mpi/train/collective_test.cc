@@ -382,6 +382,9 @@ std::string CtGatherMismatch(Ranks ranks, int tag, int mode) {
 std::atomic<int> g_abort_tag{-1};
 std::atomic<int64_t> g_abort_set_ns{0};
 
+std::atomic<int> g_created_tag{-1};  // the tag of the last group CtAbortMember created here
+bool CtCreated(int tag) { return g_created_tag.load() == tag; }
+
 std::string CtSetAbort(int tag) {
   g_abort_set_ns = NowNs();
   g_abort_tag = tag;
@@ -396,6 +399,7 @@ std::string CtAbortMember(Ranks ranks, int tag, bool joins) {
   o.aborted = [tag] { return g_abort_tag.load() == tag; };
   o.timeout = std::chrono::seconds(20);
   auto c = Group(ranks, tag, o);
+  g_created_tag = tag;
   if (!joins) {
     auto t0 = Clock::now();
     while (!o.aborted() && SecondsSince(t0) < 30) SleepMs(5);
@@ -470,7 +474,7 @@ std::string CtTimeoutMember(Ranks ranks, int tag, bool joins) {
 }
 
 PRISM_REMOTE(CtReduce, CtBroadcast, CtAllGather, CtBarrier, CtChunked, CtLarge, CtSalted,
-             CtDuplicateStreams, CtGatherMismatch, CtSetAbort, CtAbortMember, CtTimeoutMember);
+             CtDuplicateStreams, CtGatherMismatch, CtSetAbort, CtAbortMember, CtTimeoutMember, CtCreated);
 
 // ---- Driver helpers -----------------------------------------------------------------------
 
@@ -562,6 +566,11 @@ TEST(MpiCollective, AbortEndsAWaitForAMemberThatNeverJoins) {
   std::vector<prism::ObjectRef<std::string>> refs;
   for (int w : ranks)
     refs.push_back(Member(w, CtAbortMember).Remote(ranks, tag, w != ranks.back()));
+  // The abort is for the AllReduce: set it once every member has the group (creation takes
+  // longer than the wait below across hosts), while the others wait in AllReduce.
+  for (int w : ranks) {
+    for (int i = 0; i < 6000 && !*Member(w, CtCreated).Remote(tag).Get(60000); ++i) SleepMs(10);
+  }
   SleepMs(200);
   std::vector<prism::ObjectRef<std::string>> setters;
   for (int w : ranks) setters.push_back(Member(w, CtSetAbort).Remote(tag));

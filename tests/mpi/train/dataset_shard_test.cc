@@ -11,6 +11,7 @@
 
 #include "prism/data/torch.h"
 #include "prism/train.h"
+#include "../../common/test_util.h"
 
 namespace train = prism::train;
 namespace data = prism::data;
@@ -18,8 +19,7 @@ namespace data = prism::data;
 namespace {
 
 std::string FreshDir(const std::string& what) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-shard-test-" + what + "-" +
+  std::string dir = prism_test::SharedTestDir() + "/prism-shard-test-" + what + "-" +
                     std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

@@ -22,8 +22,7 @@ namespace train = prism::train;
 namespace {
 
 std::string FreshDir(const std::string& what) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-trainer-test-" + what + "-" +
+  std::string dir = SharedTestDir() + "/prism-trainer-test-" + what + "-" +
                     std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);

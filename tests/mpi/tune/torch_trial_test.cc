@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../../common/test_util.h"
+
 namespace train = prism::train;
 namespace tune = prism::tune;
 namespace fs = std::filesystem;
@@ -42,7 +44,7 @@ void ScoredLoop(train::Config config) {
 PRISM_REMOTE(ScoredLoop);
 
 TEST(TorchTrainable, EachTrialIsATwoWorkerTrainingRunAndAshaStopsThePoorOne) {
-  std::string storage = fs::temp_directory_path().string() + "/prism-tune-torch-" + std::to_string(::getpid());
+  std::string storage = prism_test::SharedTestDir() + "/prism-tune-torch-" + std::to_string(::getpid());
   fs::remove_all(storage);
   train::TorchTrainerOptions options;
   options.scaling_config.num_workers = 2;

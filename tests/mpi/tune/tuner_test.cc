@@ -27,7 +27,7 @@ using prism_test::ErrorOf;
 
 std::string Storage() {
   static const std::string dir = [] {
-    std::string d = fs::temp_directory_path().string() + "/prism-tune-test-" + std::to_string(::getpid());
+    std::string d = prism_test::SharedTestDir() + "/prism-tune-test-" + std::to_string(::getpid());
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
