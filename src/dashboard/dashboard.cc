@@ -41,7 +41,7 @@ bool SameToken(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-http::Response Json(const nlohmann::json& j) {
+http::Response JsonResponse(const nlohmann::json& j) {
   http::Response r;
   r.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   r.headers["cache-control"] = "no-store";
@@ -113,18 +113,18 @@ http::Response Routes::Answer(const http::Request& request) {
       }
       std::optional<std::string> text;
       if (sources_.log_tail) text = sources_.log_tail(static_cast<int>(rank));
-      return Json({{"rank", rank}, {"reachable", text.has_value()}, {"text", text.value_or("")}});
+      return JsonResponse({{"rank", rank}, {"reachable", text.has_value()}, {"text", text.value_or("")}});
     }
     if (path.rfind("/api/", 0) == 0) {
       const std::string view = path.substr(5);
-      if (view == "job") return Json(JobJson(Current()));
-      if (view == "ranks") return Json(RanksJson(Current()));
-      if (view == "tasks") return Json(TasksJson(Current()));
-      if (view == "actors") return Json(ActorsJson(Current()));
-      if (view == "placement_groups") return Json(PlacementGroupsJson(Current()));
-      if (view == "kv") return Json(KvJson(Current()));
-      if (view == "timeline") return Json(TimelineJson(Current()));
-      if (view == "snapshot") return Json(SnapshotJson(Current()));
+      if (view == "job") return JsonResponse(JobJson(Current()));
+      if (view == "ranks") return JsonResponse(RanksJson(Current()));
+      if (view == "tasks") return JsonResponse(TasksJson(Current()));
+      if (view == "actors") return JsonResponse(ActorsJson(Current()));
+      if (view == "placement_groups") return JsonResponse(PlacementGroupsJson(Current()));
+      if (view == "kv") return JsonResponse(KvJson(Current()));
+      if (view == "timeline") return JsonResponse(TimelineJson(Current()));
+      if (view == "snapshot") return JsonResponse(SnapshotJson(Current()));
     }
   } catch (const std::exception& e) {
     return http::ErrorResponse(503, std::string("the job's state is not available: ") + e.what());

@@ -1,14 +1,15 @@
 """The dashboard of a real 3-rank job over HTTP (label mpi).
 
-    dashboard_test.py <mpiexec> <prism_dashboard_app> [report]
+    dashboard_test.py <mpiexec> <prism_dashboard_app> <prism (the CLI)> [report]
 
 Starts the job with --prism-dashboard=loopback, reads the endpoint file, checks the JSON
 views and /metrics (parsed with python3-prometheus-client when installed) show the ranks,
-tasks, actors, the placement group and KV keys, then ends the job and checks the report.
-With "report": --prism-dashboard=report (no server) and a driver that returns 75 from main
+tasks, actors, the placement group and KV keys, and that `prism status` prints them, then
+ends the job and checks the report (and `prism status` of it). With "report": --prism-dashboard=report (no server) and a driver that returns 75 from main
 without Shutdown, as a preempted job does: the report is written at exit all the same.
 """
 import os
+import subprocess
 import sys
 import time
 
@@ -42,9 +43,15 @@ def report_only(mpiexec, app):
         job.cleanup()
 
 
+def prism_status(cli, where):
+    out = subprocess.run([cli, "status", where], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    return out.stdout
+
+
 def main():
-    mpiexec, app = sys.argv[1], sys.argv[2]
-    if sys.argv[3:] == ["report"]:
+    mpiexec, app, cli = sys.argv[1], sys.argv[2], sys.argv[3]
+    if sys.argv[4:] == ["report"]:
         return report_only(mpiexec, app)
     started = time.time()
     job = DashboardJob(mpiexec, app)
@@ -110,6 +117,11 @@ def main():
             assert {s.labels["rank"] for s in fams["ray_node_mem_used"].samples} == {"0", "1", "2"}
             assert len(fams["ray_object_store_memory"].samples) == 6
 
+        text = prism_status(cli, job.endpoint_file)
+        for expected in ("3 ranks", "(live: " + job.url, "0 (head)", "Square", "Actors: ALIVE 2",
+                         "Placement groups: 1", "fails on purpose"):
+            assert expected in text, (expected, text)
+
         rc, report, output = job.stop()
         assert rc == 0, output
         assert not os.path.exists(job.endpoint_file), "the endpoint file outlived the job"
@@ -117,6 +129,10 @@ def main():
         assert "prism: dashboard report " + report in output, output
         html = open(report).read()
         assert "window.PRISM_REPORT = " in html and "counter-1" in html and "fails on purpose" in html
+        text = prism_status(cli, report)
+        assert "(report: " + report in text and "Square" in text and "ran 0 min" in text, text
+        gone = subprocess.run([cli, "status", job.url], capture_output=True, text=True, timeout=30)
+        assert gone.returncode == 1 and "the job may have ended" in gone.stderr, (gone.returncode, gone.stderr)
         print("dashboard over HTTP: ok (%.1f s; report %d KiB)" % (time.time() - started, len(html) >> 10))
     finally:
         job.cleanup()

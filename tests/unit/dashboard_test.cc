@@ -21,6 +21,7 @@
 #include "dashboard/proc_sample.h"
 #include "dashboard/setting.h"
 #include "dashboard/snapshot.h"
+#include "dashboard/status.h"
 #include "prism/errors.h"
 #include "runtime/launch.h"
 #include "runtime/settings.h"
@@ -460,6 +461,25 @@ TEST(DashboardReportTest, InlinesTheSnapshotSoThatNoStringEndsTheScript) {
   EXPECT_EQ(j["snapshot"]["tasks"]["failures"][0]["error_message"], "boom \"quoted\"\n</script><b>");
   EXPECT_EQ(j["logs"]["1"], "log </script> line");
   EXPECT_LT(at, html.find("const REPORT")) << "the data comes before the page's script";
+}
+
+TEST(DashboardStatusTest, TheTerminalSummaryReadsTheSnapshotOrAReport) {
+  Snapshot s = Assemble(ThreeRanks(), {{1, Sample(1, 1, 200)}}, 10'000'000'000);
+  const std::string text = StatusText(SnapshotJson(s), "http://127.0.0.1:1/", true);
+  for (const char* expected : {"Prism job job-1: 3 ranks", "up 0 min 9 s (live: http://127.0.0.1:1/)",
+                               "0 (head)", "200 B / 1.0 GiB", "Square", "FINISHED 5", "60.0 ms",
+                               "Actors: ALIVE 1 DEAD 1", "Placement groups: 1    KV keys: 2",
+                               "Fail on rank -1: std::runtime_error: boom"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing \"" << expected << "\" in\n" << text;
+  }
+  // From a report: the same snapshot, read back out of the HTML.
+  std::optional<nlohmann::json> back = ReportSnapshot(ReportHtml(s, {}));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(StatusText(*back, "r.html", false), StatusText(SnapshotJson(s), "r.html", false));
+  EXPECT_FALSE(ReportSnapshot("<html>not a report</html>"));
+  // Missing fields print as blanks.
+  EXPECT_NE(StatusText(nlohmann::json::object(), "x", true).find("Ranks"), std::string::npos);
+  EXPECT_NE(StatusText(nlohmann::json::array(), "x", true).find("Actors: none"), std::string::npos);
 }
 
 /// GET over a real socket; returns the status line, headers and body.
