@@ -389,7 +389,7 @@ namespace {
 /// exempt, as a Tune or Train session moves it into their (checked) storage path. `dir`
 /// must exist.
 void CheckDriverSeesCheckpoint(const std::string& dir) {
-  if (GetRuntimeContext().GetRank() == 0) return;
+  if (!IsInitialized() || GetRuntimeContext().GetRank() == 0) return;  // local use, or the driver
   const char* tmp = std::getenv("TMPDIR");
   const std::string scratch = std::string(tmp && *tmp ? tmp : "/tmp") + "/prism-checkpoints-";
   const std::filesystem::path path = std::filesystem::absolute(dir).lexically_normal();

@@ -60,6 +60,7 @@ namespace prism::platform {
 
 void CheckStorageShared(const std::string& dir, const StorageCheck& about, std::vector<int> ranks) {
   using detail::ProbeFile;
+  if (!IsInitialized()) return;  // no cluster: this process is the only reader
   const RuntimeContext context = GetRuntimeContext();
   const int me = context.GetRank();
   if (ranks.empty()) {

@@ -24,7 +24,8 @@ struct StorageCheck {
 /// directory `dir` as the calling rank does: the caller writes a probe file into `dir`, a
 /// zero-CPU task pinned to each rank checks it is there and writes its own, and the caller
 /// checks it sees each of those; all probe files (`.prism-probe-*`) are removed after.
-/// `dir` must exist. Does nothing in a one-rank job or when `ranks` holds only the caller.
+/// `dir` must exist. Does nothing before Init, in a one-rank job or when `ranks` holds only
+/// the caller.
 /// Throws prism::Error when a rank cannot see the files, e.g.
 ///   prism::tune: storage_path is not shared: rank 1 (host h2) cannot see the probe file
 ///   rank 0 (host h1) wrote in /tmp/results. Put storage_path on a file system every node
