@@ -6,6 +6,7 @@
 #                              Slurm tests against a local Slurm they start
 #   ./scripts/test.sh fast     the unit tests: fakes and in-process clusters, no MPI launcher
 #   ./scripts/test.sh ranks    the multi-rank and failure-path tests (labels mpi, failure)
+#   ./scripts/test.sh multihost  the tests across two namespace hosts (tests/multihost)
 # Further arguments go to ctest, e.g. ./scripts/test.sh fast -R Scheduler. ctest runs
 # tests side by side up to PRISM_TEST_JOBS processes (default 4: a test counts its MPI
 # ranks; the Slurm tests share one local Slurm, two at a time; -j 6 timed out 3 tests on
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=all
 case "${1:-}" in
-  fast|ranks|all) tier=$1; shift ;;
+  fast|ranks|multihost|all) tier=$1; shift ;;
 esac
 ./scripts/install-deps.sh
 ./scripts/build.sh
@@ -26,6 +27,7 @@ selection=()
 case $tier in
   fast) selection=(-L '^unit$') ;;
   ranks) selection=(-L '^(mpi|failure)$') ;;
+  multihost) selection=(-L '^multihost$') ;;
 esac
 # A build that has never run its tests gets the test times of the last whole run
 # (tests/ctest_costs.txt): ctest -j then starts the longest first, as on a second run.

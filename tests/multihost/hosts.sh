@@ -45,6 +45,10 @@ inside() {
   done
   umount -l "$old"
   mount --bind "$state/hosts" /etc/hosts
+  # A boot id of its own, as another machine has: UCX and Prism take processes with the
+  # same boot id for one machine, whose shared memory they could map.
+  cat /proc/sys/kernel/random/uuid >"$state/$name.boot_id"
+  mount --bind "$state/$name.boot_id" /proc/sys/kernel/random/boot_id
   # sysfs shows the network namespace of whoever mounted it: UCX finds interfaces there.
   mount -t sysfs sysfs /sys
   ip link set lo up
