@@ -124,6 +124,7 @@ http::Response Routes::Answer(const http::Request& request) {
       if (view == "placement_groups") return JsonResponse(PlacementGroupsJson(Current()));
       if (view == "kv") return JsonResponse(KvJson(Current()));
       if (view == "timeline") return JsonResponse(TimelineJson(Current()));
+      if (view == "panels") return JsonResponse(PanelsJson(Current()));
       if (view == "snapshot") return JsonResponse(SnapshotJson(Current()));
     }
   } catch (const std::exception& e) {
@@ -131,7 +132,7 @@ http::Response Routes::Answer(const http::Request& request) {
   }
   return http::ErrorResponse(404, "no such page: " + path +
                                       " (try /, /metrics or /api/{job,ranks,tasks,actors,"
-                                      "placement_groups,kv,timeline,snapshot,logs?rank=N})");
+                                      "placement_groups,kv,timeline,panels,snapshot,logs?rank=N})");
 }
 
 Dashboard::Dashboard(const DashboardSetting& where, DashboardSources sources, double min_refresh_s) {

@@ -8,7 +8,7 @@
 //
 //   GET /                      the page (HTML and JS from the binary; no CDN)
 //   GET /api/<view>            job, ranks, tasks, actors, placement_groups, kv, timeline,
-//                              snapshot (all of them)
+//                              panels (the libraries'), snapshot (all of them)
 //   GET /api/logs?rank=N       the end of rank N's log, if rank 0 can read it
 //   GET /metrics               Prometheus text (dashboard/metrics.h)
 //

@@ -50,6 +50,7 @@ h2 { font-size: 15px; margin: 10px 0 2px; }
 <section id="actors"><h2>Actors</h2><table id="actors-table"></table></section>
 <section id="placement_groups"><h2>Placement groups</h2><table id="pg-table"></table></section>
 <section id="kv"><h2>KV keys</h2><table id="kv-table"></table></section>
+<section id="libraries"><div id="panels-list"></div></section>
 <section id="timeline"><h2 id="timeline-title">Timeline</h2><div id="timeline-chart"></div>
   <div id="timeline-legend"></div></section>
 <section id="logs"><h2>Logs</h2><label>Rank <select id="log-rank"></select></label>
@@ -59,7 +60,7 @@ h2 { font-size: 15px; margin: 10px 0 2px; }
 "use strict";
 const REPORT = window.PRISM_REPORT || null;
 const TABS = [["ranks", "Ranks"], ["tasks", "Tasks"], ["actors", "Actors"],
-              ["placement_groups", "Placement groups"], ["kv", "KV"], ["timeline", "Timeline"], ["logs", "Logs"]];
+              ["placement_groups", "Placement groups"], ["kv", "KV"], ["libraries", "Libraries"], ["timeline", "Timeline"], ["logs", "Logs"]];
 const TIMELINE_WINDOW_MS = 5 * 60 * 1000;  // live: the last 5 minutes
 const token = new URLSearchParams(location.search).get("token");
 let current = "ranks";
@@ -87,7 +88,7 @@ function bytes(n) {
 function pct(x) { return x === null || x === undefined ? "" : x.toFixed(1) + " %"; }
 // rows: [[cell, ...], ...]; a cell is a value or {v, cls, num, bar}.
 function fill(id, head, rows) {
-  const t = document.getElementById(id);
+  const t = typeof id === "string" ? document.getElementById(id) : id;
   t.replaceChildren();
   const thead = el("thead"), tr = el("tr");
   for (const h of head) tr.appendChild(el("th", h));
@@ -177,6 +178,20 @@ function showGroups(g) {
 function showKv(kv) {
   fill("kv-table", ["key"], kv.keys.map(k => [k]).concat(kv.truncated ? [["(only the first 1000)"]] : []));
 }
+// Libraries' panels (prism/platform/panel.h): a title, a few lines, a table each.
+function showPanels(ps) {
+  const box = document.getElementById("panels-list");
+  box.replaceChildren();
+  if (!ps.length) box.appendChild(el("p", "No library has published a panel yet (Tune shows its trials here)."));
+  for (const p of ps) {
+    box.appendChild(el("h2", p.title || p.name));
+    for (const line of p.lines) box.appendChild(el("div", line));
+    const t = el("table");
+    t.dataset.panel = p.name;
+    box.appendChild(t);
+    fill(t, p.columns, p.rows);
+  }
+}
 function hue(name) {
   let h = 0;
   for (const c of name) h = (h * 31 + c.charCodeAt(0)) % 360;
@@ -263,7 +278,7 @@ async function get(path, extra) {
 }
 const VIEWS = {ranks: ["api/ranks", showRanks], tasks: ["api/tasks", showTasks], actors: ["api/actors", showActors],
                placement_groups: ["api/placement_groups", showGroups], kv: ["api/kv", showKv],
-               timeline: ["api/timeline", showTimeline]};
+               timeline: ["api/timeline", showTimeline], libraries: ["api/panels", showPanels]};
 async function refresh() {
   const status = document.getElementById("status");
   try {
@@ -281,7 +296,7 @@ async function refresh() {
 function showReport() {
   const d = REPORT.snapshot;
   showJob(d.job); showRanks(d.ranks); showTasks(d.tasks); showActors(d.actors);
-  showGroups(d.placement_groups); showKv(d.kv); showTimeline(d.timeline);
+  showGroups(d.placement_groups); showKv(d.kv); showTimeline(d.timeline); showPanels(d.panels || []);
   const rank = document.getElementById("log-rank").value || 0;
   const text = REPORT.logs[String(rank)];
   showLog({rank: rank, reachable: text !== undefined, text: text || ""});

@@ -112,6 +112,27 @@ bool IsLive(const std::string& task_state) {
 
 }  // namespace
 
+std::string EncodePanel(const platform::Panel& panel) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < panel.rows.size() && i < kMaxPanelRows; ++i) rows.push_back(panel.rows[i]);
+  nlohmann::json j = {{"title", panel.title}, {"lines", panel.lines}, {"columns", panel.columns}, {"rows", std::move(rows)}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<platform::Panel> DecodePanel(const std::string& bytes) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(bytes);
+    platform::Panel p;
+    p.title = j.at("title").get<std::string>();
+    p.lines = j.at("lines").get<std::vector<std::string>>();
+    p.columns = j.at("columns").get<std::vector<std::string>>();
+    p.rows = j.at("rows").get<std::vector<std::vector<std::string>>>();
+    return p;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::string EncodeRankSample(const RankSample& sample) {
   nlohmann::json j = {{"rank", sample.rank},
                       {"time_ns", sample.time_ns},
@@ -180,6 +201,7 @@ Snapshot Assemble(StateLists lists, const std::map<int, RankSample>& samples, in
   s.actors = std::move(lists.actors);
   s.placement_groups = std::move(lists.placement_groups);
   s.kv_keys = std::move(lists.kv_keys);
+  s.panels = std::move(lists.panels);
   if (s.kv_keys.size() > kMaxKvKeys) {
     s.kv_keys.resize(kMaxKvKeys);
     s.kv_keys_truncated = true;
@@ -238,6 +260,14 @@ nlohmann::json KvJson(const Snapshot& s) {
   return {{"keys", s.kv_keys}, {"truncated", s.kv_keys_truncated}};
 }
 
+nlohmann::json PanelsJson(const Snapshot& s) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& [name, p] : s.panels) {
+    a.push_back({{"name", name}, {"title", p.title}, {"lines", p.lines}, {"columns", p.columns}, {"rows", p.rows}});
+  }
+  return a;
+}
+
 nlohmann::json TimelineJson(const Snapshot& s) {
   const int64_t origin = s.job.start_time_ns;
   std::map<std::string, size_t> index;
@@ -265,7 +295,8 @@ nlohmann::json SnapshotJson(const Snapshot& s) {
           {"actors", ActorsJson(s)},
           {"placement_groups", PlacementGroupsJson(s)},
           {"kv", KvJson(s)},
-          {"timeline", TimelineJson(s)}};
+          {"timeline", TimelineJson(s)},
+          {"panels", PanelsJson(s)}};
 }
 
 }  // namespace prism::dashboard

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard/proc_sample.h"
+#include "prism/platform/panel.h"
 #include "prism/state.h"
 
 namespace prism::dashboard {
@@ -31,6 +32,16 @@ struct RankSample {
 /// Bytes for the sample channel, and back (nullopt for bytes it did not write).
 std::string EncodeRankSample(const RankSample& sample);
 std::optional<RankSample> DecodeRankSample(const std::string& bytes);
+
+/// Where libraries' panels live in the KV store (prism/platform/panel.h), and the most the
+/// dashboard shows.
+inline constexpr const char* kPanelKeyPrefix = "prism.dashboard/panel/";
+inline constexpr size_t kMaxPanels = 16;
+inline constexpr size_t kMaxPanelRows = 500;
+
+/// A panel as the KV store holds it (JSON), and back (nullopt for bytes it did not write).
+std::string EncodePanel(const platform::Panel& panel);
+std::optional<platform::Panel> DecodePanel(const std::string& bytes);
 
 /// One row of the ranks table.
 struct RankView {
@@ -81,6 +92,7 @@ struct Snapshot {
   std::vector<state::PlacementGroupState> placement_groups;
   std::vector<std::string> kv_keys;
   bool kv_keys_truncated = false;
+  std::vector<std::pair<std::string, platform::Panel>> panels;  // by name
 };
 
 /// The inputs of one snapshot, as the state API returns them.
@@ -96,6 +108,7 @@ struct StateLists {
   std::vector<state::ActorState> actors;
   std::vector<state::PlacementGroupState> placement_groups;
   std::vector<std::string> kv_keys;
+  std::vector<std::pair<std::string, platform::Panel>> panels;
 };
 
 /// The most keys the KV view lists (the rest are counted as truncated).
@@ -114,6 +127,8 @@ nlohmann::json TasksJson(const Snapshot& s);
 nlohmann::json ActorsJson(const Snapshot& s);
 nlohmann::json PlacementGroupsJson(const Snapshot& s);
 nlohmann::json KvJson(const Snapshot& s);
+/// [{"name", "title", "lines", "columns", "rows"}, ...]
+nlohmann::json PanelsJson(const Snapshot& s);
 /// {"origin_ns", "now_ns", "names": [...], "spans": [[rank, name index, start ms, end ms,
 /// failed], ...]}: times in ms since the job's start, compact for thousands of spans.
 nlohmann::json TimelineJson(const Snapshot& s);

@@ -96,7 +96,7 @@ std::string StatusText(const Json& s, const std::string& source, bool live) {
   const Json& job = At(s, "job");
   const double start_ns = Number(job, "start_time_ns"), now_ns = Number(job, "time_ns");
   const long secs = static_cast<long>(std::max(0.0, (now_ns - start_ns) / 1e9));
-  out << "Prism job " << Text(job, "job_id") << ": " << Text(job, "num_ranks") << " ranks, "
+  out << "Prism job " << Text(job, "job_id") << ": " << Text(job, "num_ranks") << (Text(job, "num_ranks") == "1" ? " rank, " : " ranks, ")
       << Text(job, "launcher") << ", " << (live ? "up " : "ran ") << secs / 60 << " min " << secs % 60 << " s"
       << (live ? " (live: " : " (report: ") << source << ")\n";
   out << "  " << Text(job, "entrypoint") << "\n\nRanks\n";
@@ -145,6 +145,25 @@ std::string StatusText(const Json& s, const std::string& source, bool live) {
   for (const auto& [state, n] : actors) out << " " << state << " " << n;
   out << "\nPlacement groups: " << At(s, "placement_groups").size()
       << "    KV keys: " << At(At(s, "kv"), "keys").size() << "\n";
+
+  for (const Json& p : At(s, "panels")) {
+    out << "\n" << Text(p, "title") << "\n";
+    for (const Json& line : At(p, "lines")) out << "  " << (line.is_string() ? line.get<std::string>() : "") << "\n";
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> header;
+    for (const Json& c : At(p, "columns")) header.push_back(c.is_string() ? c.get<std::string>() : "");
+    rows.push_back(header);
+    size_t shown = 0;
+    const Json& body = At(p, "rows");
+    for (const Json& r : body) {
+      if (++shown > 20) break;
+      std::vector<std::string> cells;
+      for (const Json& c : r) cells.push_back(c.is_string() ? c.get<std::string>() : "");
+      rows.push_back(cells);
+    }
+    out << Table(rows);
+    if (body.size() > 20) out << "  ... " << body.size() - 20 << " more rows\n";
+  }
 
   const Json& failures = At(tasks, "failures");
   if (!failures.empty()) {

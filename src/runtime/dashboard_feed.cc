@@ -16,7 +16,9 @@
 #include "common/log.h"
 #include "http/server.h"
 #include "node_manager/node.h"
+#include "prism/errors.h"
 #include "prism/kv.h"
+#include "prism/platform/panel.h"
 #include "prism/state.h"
 
 namespace prism::internal {
@@ -98,9 +100,15 @@ void DashboardFeed::Start() {
     server_.reset();
     return;
   }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string port = std::to_string(server_->port());
   std::fprintf(stderr, "prism: dashboard at %s (also in %s)%s\n", server_->url().c_str(),
                EndpointFile().c_str(),
-               options_.setting.NeedsToken() ? "" : "; on a cluster: ssh -L <port>:localhost:<port> <rank 0's host>");
+               options_.setting.NeedsToken()
+                   ? ""
+                   : ("; from another machine: ssh -L " + port + ":localhost:" + port + " " + host +
+                      ", then http://localhost:" + port + "/").c_str());
   PRISM_LOG_INFO("dashboard at " << server_->url());
 }
 
@@ -128,6 +136,15 @@ dashboard::Snapshot DashboardFeed::Collect(size_t ended_limit) {
   lists.actors = state::ListActors();
   lists.placement_groups = state::ListPlacementGroups();
   lists.kv_keys = kv::List("");
+  for (const auto& key : lists.kv_keys) {
+    if (key.rfind(dashboard::kPanelKeyPrefix, 0) != 0) continue;
+    if (lists.panels.size() == dashboard::kMaxPanels) break;
+    if (auto bytes = kv::Get(key)) {
+      if (auto panel = dashboard::DecodePanel(*bytes)) {
+        lists.panels.emplace_back(key.substr(std::string(dashboard::kPanelKeyPrefix).size()), std::move(*panel));
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& m : inbox_->Drain()) {
     if (auto s = dashboard::DecodeRankSample(m.bytes)) samples_[s->rank] = std::move(*s);
@@ -202,3 +219,15 @@ void DashboardFeed::Stop() {
 }
 
 }  // namespace prism::internal
+
+namespace prism::platform {
+
+bool DashboardOn() { return internal::DashboardSettingOn(); }
+
+void PublishPanel(const std::string& name, const Panel& panel) {
+  if (name.empty()) throw Error("prism: platform::PublishPanel needs a name (e.g. \"tune/<experiment>\")");
+  if (!DashboardOn()) return;
+  kv::Put(dashboard::kPanelKeyPrefix + name, dashboard::EncodePanel(panel));
+}
+
+}  // namespace prism::platform

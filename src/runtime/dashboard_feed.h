@@ -27,6 +27,9 @@ namespace prism::internal {
 
 class Node;
 
+/// Whether the running session's dashboard setting is on (runtime.cc); false without one.
+bool DashboardSettingOn();
+
 /// The channel the ranks' samples travel on, to rank 0.
 inline constexpr const char* kDashboardChannel = "prism.dashboard";
 

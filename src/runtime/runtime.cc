@@ -897,6 +897,11 @@ void SetProcessCore(CoreApi* core) {
   }
 }
 
+bool DashboardSettingOn() {
+  Runtime* rt = g_runtime.load();
+  return rt != nullptr && rt->settings.dashboard.mode != dashboard::DashboardSetting::Mode::kOff;
+}
+
 CoreApi& RequireCore(const char* what) {
   CoreApi* core = CurrentCore();
   if (core == nullptr) {

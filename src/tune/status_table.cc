@@ -50,7 +50,72 @@ std::string Table(const std::vector<std::string>& header, const std::vector<std:
   return out + rule();
 }
 
+/// The columns: the parameters searched, then iterations, time and the metric.
+std::vector<std::string> Header(const StatusView& v) {
+  std::vector<std::string> header = {"Trial name", "status"};
+  header.insert(header.end(), v.params.begin(), v.params.end());
+  header.push_back("iter");
+  header.push_back("total time (s)");
+  if (!v.metric.empty()) header.push_back(v.metric);
+  return header;
+}
+
+std::vector<std::string> RowOf(const StatusView& v, const Trial* trial) {
+  std::vector<std::string> r = {trial->id, StatusName(trial->status)};
+  for (const auto& p : v.params) r.push_back(trial->config.Get(p, ""));
+  r.push_back(std::to_string(trial->iterations));
+  r.push_back(Number(trial->time_total_s));
+  if (!v.metric.empty()) {
+    auto m = trial->last_result.find(v.metric);
+    r.push_back(m == trial->last_result.end() ? "" : Number(m->second));
+  }
+  return r;
+}
+
+std::string CountsLine(const StatusView& v) {
+  std::map<std::string, int> counts;
+  for (const Trial* trial : v.trials) ++counts[StatusName(trial->status)];
+  std::string by_status;
+  for (const auto& [name, n] : counts) by_status += (by_status.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  return "Number of trials: " + std::to_string(v.trials.size()) +
+         (v.total >= 0 ? "/" + std::to_string(v.total) : "") + " (" + by_status + ")";
+}
+
+/// "Best trial: ..." of the trials' last results, or "" without a metric or a result.
+std::string BestLine(const StatusView& v) {
+  if (v.metric.empty()) return "";
+  const Trial* best = nullptr;
+  double best_score = 0;
+  for (const Trial* trial : v.trials) {
+    auto m = trial->last_result.find(v.metric);
+    if (m == trial->last_result.end()) continue;
+    const double score = Score(m->second, v.mode);
+    if (best == nullptr || score > best_score) {
+      best = trial;
+      best_score = score;
+    }
+  }
+  if (best == nullptr) return "";
+  std::string cfg;
+  for (const auto& [k, value] : best->config.Values()) cfg += (cfg.empty() ? "" : ", ") + k + "=" + value;
+  return "Best trial: " + best->id + " with " + v.metric + "=" + Number(best->last_result.at(v.metric)) +
+         " (last result) and config {" + cfg + "}";
+}
+
 }  // namespace
+
+platform::Panel StatusPanel(const StatusView& v) {
+  platform::Panel p;
+  p.title = "Tune: " + v.experiment + (v.final ? " (final)" : "");
+  p.lines.push_back("Running for " + Duration(v.elapsed_s) + "; trials at once: " + std::to_string(v.running) + "/" +
+                    std::to_string(v.capacity) + "; result logdir: " + v.path);
+  if (!v.scheduler_line.empty()) p.lines.push_back(v.scheduler_line);
+  p.lines.push_back(CountsLine(v));
+  if (std::string best = BestLine(v); !best.empty()) p.lines.push_back(best + (v.final ? "" : " so far"));
+  p.columns = Header(v);
+  for (const Trial* trial : v.trials) p.rows.push_back(RowOf(v, trial));
+  return p;
+}
 
 std::string FormatStatus(const StatusView& v) {
   std::string out = v.final ? "== Status (final) ==\n" : "== Status ==\n";
@@ -61,31 +126,9 @@ std::string FormatStatus(const StatusView& v) {
   if (!v.scheduler_line.empty()) out += v.scheduler_line + "\n";
   out += "Trials at once: " + std::to_string(v.running) + "/" + std::to_string(v.capacity) + "\n";
   out += "Result logdir: " + v.path + "\n";
-  std::map<std::string, int> counts;
-  for (const Trial* trial : v.trials) ++counts[StatusName(trial->status)];
-  std::string by_status;
-  for (const auto& [name, n] : counts) by_status += (by_status.empty() ? "" : ", ") + std::to_string(n) + " " + name;
-  out += "Number of trials: " + std::to_string(v.trials.size()) +
-         (v.total >= 0 ? "/" + std::to_string(v.total) : "") + " (" + by_status + ")\n";
-  // Columns: the parameters searched, then iterations, time and the metric.
-  const std::vector<std::string>& params = v.params;
-  std::vector<std::string> header = {"Trial name", "status"};
-  header.insert(header.end(), params.begin(), params.end());
-  header.push_back("iter");
-  header.push_back("total time (s)");
-  if (!v.metric.empty()) header.push_back(v.metric);
+  out += CountsLine(v) + "\n";
+  const std::vector<std::string> header = Header(v);
   std::vector<std::vector<std::string>> rows;
-  auto row_of = [&](const Trial* trial) {
-    std::vector<std::string> r = {trial->id, StatusName(trial->status)};
-    for (const auto& p : params) r.push_back(trial->config.Get(p, ""));
-    r.push_back(std::to_string(trial->iterations));
-    r.push_back(Number(trial->time_total_s));
-    if (!v.metric.empty()) {
-      auto m = trial->last_result.find(v.metric);
-      r.push_back(m == trial->last_result.end() ? "" : Number(m->second));
-    }
-    return r;
-  };
   const size_t n = v.trials.size();
   for (size_t i = 0; i < n; ++i) {
     if (n > v.max_rows && i == v.max_rows / 2) {
@@ -95,27 +138,11 @@ std::string FormatStatus(const StatusView& v) {
       i += skipped - 1;
       continue;
     }
-    rows.push_back(row_of(v.trials[i]));
+    rows.push_back(RowOf(v, v.trials[i]));
   }
   out += Table(header, rows);
-  if (v.final && !v.metric.empty()) {
-    const Trial* best = nullptr;
-    double best_score = 0;
-    for (const Trial* trial : v.trials) {
-      auto m = trial->last_result.find(v.metric);
-      if (m == trial->last_result.end()) continue;
-      const double score = Score(m->second, v.mode);
-      if (best == nullptr || score > best_score) {
-        best = trial;
-        best_score = score;
-      }
-    }
-    if (best != nullptr) {
-      std::string cfg;
-      for (const auto& [k, value] : best->config.Values()) cfg += (cfg.empty() ? "" : ", ") + k + "=" + value;
-      out += "Best trial: " + best->id + " with " + v.metric + "=" +
-             Number(best->last_result.at(v.metric)) + " (last result) and config {" + cfg + "}\n";
-    }
+  if (v.final) {
+    if (std::string best = BestLine(v); !best.empty()) out += best + "\n";
   }
   return out;
 }

@@ -1,12 +1,14 @@
 #pragma once
 // The experiment's status as the driver prints it (Ray Tune's console table): one header
 // block, a row per trial (status, parameters, iterations, time, the metric), and the
-// counts by status; the final one names the best trial.
+// counts by status; the final one names the best trial. The dashboard's Tune panel shows
+// the same rows.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "prism/platform/panel.h"
 #include "prism/tune/schedulers.h"
 
 namespace prism::tune::internal {
@@ -23,5 +25,8 @@ struct StatusView {
 };
 
 std::string FormatStatus(const StatusView& view);
+/// The same status as a panel of the job's dashboard (prism/platform/panel.h): every trial,
+/// and the best so far.
+platform::Panel StatusPanel(const StatusView& view);
 
 }  // namespace prism::tune::internal

@@ -1,13 +1,15 @@
 // A small job for the dashboard's tests (tests/mpi/dashboard_test.py, dashboard_browser_test.py):
 // run it with --prism-dashboard=loopback under mpirun; it runs tasks (20 Square, one Fail,
 // one Hold per worker rank that runs until the end), a named actor on each worker rank, a
-// placement group and two KV keys, writes "ready" to <dir>/ready, then holds the job until
+// placement group, two KV keys and a Tune experiment of 3 trials (its panel in the
+// dashboard's Libraries view), writes "ready" to <dir>/ready, then holds the job until
 // <dir>/stop appears (at most 60 s) and shuts down (which writes the report). With
 // DASHBOARD_APP_EXIT=75 it returns 75 from main instead, without Shutdown, as a preempted
 // job does (kExitPreempted): the report is then written at exit.
 //
 //   prism_dashboard_app <dir> [--prism-...]
 #include <prism/api.h>
+#include <prism/tune.h>
 
 #include <chrono>
 #include <cstdio>
@@ -31,6 +33,10 @@ int Hold(std::string dir) {
   return 0;
 }
 
+void Linear(prism::tune::Config config) {
+  for (int step = 1; step <= 3; ++step) prism::tune::Report({{"score", 10.0 * config.Get<int>("a", 0) + step}});
+}
+
 class Counter {
  public:
   static Counter* Create() { return new Counter(); }
@@ -39,7 +45,7 @@ class Counter {
  private:
   int value_ = 0;
 };
-PRISM_REMOTE(Square, Fail, Hold, Counter::Create, &Counter::Add);
+PRISM_REMOTE(Square, Fail, Hold, Linear, Counter::Create, &Counter::Add);
 
 }  // namespace
 
@@ -71,6 +77,9 @@ int main(int argc, char** argv) {
   (void)pg.Wait(10);
   prism::kv::Put("dashboard/a", "1");
   prism::kv::Put("dashboard/b", "2");
+  prism::tune::Tuner tuner(Linear, {{"a", prism::tune::GridSearch({1, 2, 3})}},
+                           {.metric = "score", .mode = "max"}, {.name = "dashboard-tune", .verbose = 0});
+  (void)tuner.Fit();
   std::vector<prism::ObjectRef<int>> holds;
   for (int r = 1; r < world; ++r) {
     holds.push_back(prism::Task(Hold).SetResource("rank:" + std::to_string(r), 0.01).Remote(dir));

@@ -1,7 +1,7 @@
 """The dashboard in a real browser (labels mpi and browser): headless Chromium, driven by
 Selenium through chromium-driver, loads the live page of a 3-rank job and sees its ranks
 table filled (3 ranks, each with a sample), the failed task's error in the Tasks view, both
-actors, the timeline's bars and no console errors; then, after the job, the saved report
+actors, the timeline's bars, Tune's trials in the Libraries view and no console errors; then, after the job, the saved report
 shows the same ranks and timeline offline.
 Screenshots go to <build>/tests/mpi/dashboard_browser/.
 
@@ -102,6 +102,10 @@ def main():
         wait_until("the timeline's bars", lambda: driver.execute_script(
             "return document.querySelectorAll('#timeline-chart rect').length;") >= 20)
         driver.save_screenshot(os.path.join(shots, "live_timeline.png"))
+        driver.find_element(By.ID, "tab-libraries").click()
+        wait_until("Tune's trials in the Libraries view", lambda: driver.execute_script(
+            "return document.querySelectorAll('table[data-panel=\"tune/dashboard-tune\"] tbody tr').length;") == 3)
+        driver.save_screenshot(os.path.join(shots, "live_libraries.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         phases["live views checked"] = time.time() - started

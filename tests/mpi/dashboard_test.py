@@ -88,13 +88,20 @@ def main():
         assert len(square_spans) == 20 and all(0 <= sp[2] <= sp[3] for sp in square_spans), timeline
         assert any(sp[4] == 1 for sp in timeline["spans"]), "the failed task is on the timeline"
 
+        panels = job.json("/api/panels")
+        assert [p["name"] for p in panels] == ["tune/dashboard-tune"], panels
+        tune = panels[0]
+        assert tune["title"] == "Tune: dashboard-tune (final)" and len(tune["rows"]) == 3, tune
+        assert all(r[1] == "TERMINATED" for r in tune["rows"]) and tune["columns"][-1] == "score", tune
+        assert any(line.startswith("Best trial: ") and "score=33" in line for line in tune["lines"]), tune
+
         actors = job.json("/api/actors")
         alive = sorted((a["name"], a["rank"]) for a in actors if a["state"] == "ALIVE")
         assert alive == [("counter-1", 1), ("counter-2", 2)], actors
         groups = job.json("/api/placement_groups")
         assert [g["name"] for g in groups] == ["dashboard-pg"], groups
         keys = job.json("/api/kv")["keys"]
-        assert "dashboard/a" in keys and "dashboard/b" in keys, keys
+        assert "dashboard/a" in keys and "dashboard/b" in keys and "prism.dashboard/panel/tune/dashboard-tune" in keys, keys
         # One host: rank 0 reads every rank's files (here rank 1's captured stdout).
         log = wait_for("rank 1's output in its log", lambda: job.json("/api/logs?rank=1"),
                        lambda l: "rank 1 holds" in l["text"])
@@ -119,7 +126,7 @@ def main():
 
         text = prism_status(cli, job.endpoint_file)
         for expected in ("3 ranks", "(live: " + job.url, "0 (head)", "Square", "Actors: ALIVE 2",
-                         "Placement groups: 1", "fails on purpose"):
+                         "Placement groups: 1", "fails on purpose", "Tune: dashboard-tune (final)"):
             assert expected in text, (expected, text)
 
         rc, report, output = job.stop()

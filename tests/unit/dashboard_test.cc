@@ -189,6 +189,12 @@ StateLists ThreeRanks() {
   g.bundle_ranks = {2};
   l.placement_groups.push_back(g);
   l.kv_keys = {"a", "b"};
+  platform::Panel tune;
+  tune.title = "Tune: exp";
+  tune.lines = {"Number of trials: 2"};
+  tune.columns = {"Trial name", "status"};
+  tune.rows = {{"t0", "RUNNING"}, {"t1", "TERMINATED"}};
+  l.panels.emplace_back("tune/exp", tune);
   return l;
 }
 
@@ -241,6 +247,24 @@ TEST(DashboardSnapshotTest, DurationsRatesAndTheTimelineComeFromTheEndedTasks) {
   EXPECT_EQ(t["spans"][0], nlohmann::json::array({2, 0, 1000.0, 1005.0, 1}));
   nlohmann::json tasks = TasksJson(s);
   EXPECT_EQ(tasks["times"]["Square"]["count"], 10);
+}
+
+TEST(DashboardSnapshotTest, PanelsRoundTripAndShowInTheJson) {
+  platform::Panel p;
+  p.title = "T";
+  p.lines = {"a line"};
+  p.columns = {"x"};
+  for (size_t i = 0; i < kMaxPanelRows + 3; ++i) p.rows.push_back({std::to_string(i)});
+  std::optional<platform::Panel> back = DecodePanel(EncodePanel(p));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->title, "T");
+  EXPECT_EQ(back->lines, p.lines);
+  EXPECT_EQ(back->rows.size(), kMaxPanelRows) << "rows beyond the cap are dropped";
+  EXPECT_FALSE(DecodePanel("{}"));
+  nlohmann::json j = PanelsJson(Assemble(ThreeRanks(), {}, 2));
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["name"], "tune/exp");
+  EXPECT_EQ(j[0]["rows"][1][1], "TERMINATED");
 }
 
 TEST(DashboardSnapshotTest, ListsAtMostAThousandKvKeys) {
@@ -417,7 +441,7 @@ TEST(DashboardRoutesTest, AnswersEachViewAndCachesTheSnapshot) {
   http::Response metrics = routes.Answer(Get("/metrics"));
   EXPECT_EQ(metrics.content_type, "text/plain; version=0.0.4; charset=utf-8");
   CheckExpositionFormat(metrics.body);
-  for (const char* view : {"job", "ranks", "tasks", "actors", "placement_groups", "kv", "timeline", "snapshot"}) {
+  for (const char* view : {"job", "ranks", "tasks", "actors", "placement_groups", "kv", "timeline", "panels", "snapshot"}) {
     http::Response r = routes.Answer(Get(std::string("/api/") + view));
     EXPECT_EQ(r.status, 200) << view;
     EXPECT_TRUE(nlohmann::json::accept(r.body)) << view;
@@ -469,7 +493,8 @@ TEST(DashboardStatusTest, TheTerminalSummaryReadsTheSnapshotOrAReport) {
   for (const char* expected : {"Prism job job-1: 3 ranks", "up 0 min 9 s (live: http://127.0.0.1:1/)",
                                "0 (head)", "200 B / 1.0 GiB", "Square", "FINISHED 5", "60.0 ms",
                                "Actors: ALIVE 1 DEAD 1", "Placement groups: 1    KV keys: 2",
-                               "Fail on rank -1: std::runtime_error: boom"}) {
+                               "Fail on rank -1: std::runtime_error: boom", "Tune: exp\n  Number of trials: 2",
+                               "t1          TERMINATED"}) {
     EXPECT_NE(text.find(expected), std::string::npos) << "missing \"" << expected << "\" in\n" << text;
   }
   // From a report: the same snapshot, read back out of the HTML.

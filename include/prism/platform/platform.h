@@ -14,6 +14,7 @@
 //   placement.h   BundleLocations(pg): the rank and node each bundle landed on
 //   poll.h        PollPause: the pause of a poll loop (spin, then yield, then short sleeps)
 //   preemption.h  PreemptionGuard, PreemptionHook: SIGUSR1/SIGTERM for libraries
+//   panel.h       Panel, PublishPanel: a library's table on the job's dashboard
 //   storage.h     CheckStorageShared: does every rank see a directory as this one does
 //                 (results on shared storage, not on a node-local disk)
 //   in_process.h  InProcessCluster: N ranks in one process without MPI, for unit tests
@@ -29,6 +30,7 @@
 #include "prism/platform/communicator.h"
 #include "prism/platform/in_process.h"
 #include "prism/platform/invoke.h"
+#include "prism/platform/panel.h"
 #include "prism/platform/placement.h"
 #include "prism/platform/poll.h"
 #include "prism/platform/put.h"
