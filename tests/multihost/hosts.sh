@@ -21,6 +21,14 @@ skip=77
 
 holder() { cat "$state/$1.pid" 2>/dev/null; }
 
+# Ends with ctest's skip status, and leaves the reason for check (the tests that need the
+# hosts then skip with it too).
+skip_because() {
+  echo "skip: $*"
+  mkdir -p "$state" && echo "$*" >"$state/skipped"
+  exit $skip
+}
+
 alive() {
   local pid
   pid=$(holder "$1") || return 1
@@ -59,10 +67,10 @@ inside() {
 up() {
   if alive h1 && alive h2; then echo "hosts.sh: prism-h1 and prism-h2 are already up"; return 0; fi
   down >/dev/null 2>&1 || true
+  rm -f "$state/skipped"
   if ! unshare --net --uts --mount true 2>/dev/null || ! command -v ip >/dev/null; then
-    echo "skip: this machine cannot make network, UTS and mount namespaces (needs root," \
-         "unshare and iproute2): the multihost tests do not run here"
-    exit $skip
+    skip_because "this machine cannot make network, UTS and mount namespaces (needs root," \
+                 "unshare and iproute2): the multihost tests do not run here"
   fi
   mkdir -p "$state"
   printf '127.0.0.1 localhost\n%s.1 prism-h1\n%s.2 prism-h2\n' "$subnet" "$subnet" >"$state/hosts"
@@ -79,11 +87,11 @@ up() {
     sleep 0.05
   done
   [[ -e $state/h1.ready && -e $state/h2.ready ]] || {
-    echo "skip: this machine would not set up the hosts' mounts (tmpfs, bind mounts, sysfs):"
-    cat "$state"/h*.log; down; exit $skip; }
+    cat "$state"/h*.log; down
+    skip_because "this machine would not set up the hosts' mounts (tmpfs, bind mounts, sysfs)"; }
   local tmp=pmh$$
   ip link add "${tmp}a" type veth peer name "${tmp}b" || {
-    echo "skip: this machine cannot make a veth pair (no veth support in its kernel)"; down; exit $skip; }
+    down; skip_because "this machine cannot make a veth pair (no veth support in its kernel)"; }
   ip link set "${tmp}a" netns "$(holder h1)"
   ip link set "${tmp}b" netns "$(holder h2)"
   for h in 1 2; do
@@ -123,6 +131,7 @@ down() {
 
 check() {
   if alive h1 && alive h2; then return 0; fi
+  if [[ -s $state/skipped ]]; then echo "skip: $(cat "$state/skipped")"; exit $skip; fi
   unshare --net --uts --mount true 2>/dev/null || exit $skip
   echo "hosts.sh: the hosts are not up (run hosts.sh up)"; exit 1
 }
