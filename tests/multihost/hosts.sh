@@ -8,6 +8,7 @@
 #   hosts.sh check          exit 0 if both are up, 77 (ctest's skip) if this machine cannot
 #                           make them, 1 if they are down
 #   hosts.sh exec <h1|h2> <command...>   run a command inside a host
+#   hosts.sh pids <h1|h2>   the processes running inside a host
 #
 # Everything outside /tmp and /dev/shm (the source tree, /var/tmp, home) is the same file
 # system on both hosts, like a cluster's shared file system. The addresses exist only inside
@@ -148,6 +149,7 @@ case $cmd in
   down) down ;;
   check) check ;;
   exec) run_in "$@" ;;
+  pids) members "$1" ;;
   inside) inside "$@" ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac
