@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "prism/api.h"
 #include "prism/kv.h"
+#include "prism/platform/panel.h"
 #include "prism/state.h"
 #include "serve/registry.h"
 
@@ -129,7 +131,11 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
                    std::to_string(d.target) + " replicas running)";
       }
     }
-    if (pending.empty()) return;
+    if (pending.empty()) {
+      panel_due_ = true;  // the dashboard shows the deployments ready at the next tick
+      wake_.notify_all();
+      return;
+    }
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       throw DeploymentError("serve: not every replica is up after " + std::to_string(ready_timeout_s) +
                             " s: " + pending +
@@ -228,9 +234,44 @@ void Controller::Loop() {
   while (!stop_) {
     lock.unlock();
     Tick(Now());
+    PublishPanel(Now());
     lock.lock();
     if (stop_) break;
     wake_.wait_for(lock, std::chrono::duration<double>(kTickS));
+  }
+}
+
+void Controller::PublishPanel(double now) {
+  constexpr double kPanelS = 2;
+  if (!panel_due_.exchange(false) && last_panel_ >= 0 && now - last_panel_ < kPanelS) return;
+  last_panel_ = now;
+  if (!platform::DashboardOn()) return;
+  try {
+    ServeStatus status;
+    FillStatus(status);
+    platform::Panel p;
+    p.title = "Serve";
+    char when[32];
+    const std::time_t t = std::time(nullptr);
+    std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&t));
+    p.lines.push_back(std::to_string(status.deployments.size()) + " deployments, as of " + when);
+    p.columns = {"deployment", "application", "status", "replicas (running/target)", "on ranks",
+                 "ongoing requests", "queued requests", "message"};
+    for (const DeploymentStatus& d : status.deployments) {
+      int running = 0, ongoing = 0;
+      std::string ranks;
+      for (const ReplicaStatus& r : d.replicas) {
+        running += r.state == ReplicaState::kRunning;
+        ongoing += r.ongoing_requests;
+        ranks += (ranks.empty() ? "" : ",") + std::to_string(r.rank);
+      }
+      p.rows.push_back({d.name, d.application, HealthName(d.status),
+                        std::to_string(running) + "/" + std::to_string(d.target_replicas), ranks,
+                        std::to_string(ongoing), std::to_string(d.queued_requests), d.message});
+    }
+    platform::PublishPanel("serve", p);
+  } catch (const std::exception& e) {
+    PRISM_SERVE_LOG("the dashboard's Serve panel was not updated: " << e.what());
   }
 }
 

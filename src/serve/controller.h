@@ -11,10 +11,12 @@
 //   - sends CheckHealth to each RUNNING replica every health_check_period_s, and replaces a
 //     replica whose check throws or takes longer than health_check_timeout_s,
 //   - publishes each changed replica set to the routers (the driver's directly, other
-//     ranks' through the KV store).
+//     ranks' through the KV store),
+//   - every 2 s, with the job's dashboard on, shows the deployments on it (a panel).
 // Replica readiness and health replies arrive on completion callbacks (OnReady); nothing
 // blocks on a replica.
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <optional>
@@ -92,6 +94,9 @@ class Controller {
 
   void Loop();
   void Tick(double now);
+  /// The deployments on the job's dashboard (platform::PublishPanel "serve"), every
+  /// kPanelS on the control thread while the dashboard is on. Never throws.
+  void PublishPanel(double now);
   void Reconcile(DeploymentState& d, double now);
   /// The rank for a new replica needing `resources`, or -1 with the reason in `why`.
   int PickRank(const std::map<std::string, double>& resources, std::string& why);
@@ -119,6 +124,8 @@ class Controller {
   std::condition_variable wake_;
   std::thread thread_;
   uint64_t next_incarnation_ = 0;  // seeded from the clock at the first deployment
+  double last_panel_ = -1;  // control thread only
+  std::atomic<bool> panel_due_{false};  // a Deploy finished: show it now
 };
 
 }  // namespace prism::serve::internal

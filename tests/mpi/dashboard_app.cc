@@ -1,14 +1,15 @@
 // A small job for the dashboard's tests (tests/mpi/dashboard_test.py, dashboard_browser_test.py):
 // run it with --prism-dashboard=loopback under mpirun; it runs tasks (20 Square, one Fail,
 // one Hold per worker rank that runs until the end), a named actor on each worker rank, a
-// placement group, two KV keys and a Tune experiment of 3 trials (its panel in the
-// dashboard's Libraries view), writes "ready" to <dir>/ready, then holds the job until
+// placement group, two KV keys, a Tune experiment of 3 trials and a Serve deployment of 2
+// replicas (their panels in the dashboard's Libraries view), writes "ready" to <dir>/ready, then holds the job until
 // <dir>/stop appears (at most 60 s) and shuts down (which writes the report). With
 // DASHBOARD_APP_EXIT=75 it returns 75 from main instead, without Shutdown, as a preempted
 // job does (kExitPreempted): the report is then written at exit.
 //
 //   prism_dashboard_app <dir> [--prism-...]
 #include <prism/api.h>
+#include <prism/serve.h>
 #include <prism/tune.h>
 
 #include <chrono>
@@ -36,6 +37,11 @@ int Hold(std::string dir) {
 void Linear(prism::tune::Config config) {
   for (int step = 1; step <= 3; ++step) prism::tune::Report({{"score", 10.0 * config.Get<int>("a", 0) + step}});
 }
+
+class Greeter {
+ public:
+  std::string Greet(std::string who) { return "hello " + who; }
+};
 
 class Counter {
  public:
@@ -80,6 +86,9 @@ int main(int argc, char** argv) {
   prism::tune::Tuner tuner(Linear, {{"a", prism::tune::GridSearch({1, 2, 3})}},
                            {.metric = "score", .mode = "max"}, {.name = "dashboard-tune", .verbose = 0});
   (void)tuner.Fit();
+  prism::serve::Run(prism::serve::Deployment<Greeter>("dash-greeter").NumReplicas(2).RayActorOptions({{"CPU", 0}}).Bind(),
+                    {.name = "dash", .http = false});
+  (void)prism::serve::GetDeploymentHandle<Greeter>("dash-greeter").Method<&Greeter::Greet>(std::string("you")).Result(30);
   std::vector<prism::ObjectRef<int>> holds;
   for (int r = 1; r < world; ++r) {
     holds.push_back(prism::Task(Hold).SetResource("rank:" + std::to_string(r), 0.01).Remote(dir));
@@ -87,6 +96,7 @@ int main(int argc, char** argv) {
   std::ofstream(dir + "/ready") << "ready\n";
   for (int i = 0; i < 600 && !Exists(dir + "/stop"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   for (auto& h : holds) (void)h.Get(30000);
+  prism::serve::Shutdown();
   if (const char* code = std::getenv("DASHBOARD_APP_EXIT"); code != nullptr) return std::atoi(code);
   prism::Shutdown();
   return 0;
