@@ -40,6 +40,9 @@ constexpr std::streamoff kLogTailBytes = 64 << 10;
 /// Ended tasks of each outcome a live snapshot measures; the report takes every one rank 0
 /// keeps (task_table_size).
 constexpr size_t kLiveEndedTasks = 2000;
+/// Tasks dispatched and not ended that a snapshot counts per rank (at most this many of each
+/// of the two states: a million queued tasks are not copied twice a second).
+constexpr size_t kLiveTasks = 10000;
 constexpr size_t kReportEndedTasks = size_t{1} << 40;
 
 /// The last `bytes` of `path`, from a line start; nullopt if it cannot be opened.
@@ -121,7 +124,7 @@ dashboard::Snapshot DashboardFeed::Collect(size_t ended_limit) {
   for (const char* live : {"SUBMITTED_TO_WORKER", "RUNNING_IN_RAY_GET"}) {
     state::TaskFilter f;
     f.state = live;
-    f.limit = 100000;
+    f.limit = kLiveTasks;
     for (auto& t : state::ListTasks(f)) lists.live_tasks.push_back(std::move(t));
   }
   for (const char* end : {"FINISHED", "FAILED"}) {

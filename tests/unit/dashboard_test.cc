@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -505,6 +506,26 @@ TEST(DashboardStatusTest, TheTerminalSummaryReadsTheSnapshotOrAReport) {
   // Missing fields print as blanks.
   EXPECT_NE(StatusText(nlohmann::json::object(), "x", true).find("Ranks"), std::string::npos);
   EXPECT_NE(StatusText(nlohmann::json::array(), "x", true).find("Actors: none"), std::string::npos);
+}
+
+TEST(DashboardReportTest, TenThousandEndedTasksMakeASmallReportQuickly) {
+  // Rank 0 keeps task_table_size (default 10000) ended tasks however many ran (1M or more):
+  // the report's timeline holds at most that many.
+  StateLists l = ThreeRanks();
+  for (int64_t i = 0; i < 10000; ++i) {
+    state::TaskState t;
+    t.func_name = i % 3 ? "Square" : "Train::Step";
+    t.state = "FINISHED";
+    t.rank = static_cast<int>(i % 3);
+    t.events = {{"RUNNING", 2'000'000'000 + i * 1'000'000}, {"FINISHED", 2'000'500'000 + i * 1'000'000}};
+    l.ended.push_back(t);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string html = ReportHtml(Assemble(std::move(l), {}, 20'000'000'000), {});
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::printf("[ report ] 10000 ended tasks: %zu KiB in %.0f ms\n", html.size() >> 10, ms);
+  EXPECT_LT(html.size(), 2u << 20);
+  EXPECT_LT(ms, 2000);
 }
 
 /// GET over a real socket; returns the status line, headers and body.
