@@ -35,6 +35,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <sstream>
@@ -44,6 +46,7 @@
 #include "data/actor_pool_op.h"
 #include "data/progress.h"
 #include "prism/platform/invoke.h"
+#include "prism/platform/panel.h"
 #include "prism/remote.h"
 #include "prism/scheduling_strategy.h"
 #include "prism/task_caller.h"
@@ -242,6 +245,7 @@ StreamingExecutor::StreamingExecutor(std::shared_ptr<const Source> source,
 StreamingExecutor::~StreamingExecutor() {
   ClosePools(true);
   if (progress_) progress_->Update(Stats(), totals_, Clock::now(), /*force=*/true);
+  PublishPanel(true);
   for (PhysicalOp& op : ops_) {
     for (Running& run : op.running) {
       try {
@@ -567,6 +571,7 @@ std::optional<BlockHandle> StreamingExecutor::Next() {
       ClosePools(true);
       Publish();
       if (progress_) progress_->Update(Stats(), totals_, Clock::now(), /*force=*/true);
+      PublishPanel(true);
       return std::nullopt;
     }
     Schedule();
@@ -624,8 +629,39 @@ DatasetStats StreamingExecutor::Stats() const {
   return out;
 }
 
+void StreamingExecutor::PublishPanel(bool done) {
+  const Clock::time_point now = Clock::now();
+  if (panel_done_ || (!done && now - last_panel_ < std::chrono::seconds(2))) return;
+  last_panel_ = now;
+  panel_done_ = done;
+  if (!platform::DashboardOn()) return;
+  try {
+    const DatasetStats stats = Stats();
+    platform::Panel p;
+    p.title = std::string("Data: the latest execution") + (done ? " (done)" : " (running)");
+    p.columns = {"operator", "blocks", "rows", "tasks", "peak tasks in flight", "peak bytes",
+                 "retries", "peak actors", "seconds"};
+    // Operators of upstream executions come first; totals_ are this one's.
+    const size_t first = stats.operators.size() - std::min(stats.operators.size(), totals_.size());
+    for (size_t i = 0; i < stats.operators.size(); ++i) {
+      const OperatorStats& op = stats.operators[i];
+      const int64_t total = i >= first ? totals_[i - first] : -1;
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.2f", op.seconds);
+      p.rows.push_back({op.name, std::to_string(op.blocks) + (total >= 0 ? "/" + std::to_string(total) : ""),
+                        std::to_string(op.rows), std::to_string(op.tasks), std::to_string(op.peak_tasks_in_flight),
+                        std::to_string(op.peak_bytes), std::to_string(op.retries), std::to_string(op.peak_actors),
+                        seconds});
+    }
+    platform::PublishPanel("data", p);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism::data: the dashboard's Data panel was not updated: %s\n", e.what());
+  }
+}
+
 void StreamingExecutor::Publish() {
   if (progress_) progress_->Update(Stats(), totals_, Clock::now());
+  PublishPanel(false);
   if (!stats_box_) return;
   std::lock_guard<std::mutex> lock(stats_box_->mutex);
   stats_box_->stats = Stats();

@@ -163,6 +163,11 @@ class StreamingExecutor {
   std::optional<std::string> failed_;
   std::vector<int64_t> totals_;  // blocks each operator will produce; -1: unknown
   std::unique_ptr<ProgressBars> progress_;
+  /// The operators on the job's dashboard (platform::PublishPanel "data": the latest
+  /// execution), every 2 s while it runs and once at its end. Never throws.
+  void PublishPanel(bool done);
+  std::chrono::steady_clock::time_point last_panel_{};
+  bool panel_done_ = false;
 };
 
 }  // namespace prism::data::internal

@@ -1,14 +1,15 @@
 // A small job for the dashboard's tests (tests/mpi/dashboard_test.py, dashboard_browser_test.py):
 // run it with --prism-dashboard=loopback under mpirun; it runs tasks (20 Square, one Fail,
 // one Hold per worker rank that runs until the end), a named actor on each worker rank, a
-// placement group, two KV keys, a Tune experiment of 3 trials and a Serve deployment of 2
-// replicas (their panels in the dashboard's Libraries view), writes "ready" to <dir>/ready, then holds the job until
+// placement group, two KV keys, a Tune experiment of 3 trials, a Serve deployment of 2
+// replicas and a Data pipeline (their panels in the dashboard's Libraries view), writes "ready" to <dir>/ready, then holds the job until
 // <dir>/stop appears (at most 60 s) and shuts down (which writes the report). With
 // DASHBOARD_APP_EXIT=75 it returns 75 from main instead, without Shutdown, as a preempted
 // job does (kExitPreempted): the report is then written at exit.
 //
 //   prism_dashboard_app <dir> [--prism-...]
 #include <prism/api.h>
+#include <prism/data.h>
 #include <prism/serve.h>
 #include <prism/tune.h>
 
@@ -38,6 +39,8 @@ void Linear(prism::tune::Config config) {
   for (int step = 1; step <= 3; ++step) prism::tune::Report({{"score", 10.0 * config.Get<int>("a", 0) + step}});
 }
 
+prism::data::Row Same(const prism::data::Row& row) { return row; }
+
 class Greeter {
  public:
   std::string Greet(std::string who) { return "hello " + who; }
@@ -51,7 +54,7 @@ class Counter {
  private:
   int value_ = 0;
 };
-PRISM_REMOTE(Square, Fail, Hold, Linear, Counter::Create, &Counter::Add);
+PRISM_REMOTE(Square, Fail, Hold, Linear, Same, Counter::Create, &Counter::Add);
 
 }  // namespace
 
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   prism::tune::Tuner tuner(Linear, {{"a", prism::tune::GridSearch({1, 2, 3})}},
                            {.metric = "score", .mode = "max"}, {.name = "dashboard-tune", .verbose = 0});
   (void)tuner.Fit();
+  if (prism::data::Range(1000, 4).Map(Same).Count() != 1000) return 3;
   prism::serve::Run(prism::serve::Deployment<Greeter>("dash-greeter").NumReplicas(2).RayActorOptions({{"CPU", 0}}).Bind(),
                     {.name = "dash", .http = false});
   (void)prism::serve::GetDeploymentHandle<Greeter>("dash-greeter").Method<&Greeter::Greet>(std::string("you")).Result(30);

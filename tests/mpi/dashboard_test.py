@@ -91,13 +91,16 @@ def main():
         assert any(sp[4] == 1 for sp in timeline["spans"]), "the failed task is on the timeline"
 
         # Serve's panel comes every 2 s: the first one may still show the replicas starting.
-        panels = wait_for("Serve's and Tune's panels", lambda: job.json("/api/panels"),
-                          lambda ps: [p["name"] for p in ps] == ["serve", "tune/dashboard-tune"]
-                          and ps[0]["rows"] and ps[0]["rows"][0][3] == "2/2")
-        serve = panels[0]
+        panels = wait_for("Data's, Serve's and Tune's panels", lambda: job.json("/api/panels"),
+                          lambda ps: [p["name"] for p in ps] == ["data", "serve", "tune/dashboard-tune"]
+                          and ps[1]["rows"] and ps[1]["rows"][0][3] == "2/2")
+        data = panels[0]
+        assert data["title"] == "Data: the latest execution (done)", data
+        assert any("Map(" in r[0] and r[1] == "4/4" and r[2] == "1000" for r in data["rows"]), data
+        serve = panels[1]
         assert serve["rows"][0][:3] == ["dash-greeter", "dash", "HEALTHY"], serve
         assert sorted(serve["rows"][0][4].split(",")) != [], serve
-        tune = panels[1]
+        tune = panels[2]
         assert tune["title"] == "Tune: dashboard-tune (final)" and len(tune["rows"]) == 3, tune
         assert all(r[1] == "TERMINATED" for r in tune["rows"]) and tune["columns"][-1] == "score", tune
         assert any(line.startswith("Best trial: ") and "score=33" in line for line in tune["lines"]), tune
