@@ -65,13 +65,14 @@ _rank_resources = {}
 
 
 def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_level=None,
-         ignore_reinit_error=False):
+         dashboard=None, ignore_reinit_error=False):
     """Starts Prism. On rank 0 it returns and the rest of the script is the driver; on every
     other rank it serves tasks, session after session (an init after shutdown starts the
     next), and exits the process when the driver ends (the job's exit status is the
     driver's). Options apply to this rank's resources (as in C++, per rank: num_cpus, num_gpus,
-    custom resources). Raises PrismRuntimeError if already initialized (unless
-    ignore_reinit_error)."""
+    custom resources). dashboard: rank 0's dashboard, "off" (the default), "loopback",
+    "<address>:<port>" or "report" (README, "Dashboard"; PRISM_DASHBOARD overrides it).
+    Raises PrismRuntimeError if already initialized (unless ignore_reinit_error)."""
     if _prism.is_initialized():
         if ignore_reinit_error:
             return
@@ -80,7 +81,7 @@ def init(*, num_cpus=None, num_gpus=None, resources=None, namespace=None, log_le
                                 "ignore_reinit_error=True)")
     _events.start()  # before init: on worker ranks init serves tasks until the driver ends
     _prism.init(list(sys.argv), {**_rank_resources, **(resources or {})}, num_cpus, num_gpus, namespace,
-                log_level)
+                log_level, dashboard)
     atexit.register(_shutdown_at_exit)
 
 

@@ -750,13 +750,15 @@ PYBIND11_MODULE(_prism, m) {
 
   m.def("init", [](const std::vector<std::string>& argv, std::map<std::string, double> resources,
                    std::optional<double> num_cpus, std::optional<double> num_gpus,
-                   std::optional<std::string> ray_namespace, std::optional<std::string> log_level) {
+                   std::optional<std::string> ray_namespace, std::optional<std::string> log_level,
+                   std::optional<std::string> dashboard) {
     Config config;
     config.resources = std::move(resources);
     config.num_cpus = num_cpus;
     config.num_gpus = num_gpus;
     if (ray_namespace) config.ray_namespace = *ray_namespace;
     config.log_level = log_level;
+    config.dashboard = dashboard;
     std::vector<char*> args;
     static std::vector<std::string> kept;  // Init may keep argv's pointers
     kept = argv;
