@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   int rounds = 5, steps = 50;
   cli.app.add_option("--rounds", rounds, "measured rounds (default 5)")->check(CLI::PositiveNumber);
   cli.app.add_option("--steps", steps, "training steps per round (default 50)")->check(CLI::PositiveNumber);
+  std::string storage_parent = std::filesystem::temp_directory_path();
+  cli.app.add_option("--storage-path", storage_parent,
+                     "where the runs' checkpoints go, a directory every rank sees (default $TMPDIR or /tmp)");
   cli.Parse(argc, argv, [&] {
     rounds = 1;
     steps = 3;
@@ -83,7 +86,7 @@ int main(int argc, char** argv) {
   try {
     const int world = prism::GetRuntimeContext().GetWorldSize();
     const int max_workers = std::min(2, world);
-    const std::string storage = std::filesystem::temp_directory_path() /
+    const std::string storage = std::filesystem::path(storage_parent) /
                                 ("prism-train-benchmark-" + std::to_string(getpid()));
     std::map<int, std::vector<double>> rate, step_ms;
     for (int round = 0; round < rounds; ++round) {
