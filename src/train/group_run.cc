@@ -6,7 +6,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +20,7 @@
 #include "prism/checkpoint_store.h"
 #include "prism/placement_group.h"
 #include "prism/platform/invoke.h"
+#include "prism/platform/panel.h"
 #include "prism/platform/preemption.h"
 #include "prism/platform/storage.h"
 #include "prism/remote.h"
@@ -66,6 +70,71 @@ void ShowReport(const ReportRecord& record) {
                FormatMetrics(record.metrics).c_str(),
                record.checkpoint_path.empty() ? "" : (", checkpoint " + record.checkpoint_path).c_str());
 }
+
+/// The run on the job's dashboard (platform::PublishPanel "train/<name>"): its workers, its
+/// attempts and the latest reports, at most every 2 s (and at each change of state) while
+/// the dashboard is on. Never throws.
+class TrainPanel {
+ public:
+  TrainPanel(std::string kind, std::string name) : kind_(std::move(kind)), name_(std::move(name)) {}
+  void Workers(const std::vector<int>& ranks) {
+    ranks_.clear();
+    for (int r : ranks) ranks_ += (ranks_.empty() ? "" : ",") + std::to_string(r);
+  }
+  void Report(const ReportRecord& record) {
+    reports_.push_back(record);
+    if (reports_.size() > kRows) reports_.pop_front();
+    if (!record.checkpoint_path.empty()) checkpoint_ = record.checkpoint_path;
+    Publish(false);
+  }
+  void State(const std::string& state, int failures) {
+    state_ = state;
+    failures_ = failures;
+    Publish(true);
+  }
+
+ private:
+  static constexpr size_t kRows = 20;
+  void Publish(bool now) {
+    const auto t = std::chrono::steady_clock::now();
+    if (!now && t - last_ < std::chrono::seconds(2)) return;
+    last_ = t;
+    if (!platform::DashboardOn()) return;
+    try {
+      platform::Panel p;
+      p.title = "Train: " + name_ + " (" + kind_ + ", " + state_ + ")";
+      p.lines.push_back("Workers on ranks " + ranks_ + "; failures so far: " + std::to_string(failures_));
+      if (!checkpoint_.empty()) p.lines.push_back("Latest checkpoint: " + checkpoint_);
+      p.columns = {"report", "attempt"};
+      std::vector<std::string> keys;
+      for (const auto& r : reports_) {
+        for (const auto& [k, v] : r.metrics) {
+          if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+        }
+      }
+      p.columns.insert(p.columns.end(), keys.begin(), keys.end());
+      p.columns.push_back("checkpoint");
+      for (const auto& r : reports_) {
+        std::vector<std::string> row = {std::to_string(r.iteration), std::to_string(r.attempt + 1)};
+        for (const auto& k : keys) {
+          auto it = r.metrics.find(k);
+          std::ostringstream v;
+          if (it != r.metrics.end()) v << it->second;
+          row.push_back(v.str());
+        }
+        row.push_back(r.checkpoint_path.empty() ? "" : "yes");
+        p.rows.push_back(std::move(row));
+      }
+      platform::PublishPanel("train/" + name_, p);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "prism.train: the dashboard's Train panel was not updated: %s\n", e.what());
+    }
+  }
+  std::string kind_, name_, ranks_, state_ = "starting", checkpoint_;
+  int failures_ = 0;
+  std::deque<ReportRecord> reports_;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 /// The checkpoint a run resumes from ("" for none): the newest of `store` that verifies.
 /// Says on stderr which newer ones are corrupt and why, and then which one it resumes from
@@ -217,6 +286,8 @@ Result RunGroup(const GroupRun& spec) {
   }
   std::vector<int> ranks;
   for (const auto& w : group->workers()) ranks.push_back(w.rank);
+  TrainPanel panel(spec.kind, name);
+  panel.Workers(ranks);
   // Every worker's rank must see the run's directory as the driver does (a shared file
   // system when they sit on other nodes).
   platform::CheckStorageShared(trial_dir,
@@ -235,6 +306,7 @@ Result RunGroup(const GroupRun& spec) {
     info.resume = resume;
     info.workers = &group->workers();
     group->Start(spec.loop_entry, spec.make_config(info));
+    panel.State("running attempt " + std::to_string(failures + 1), failures);
 
     // Reports and the workers' ends come as events, in order; stop at the first failure.
     // A signal before this attempt started, or during it, asks the group to stop after its
@@ -254,6 +326,7 @@ Result RunGroup(const GroupRun& spec) {
         case platform::WorkerEvent::kReport: {
           auto record = platform::FromBytes<ReportRecord>(e->bytes);
           if (run.verbose) ShowReport(record);
+          panel.Report(record);
           if (run.on_report && !stopped_by_caller) {
             std::optional<Checkpoint> ckpt;
             if (!record.checkpoint_path.empty()) ckpt = Checkpoint::FromDirectory(record.checkpoint_path);
@@ -276,9 +349,14 @@ Result RunGroup(const GroupRun& spec) {
       }
     }
     if (failure.empty()) {
-      if (stopped_early && !stopped_by_caller) throw preempted("after its checkpointed report");
+      if (stopped_early && !stopped_by_caller) {
+        panel.State("preempted", failures);
+        throw preempted("after its checkpointed report");
+      }
+      panel.State("finished", failures);
       break;
     }
+    panel.State("failed: " + failure, failures + 1);
 
     // A worker failed: abort the others' collectives, wait for them to stop, start over.
     if (run.verbose) std::fprintf(stderr, "prism.train: %s\n", failure.c_str());

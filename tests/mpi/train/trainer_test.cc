@@ -4,6 +4,7 @@
 // past damaged ones), SIGUSR1 stops a run after a checkpoint, and bad input gets clear
 // errors.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "prism/platform/panel.h"
 #include "prism/train.h"
 #include "runtime/stop_signals.h"
 #include "train/worker.h"
@@ -185,6 +187,20 @@ TEST(Trainer, ANewFitOfTheSameRunResumesFromItsLatestCheckpoint) {
   train::Result second = train::TorchTrainer(EpochLoop, EpochOptions(storage, "run", 2, 4)).Fit();
   EXPECT_EQ(second.metrics.at("epoch"), 3);
   EXPECT_EQ(Epochs(second), (std::vector<double>{0, 1, 2, 3})) << "history spans both fits, epochs continue";
+}
+
+// Run by mpi_trainer_dashboard_n3 (--prism-dashboard=report); skipped without the dashboard.
+TEST(Trainer, ShowsTheRunOnTheDashboard) {
+  if (!prism::platform::DashboardOn()) GTEST_SKIP() << "run with --prism-dashboard=report";
+  const std::string storage = FreshDir("dashboard");
+  train::TorchTrainer(EpochLoop, EpochOptions(storage, "shown", 2, 3)).Fit();
+  std::optional<std::string> panel = prism::kv::Get("prism.dashboard/panel/train/shown");
+  ASSERT_TRUE(panel) << "no Train panel in the KV store";
+  const nlohmann::json p = nlohmann::json::parse(*panel);
+  EXPECT_EQ(p["title"], "Train: shown (TorchTrainer, finished)");
+  EXPECT_EQ(p["rows"].size(), 3u) << p.dump();  // one per epoch's report
+  EXPECT_EQ(p["columns"][0], "report");
+  EXPECT_NE(p["lines"][0].get<std::string>().find("Workers on ranks "), std::string::npos) << p.dump();
 }
 
 /// Overwrites the first byte of `file` in place (its size unchanged).
