@@ -55,9 +55,12 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 /// AllReduce and of raw MPI_Allreduce (flattened: round, then the pair). Throws if a warm-up
 /// result is wrong (so a fast but broken collective cannot pass).
 std::vector<double> BenchMember(std::vector<int> ranks, int64_t bytes, int64_t iterations,
-                                int rounds) {
+                                int rounds, int algorithm) {
   namespace coll = prism::collective;
-  coll::Group group = coll::Group::Create("collective_benchmark/" + std::to_string(bytes), ranks);
+  coll::GroupOptions options;
+  options.algorithm = static_cast<coll::Algorithm>(algorithm);
+  coll::Group group =
+      coll::Group::Create("collective_benchmark/" + std::to_string(bytes), ranks, options);
   // The raw baseline runs on a communicator of its own over the same members.
   auto raw_comm = prism::platform::Communicator::Create(
       "collective_benchmark_raw/" + std::to_string(bytes), ranks);
@@ -123,6 +126,7 @@ struct Options {
   int timeout_s = 900;
   std::string gloo;  // the peer script; "" = perf/peers/ddp_bench.py next to this source
   bool gloo_off = false;
+  prism::collective::Algorithm algorithm = prism::collective::Algorithm::kAuto;
 };
 
 /// Parses our flags (bench_cli.h). Exits on --help and on a bad flag.
@@ -141,6 +145,15 @@ Options ParseOptions(int argc, char** argv) {
   cli.app.add_option("--gloo", gloo,
                      "the gloo peer (default perf/peers/ddp_bench.py of this source tree, run with "
                      "/usr/bin/python3); off to skip it. Only on 2 ranks (the peer's size)");
+  const std::map<std::string, prism::collective::Algorithm> algorithms = {
+      {"auto", prism::collective::Algorithm::kAuto},
+      {"ring", prism::collective::Algorithm::kRing},
+      {"mpi", prism::collective::Algorithm::kMpi},
+      {"hierarchical", prism::collective::Algorithm::kHierarchical}};
+  cli.app.add_option("--algorithm", o.algorithm,
+                     "the Group's algorithm: auto (the default), ring, mpi, or hierarchical "
+                     "(shared memory within each host, a ring between hosts)")
+      ->transform(CLI::CheckedTransformer(algorithms, CLI::ignore_case));
   cli.Parse(argc, argv, [&] {
     o.rounds = 3;
     o.sizes_mib = {1};
@@ -293,7 +306,7 @@ int main(int argc, char** argv) {
       refs.push_back(prism::Task(BenchMember)
                          .SetResource("rank:" + std::to_string(w), 0.01)
                          .SetResource("CPU", 0)
-                         .Remote(ranks, bytes, iterations, opt.rounds));
+                         .Remote(ranks, bytes, iterations, opt.rounds, static_cast<int>(opt.algorithm)));
     }
     std::vector<std::vector<double>> per_rank;
     try {

@@ -216,6 +216,31 @@ class Group::Impl {
 
   void SetUpSharedMemory();
 
+  /// The two groups of a hierarchical all-reduce, made at its first use (every member calls
+  /// AllReduce, so every member makes them): this host's members, and the first member of
+  /// each host (only on those).
+  void EnsureHierarchy() {
+    if (local_.valid()) return;
+    const std::vector<int>& world = comm_.world_ranks();
+    std::vector<int> local, leaders;
+    std::vector<bool> seen(static_cast<size_t>(size_), false);
+    for (int m = 0; m < size_; ++m) {
+      const int h = host_of_[static_cast<size_t>(m)];
+      if (h == host_of_[static_cast<size_t>(rank_)]) local.push_back(world[static_cast<size_t>(m)]);
+      if (!seen[static_cast<size_t>(h)]) {
+        seen[static_cast<size_t>(h)] = true;
+        leaders.push_back(world[static_cast<size_t>(m)]);
+      }
+    }
+    GroupOptions sub = options_;
+    sub.algorithm = Algorithm::kAuto;
+    local_ = Group::Create(comm_.key() + "/host" + std::to_string(host_of_[static_cast<size_t>(rank_)]),
+                           local, sub);
+    if (local.front() == world[static_cast<size_t>(rank_)]) {
+      leaders_ = Group::Create(comm_.key() + "/leaders", leaders, sub);
+    }
+  }
+
   std::string Where(const Operation& o) const {
     return "prism::collective " + o.name + " of " + std::to_string(o.bytes) + " bytes on " +
            comm_.Describe();
@@ -297,6 +322,11 @@ class Group::Impl {
   bool Shm() const { return shm_ != nullptr && options_.algorithm != Algorithm::kMpi &&
                             options_.algorithm != Algorithm::kRing; }
 
+  /// AllReduce's algorithm: kHierarchical when asked for, else Choose's.
+  Algorithm ChooseAllReduce(int64_t bytes) const {
+    return options_.algorithm == Algorithm::kHierarchical ? Algorithm::kHierarchical : Choose(bytes);
+  }
+
   Algorithm Choose(int64_t bytes) const {
     if (Shm()) return Algorithm::kSharedMemory;
     if (options_.algorithm == Algorithm::kMpi || options_.algorithm == Algorithm::kRing) {
@@ -360,6 +390,8 @@ class Group::Impl {
   int rank_ = 0;
   int size_ = 1;
   std::unique_ptr<internal::SharedSegment> shm_;
+  std::vector<int> host_of_;  // each member's host, numbered by first appearance (size_ > 1)
+  Group local_, leaders_;     // a hierarchical all-reduce's groups (EnsureHierarchy)
   std::string shm_note_;  // why there is no segment, for Describe
   std::shared_ptr<std::vector<char>> stage_;
   std::shared_ptr<std::vector<int64_t>> agree_;
@@ -393,6 +425,15 @@ void Group::Impl::SetUpSharedMemory() {
   } catch (...) {
     MarkBroken("group creation failed");
     throw;
+  }
+  // Each member's host, numbered in order of first appearance.
+  auto key_of = [&](int m) { return all.data() + static_cast<size_t>(m) * kKeyBytes; };
+  std::vector<int> first_of_host;  // the first member of each host
+  for (int q = 0; q < size_; ++q) {
+    size_t h = 0;
+    while (h < first_of_host.size() && std::memcmp(key_of(first_of_host[h]), key_of(q), kKeyBytes) != 0) ++h;
+    if (h == first_of_host.size()) first_of_host.push_back(q);
+    host_of_.push_back(static_cast<int>(h));
   }
   for (int q = 1; q < size_; ++q) {
     if (std::memcmp(all.data(), all.data() + static_cast<size_t>(q) * kKeyBytes, kKeyBytes) != 0) {
@@ -509,7 +550,7 @@ std::string Group::Describe() const {
 bool Group::HasSharedMemory() const { return Need(impl_, "HasSharedMemory").shm_ != nullptr; }
 
 Algorithm Group::AllReduceAlgorithm(int64_t bytes) const {
-  return Need(impl_, "AllReduceAlgorithm").Choose(bytes);
+  return Need(impl_, "AllReduceAlgorithm").ChooseAllReduce(bytes);
 }
 
 int64_t Group::CheckDivisible(int64_t n, const char* op) const {
@@ -534,10 +575,20 @@ void Group::AllReduce(void* data, int64_t count, DataType type, ReduceOp op) {
   if (g.size_ == 1) return;  // the identity, average included
   g.Run(o, [&] {
     Impl::OpWaiter w(g, o);
-    switch (g.Choose(bytes)) {
+    switch (g.ChooseAllReduce(bytes)) {
       case Algorithm::kSharedMemory:
         g.shm_->AllReduce(data, count, type, op, w);
         return;
+      case Algorithm::kHierarchical: {
+        g.Agree(o, 1, count, type, static_cast<int>(op), 0);
+        g.EnsureHierarchy();
+        const ReduceOp sum_or_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+        g.local_.AllReduce(data, count, type, sum_or_op);
+        if (g.leaders_.valid()) g.leaders_.AllReduce(data, count, type, sum_or_op);
+        g.local_.Broadcast(data, count, type, 0);
+        internal::Finish(type, op, data, count, g.size_);  // kAverage: the sum / size
+        return;
+      }
       case Algorithm::kRing:
         g.Agree(o, 1, count, type, static_cast<int>(op), 0);
         internal::RingAllReduce(g.Ring(), data, count, type, op, w);

@@ -49,6 +49,8 @@ const char* Name(Algorithm algorithm) {
       return "ring";
     case Algorithm::kSharedMemory:
       return "shared memory";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
   }
   return "unknown algorithm";
 }

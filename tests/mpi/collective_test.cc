@@ -487,6 +487,7 @@ Ranks AllRanks() {
 constexpr int kShm = static_cast<int>(Algorithm::kSharedMemory);
 constexpr int kRing = static_cast<int>(Algorithm::kRing);
 constexpr int kMpi = static_cast<int>(Algorithm::kMpi);
+constexpr int kHierarchical = static_cast<int>(Algorithm::kHierarchical);
 
 // ---- Tests --------------------------------------------------------------------------------
 
@@ -495,6 +496,7 @@ TEST(Collective, EveryOpAndDtypeWithEveryAlgorithmMatchesALocalReference) {
   ExpectAllOk(OnMembers(ranks, CgEveryOp, 100, kShm), ranks, "shared memory");
   ExpectAllOk(OnMembers(ranks, CgEveryOp, 101, kRing), ranks, "ring");
   ExpectAllOk(OnMembers(ranks, CgEveryOp, 102, kMpi), ranks, "mpi");
+  ExpectAllOk(OnMembers(ranks, CgEveryOp, 103, kHierarchical), ranks, "hierarchical");
 }
 
 // Shared memory exactly when every member is on one host: on one host every group has it;
