@@ -72,10 +72,10 @@ enum class Algorithm {
   kMpi,           ///< MPI's own nonblocking collectives on the group's communicator
   kRing,          ///< chunked ring (reduce-scatter + all-gather) over MPI point-to-point
   kSharedMemory,  ///< the group's shared-memory segment (every member on one host)
-  /// All-reduce only, on request (never kAuto's choice yet): the members on each host
-  /// reduce among themselves (shared memory), one member per host all-reduce over a ring,
-  /// and each host's first member broadcasts the result to the others. Other operations
-  /// take kAuto's algorithm.
+  /// All-reduce only: the members on each host reduce among themselves (shared memory),
+  /// one member per host all-reduce over a ring, and each host's first member broadcasts
+  /// the result to the others. kAuto's choice from the ring's sizes on for a group across
+  /// hosts where some host holds several members. Other operations take kAuto's algorithm.
   kHierarchical,
 };
 

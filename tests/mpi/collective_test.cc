@@ -469,7 +469,8 @@ std::string CgHostAndShm(Ranks ranks, int tag) {
   Group g = Group::Create(Key(tag), ranks);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  return std::string(host) + (g.HasSharedMemory() ? " shm (" : " no shm (") + g.Describe() + ")";
+  return std::string(host) + (g.HasSharedMemory() ? " shm (" : " no shm (") + g.Describe() +
+         ") all-reduce of 1 MiB: " + coll::Name(g.AllReduceAlgorithm(1 << 20));
 }
 
 PRISM_REMOTE(CgHostAndShm, CgCreated, CgIndivisible, CgEveryOp, CgSendRecv, CgMismatch, CgSetAbort, CgAbortMember, CgTimeoutMember,
@@ -515,10 +516,17 @@ TEST(Collective, SharedMemoryExactlyWhenEveryMemberIsOnOneHost) {
       hosts.insert(answers.back().substr(0, answers.back().find(' ')));
     }
     const std::string want = hosts.size() == 1 ? " shm (" : " no shm (";
+    // A large all-reduce: shared memory on one host; across hosts, hierarchical where a host
+    // holds several members, else the ring.
+    const std::string algorithm = hosts.size() == 1            ? "shared memory"
+                                  : hosts.size() < ranks.size() ? "hierarchical"
+                                                                : "ring";
     for (size_t i = 0; i < answers.size(); ++i) {
       EXPECT_NE(answers[i].find(want), std::string::npos)
           << "member on world rank " << ranks[i] << " of a group on " << hosts.size()
           << " host(s): " << answers[i];
+      EXPECT_NE(answers[i].find("all-reduce of 1 MiB: " + algorithm), std::string::npos)
+          << "wanted " << algorithm << ": " << answers[i];
     }
   }
 }
