@@ -216,27 +216,27 @@ class Group::Impl {
 
   void SetUpSharedMemory();
 
-  /// The two groups of a hierarchical all-reduce, made with the group when its members span
-  /// hosts (SetUpSharedMemory), else at the first kHierarchical AllReduce: this host's
-  /// members, and the first member of each host (only on those).
-  void EnsureHierarchy() {
-    if (local_.valid()) return;
-    const std::vector<int>& world = comm_.world_ranks();
-    std::vector<int> local, leaders;
-    std::vector<bool> seen(static_cast<size_t>(size_), false);
-    for (int m = 0; m < size_; ++m) {
-      const int h = host_of_[static_cast<size_t>(m)];
-      if (h == host_of_[static_cast<size_t>(rank_)]) local.push_back(world[static_cast<size_t>(m)]);
-      if (!seen[static_cast<size_t>(h)]) {
-        seen[static_cast<size_t>(h)] = true;
-        leaders.push_back(world[static_cast<size_t>(m)]);
-      }
+  /// The two groups of a hierarchical all-reduce, made with the group (FromCommunicator),
+  /// while every member is here: made at an all-reduce, a member that never comes would hold
+  /// the others in a creation that no abort or timeout ends. This host's members, and the
+  /// first member of each host (only on those).
+  void SetUpHierarchy() {
+    if (host_of_.empty()) return;  // one member: every all-reduce is the identity
+    const Algorithm a = options_.algorithm;
+    if (!(a == Algorithm::kHierarchical || (a == Algorithm::kAuto && SpansHostsWithNeighbours()))) {
+      return;
     }
+    const std::vector<int>& world = comm_.world_ranks();
+    const int mine = host_of_[static_cast<size_t>(rank_)];
+    std::vector<int> local, leaders;
+    for (int m = 0; m < size_; ++m) {
+      if (host_of_[static_cast<size_t>(m)] == mine) local.push_back(world[static_cast<size_t>(m)]);
+    }
+    for (int first : host_firsts_) leaders.push_back(world[static_cast<size_t>(first)]);
     GroupOptions sub = options_;
     sub.algorithm = Algorithm::kAuto;
-    local_ = Group::Create(comm_.key() + "/host" + std::to_string(host_of_[static_cast<size_t>(rank_)]),
-                           local, sub);
-    if (local.front() == world[static_cast<size_t>(rank_)]) {
+    local_ = Group::Create(comm_.key() + "/host" + std::to_string(mine), local, sub);
+    if (host_firsts_[static_cast<size_t>(mine)] == rank_) {
       leaders_ = Group::Create(comm_.key() + "/leaders", leaders, sub);
     }
   }
@@ -328,8 +328,7 @@ class Group::Impl {
   /// two hosts, perf/README.md); else Choose's.
   Algorithm ChooseAllReduce(int64_t bytes) const {
     if (options_.algorithm == Algorithm::kHierarchical) return Algorithm::kHierarchical;
-    if (options_.algorithm == Algorithm::kAuto && shm_ == nullptr && bytes >= kRingMinBytes &&
-        SpansHostsWithNeighbours()) {
+    if (options_.algorithm == Algorithm::kAuto && bytes >= kRingMinBytes && SpansHostsWithNeighbours()) {
       return Algorithm::kHierarchical;
     }
     return Choose(bytes);
@@ -337,9 +336,8 @@ class Group::Impl {
 
   /// Whether the members are on more than one host and some host holds two or more.
   bool SpansHostsWithNeighbours() const {
-    if (host_of_.empty()) return false;
-    const int hosts = 1 + *std::max_element(host_of_.begin(), host_of_.end());
-    return hosts > 1 && hosts < size_;
+    const size_t hosts = host_firsts_.size();
+    return hosts > 1 && hosts < static_cast<size_t>(size_);
   }
 
   Algorithm Choose(int64_t bytes) const {
@@ -405,8 +403,9 @@ class Group::Impl {
   int rank_ = 0;
   int size_ = 1;
   std::unique_ptr<internal::SharedSegment> shm_;
-  std::vector<int> host_of_;  // each member's host, numbered by first appearance (size_ > 1)
-  Group local_, leaders_;     // a hierarchical all-reduce's groups (EnsureHierarchy)
+  std::vector<int> host_of_;      // each member's host, numbered by first appearance (size_ > 1)
+  std::vector<int> host_firsts_;  // the first member of each host
+  Group local_, leaders_;         // a hierarchical all-reduce's groups (SetUpHierarchy)
   std::string shm_note_;  // why there is no segment, for Describe
   std::shared_ptr<std::vector<char>> stage_;
   std::shared_ptr<std::vector<int64_t>> agree_;
@@ -443,25 +442,15 @@ void Group::Impl::SetUpSharedMemory() {
   }
   // Each member's host, numbered in order of first appearance.
   auto key_of = [&](int m) { return all.data() + static_cast<size_t>(m) * kKeyBytes; };
-  std::vector<int> first_of_host;  // the first member of each host
   for (int q = 0; q < size_; ++q) {
     size_t h = 0;
-    while (h < first_of_host.size() && std::memcmp(key_of(first_of_host[h]), key_of(q), kKeyBytes) != 0) ++h;
-    if (h == first_of_host.size()) first_of_host.push_back(q);
+    while (h < host_firsts_.size() && std::memcmp(key_of(host_firsts_[h]), key_of(q), kKeyBytes) != 0) ++h;
+    if (h == host_firsts_.size()) host_firsts_.push_back(q);
     host_of_.push_back(static_cast<int>(h));
   }
-  for (int q = 1; q < size_; ++q) {
-    if (std::memcmp(all.data(), all.data() + static_cast<size_t>(q) * kKeyBytes, kKeyBytes) != 0) {
-      shm_note_ = "members on more than one host";
-      // The hierarchical all-reduce's groups, now, while every member is here: made at an
-      // all-reduce, a member that never comes would hold the others in a creation that no
-      // abort or timeout ends.
-      const Algorithm a = options_.algorithm;
-      if (a == Algorithm::kHierarchical || (a == Algorithm::kAuto && SpansHostsWithNeighbours())) {
-        EnsureHierarchy();
-      }
-      return;
-    }
+  if (host_firsts_.size() > 1) {
+    shm_note_ = "members on more than one host";
+    return;
   }
   // 2. Member 0 creates the segment and tells the others its name; they map it; all agree
   //    that everyone could; member 0 then removes the name, so nothing is left in /dev/shm
@@ -537,6 +526,7 @@ Group Group::FromCommunicator(platform::Communicator comm, GroupOptions options)
   MPI_Comm_set_errhandler(comm.comm(), MPI_ERRORS_RETURN);
   auto impl = std::make_unique<Impl>(std::move(comm), std::move(options));
   impl->SetUpSharedMemory();
+  impl->SetUpHierarchy();
   return Group(std::move(impl));
 }
 
@@ -603,7 +593,6 @@ void Group::AllReduce(void* data, int64_t count, DataType type, ReduceOp op) {
         return;
       case Algorithm::kHierarchical: {
         g.Agree(o, 1, count, type, static_cast<int>(op), 0);
-        g.EnsureHierarchy();
         const ReduceOp sum_or_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
         g.local_.AllReduce(data, count, type, sum_or_op);
         if (g.leaders_.valid()) g.leaders_.AllReduce(data, count, type, sum_or_op);
