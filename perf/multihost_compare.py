@@ -22,7 +22,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPIRUN = os.path.join(HERE, "..", "tests", "multihost", "mpirun.sh")
-SHARED = os.environ.get("PRISM_MULTIHOST_SHARED", "/var/tmp/prism-multihost")
+HOSTS = os.path.join(HERE, "..", "tests", "multihost", "hosts.sh")
+SHARED = subprocess.run([HOSTS, "shared"], capture_output=True, text=True, check=True).stdout.strip()
 
 # name, unit, higher is better, binary, args, ranks within, ranks across, row, field
 ROWS = [
@@ -90,13 +91,12 @@ def main():
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
-    hosts = os.path.join(HERE, "..", "tests", "multihost", "hosts.sh")
+    hosts = HOSTS
     made = False
     if subprocess.run([hosts, "check"], capture_output=True).returncode:
         if subprocess.run([hosts, "up", build, os.path.dirname(HERE)]).returncode:
             sys.exit("the two-host test bed cannot be made here")
         made = True
-    os.makedirs(SHARED, exist_ok=True)
     words = [w for w in a.only.split(",") if w]
     rows = [r for r in ROWS if not words or any(w in r[0] for w in words)]
     try:

@@ -9,8 +9,7 @@ set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 app=$1
 "$here/hosts.sh" check || exit $?
-shared=${PRISM_MULTIHOST_SHARED:-/var/tmp/prism-multihost}
-mkdir -p "$shared"
+shared=$("$here/hosts.sh" shared)
 dir=$(mktemp -d "$shared/host-lost-XXXXXX")
 launch=""
 cleanup() {

@@ -9,6 +9,8 @@
 #                           make them, 1 if they are down
 #   hosts.sh exec <h1|h2> <command...>   run a command inside a host
 #   hosts.sh pids <h1|h2>   the processes running inside a host
+#   hosts.sh shared         the directory both hosts see, for files every rank must read
+#                           ($PRISM_MULTIHOST_SHARED, default /var/tmp/prism-multihost)
 #
 # Everything outside /tmp and /dev/shm (the source tree, /var/tmp, home) is the same file
 # system on both hosts, like a cluster's shared file system. The addresses exist only inside
@@ -150,6 +152,7 @@ case $cmd in
   check) check ;;
   exec) run_in "$@" ;;
   pids) members "$1" ;;
+  shared) shared=${PRISM_MULTIHOST_SHARED:-/var/tmp/prism-multihost}; mkdir -p "$shared"; echo "$shared" ;;
   inside) inside "$@" ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

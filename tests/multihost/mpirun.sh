@@ -14,8 +14,7 @@ while [[ $# -gt 0 && $1 != -- ]]; do opts+=("$1"); shift; done
 shift
 "$here/hosts.sh" check
 # A directory both hosts see, for tests whose tasks write files the driver reads (TempDir).
-shared=${PRISM_MULTIHOST_SHARED:-/var/tmp/prism-multihost}
-mkdir -p "$shared"
+shared=$("$here/hosts.sh" shared)
 forward=(-x PRISM_NETWORK=pmh0 -x PRISM_TEST_SHARED_DIR="$shared")
 for var in PATH LD_LIBRARY_PATH PYTHONPATH; do [[ -n ${!var:-} ]] && forward+=(-x "$var"); done
 hosts=prism-h1:$n1

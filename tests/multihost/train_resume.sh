@@ -7,8 +7,7 @@
 set -uo pipefail
 here=$(dirname "$(readlink -f "$0")")
 app=$1
-shared=${PRISM_MULTIHOST_SHARED:-/var/tmp/prism-multihost}
-mkdir -p "$shared"
+shared=$("$here/hosts.sh" shared)
 store=$(mktemp -d "$shared/train-resume-XXXXXX")
 trap 'rm -rf "$store"' EXIT
 out=$store/out
