@@ -52,7 +52,7 @@ if(TARGET train_fashion_mnist)
   # A storage path one worker's rank cannot see (its own mount namespace): a clear error
   # naming the rank, before training starts.
   add_test(NAME failure_storage_not_shared
-    COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/storage_not_shared.sh ${PRISM_MPIRUN} --
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/failure/storage_not_shared.sh train ${PRISM_MPIRUN} --
             $<TARGET_FILE:train_fashion_mnist>)
   set_tests_properties(failure_storage_not_shared PROPERTIES PROCESSORS 3
     TIMEOUT 150 LABELS failure SKIP_RETURN_CODE 77
