@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -282,6 +284,25 @@ Hid Utf8StringType(const std::string& path) {
   return type;
 }
 
+/// The bytes of `rows` rows of `d` in memory; throws when the count overflows (a damaged
+/// or hostile shape, e.g. a row of 2^62 elements).
+size_t BlockBytes(const std::string& path, const Hdf5Dataset& d, int64_t rows) {
+  uint64_t bytes = static_cast<uint64_t>(DTypeSize(d.dtype));
+  auto times = [&](int64_t n) {
+    if (n < 0 || (n > 0 && bytes > std::numeric_limits<uint64_t>::max() / 2 /
+                                       static_cast<uint64_t>(n))) {
+      throw Error("prism::data: " + path + ": dataset " + Quoted(d.name) +
+                  "'s shape gives rows too large to address (" + std::to_string(rows) +
+                  " rows of " + std::to_string(d.row_shape.size()) +
+                  "-dimensional rows): is the file damaged?");
+    }
+    bytes *= static_cast<uint64_t>(n);
+  };
+  times(rows);
+  for (int64_t dim : d.row_shape) times(dim);
+  return static_cast<size_t>(bytes);
+}
+
 Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int64_t begin,
                   int64_t end) {
   const std::string what = "cannot read rows [" + std::to_string(begin) + ", " +
@@ -304,10 +325,15 @@ Column ReadColumn(hid_t file, const std::string& path, const Hdf5Dataset& d, int
       H5Sclose);
 
   if (d.dtype != DType::kString) {
-    int64_t elements = rows;
-    for (int64_t dim : d.row_shape) elements *= dim;
-    auto buffer =
-        std::make_shared<prism::internal::Buffer>(static_cast<size_t>(elements) * DTypeSize(d.dtype));
+    const size_t bytes = BlockBytes(path, d, rows);
+    std::shared_ptr<prism::internal::Buffer> buffer;
+    try {
+      buffer = std::make_shared<prism::internal::Buffer>(bytes);
+    } catch (const std::bad_alloc&) {
+      throw Error("prism::data: " + path + ": " + what + " needs " + std::to_string(bytes) +
+                  " bytes, more than this rank can allocate: read fewer rows per block");
+    }
+    const int64_t elements = static_cast<int64_t>(bytes / DTypeSize(d.dtype));
     Hid bool_type;
     hid_t mem_type = NativeType(d.dtype);
     if (d.dtype == DType::kBool) {

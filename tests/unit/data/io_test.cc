@@ -54,6 +54,7 @@ class H5File {
     EXPECT_GE(file_, 0);
   }
   ~H5File() { H5Fclose(file_); }
+  hid_t id() const { return file_; }
   void Write(const std::string& name, hid_t type, std::vector<hsize_t> dims, const void* data,
              hid_t mem_type = -1) {
     hid_t space = dims.empty()
@@ -169,6 +170,43 @@ TEST_F(DataIo, Hdf5ReadsRowRangesOfEveryType) {
   EXPECT_EQ(whole.column_names(), (std::vector<std::string>{"y", "names"}));
   EXPECT_EQ(whole.GetColumn("names").StringAt(99), "name-99");
   EXPECT_EQ(io::ReadHdf5Rows(Path("mixed.h5"), {"x", "names"}, 50, 50).num_rows(), 0);
+}
+
+// A dataset whose declared shape is far beyond memory (chunked and never written, as a
+// sparse file or a damaged header declares it): a read of its rows is a clear error,
+// never a std::bad_alloc or a byte count that wrapped around (the HDF5 fuzz target's).
+TEST_F(DataIo, Hdf5RowsBeyondMemoryOrAddressingAreAClearError) {
+  {
+    H5File f(Path("huge.h5"));
+    auto declare = [&](const std::string& name, std::vector<hsize_t> dims) {
+      hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+      hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+      std::vector<hsize_t> chunk{1, 1024};
+      H5Pset_chunk(dcpl, 2, chunk.data());
+      hid_t dset = H5Dcreate2(f.id(), name.c_str(), H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, dcpl,
+                              H5P_DEFAULT);
+      EXPECT_GE(dset, 0) << name;
+      H5Dclose(dset);
+      H5Pclose(dcpl);
+      H5Sclose(space);
+    };
+    declare("beyond_memory", {4, hsize_t{1} << 42});      // 128 TiB in 4 rows
+    declare("beyond_addressing", {4, hsize_t{1} << 62});  // 2^67 bytes
+  }
+  try {
+    io::ReadHdf5Rows(Path("huge.h5"), {"beyond_memory"}, 0, 4);
+    ADD_FAILURE() << "read 128 TiB";
+  } catch (const prism::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("more than this rank can allocate: read fewer rows"));
+  }
+  try {
+    io::ReadHdf5Rows(Path("huge.h5"), {"beyond_addressing"}, 0, 4);
+    ADD_FAILURE() << "read 2^67 bytes";
+  } catch (const prism::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("\"beyond_addressing\"'s shape gives rows too large to address"));
+  }
+  // It is still listed, with its rows.
+  EXPECT_EQ(io::InspectHdf5(Path("huge.h5"), {"beyond_memory"}).rows, 4);
 }
 
 TEST_F(DataIo, Hdf5PartsRoundTripAndCommit) {
