@@ -152,7 +152,11 @@ def main():
     ap.add_argument("--child")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run (the peers run's --quick): 1 rep of 3 iterations, figures not comparable")
     args = ap.parse_args()
+    if args.quick:
+        args.reps, args.max_iterations = 1, 3
     if args.child:
         child(args.child, args.seed, args.stop_return, args.max_iterations, args.envs_per_runner, args.out)
         return 0

@@ -234,6 +234,37 @@ else
   fi
 fi
 
+# ---- Python: prism.data, prism.serve and prism.rllib against Dask, FastAPI and C++ --------
+# (their own tables in the log and prism_python_{data,serve,rllib}.json; issue 42:
+# perf/python_data_benchmark.py under mpirun -n 3 beside Dask's LocalCluster,
+# perf/python_serve_benchmark.py beside FastAPI on uvicorn and the C++ Serve under wrk,
+# perf/python_rllib_benchmark.py beside prism_rl's C++ PPO)
+if [[ ! -f "$build_dir/python/prism/__init__.py" ]]; then
+  for s in prism_python_data prism_python_serve prism_python_rllib; do
+    skip "$s" "the prism Python package is not built ($build_dir/python)"
+  done
+else
+  if py="$(find_python numpy pandas)"; then
+    dask_arg=()
+    find_python dask.dataframe distributed >/dev/null || dask_arg=(--no-dask)
+    step prism_python_data prism env PYTHONPATH="$build_dir/python" "${mpirun_cmd[@]}" \
+      -x PYTHONPATH -n 3 "$py" perf/python_data_benchmark.py "${py_bench_quick[@]}" \
+      "${dask_arg[@]}" --json="$work/prism_python_data.json"
+  else
+    skip prism_python_data "python3 cannot import numpy and pandas (Debian: python3-pandas)"
+  fi
+  if ! command -v wrk >/dev/null; then
+    skip prism_python_serve "wrk is not installed (Debian: wrk)"
+  elif py="$(find_python starlette)"; then
+    step prism_python_serve prism "$py" perf/python_serve_benchmark.py --build="$build_dir" \
+      "${py_bench_quick[@]}" --json="$work/prism_python_serve.json"
+  else
+    skip prism_python_serve "python3 cannot import starlette (Debian: python3-starlette)"
+  fi
+  step prism_python_rllib prism "${PYTHON:-/usr/bin/python3}" perf/python_rllib_benchmark.py \
+    --build="$build_dir" "${py_bench_quick[@]}" --json="$work/prism_python_rllib.json"
+fi
+
 # ---- all-reduce -----------------------------------------------------------------------
 built_step prism_collective "$coll" "${mpirun_cmd[@]}" -n 2 "$coll" "${coll_args[@]}" \
   --json="$work/prism_collective.json"
