@@ -3,6 +3,7 @@
 // asked: their samples come to rank 0 by themselves), cached for min_refresh_s.
 #include "dashboard/dashboard.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -39,6 +40,16 @@ bool SameToken(const std::string& a, const std::string& b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+/// A non-negative integer, or nullopt.
+std::optional<long> NonNegative(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || n < 0 || errno == ERANGE) return std::nullopt;
+  return n;
 }
 
 http::Response JsonResponse(const nlohmann::json& j) {
@@ -104,6 +115,7 @@ http::Response Routes::Answer(const http::Request& request) {
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       return r;
     }
+    if (path == "/api/logs/search") return SearchLogs(request.query);
     if (path == "/api/logs") {
       const std::string rank_text = QueryValue(request.query, "rank");
       char* end = nullptr;
@@ -125,6 +137,7 @@ http::Response Routes::Answer(const http::Request& request) {
       if (view == "kv") return JsonResponse(KvJson(Current()));
       if (view == "timeline") return JsonResponse(TimelineJson(Current()));
       if (view == "panels") return JsonResponse(PanelsJson(Current()));
+      if (view == "history") return JsonResponse(HistoryJson(Current()));
       if (view == "snapshot") return JsonResponse(SnapshotJson(Current()));
     }
   } catch (const std::exception& e) {
@@ -132,7 +145,47 @@ http::Response Routes::Answer(const http::Request& request) {
   }
   return http::ErrorResponse(404, "no such page: " + path +
                                       " (try /, /metrics or /api/{job,ranks,tasks,actors,"
-                                      "placement_groups,kv,timeline,panels,snapshot,logs?rank=N})");
+                                      "placement_groups,kv,timeline,panels,history,snapshot,logs?rank=N,"
+                                      "logs/search?q=TEXT})");
+}
+
+http::Response Routes::SearchLogs(const std::string& query) {
+  const std::optional<std::string> needle = PercentDecode(QueryValue(query, "q"));
+  if (!needle) return http::ErrorResponse(400, "/api/logs/search: ?q= has a bad %-escape");
+  if (needle->empty() || needle->size() > kMaxLogQueryBytes) {
+    return http::ErrorResponse(400, "/api/logs/search needs ?q=TEXT, 1 to " + std::to_string(kMaxLogQueryBytes) +
+                                        " bytes (found case-insensitively in each rank's log)");
+  }
+  if (needle->find_first_of(std::string("\n\r\0", 3)) != std::string::npos) {
+    return http::ErrorResponse(400, "/api/logs/search: ?q= is searched within one line: no line breaks");
+  }
+  std::optional<int> rank;
+  if (const std::string text = QueryValue(query, "rank"); !text.empty() && text != "all") {
+    const std::optional<long> n = NonNegative(text);
+    if (!n || *n > 1 << 24) return http::ErrorResponse(400, "/api/logs/search: ?rank= is a rank (0, 1, ...) or all");
+    rank = static_cast<int>(*n);
+  }
+  LogSearchLimits limits;
+  if (const std::string text = QueryValue(query, "limit"); !text.empty()) {
+    const std::optional<long> n = NonNegative(text);
+    if (!n || *n < 1 || *n > static_cast<long>(kMaxLogSearchMatches)) {
+      return http::ErrorResponse(400, "/api/logs/search: ?limit= is 1 to " + std::to_string(kMaxLogSearchMatches));
+    }
+    limits.max_matches = static_cast<size_t>(*n);
+  }
+  if (!sources_.log_search) return http::ErrorResponse(404, "this dashboard has no logs to search");
+  const LogSearchResult found = sources_.log_search(*needle, rank, limits);
+  nlohmann::json matches = nlohmann::json::array();
+  for (const LogMatch& m : found.matches) {
+    matches.push_back({{"rank", m.rank}, {"file", m.file}, {"line", m.line}, {"text", m.text}});
+  }
+  return JsonResponse({{"query", *needle},
+                       {"matches", std::move(matches)},
+                       {"truncated", found.truncated},
+                       {"limit", limits.max_matches},
+                       {"scanned_bytes", found.scanned_bytes},
+                       {"partial_scan", found.partial_scan},
+                       {"unreadable_ranks", found.unreadable_ranks}});
 }
 
 Dashboard::Dashboard(const DashboardSetting& where, DashboardSources sources, double min_refresh_s) {

@@ -10,6 +10,11 @@
 //   GET /api/<view>            job, ranks, tasks, actors, placement_groups, kv, timeline,
 //                              panels (the libraries'), snapshot (all of them)
 //   GET /api/logs?rank=N       the end of rank N's log, if rank 0 can read it
+//   GET /api/logs/search?q=TEXT[&rank=N][&limit=M]
+//                              the lines of each rank's log (or rank N's) that contain
+//                              TEXT, ignoring case (dashboard/log_search.h's bounds; 400 for
+//                              an empty or overlong TEXT, a bad N or M)
+//   GET /api/history           the job's samples over time (tasks/s, memory per rank)
 //   GET /metrics               Prometheus text (dashboard/metrics.h)
 //
 // Bound beyond loopback, every request needs ?token=<the dashboard's token> (403 without);
@@ -23,6 +28,7 @@
 #include <mutex>
 #include <string>
 
+#include "dashboard/log_search.h"
 #include "dashboard/setting.h"
 #include "dashboard/snapshot.h"
 #include "http/server.h"
@@ -38,6 +44,9 @@ struct DashboardSources {
   std::function<Snapshot()> snapshot;
   /// The end of rank `rank`'s log, or nullopt when rank 0 cannot read it.
   std::function<std::optional<std::string>(int rank)> log_tail;
+  /// Searches every rank's log (`rank` nullopt) or one rank's, within `limits`.
+  std::function<LogSearchResult(const std::string& needle, std::optional<int> rank, const LogSearchLimits& limits)>
+      log_search;
 };
 
 /// What the server answers, without the server (tests call it directly). Thread-safe.
@@ -48,6 +57,7 @@ class Routes {
 
  private:
   Snapshot Current();
+  http::Response SearchLogs(const std::string& query);
   DashboardSources sources_;
   std::string token_;
   int64_t min_refresh_ns_;

@@ -22,8 +22,10 @@ class Writer {
     name_ = name;
     out_ << "# HELP " << name << ' ' << help << '\n' << "# TYPE " << name << ' ' << type << '\n';
   }
-  void Sample(const Labels& labels, double value) {
-    out_ << name_;
+  void Sample(const Labels& labels, double value) { Sample("", labels, value); }
+  /// A sample of the current metric named with `suffix` ("_total", "_bucket", ...).
+  void Sample(const char* suffix, const Labels& labels, double value) {
+    out_ << name_ << suffix;
     if (!labels.empty()) {
       out_ << '{';
       for (size_t i = 0; i < labels.size(); ++i) {
@@ -42,12 +44,71 @@ class Writer {
   std::string name_;
 };
 
-Labels RankLabels(const RankView& r) { return {{"rank", std::to_string(r.rank)}, {"host", r.host}}; }
-
 Labels With(Labels labels, std::string name, std::string value) {
   labels.emplace_back(std::move(name), std::move(value));
   return labels;
 }
+
+bool ValidName(const std::string& name, bool colon) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (colon && c == ':') ||
+                    (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string Number(double value) {
+  char number[40];
+  std::snprintf(number, sizeof number, "%.17g", value);
+  return number;
+}
+
+/// The libraries' metrics (platform::PanelMetric), each name's samples together under its
+/// first sample's type and help; a sample of another type, or with a name or label the
+/// format does not allow, is left out (one library's mistake does not spoil the page).
+void PanelMetrics(const Snapshot& s, Writer& w) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const platform::PanelMetric*>> by_name;
+  for (const auto& [panel, p] : s.panels) {
+    for (const platform::PanelMetric& m : p.metrics) {
+      if (!ValidName(m.name, true) || (m.type != "counter" && m.type != "gauge" && m.type != "histogram")) continue;
+      bool labels_ok = true;
+      for (const auto& [k, v] : m.labels) labels_ok = labels_ok && ValidName(k, false) && k != "le";
+      if (!labels_ok) continue;
+      auto& list = by_name[m.name];
+      if (list.empty()) order.push_back(m.name);
+      if (!list.empty() && list.front()->type != m.type) continue;
+      list.push_back(&m);
+    }
+  }
+  for (const std::string& name : order) {
+    const auto& list = by_name[name];
+    const platform::PanelMetric& first = *list.front();
+    // A counter is named with _total on its TYPE line too (as Ray 2.10+ writes them, and
+    // as the 0.0.4 parsers expect: they read the family as the name without it).
+    const bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+    const std::string written = first.type == "counter" && !total ? name + "_total" : name;
+    w.Metric(written.c_str(), first.type.c_str(), first.help.empty() ? name.c_str() : first.help.c_str());
+    for (const platform::PanelMetric* m : list) {
+      const Labels labels(m->labels.begin(), m->labels.end());
+      if (m->type == "counter" || m->type == "gauge") {
+        w.Sample(labels, m->value);
+      } else {
+        for (size_t i = 0; i < m->bounds.size() && i < m->buckets.size(); ++i) {
+          w.Sample("_bucket", With(labels, "le", Number(m->bounds[i])), static_cast<double>(m->buckets[i]));
+        }
+        w.Sample("_bucket", With(labels, "le", "+Inf"), static_cast<double>(m->count));
+        w.Sample("_sum", labels, m->sum);
+        w.Sample("_count", labels, static_cast<double>(m->count));
+      }
+    }
+  }
+}
+
+Labels RankLabels(const RankView& r) { return {{"rank", std::to_string(r.rank)}, {"host", r.host}}; }
 
 }  // namespace
 
@@ -135,6 +196,14 @@ std::string PrometheusText(const Snapshot& s) {
   for (const auto& r : s.ranks) w.Sample(RankLabels(r), r.alive ? 1 : 0);
   w.Metric("prism_kv_keys", "gauge", "Keys in the job's internal KV store (at most 1000 counted).");
   w.Sample({}, static_cast<double>(s.kv_keys.size()));
+  w.Metric("prism_actor_pending_calls", "gauge", "Calls submitted to the actor and not ended (queued or running).");
+  for (const auto& a : s.actors) {
+    auto it = s.pending_calls.find(a.actor_id);
+    if (it != s.pending_calls.end()) {
+      w.Sample({{"actor_id", a.actor_id}, {"Name", a.class_name}, {"actor_name", a.name}}, static_cast<double>(it->second));
+    }
+  }
+  PanelMetrics(s, w);
   return w.str();
 }
 

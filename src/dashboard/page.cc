@@ -2,6 +2,8 @@
 // have no internet). Live, it polls the JSON views every 2 s with fetch() (carrying the
 // page's ?token= along); in a report, `window.PRISM_REPORT` holds the same views inlined
 // and nothing is fetched. Every value reaches the DOM through textContent, never as HTML.
+// Plots (tasks/s, memory per rank, the libraries' curves) are inline SVG drawn by lineChart
+// below: a few dozen lines that earn no chart library.
 #include <string>
 
 #include "dashboard/dashboard.h"
@@ -37,10 +39,13 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #fff; border: 1px solid #d5d9e0; padding: 8px; max-height: 60vh; overflow: auto; font-size: 12px; }
 #status.bad { color: #ffb4b4; }
 h2 { font-size: 15px; margin: 10px 0 2px; }
+.plot { display: inline-block; margin: 0 18px 12px 0; vertical-align: top; }
+.plot svg { background: #fff; border: 1px solid #d5d9e0; }
+#ended-by { color: #ffd27f; }
 </style>
 </head>
 <body>
-<header><h1>Prism</h1><span id="job"></span><span id="uptime"></span><span id="status"></span></header>
+<header><h1>Prism</h1><span id="job"></span><span id="uptime"></span><span id="status"></span><span id="ended-by"></span></header>
 <nav id="tabs"></nav>
 <main>
 <section id="ranks"><h2>Ranks</h2><table id="ranks-table"></table></section>
@@ -51,16 +56,23 @@ h2 { font-size: 15px; margin: 10px 0 2px; }
 <section id="placement_groups"><h2>Placement groups</h2><table id="pg-table"></table></section>
 <section id="kv"><h2>KV keys</h2><table id="kv-table"></table></section>
 <section id="libraries"><div id="panels-list"></div></section>
+<section id="plots"><h2>Tasks and memory over time</h2><div id="plots-job"></div>
+  <div id="plots-libraries"></div></section>
 <section id="timeline"><h2 id="timeline-title">Timeline</h2><div id="timeline-chart"></div>
   <div id="timeline-legend"></div></section>
-<section id="logs"><h2>Logs</h2><label>Rank <select id="log-rank"></select></label>
+<section id="logs"><h2>Logs</h2>
+  <form id="log-search-form"><label>Search every rank's log <input id="log-search" size="40" maxlength="256"
+    placeholder="text (case-insensitive)"></label> <button id="log-search-go" type="submit">Search</button>
+    <span id="log-search-note"></span></form>
+  <table id="log-search-table"></table>
+  <label>Rank <select id="log-rank"></select></label>
   <pre id="log-text"></pre></section>
 </main>
 <script>
 "use strict";
 const REPORT = window.PRISM_REPORT || null;
 const TABS = [["ranks", "Ranks"], ["tasks", "Tasks"], ["actors", "Actors"],
-              ["placement_groups", "Placement groups"], ["kv", "KV"], ["libraries", "Libraries"], ["timeline", "Timeline"], ["logs", "Logs"]];
+              ["placement_groups", "Placement groups"], ["kv", "KV"], ["libraries", "Libraries"], ["plots", "Plots"], ["timeline", "Timeline"], ["logs", "Logs"]];
 const TIMELINE_WINDOW_MS = 5 * 60 * 1000;  // live: the last 5 minutes
 const token = new URLSearchParams(location.search).get("token");
 let current = "ranks";
@@ -125,6 +137,7 @@ function showJob(j) {
   const secs = Math.max(0, (j.time_ns - j.start_time_ns) / 1e9);
   document.getElementById("uptime").textContent =
       (REPORT ? "ran " : "up ") + Math.floor(secs / 60) + " min " + Math.floor(secs % 60) + " s";
+  document.getElementById("ended-by").textContent = j.ended_by ? "ended by " + j.ended_by : "";
 }
 function showRanks(rs) {
   ranks = rs;
@@ -165,9 +178,9 @@ function showTasks(t) {
                                                {v: f.error_message, cls: "FAILED"}]));
 }
 function showActors(a) {
-  fill("actors-table", ["actor", "class", "name", "state", "rank", "restarts", "death cause"],
+  fill("actors-table", ["actor", "class", "name", "state", "rank", "pending calls", "restarts", "death cause"],
        a.map(x => ({key: x.actor_id, cells: [x.actor_id, x.class_name, x.name, {v: x.state, cls: x.state}, x.rank,
-                    x.num_restarts + " / " + x.max_restarts, x.death_cause]})));
+                    {v: x.pending_calls || 0, num: true}, x.num_restarts + " / " + x.max_restarts, x.death_cause]})));
 }
 function showGroups(g) {
   fill("pg-table", ["id", "name", "strategy", "state", "bundles", "bundle ranks"],
@@ -192,6 +205,91 @@ function showPanels(ps) {
     fill(t, p.columns, p.rows);
   }
 }
+const SVG_NS = "http://www.w3.org/2000/svg";
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+}
+function num(x) {
+  const a = Math.abs(x);
+  return a >= 1e9 ? (x / 1e9).toFixed(1) + "G" : a >= 1e6 ? (x / 1e6).toFixed(1) + "M" : a >= 1e4 ? (x / 1e3).toFixed(0) + "k"
+       : a >= 100 ? x.toFixed(0) : a >= 1 ? x.toFixed(2).replace(/\.?0+$/, "") : x.toPrecision(2);
+}
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf"];
+// One plot: series [{name, points: [[x, y], ...]}] as lines on shared axes, in an inline SVG.
+function lineChart(title, series, xLabel, yFmt) {
+  const box = el("div", undefined, "plot");
+  box.dataset.plot = title;
+  box.appendChild(el("h2", title));
+  const W = 480, H = 200, L = 60, R = 10, T = 8, B = 30;
+  const pts = series.flatMap(s => s.points).filter(p => p[1] !== null && isFinite(p[1]));
+  const svg = svgEl("svg", {width: W, height: H + 16 * Math.ceil(series.length / 3)});
+  if (!pts.length) {
+    const t = svgEl("text", {x: L, y: H / 2, "font-size": 12});
+    t.textContent = "no data yet";
+    svg.appendChild(t);
+    box.appendChild(svg);
+    return box;
+  }
+  let x0 = Math.min(...pts.map(p => p[0])), x1 = Math.max(...pts.map(p => p[0]));
+  let y0 = Math.min(0, ...pts.map(p => p[1])), y1 = Math.max(...pts.map(p => p[1]));
+  if (x1 <= x0) x1 = x0 + 1;
+  if (y1 <= y0) y1 = y0 + 1;
+  const X = x => L + (x - x0) / (x1 - x0) * (W - L - R), Y = y => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+  svg.appendChild(svgEl("line", {x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#888"}));
+  svg.appendChild(svgEl("line", {x1: L, y1: T, x2: L, y2: H - B, stroke: "#888"}));
+  for (let i = 0; i <= 4; ++i) {
+    const yv = y0 + (y1 - y0) * i / 4, xv = x0 + (x1 - x0) * i / 4;
+    const yt = svgEl("text", {x: L - 4, y: Y(yv) + 4, "font-size": 10, "text-anchor": "end"});
+    yt.textContent = (yFmt || num)(yv);
+    svg.appendChild(yt);
+    const xt = svgEl("text", {x: X(xv), y: H - B + 14, "font-size": 10, "text-anchor": i ? (i === 4 ? "end" : "middle") : "start"});
+    xt.textContent = num(xv);
+    svg.appendChild(xt);
+  }
+  const xl = svgEl("text", {x: (L + W - R) / 2, y: H - 4, "font-size": 10, "text-anchor": "middle"});
+  xl.textContent = xLabel;
+  svg.appendChild(xl);
+  series.forEach((s, i) => {
+    const ok = s.points.filter(p => p[1] !== null && isFinite(p[1]));
+    if (!ok.length) return;
+    const color = PALETTE[i % PALETTE.length];
+    const line = svgEl("polyline", {fill: "none", stroke: color, "stroke-width": 1.5,
+                                    points: ok.map(p => X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1)).join(" ")});
+    const tip = svgEl("title", {});
+    tip.textContent = s.name;
+    line.appendChild(tip);
+    svg.appendChild(line);
+    const lg = svgEl("text", {x: L + (i % 3) * 140, y: H + 12 + 16 * Math.floor(i / 3), "font-size": 11, fill: color});
+    lg.textContent = "\u2014 " + s.name;
+    svg.appendChild(lg);
+  });
+  box.appendChild(svg);
+  return box;
+}
+// The job's history (GET /api/history) and the libraries' curves (their panels' series).
+function showPlots(h, ps) {
+  const t = h.t_ms.map(x => x / 1000);
+  const rankIds = Object.keys(h.ranks).sort((a, b) => a - b);
+  const mem = key => rankIds.map(r => ({name: "rank " + r, points: t.map((x, i) => [x, h.ranks[r][key][i]])}));
+  document.getElementById("plots-job").replaceChildren(
+      lineChart("Tasks ended per second", [{name: "tasks/s", points: t.map((x, i) => [x, h.tasks_per_s[i]])}],
+                "seconds since the job started"),
+      lineChart("Memory per rank (RSS)", mem("rss"), "seconds since the job started", bytes),
+      lineChart("Object store per rank (in memory)", mem("store"), "seconds since the job started", bytes));
+  const box = document.getElementById("plots-libraries");
+  box.replaceChildren();
+  for (const p of ps) {
+    const plots = new Map();
+    for (const s of p.series || []) {
+      if (!plots.has(s.plot)) plots.set(s.plot, []);
+      plots.get(s.plot).push(s);
+    }
+    for (const [plot, series] of plots) box.appendChild(lineChart((p.title || p.name) + ": " + plot, series, plot.split(" by ").pop() || "x"));
+  }
+}
 function hue(name) {
   let h = 0;
   for (const c of name) h = (h * 31 + c.charCodeAt(0)) % 360;
@@ -199,12 +297,6 @@ function hue(name) {
 }
 // Tasks per rank as bars over time; a rank's overlapping tasks on lanes of their own.
 function showTimeline(tl) {
-  const NS = "http://www.w3.org/2000/svg";
-  const svgEl = (tag, attrs) => {
-    const e = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-    return e;
-  };
   const now = (tl.now_ns - tl.origin_ns) / 1e6;
   let t0 = REPORT ? now : Math.max(0, now - TIMELINE_WINDOW_MS);
   if (REPORT) for (const s of tl.spans) t0 = Math.min(t0, s[2]);
@@ -271,6 +363,38 @@ function showLog(l) {
       l.reachable ? l.text : "rank " + l.rank + "'s log is not readable from rank 0 (another host's local disk)";
 }
 
+function showSearch(r) {
+  fill("log-search-table", ["rank", "file", "line", "text"],
+       r.matches.map(m => [m.rank, m.file.split("/").pop(), {v: m.line, num: true}, m.text]));
+  document.getElementById("log-search-note").textContent =
+      r.matches.length + " lines" + (r.truncated ? " (the first " + r.limit + ")" : "") +
+      (r.partial_scan ? "; long logs: only their last 16 MiB were searched" : "") +
+      (r.unreadable_ranks && r.unreadable_ranks.length ? "; not readable from rank 0: ranks " + r.unreadable_ranks.join(", ") : "");
+}
+// The report searches the log tails it holds; the live page asks rank 0 (every rank's log).
+function searchReport(text) {
+  const needle = text.toLowerCase(), matches = [];
+  let truncated = false;
+  for (const [rank, log] of Object.entries(REPORT.logs)) {
+    log.split("\n").forEach((line, i) => {
+      if (!line.toLowerCase().includes(needle)) return;
+      if (matches.length === 200) { truncated = true; return; }
+      matches.push({rank: Number(rank), file: "rank-" + rank + " (the report's tail)", line: i + 1, text: line.slice(0, 512)});
+    });
+  }
+  return {matches, truncated, limit: 200};
+}
+async function search(event) {
+  if (event) event.preventDefault();
+  const text = document.getElementById("log-search").value;
+  if (!text) return;
+  const note = document.getElementById("log-search-note");
+  try {
+    showSearch(REPORT ? searchReport(text) : await get("api/logs/search", {q: text, rank: "all"}));
+  } catch (e) {
+    note.textContent = "search failed: " + e.message;
+  }
+}
 async function get(path, extra) {
   const r = await fetch(path + q(extra), {cache: "no-store"});
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
@@ -286,6 +410,7 @@ async function refresh() {
     if (VIEWS[current]) { const [p, f] = VIEWS[current]; f(await get(p)); }
     if (current !== "ranks") showRanks(await get("api/ranks"));
     if (current === "logs") showLog(await get("api/logs", {rank: document.getElementById("log-rank").value || 0}));
+    if (current === "plots") showPlots(await get("api/history"), await get("api/panels"));
     status.textContent = "updated " + new Date().toLocaleTimeString();
     status.className = "";
   } catch (e) {
@@ -297,6 +422,7 @@ function showReport() {
   const d = REPORT.snapshot;
   showJob(d.job); showRanks(d.ranks); showTasks(d.tasks); showActors(d.actors);
   showGroups(d.placement_groups); showKv(d.kv); showTimeline(d.timeline); showPanels(d.panels || []);
+  showPlots(d.history, d.panels || []);
   const rank = document.getElementById("log-rank").value || 0;
   const text = REPORT.logs[String(rank)];
   showLog({rank: rank, reachable: text !== undefined, text: text || ""});
@@ -317,6 +443,7 @@ for (const [id, label] of TABS) {
   document.getElementById("tabs").appendChild(b);
 }
 document.getElementById("log-rank").onchange = () => select("logs");
+document.getElementById("log-search-form").onsubmit = search;
 select("ranks");
 if (!REPORT) setInterval(refresh, 2000);
 </script>

@@ -112,10 +112,43 @@ bool IsLive(const std::string& task_state) {
 
 }  // namespace
 
+std::vector<std::pair<double, double>> ThinPoints(const std::vector<std::pair<double, double>>& points, size_t max) {
+  if (points.size() <= max) return points;
+  std::vector<std::pair<double, double>> out;
+  if (max == 0) return out;
+  if (max == 1) return {points.back()};
+  out.reserve(max);
+  const double step = static_cast<double>(points.size() - 1) / static_cast<double>(max - 1);
+  for (size_t i = 0; i < max; ++i) out.push_back(points[static_cast<size_t>(static_cast<double>(i) * step + 0.5)]);
+  return out;
+}
+
 std::string EncodePanel(const platform::Panel& panel) {
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < panel.rows.size() && i < kMaxPanelRows; ++i) rows.push_back(panel.rows[i]);
-  nlohmann::json j = {{"title", panel.title}, {"lines", panel.lines}, {"columns", panel.columns}, {"rows", std::move(rows)}};
+  nlohmann::json metrics = nlohmann::json::array();
+  for (size_t i = 0; i < panel.metrics.size() && i < kMaxPanelMetrics; ++i) {
+    const platform::PanelMetric& m = panel.metrics[i];
+    nlohmann::json labels = nlohmann::json::array();
+    for (const auto& [k, v] : m.labels) labels.push_back({k, v});
+    nlohmann::json jm = {{"name", m.name}, {"type", m.type}, {"help", m.help}, {"labels", std::move(labels)}};
+    if (m.type == "histogram") {
+      jm["bounds"] = m.bounds;
+      jm["buckets"] = m.buckets;
+      jm["count"] = m.count;
+      jm["sum"] = m.sum;
+    } else {
+      jm["value"] = m.value;
+    }
+    metrics.push_back(std::move(jm));
+  }
+  nlohmann::json series = nlohmann::json::array();
+  for (size_t i = 0; i < panel.series.size() && i < kMaxPanelSeries; ++i) {
+    const platform::PanelSeries& x = panel.series[i];
+    series.push_back({{"name", x.name}, {"plot", x.plot}, {"points", ThinPoints(x.points, kMaxSeriesPoints)}});
+  }
+  nlohmann::json j = {{"title", panel.title}, {"lines", panel.lines},   {"columns", panel.columns},
+                      {"rows", std::move(rows)}, {"metrics", std::move(metrics)}, {"series", std::move(series)}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -127,6 +160,30 @@ std::optional<platform::Panel> DecodePanel(const std::string& bytes) {
     p.lines = j.at("lines").get<std::vector<std::string>>();
     p.columns = j.at("columns").get<std::vector<std::string>>();
     p.rows = j.at("rows").get<std::vector<std::vector<std::string>>>();
+    for (const auto& jm : j.value("metrics", nlohmann::json::array())) {
+      platform::PanelMetric m;
+      m.name = jm.at("name").get<std::string>();
+      m.type = jm.at("type").get<std::string>();
+      m.help = jm.at("help").get<std::string>();
+      for (const auto& kv : jm.at("labels")) m.labels.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      if (m.type == "histogram") {
+        m.bounds = jm.at("bounds").get<std::vector<double>>();
+        m.buckets = jm.at("buckets").get<std::vector<uint64_t>>();
+        m.count = jm.at("count").get<uint64_t>();
+        m.sum = jm.at("sum").get<double>();
+        if (m.bounds.size() != m.buckets.size()) continue;
+      } else {
+        m.value = jm.at("value").get<double>();
+      }
+      p.metrics.push_back(std::move(m));
+    }
+    for (const auto& jx : j.value("series", nlohmann::json::array())) {
+      platform::PanelSeries x;
+      x.name = jx.at("name").get<std::string>();
+      x.plot = jx.at("plot").get<std::string>();
+      x.points = jx.at("points").get<std::vector<std::pair<double, double>>>();
+      p.series.push_back(std::move(x));
+    }
     return p;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -167,6 +224,7 @@ Snapshot Assemble(StateLists lists, const std::map<int, RankSample>& samples, in
   std::map<int, uint64_t> running;
   for (const auto& t : lists.live_tasks) {
     if (IsLive(t.state) && t.rank >= 0) ++running[t.rank];
+    if (t.type == "ACTOR_TASK" && !t.actor_id.empty()) ++s.pending_calls[t.actor_id];
   }
   for (const auto& w : lists.workers) {
     RankView r;
@@ -252,7 +310,14 @@ nlohmann::json TasksJson(const Snapshot& s) {
           {"failures", ListJson(s.failures)}};
 }
 
-nlohmann::json ActorsJson(const Snapshot& s) { return ListJson(s.actors); }
+nlohmann::json ActorsJson(const Snapshot& s) {
+  nlohmann::json a = ListJson(s.actors);
+  for (auto& actor : a) {
+    auto it = s.pending_calls.find(actor["actor_id"].get<std::string>());
+    actor["pending_calls"] = it == s.pending_calls.end() ? 0 : it->second;
+  }
+  return a;
+}
 
 nlohmann::json PlacementGroupsJson(const Snapshot& s) { return ListJson(s.placement_groups); }
 
@@ -263,7 +328,10 @@ nlohmann::json KvJson(const Snapshot& s) {
 nlohmann::json PanelsJson(const Snapshot& s) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& [name, p] : s.panels) {
-    a.push_back({{"name", name}, {"title", p.title}, {"lines", p.lines}, {"columns", p.columns}, {"rows", p.rows}});
+    nlohmann::json series = nlohmann::json::array();
+    for (const auto& x : p.series) series.push_back({{"name", x.name}, {"plot", x.plot}, {"points", x.points}});
+    a.push_back({{"name", name}, {"title", p.title}, {"lines", p.lines}, {"columns", p.columns}, {"rows", p.rows},
+                 {"series", std::move(series)}});
   }
   return a;
 }
@@ -285,7 +353,41 @@ nlohmann::json TimelineJson(const Snapshot& s) {
 nlohmann::json JobJson(const Snapshot& s) {
   nlohmann::json j = ToJson(s.job);
   j["time_ns"] = s.time_ns;
+  j["ended_by"] = s.ended_by;
   return j;
+}
+
+nlohmann::json HistoryJson(const Snapshot& s) {
+  const int64_t origin = s.job.start_time_ns;
+  nlohmann::json t_ms = nlohmann::json::array(), ended = nlohmann::json::array(), rate = nlohmann::json::array();
+  std::map<int, std::pair<nlohmann::json, nlohmann::json>> ranks;  // rss, store
+  for (const auto& p : s.history) {
+    for (const auto& [rank, bytes] : p.rss_bytes) ranks[rank];
+  }
+  for (size_t i = 0; i < s.history.size(); ++i) {
+    const HistoryPoint& p = s.history[i];
+    t_ms.push_back(static_cast<double>(p.time_ns - origin) / 1e6);
+    ended.push_back(p.tasks_ended);
+    double per_s = 0;
+    if (i > 0) {
+      const HistoryPoint& before = s.history[i - 1];
+      const double dt = static_cast<double>(p.time_ns - before.time_ns) / 1e9;
+      if (dt > 0 && p.tasks_ended >= before.tasks_ended) per_s = static_cast<double>(p.tasks_ended - before.tasks_ended) / dt;
+    }
+    rate.push_back(per_s);
+    for (auto& [rank, series] : ranks) {
+      auto rss = p.rss_bytes.find(rank);
+      auto store = p.store_bytes.find(rank);
+      series.first.push_back(rss == p.rss_bytes.end() ? nlohmann::json() : nlohmann::json(rss->second));
+      series.second.push_back(store == p.store_bytes.end() ? nlohmann::json() : nlohmann::json(store->second));
+    }
+  }
+  nlohmann::json by_rank = nlohmann::json::object();
+  for (auto& [rank, series] : ranks) {
+    by_rank[std::to_string(rank)] = {{"rss", std::move(series.first)}, {"store", std::move(series.second)}};
+  }
+  return {{"t_ms", std::move(t_ms)}, {"tasks_ended", std::move(ended)}, {"tasks_per_s", std::move(rate)},
+          {"ranks", std::move(by_rank)}};
 }
 
 nlohmann::json SnapshotJson(const Snapshot& s) {
@@ -296,7 +398,8 @@ nlohmann::json SnapshotJson(const Snapshot& s) {
           {"placement_groups", PlacementGroupsJson(s)},
           {"kv", KvJson(s)},
           {"timeline", TimelineJson(s)},
-          {"panels", PanelsJson(s)}};
+          {"panels", PanelsJson(s)},
+          {"history", HistoryJson(s)}};
 }
 
 }  // namespace prism::dashboard

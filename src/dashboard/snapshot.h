@@ -38,6 +38,12 @@ std::optional<RankSample> DecodeRankSample(const std::string& bytes);
 inline constexpr const char* kPanelKeyPrefix = "prism.dashboard/panel/";
 inline constexpr size_t kMaxPanels = 16;
 inline constexpr size_t kMaxPanelRows = 500;
+inline constexpr size_t kMaxPanelMetrics = 2000;
+inline constexpr size_t kMaxPanelSeries = 32;
+inline constexpr size_t kMaxSeriesPoints = 500;
+
+/// At most `max` of `points`, evenly spaced, the first and the last among them.
+std::vector<std::pair<double, double>> ThinPoints(const std::vector<std::pair<double, double>>& points, size_t max);
 
 /// A panel as the KV store holds it (JSON), and back (nullopt for bytes it did not write).
 std::string EncodePanel(const platform::Panel& panel);
@@ -69,6 +75,14 @@ struct FunctionTimes {
   double per_s_last_min = 0;  // ended in the 60 s before the snapshot, per second
 };
 
+/// One point of the job's history (dashboard/history.h): what rank 0 sampled once a period.
+struct HistoryPoint {
+  int64_t time_ns = 0;                   // wall clock
+  uint64_t tasks_ended = 0;              // tasks (and actor calls) the ranks ended so far
+  std::map<int, uint64_t> rss_bytes;     // by rank: the process's resident memory
+  std::map<int, uint64_t> store_bytes;   // by rank: its object store's bytes in memory
+};
+
 /// One ended task on the timeline: where and when it ran.
 struct TaskSpan {
   int rank = -1;
@@ -89,10 +103,16 @@ struct Snapshot {
   std::vector<FunctionTimes> times;                // by function, of the ended tasks kept
   std::vector<TaskSpan> spans;                     // the ended tasks kept, oldest first
   std::vector<state::ActorState> actors;
+  /// By actor id: calls submitted to it and not ended (waiting for arguments or resources,
+  /// queued on its rank, or running). Actors without any are absent.
+  std::map<std::string, uint64_t> pending_calls;
   std::vector<state::PlacementGroupState> placement_groups;
   std::vector<std::string> kv_keys;
   bool kv_keys_truncated = false;
   std::vector<std::pair<std::string, platform::Panel>> panels;  // by name
+  std::vector<HistoryPoint> history;  // oldest first (the feed adds it)
+  /// Why the job ended, in a report written on a preemption signal ("" otherwise).
+  std::string ended_by;
 };
 
 /// The inputs of one snapshot, as the state API returns them.
@@ -101,7 +121,9 @@ struct StateLists {
   std::vector<state::NodeState> nodes;
   std::vector<state::WorkerState> workers;
   state::TaskSummary summary;
-  std::vector<state::TaskState> live_tasks;  // tasks not yet ended (for per-rank counts)
+  /// Tasks not yet ended: per-rank counts (SUBMITTED_TO_WORKER, RUNNING_IN_RAY_GET) and
+  /// actors' pending calls (every live state of ACTOR_TASKs).
+  std::vector<state::TaskState> live_tasks;
   std::vector<state::TaskState> failures;
   /// Ended tasks (FINISHED and FAILED, in any order) for durations, rates and the timeline.
   std::vector<state::TaskState> ended;
@@ -133,6 +155,10 @@ nlohmann::json PanelsJson(const Snapshot& s);
 /// failed], ...]}: times in ms since the job's start, compact for thousands of spans.
 nlohmann::json TimelineJson(const Snapshot& s);
 nlohmann::json JobJson(const Snapshot& s);
+/// {"t_ms": [ms since the job's start], "tasks_ended": [...], "tasks_per_s": [rate since the
+/// point before; 0 for the first], "ranks": {"<rank>": {"rss": [...], "store": [...]}}},
+/// a rank's value null where that point lacks it.
+nlohmann::json HistoryJson(const Snapshot& s);
 nlohmann::json SnapshotJson(const Snapshot& s);
 
 }  // namespace prism::dashboard

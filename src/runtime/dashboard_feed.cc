@@ -19,7 +19,10 @@
 #include "prism/errors.h"
 #include "prism/kv.h"
 #include "prism/platform/panel.h"
+#include "prism/preemption.h"
 #include "prism/state.h"
+#include "common/thread_name.h"
+#include "runtime/stop_signals.h"
 
 namespace prism::internal {
 
@@ -82,6 +85,13 @@ void RankReporter::Tick() {
 DashboardFeed::DashboardFeed(Options options, Node& node) : options_(std::move(options)), node_(node) {}
 
 DashboardFeed::~DashboardFeed() {
+  SetLastWordsOnSigterm({});
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (history_thread_.joinable()) history_thread_.join();
   if (server_) server_->Stop();
 }
 
@@ -91,10 +101,24 @@ void DashboardFeed::Start() {
     std::lock_guard<std::mutex> lock(mu_);
     self_sampler_.Sample(SteadyNs());  // primes the CPU rates of the first snapshot
   }
+  history_thread_ = std::thread([this] {
+    NameThisThread("prism-dash-hist");
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      RecordHistory();
+      lock.lock();
+      stop_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+    }
+  });
+  // A SIGTERM outside a guarded run ends rank 0 without Shutdown: the report first.
+  SetLastWordsOnSigterm([this] { Stop("SIGTERM outside a run that stops cleanly: the job was ended"); });
   if (options_.setting.mode != dashboard::DashboardSetting::Mode::kServe) return;
   dashboard::DashboardSources sources;
   sources.snapshot = [this] { return Collect(kLiveEndedTasks); };
   sources.log_tail = [this](int rank) { return LogTail(rank); };
+  sources.log_search = [this](const std::string& needle, std::optional<int> rank,
+                              const dashboard::LogSearchLimits& limits) { return SearchLogs(needle, rank, limits); };
   try {
     server_ = std::make_unique<dashboard::Dashboard>(options_.setting, std::move(sources));
     http::WriteEndpointFile(EndpointFile(), server_->url());
@@ -127,6 +151,13 @@ dashboard::Snapshot DashboardFeed::Collect(size_t ended_limit) {
     f.limit = kLiveTasks;
     for (auto& t : state::ListTasks(f)) lists.live_tasks.push_back(std::move(t));
   }
+  for (const char* waiting : {"PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT"}) {  // actors' pending calls
+    state::TaskFilter f;
+    f.state = waiting;
+    f.type = "ACTOR_TASK";
+    f.limit = kLiveTasks;
+    for (auto& t : state::ListTasks(f)) lists.live_tasks.push_back(std::move(t));
+  }
   for (const char* end : {"FINISHED", "FAILED"}) {
     state::TaskFilter f;
     f.state = end;
@@ -149,6 +180,15 @@ dashboard::Snapshot DashboardFeed::Collect(size_t ended_limit) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  DrainSamples();
+  ranks_.clear();
+  for (const auto& w : lists.workers) ranks_.push_back(w.rank);
+  dashboard::Snapshot snapshot = dashboard::Assemble(std::move(lists), samples_, WallNs());
+  snapshot.history = history_.points();
+  return snapshot;
+}
+
+void DashboardFeed::DrainSamples() {
   for (auto& m : inbox_->Drain()) {
     if (auto s = dashboard::DecodeRankSample(m.bytes)) samples_[s->rank] = std::move(*s);
   }
@@ -158,7 +198,51 @@ dashboard::Snapshot DashboardFeed::Collect(size_t ended_limit) {
   self.proc = self_sampler_.Sample(SteadyNs());
   self.store = node_.LocalObjectStore();
   samples_[self.rank] = self;
-  return dashboard::Assemble(std::move(lists), samples_, WallNs());
+}
+
+void DashboardFeed::RecordHistory() {
+  dashboard::HistoryPoint point;
+  std::vector<int> ranks;
+  try {
+    for (const auto& w : state::ListWorkers()) {
+      point.tasks_ended += w.num_tasks_finished;
+      ranks.push_back(w.rank);
+    }
+  } catch (const std::exception&) {
+    return;  // the session is ending
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  DrainSamples();
+  ranks_ = std::move(ranks);
+  point.time_ns = WallNs();
+  for (const auto& [rank, sample] : samples_) {
+    point.rss_bytes[rank] = sample.proc.process_rss_bytes;
+    point.store_bytes[rank] = sample.store.used_bytes;
+  }
+  history_.Add(std::move(point));
+}
+
+dashboard::LogSearchResult DashboardFeed::SearchLogs(const std::string& needle, std::optional<int> rank,
+                                                     const dashboard::LogSearchLimits& limits) {
+  std::vector<int> ranks;
+  if (rank) {
+    ranks.push_back(*rank);
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks = ranks_;
+  }
+  dashboard::LogSearchResult result;
+  for (int r : ranks) {
+    const std::string base = options_.log_dir + "/rank-" + std::to_string(r);
+    bool read = false;
+    for (const char* ext : {".log", ".out"}) {
+      if (result.truncated) break;
+      read = dashboard::SearchLogFile(base + ext, needle, r, limits, result) || read;
+    }
+    if (!read) result.unreadable_ranks.push_back(r);
+    if (result.truncated) break;
+  }
+  return result;
 }
 
 std::optional<std::string> DashboardFeed::LogTail(int rank) const {
@@ -183,16 +267,33 @@ std::string DashboardFeed::ReportPath() const {
   return dir + "/prism-dashboard-" + options_.job_id + ".html";
 }
 
-void DashboardFeed::Stop() {
+void DashboardFeed::Stop(const std::string& ended_by) {
+  // Called by Shutdown, or on the signal watcher's thread just before a SIGTERM ends the
+  // process: the first caller writes the report; a later one returns at once.
+  std::unique_lock<std::mutex> stop_lock(stop_mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  stop_cv_.notify_all();
+  stop_lock.unlock();
+  SetLastWordsOnSigterm({});
+  if (history_thread_.joinable() && history_thread_.get_id() != std::this_thread::get_id()) history_thread_.join();
+  stop_lock.lock();
   if (server_) {
     server_->Stop();
     ::unlink(EndpointFile().c_str());
   }
   if (!options_.setting.WritesReport()) return;
+  std::string why = ended_by;
+  if (why.empty() && prism::PreemptionSignal() != 0) {
+    why = std::string(StopSignalName(prism::PreemptionSignal())) +
+          " (preemption or time limit): the job stopped early";
+  }
   const std::string path = ReportPath();
   try {
     const auto started = std::chrono::steady_clock::now();
     dashboard::Snapshot snapshot = Collect(kReportEndedTasks);
+    snapshot.ended_by = why;
     std::map<int, std::string> logs;
     for (const auto& r : snapshot.ranks) {
       if (auto text = LogTail(r.rank)) logs[r.rank] = std::move(*text);

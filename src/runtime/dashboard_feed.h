@@ -9,16 +9,22 @@
 //     busy rank never does, and the transport drops them on arrival.
 //   * rank 0: the DashboardFeed reads that channel, samples itself, asks the state API for
 //     the rest when a page asks (at most every 0.5 s), serves the dashboard, writes the
-//     endpoint file <session_dir>/dashboard.url, and at Shutdown the report.
+//     endpoint file <session_dir>/dashboard.url, and at Shutdown the report (or when a
+//     SIGTERM ends the job outside a run that stops cleanly: the report says so). A thread
+//     of its own ("prism-dash-hist") keeps the history the plots draw: once a second the
+//     ranks' task counts (state::ListWorkers, one head call of O(ranks)) and memory.
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dashboard/dashboard.h"
+#include "dashboard/history.h"
 #include "dashboard/proc_sample.h"
 #include "dashboard/setting.h"
 #include "prism/internal/channel_inbox.h"
@@ -64,9 +70,11 @@ class DashboardFeed {
   /// and writes the endpoint file. A server that cannot bind is a warning, not an error
   /// (the job runs without it).
   void Start();
-  /// Stops the server, removes the endpoint file, then writes the report (while the session
-  /// still answers the state API) and prints its path. Never throws.
-  void Stop();
+  /// Stops the server and the history, removes the endpoint file, then writes the report
+  /// (while the session still answers the state API) and prints its path; `ended_by`, if
+  /// not empty, says in the report why the job ended (a preemption signal). Never throws.
+  /// Idempotent: a second call does nothing.
+  void Stop(const std::string& ended_by = "");
 
   /// Where the report goes: $PRISM_STORAGE_PATH (else ~/prism_results) +
   /// /prism-dashboard-<job id>.html, where Train and Tune keep their results
@@ -79,6 +87,12 @@ class DashboardFeed {
   /// (durations, rates, the timeline).
   dashboard::Snapshot Collect(size_t ended_limit);
   std::optional<std::string> LogTail(int rank) const;
+  dashboard::LogSearchResult SearchLogs(const std::string& needle, std::optional<int> rank,
+                                        const dashboard::LogSearchLimits& limits);
+  /// Reads the samples that came in (under mu_).
+  void DrainSamples();
+  /// The history's thread: a point once a second until Stop.
+  void RecordHistory();
 
   Options options_;
   Node& node_;
@@ -86,7 +100,14 @@ class DashboardFeed {
   std::mutex mu_;  // the samples and the self-sampler (the server's thread, then Stop's)
   std::map<int, dashboard::RankSample> samples_;
   dashboard::ProcSampler self_sampler_;
+  dashboard::History history_;
+  std::vector<int> ranks_;  // every rank, as the latest snapshot or history point saw them
   std::unique_ptr<dashboard::Dashboard> server_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::thread history_thread_;
 };
 
 }  // namespace prism::internal

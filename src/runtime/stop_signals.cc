@@ -44,6 +44,7 @@ std::mutex g_mu;  // Install / Uninstall
 std::mutex g_hooks_mu;
 std::list<std::function<void(int)>> g_hooks;  // PreemptionHooks, called by the watcher
 std::list<std::string> g_guard_messages;      // live PreemptionGuards' on_signal, newest last
+std::function<void()> g_last_words;          // rank 0, under g_hooks_mu
 std::string g_ack_file;  // rank 0: PRISM_SIGNAL_ACK_FILE, written once a signal is heard
 bool g_parent_is_mpi_launcher = false;  // our parent is mpirun/orted (Open MPI) or prted
 std::vector<std::string> g_hosts;       // per rank, to look for dead ranks on this host
@@ -243,6 +244,13 @@ void Watch(int rank, pid_t launcher) {
                    "prism: received SIGTERM outside a run that stops cleanly (training, tuning, serving); "
                    "exiting\n");
       std::fflush(stderr);
+      std::function<void()> last_words;
+      {
+        std::lock_guard<std::mutex> lock(g_hooks_mu);
+        last_words = g_last_words;
+      }
+      if (last_words) last_words();
+      std::fflush(stderr);
       std::signal(SIGTERM, SIG_DFL);
       std::raise(SIGTERM);
       continue;
@@ -307,6 +315,11 @@ const char* StopSignalName(int sig) {
 }
 
 void ClearStopSignalForTesting() { g_signal.store(0); }
+
+void SetLastWordsOnSigterm(std::function<void()> last_words) {
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  g_last_words = std::move(last_words);
+}
 
 
 }  // namespace internal

@@ -7,6 +7,7 @@
 // rank died (or it was stopped itself), so rank 0 says which ranks on its host ended and
 // how, and every rank ends as SIGTERM would end it: no checkpoint, no requeue.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ void InstallStopSignals(int rank, std::vector<std::string> hosts = {}, std::vect
 /// Stops the watcher and restores the dispositions. Called by Shutdown (and before a
 /// serving rank exits).
 void UninstallStopSignals();
+
+/// Rank 0: `last_words` runs on the watcher thread just before a SIGTERM outside any
+/// PreemptionGuard ends the process (the dashboard writes its report). It must not throw;
+/// an empty function clears it. Thread-safe.
+void SetLastWordsOnSigterm(std::function<void()> last_words);
 
 /// "SIGUSR1" or "SIGTERM" (else "signal"), for messages.
 const char* StopSignalName(int sig);

@@ -60,7 +60,7 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
       if (fresh) {
         d.spec = spec;
         d.app = app_name;
-        d.router = std::make_shared<Router>(spec.name);
+        d.router = std::make_shared<Router>(spec.name, platform::DashboardOn() ? request_metrics_ : nullptr);
         // Unique within the job (the clock at the first deployment, then counted), so that a
         // later deployment of the same name never reads this one's load reports.
         if (next_incarnation_ == 0) {
@@ -257,6 +257,20 @@ void Controller::PublishPanel(double now) {
     p.lines.push_back(std::to_string(status.deployments.size()) + " deployments, as of " + when);
     p.columns = {"deployment", "application", "status", "replicas (running/target)", "on ranks",
                  "ongoing requests", "queued requests", "message"};
+    std::map<std::string, std::string> application_of;
+    for (const DeploymentStatus& d : status.deployments) {
+      application_of[d.name] = d.application;
+      for (const ReplicaStatus& r : d.replicas) {
+        platform::PanelMetric healthy;
+        healthy.name = "ray_serve_deployment_replica_healthy";
+        healthy.type = "gauge";
+        healthy.help = "1 while the replica is RUNNING (its health checks pass), else 0.";
+        healthy.labels = {{"deployment", d.name}, {"replica", r.replica_id}, {"application", d.application}};
+        healthy.value = r.state == ReplicaState::kRunning ? 1 : 0;
+        p.metrics.push_back(std::move(healthy));
+      }
+    }
+    for (auto& m : request_metrics_->Metrics(application_of)) p.metrics.push_back(std::move(m));
     for (const DeploymentStatus& d : status.deployments) {
       int running = 0, ongoing = 0;
       std::string ranks;

@@ -12,7 +12,8 @@
 //     replica whose check throws or takes longer than health_check_timeout_s,
 //   - publishes each changed replica set to the routers (the driver's directly, other
 //     ranks' through the KV store),
-//   - every 2 s, with the job's dashboard on, shows the deployments on it (a panel).
+//   - every 2 s, with the job's dashboard on, shows the deployments on it (a panel), with
+//     Serve's metrics under Ray's names (request_metrics.h, replicas' health).
 // Replica readiness and health replies arrive on completion callbacks (OnReady); nothing
 // blocks on a replica.
 
@@ -29,6 +30,7 @@
 #include "prism/serve/deployment.h"
 #include "serve/autoscaling_policy.h"
 #include "serve/replica.h"
+#include "serve/request_metrics.h"
 #include "serve/router.h"
 #include "serve/serve_log.h"
 
@@ -44,6 +46,9 @@ class Controller {
   /// Deploys or updates the application's deployments (see serve::Run) and waits up to
   /// `ready_timeout_s` for their replicas. Throws DeploymentError.
   void Deploy(const Application& app, const std::string& app_name, double ready_timeout_s);
+  /// Request counts and latencies of the ingress and the driver's routers (the dashboard's
+  /// /metrics shows them with the Serve panel).
+  std::shared_ptr<RequestMetrics> request_metrics() const { return request_metrics_; }
   /// The driver's router of `deployment`, or nullptr.
   std::shared_ptr<Router> RouterOf(const std::string& deployment);
   bool Has(const std::string& deployment);
@@ -124,6 +129,7 @@ class Controller {
   std::condition_variable wake_;
   std::thread thread_;
   uint64_t next_incarnation_ = 0;  // seeded from the clock at the first deployment
+  const std::shared_ptr<RequestMetrics> request_metrics_ = std::make_shared<RequestMetrics>();
   double last_panel_ = -1;  // control thread only
   std::atomic<bool> panel_due_{false};  // a Deploy finished: show it now
 };

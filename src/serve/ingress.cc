@@ -28,7 +28,8 @@ http::Response ErrorResponse(std::exception_ptr error) {
   }
 }
 
-Ingress::Ingress(const std::string& host, uint16_t port) {
+Ingress::Ingress(const std::string& host, uint16_t port, std::shared_ptr<RequestMetrics> metrics)
+    : metrics_(std::move(metrics)) {
   http::ServerOptions options;
   options.host = host;
   options.port = port;
@@ -61,19 +62,34 @@ bool Ingress::Drain(double timeout_s) { return server_->Drain(std::chrono::durat
 void Ingress::Stop() { server_->Stop(); }
 
 void Ingress::Handle(http::Request request, http::Respond respond) {
-  std::string deployment, prefix;
+  std::string deployment, prefix, app;
+  std::string known;  // the route prefixes, for a 404
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto match = MatchRoute(routes_, request.path);
-    if (!match) {
-      std::string known;
+    if (auto match = MatchRoute(routes_, request.path)) {
+      prefix = *match;
+      deployment = routes_.at(prefix);
+      for (const auto& [a, p] : app_route_) {
+        if (p == prefix) app = a;
+      }
+    } else {
       for (const auto& [p, d] : routes_) known += (known.empty() ? "" : ", ") + p;
-      respond(http::ErrorResponse(404, "no route for " + request.path + " (route prefixes: " +
-                                 (known.empty() ? "none" : known) + ")"));
-      return;
     }
-    prefix = *match;
-    deployment = routes_.at(prefix);
+  }
+  if (metrics_) {
+    // Counted once answered, whichever way: the answer goes through this wrapper.
+    metrics_->HttpStarted();
+    respond = [respond = std::move(respond), metrics = metrics_, method = request.method, route = prefix, app,
+               started = std::chrono::steady_clock::now()](http::Response r) {
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+      metrics->HttpEnded(route, method, app, r.status, ms);
+      respond(std::move(r));
+    };
+  }
+  if (deployment.empty()) {
+    respond(http::ErrorResponse(404, "no route for " + request.path + " (route prefixes: " +
+                                         (known.empty() ? "none" : known) + ")"));
+    return;
   }
   Request r;
   r.method = std::move(request.method);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "http/server.h"
+#include "serve/request_metrics.h"
 #include "serve/router_core.h"  // MatchRoute
 
 namespace prism::serve::internal {
@@ -28,8 +29,9 @@ http::Response ErrorResponse(std::exception_ptr error);
 
 class Ingress {
  public:
-  /// Starts the server (throws prism::Error when it cannot bind).
-  Ingress(const std::string& host, uint16_t port);
+  /// Starts the server (throws prism::Error when it cannot bind). Each request's route,
+  /// method, status and time go to `metrics` (when not null).
+  Ingress(const std::string& host, uint16_t port, std::shared_ptr<RequestMetrics> metrics = nullptr);
   ~Ingress();
   /// Routes `prefix` to `deployment` (replacing the application's previous prefix).
   void SetRoute(const std::string& app, const std::string& prefix, const std::string& deployment);
@@ -45,6 +47,7 @@ class Ingress {
  private:
   void Handle(http::Request request, http::Respond respond);
 
+  std::shared_ptr<RequestMetrics> metrics_;
   mutable std::mutex mu_;
   std::map<std::string, std::string> routes_;     // prefix -> deployment
   std::map<std::string, std::string> app_route_;  // app -> prefix

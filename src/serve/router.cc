@@ -4,7 +4,8 @@
 
 namespace prism::serve::internal {
 
-Router::Router(std::string deployment) : deployment_(std::move(deployment)) {}
+Router::Router(std::string deployment, std::shared_ptr<RequestMetrics> metrics)
+    : deployment_(std::move(deployment)), metrics_(std::move(metrics)) {}
 
 void Router::Update(const ReplicaSet& set) {
   std::vector<Send> sends;
@@ -82,6 +83,7 @@ void Router::Submit(std::string method, std::string args, CallDone done) {
 void Router::Start(std::vector<Send> sends) {
   for (auto& s : sends) {
     std::shared_ptr<Router> self = shared_from_this();
+    if (metrics_) s.call.sent = std::chrono::steady_clock::now();
     try {
       ObjectRef<std::string> ref =
           s.replica.actor.Task(&ReplicaActor::Call).Remote(s.call.method, s.call.args);
@@ -103,6 +105,10 @@ void Router::Start(std::vector<Send> sends) {
 }
 
 void Router::OnReply(const std::string& replica_id, Call call, CallResult result) {
+  if (metrics_) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - call.sent).count();
+    metrics_->CallEnded(deployment_, replica_id, result.error != nullptr, ms);
+  }
   bool retry = false;
   if (result.error) {
     try {

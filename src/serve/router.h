@@ -8,6 +8,7 @@
 // KV store. A call whose replica died (ActorError: killed by a health check, a downscale
 // race, or its rank died) is sent again to another replica, up to kMaxAttempts times.
 
+#include <chrono>
 #include <deque>
 #include <exception>
 #include <map>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "serve/replica.h"
+#include "serve/request_metrics.h"
 #include "serve/router_core.h"
 
 namespace prism::serve::internal {
@@ -27,7 +29,9 @@ class Router : public std::enable_shared_from_this<Router> {
  public:
   static constexpr int kMaxAttempts = 3;
 
-  explicit Router(std::string deployment);
+  /// `metrics`: where each call's outcome and time go (the driver's routers while the
+  /// job's dashboard is on), or nullptr.
+  explicit Router(std::string deployment, std::shared_ptr<RequestMetrics> metrics = nullptr);
   /// Replaces the replica set (calls in flight on replicas left out still finish). A set
   /// older than the current one (lower version, same incarnation) is ignored.
   void Update(const ReplicaSet& set);
@@ -52,6 +56,7 @@ class Router : public std::enable_shared_from_this<Router> {
     std::string args;
     CallDone done;
     int attempts = 0;
+    std::chrono::steady_clock::time_point sent;  // the latest attempt's
   };
   struct Send {
     ReplicaRef replica;
@@ -64,6 +69,7 @@ class Router : public std::enable_shared_from_this<Router> {
   void OnReply(const std::string& replica_id, Call call, CallResult result);
 
   const std::string deployment_;
+  const std::shared_ptr<RequestMetrics> metrics_;
   mutable std::mutex mu_;
   ReplicaSet set_;
   std::map<std::string, int> in_flight_;  // by replica id, including replicas since removed

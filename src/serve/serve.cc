@@ -19,6 +19,7 @@
 
 #include "prism/api.h"
 #include "prism/kv.h"
+#include "prism/platform/panel.h"
 #include "prism/platform/preemption.h"
 #include "prism/preemption.h"
 #include "prism/serve.h"
@@ -271,7 +272,8 @@ void Run(const Application& app, const RunOptions& options) {
   s.applications[name] = options.http ? options.route_prefix : "";
   if (options.http) {
     if (!s.ingress) {
-      s.ingress = std::make_unique<internal::Ingress>(options.host, options.port);
+      s.ingress = std::make_unique<internal::Ingress>(
+          options.host, options.port, platform::DashboardOn() ? s.controller.request_metrics() : nullptr);
       s.endpoint = s.ingress->endpoint();
     }
     s.ingress->SetRoute(name, options.route_prefix, app.IngressName());

@@ -84,7 +84,25 @@ class TrainPanel {
   void Report(const ReportRecord& record) {
     reports_.push_back(record);
     if (reports_.size() > kRows) reports_.pop_front();
-    if (!record.checkpoint_path.empty()) checkpoint_ = record.checkpoint_path;
+    ++num_reports_;
+    if (!record.checkpoint_path.empty()) {
+      checkpoint_ = record.checkpoint_path;
+      ++num_checkpoints_;
+    }
+    for (const auto& [k, v] : record.metrics) {
+      auto it = curves_.find(k);
+      if (it == curves_.end()) {
+        if (curves_.size() == kMaxCurves) continue;
+        it = curves_.emplace(k, std::vector<std::pair<double, double>>{}).first;
+      }
+      auto& points = it->second;
+      points.emplace_back(static_cast<double>(record.iteration), v);
+      if (points.size() > 2 * kCurvePoints) {  // every other point: the whole run, evenly
+        size_t kept = 0;
+        for (size_t i = 0; i < points.size(); i += 2) points[kept++] = points[i];
+        points.resize(kept);
+      }
+    }
     Publish(false);
   }
   void State(const std::string& state, int failures) {
@@ -125,13 +143,46 @@ class TrainPanel {
         row.push_back(r.checkpoint_path.empty() ? "" : "yes");
         p.rows.push_back(std::move(row));
       }
+      AddMetrics(p);
       platform::PublishPanel("train/" + name_, p);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "prism.train: the dashboard's Train panel was not updated: %s\n", e.what());
     }
   }
+  /// Progress for /metrics (Ray Train exports none: Prism's names) and each metric's curve
+  /// by report for the dashboard's plots.
+  void AddMetrics(platform::Panel& p) const {
+    auto add = [&](const char* name, const char* type, const char* help, double value) {
+      platform::PanelMetric m;
+      m.name = name;
+      m.type = type;
+      m.help = help;
+      m.labels = {{"run", name_}};
+      m.value = value;
+      p.metrics.push_back(std::move(m));
+    };
+    add("prism_train_reports", "counter", "Reports (train::Report calls) the run's driver received.",
+        static_cast<double>(num_reports_));
+    add("prism_train_checkpoints", "counter", "Reports that carried a checkpoint.", static_cast<double>(num_checkpoints_));
+    add("prism_train_failures", "gauge", "Worker group failures the run has restarted from so far.", failures_);
+    for (const auto& [k, v] : reports_.empty() ? Metrics{} : reports_.back().metrics) {
+      platform::PanelMetric m;
+      m.name = "prism_train_metric";
+      m.type = "gauge";
+      m.help = "The latest report's metrics, by name.";
+      m.labels = {{"run", name_}, {"metric", k}};
+      m.value = v;
+      p.metrics.push_back(std::move(m));
+    }
+    for (const auto& [k, points] : curves_) p.series.push_back({k, "metrics by report", points});
+  }
+
+  static constexpr size_t kMaxCurves = 16;
+  static constexpr size_t kCurvePoints = 500;
   std::string kind_, name_, ranks_, state_ = "starting", checkpoint_;
   int failures_ = 0;
+  uint64_t num_reports_ = 0, num_checkpoints_ = 0;
+  std::map<std::string, std::vector<std::pair<double, double>>> curves_;
   std::deque<ReportRecord> reports_;
   std::chrono::steady_clock::time_point last_{};
 };

@@ -267,6 +267,8 @@ struct Tuner::Impl : TrialRunner {
   internal::StatusView MakeStatusView(bool final);
   /// The trials on the job's dashboard (platform::PublishPanel), if it is on; never throws.
   void PublishPanel(bool final);
+  /// The experiment's progress (metrics) and its trials' curves (series), on `panel`.
+  void AddPanelMetrics(platform::Panel& panel);
   /// The results, each trial's history moved into them (copying 9,600 reports cost
   /// milliseconds at Fit's return): Fit's last step.
   ResultGrid TakeResults();
@@ -952,9 +954,55 @@ void Tuner::Impl::PublishPanel(bool final) {
   last_panel = Clock::now();
   if (!platform::DashboardOn()) return;
   try {
-    platform::PublishPanel("tune/" + run.name, internal::StatusPanel(MakeStatusView(final)));
+    platform::Panel panel = internal::StatusPanel(MakeStatusView(final));
+    AddPanelMetrics(panel);
+    platform::PublishPanel("tune/" + run.name, panel);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "prism::tune: the dashboard's Tune panel was not updated: %s\n", e.what());
+  }
+}
+
+// Progress for /metrics (Ray Tune exports none of its own: Prism's names) and each trial's
+// metric by iteration for the dashboard's plots (the first kMaxPanelSeries trials, the
+// dashboard thins each to 500 points).
+void Tuner::Impl::AddPanelMetrics(platform::Panel& panel) {
+  std::map<std::string, int> by_status;
+  for (const char* status : {"PENDING", "RUNNING", "PAUSED", "TERMINATED", "ERROR"}) by_status[status] = 0;
+  uint64_t results = 0;
+  for (const auto& t : trials) {
+    ++by_status[StatusName(t->status)];
+    results += t->history.size();
+  }
+  for (const auto& [status, n] : by_status) {
+    platform::PanelMetric m;
+    m.name = "prism_tune_trials";
+    m.type = "gauge";
+    m.help = "Trials of each Tune experiment, by status.";
+    m.labels = {{"experiment", run.name}, {"state", status}};
+    m.value = n;
+    panel.metrics.push_back(std::move(m));
+  }
+  platform::PanelMetric reported;
+  reported.name = "prism_tune_results";
+  reported.type = "counter";
+  reported.help = "Results (tune::Report calls) the experiment's trials made.";
+  reported.labels = {{"experiment", run.name}};
+  reported.value = static_cast<double>(results);
+  panel.metrics.push_back(std::move(reported));
+  if (config.metric.empty()) return;
+  const std::string plot = config.metric + " by training_iteration";
+  constexpr size_t kMaxTrialCurves = 32;
+  for (const auto& t : trials) {
+    if (panel.series.size() == kMaxTrialCurves) break;
+    platform::PanelSeries curve;
+    curve.name = t->id;
+    curve.plot = plot;
+    for (const Metrics& result : t->history) {
+      auto x = result.find("training_iteration");
+      auto y = result.find(config.metric);
+      if (x != result.end() && y != result.end()) curve.points.emplace_back(x->second, y->second);
+    }
+    if (!curve.points.empty()) panel.series.push_back(std::move(curve));
   }
 }
 

@@ -1,8 +1,10 @@
 """The dashboard in a real browser (labels mpi and browser): headless Chromium, driven by
 Selenium through chromium-driver, loads the live page of a 3-rank job and sees its ranks
 table filled (3 ranks, each with a sample), the failed task's error in the Tasks view, both
-actors, the timeline's bars, Tune's trials in the Libraries view and no console errors; then, after the job, the saved report
-shows the same ranks and timeline offline.
+actors with counter-1's 3 pending calls, the timeline's bars, Tune's trials in the Libraries
+view, the plots (tasks/s and memory per rank from the history, Tune's curves) as SVG lines, a
+log search's result, and no console errors; then, after the job, the saved report shows the
+same ranks, timeline and plots offline, and searches the logs it holds.
 Screenshots go to <build>/tests/mpi/dashboard_browser/.
 
     dashboard_browser_test.py <mpiexec> <prism_dashboard_app> <screenshot dir>
@@ -70,6 +72,28 @@ def text_of(driver, element_id):
     return driver.execute_script("return document.getElementById(arguments[0]).textContent;", element_id)
 
 
+def check_plots(driver, by):
+    """The Plots view: the job's three plots and Tune's curves, each line an SVG polyline."""
+    driver.find_element(by.ID, "tab-plots").click()
+    wait_until("the job's plots and Tune's 3 curves", lambda: driver.execute_script(
+        "const n = s => document.querySelectorAll(s).length;"
+        "return n('#plots-job .plot svg') === 3 && n('#plots-job svg polyline') >= 4"
+        "    && n('#plots-libraries svg polyline') === 3;"))
+
+
+def check_log_search(driver, by, text):
+    """A search in the Logs view finds `text` (typed in another case) in rank 1's log."""
+    driver.find_element(by.ID, "tab-logs").click()
+    box = driver.find_element(by.ID, "log-search")
+    box.clear()
+    box.send_keys(text.upper())
+    driver.find_element(by.ID, "log-search-go").click()
+    wait_until("the search's result", lambda: driver.execute_script(
+        "return [...document.querySelectorAll('#log-search-table tbody tr')]"
+        "  .some(r => r.cells.length === 4 && r.cells[0].textContent === '1' && r.cells[3].textContent.includes(arguments[0]));",
+        text))
+
+
 def main():
     mpiexec, app, shots = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(shots, exist_ok=True)
@@ -98,6 +122,11 @@ def main():
         driver.save_screenshot(os.path.join(shots, "live_tasks.png"))
         driver.find_element(By.ID, "tab-actors").click()
         wait_until("both actors", lambda: text_of(driver, "actors-table").count("Counter") == 2)
+        wait_until("counter-1's 3 pending calls", lambda: driver.execute_script(
+            "const h = [...document.querySelectorAll('#actors-table thead th')].map(c => c.textContent);"
+            "const r = [...document.querySelectorAll('#actors-table tbody tr')]"
+            "  .find(r => [...r.cells].some(c => c.textContent === 'counter-1'));"
+            "return r ? r.cells[h.indexOf('pending calls')].textContent : null;") == "3")
         driver.find_element(By.ID, "tab-timeline").click()
         wait_until("the timeline's bars", lambda: driver.execute_script(
             "return document.querySelectorAll('#timeline-chart rect').length;") >= 20)
@@ -106,6 +135,10 @@ def main():
         wait_until("Tune's trials in the Libraries view", lambda: driver.execute_script(
             "return document.querySelectorAll('table[data-panel=\"tune/dashboard-tune\"] tbody tr').length;") == 3)
         driver.save_screenshot(os.path.join(shots, "live_libraries.png"))
+        check_plots(driver, By)
+        driver.save_screenshot(os.path.join(shots, "live_plots.png"))
+        check_log_search(driver, By, "rank 1 holds")
+        driver.save_screenshot(os.path.join(shots, "live_logs.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         phases["live views checked"] = time.time() - started
@@ -123,6 +156,8 @@ def main():
         wait_until("the report's timeline", lambda: driver.execute_script(
             "return document.querySelectorAll('#timeline-chart rect').length;") >= 20)
         driver.save_screenshot(os.path.join(shots, "report_ranks.png"))
+        check_plots(driver, By)
+        check_log_search(driver, By, "rank 1 holds")
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         phases["report checked"] = time.time() - started

@@ -74,6 +74,10 @@ class DashboardJob:
     def stop(self, timeout=30):
         """Lets the job end; returns (exit status, the report's path or None, output)."""
         open(os.path.join(self.dir, "stop"), "w").close()
+        return self.wait(timeout)
+
+    def wait(self, timeout=30):
+        """Waits for the job to end (without asking it to); returns what stop() returns."""
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -4,14 +4,22 @@
 
 Starts the job with --prism-dashboard=loopback, reads the endpoint file, checks the JSON
 views and /metrics (parsed with python3-prometheus-client when installed) show the ranks,
-tasks, actors, the placement group and KV keys, and that `prism status` prints them, then
+tasks, actors (with counter-1's 3 pending calls), the placement group and KV keys, Serve's
+requests (4 sent here over HTTP) and Tune's trials under their metric names, the history
+the plots draw, Tune's curves, a log search, and that `prism status` prints them, then
 ends the job and checks the report (and `prism status` of it). With "report": --prism-dashboard=report (no server) and a driver that returns 75 from main
 without Shutdown, as a preempted job does: the report is written at exit all the same.
+With "signal": a real SIGTERM to rank 0, once while the app holds a PreemptionGuard (as a
+training run does: it returns 75, and the report says it was preempted) and once without
+one (SIGTERM ends rank 0: the report is written first, and says so).
 """
 import os
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dashboard_job import DashboardJob  # noqa: E402
@@ -43,6 +51,105 @@ def report_only(mpiexec, app):
         job.cleanup()
 
 
+def http_status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metric_families(text):
+    from prometheus_client.parser import text_string_to_metric_families
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def check_library_metrics(job):
+    """Serve's requests (3 answered, 1 not found) and Tune's trials on /metrics."""
+    with open(os.path.join(job.dir, "serve.url")) as f:
+        serve = f.read().strip()
+    for i in range(3):
+        status, body = http_status(serve + "/greet/x%d" % i)
+        assert status == 200 and "/greet/x%d" % i in body, (status, body)
+    assert http_status(serve + "/nope")[0] == 404
+    # The controller publishes Serve's metrics with its panel, every 2 s.
+    text = wait_for("Serve's 4 HTTP requests on /metrics", lambda: job.get("/metrics")[2],
+                    lambda t: 'ray_serve_num_http_requests_total{route="/greet",method="GET",application="dash",'
+                              'status_code="200"} 3' in t and 'status_code="404"} 1' in t)
+    try:
+        fams = metric_families(text)
+    except ImportError:
+        assert 'prism_tune_trials{experiment="dashboard-tune",state="TERMINATED"} 3' in text, text
+        return
+    latency = fams["ray_serve_http_request_latency_ms"]
+    assert latency.type == "histogram", latency.type
+    counts = [s.value for s in latency.samples if s.name.endswith("_count") and s.labels["route"] == "/greet"]
+    assert counts == [3], latency.samples
+    inf = [s.value for s in latency.samples if s.name.endswith("_bucket") and s.labels["le"] == "+Inf"
+           and s.labels["route"] == "/greet"]
+    assert inf == [3], latency.samples
+    assert [s.value for s in fams["ray_serve_num_ongoing_http_requests"].samples] == [0]
+    calls = sum(s.value for s in fams["ray_serve_deployment_request_counter"].samples
+                if s.labels["deployment"] == "dash-greeter" and s.labels["application"] == "dash")
+    assert calls == 4, fams["ray_serve_deployment_request_counter"].samples  # 1 handle call + 3 HTTP
+    processing = [s for s in fams["ray_serve_deployment_processing_latency_ms"].samples if s.name.endswith("_count")]
+    assert sum(s.value for s in processing) == 4, processing
+    healthy = fams["ray_serve_deployment_replica_healthy"].samples
+    assert len(healthy) == 2 and all(s.value == 1 for s in healthy), healthy
+    trials = {s.labels["state"]: s.value for s in fams["prism_tune_trials"].samples
+              if s.labels["experiment"] == "dashboard-tune"}
+    assert trials["TERMINATED"] == 3 and trials["RUNNING"] == 0, trials
+    results = [s.value for s in fams["prism_tune_results"].samples]
+    assert results == [9], results  # 3 trials x 3 reports
+    pending = {s.labels["actor_name"]: s.value for s in fams["prism_actor_pending_calls"].samples}
+    assert pending.get("counter-1") == 3, pending
+
+
+def check_new_views(job):
+    """Pending calls, log search (and its 400s), the history the plots draw, Tune's curves."""
+    actors = wait_for("counter-1's 3 waiting calls", lambda: job.json("/api/actors"),
+                      lambda a: any(x["name"] == "counter-1" and x["pending_calls"] == 3 for x in a))
+    assert all(x["pending_calls"] == 0 for x in actors if x["name"] == "counter-2"), actors
+    found = job.json("/api/logs/search?q=RANK%201%20HOLDS&rank=all")
+    assert found["matches"] and all(m["rank"] == 1 and "rank 1 holds" in m["text"] for m in found["matches"]), found
+    # Rank 0 writes no log file unless told to (its output is the terminal's).
+    assert not found["truncated"] and found["unreadable_ranks"] in ([], [0]), found
+    assert job.json("/api/logs/search?q=no%20such%20text%20anywhere")["matches"] == []
+    base = job.url.split("?")[0].rstrip("/")
+    for bad in ("", "q=", "q=x&rank=minus", "q=x&limit=0", "q=%zz"):
+        status, body = http_status(base + "/api/logs/search?" + bad)
+        assert status == 400 and "/api/logs/search" in body, (bad, status, body)
+    history = wait_for("2 points of history", lambda: job.json("/api/history"), lambda h: len(h["t_ms"]) >= 2)
+    assert sorted(history["ranks"]) == ["0", "1", "2"], history
+    assert all(v and v > 0 for v in history["ranks"]["1"]["rss"][-1:]), history
+    assert history["tasks_ended"][-1] >= 20, history
+    tune = [p for p in job.json("/api/panels") if p["name"] == "tune/dashboard-tune"][0]
+    curves = {c["name"]: c for c in tune["series"]}
+    assert len(curves) == 3 and all(c["plot"] == "score by training_iteration" for c in curves.values()), curves
+    assert sorted(tuple(map(tuple, c["points"])) for c in curves.values())[0] == ((1, 11), (2, 12), (3, 13)), curves
+
+
+def preempted(mpiexec, app):
+    for mode, ended_by in (("guarded", "SIGTERM (preemption or time limit): the job stopped early"),
+                           ("unguarded", "SIGTERM outside a run that stops cleanly: the job was ended")):
+        started = time.time()
+        job = DashboardJob(mpiexec, app, setting="report", env={"DASHBOARD_APP_SIGNAL": mode})
+        try:
+            with open(os.path.join(job.dir, "pid")) as f:
+                os.kill(int(f.read()), signal.SIGTERM)
+            rc, report, output = job.wait()
+            if mode == "guarded":
+                assert rc == 75, (rc, output)
+            else:
+                assert rc != 0 and "received SIGTERM outside a run that stops cleanly" in output, (rc, output)
+            assert report and "prism: dashboard report " + report in output, output
+            html = open(report).read()
+            assert '"ended_by":"%s"' % ended_by in html and "counter-2" in html, ended_by
+            print("SIGTERM to rank 0 (%s): report written, rc %d (%.1f s)" % (mode, rc, time.time() - started))
+        finally:
+            job.cleanup()
+
+
 def prism_status(cli, where):
     out = subprocess.run([cli, "status", where], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, (out.returncode, out.stderr)
@@ -53,6 +160,8 @@ def main():
     mpiexec, app, cli = sys.argv[1], sys.argv[2], sys.argv[3]
     if sys.argv[4:] == ["report"]:
         return report_only(mpiexec, app)
+    if sys.argv[4:] == ["signal"]:
+        return preempted(mpiexec, app)
     started = time.time()
     job = DashboardJob(mpiexec, app)
     try:
@@ -105,6 +214,9 @@ def main():
         assert all(r[1] == "TERMINATED" for r in tune["rows"]) and tune["columns"][-1] == "score", tune
         assert any(line.startswith("Best trial: ") and "score=33" in line for line in tune["lines"]), tune
 
+        check_library_metrics(job)
+        check_new_views(job)
+
         actors = job.json("/api/actors")
         alive = sorted((a["name"], a["rank"]) for a in actors if a["state"] == "ALIVE" and "Counter" in a["class_name"])
         assert alive == [("counter-1", 1), ("counter-2", 2)], actors
@@ -148,6 +260,7 @@ def main():
         assert "prism: dashboard report " + report in output, output
         html = open(report).read()
         assert "window.PRISM_REPORT = " in html and "counter-1" in html and "fails on purpose" in html
+        assert '"history":{"ranks":{"0":' in html and '"pending_calls"' in html, "history and pending calls in the report"
         text = prism_status(cli, report)
         assert "(report: " + report in text and "Square" in text and "ran 0 min" in text, text
         gone = subprocess.run([cli, "status", job.url], capture_output=True, text=True, timeout=30)

@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 
 #include "dashboard/dashboard.h"
+#include "dashboard/history.h"
+#include "dashboard/log_search.h"
 #include "dashboard/metrics.h"
 #include "dashboard/proc_sample.h"
 #include "dashboard/setting.h"
@@ -280,11 +282,11 @@ TEST(DashboardSnapshotTest, ListsAtMostAThousandKvKeys) {
 /// name{label="value",...} number, with labels escaped as the format says.
 void CheckExpositionFormat(const std::string& text) {
   static const std::regex kHelp(R"(# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*)");
-  static const std::regex kType(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
+  static const std::regex kType(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter|histogram))");
   static const std::regex kSample(
       R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*")*\})? (-?[0-9.eE+-]+|NaN|[+-]Inf))");
   std::istringstream lines(text);
-  std::string line, typed;
+  std::string line, typed, type;
   std::set<std::string> seen;
   int n = 0;
   while (std::getline(lines, line)) {
@@ -292,11 +294,16 @@ void CheckExpositionFormat(const std::string& text) {
     std::smatch m;
     if (std::regex_match(line, m, kType)) {
       typed = m[1];
+      type = m[2];
       EXPECT_TRUE(seen.insert(typed).second) << "metric typed twice: " << typed;
     } else if (std::regex_match(line, kHelp)) {
     } else {
       ASSERT_TRUE(std::regex_match(line, m, kSample)) << "line " << n << " is not a sample: " << line;
-      EXPECT_EQ(m[1], typed) << "line " << n << ": a sample outside its metric's block";
+      // A counter's samples may end in _total; a histogram's are _bucket, _sum and _count.
+      std::set<std::string> names = {typed};
+      if (type == "counter") names.insert(typed + "_total");
+      if (type == "histogram") names = {typed + "_bucket", typed + "_sum", typed + "_count"};
+      EXPECT_TRUE(names.count(m[1])) << "line " << n << ": a sample outside its metric's block: " << line;
     }
   }
   EXPECT_EQ(text.back(), '\n');
@@ -526,6 +533,251 @@ TEST(DashboardReportTest, TenThousandEndedTasksMakeASmallReportQuickly) {
   std::printf("[ report ] 10000 ended tasks: %zu KiB in %.0f ms\n", html.size() >> 10, ms);
   EXPECT_LT(html.size(), 2u << 20);
   EXPECT_LT(ms, 2000);
+}
+
+platform::PanelMetric Metric(std::string name, std::string type, std::vector<std::pair<std::string, std::string>> labels,
+                             double value) {
+  platform::PanelMetric m;
+  m.name = std::move(name);
+  m.type = std::move(type);
+  m.help = "help of " + m.name;
+  m.labels = std::move(labels);
+  m.value = value;
+  return m;
+}
+
+/// Two libraries' panels with metrics: a Serve-like counter and histogram, a gauge, and
+/// mistakes that must be left out.
+StateLists WithLibraryMetrics() {
+  StateLists l = ThreeRanks();
+  platform::Panel serve;
+  serve.title = "Serve";
+  for (const char* status : {"200", "404"}) {
+    serve.metrics.push_back(Metric("ray_serve_num_http_requests", "counter",
+                                   {{"route", "/g"}, {"method", "GET"}, {"application", "a"}, {"status_code", status}},
+                                   status[0] == '2' ? 3 : 1));
+  }
+  platform::PanelMetric latency = Metric("ray_serve_http_request_latency_ms", "histogram", {{"route", "/g"}}, 0);
+  latency.bounds = {1, 5, 10};
+  latency.buckets = {1, 2, 2};  // cumulative: one at <= 1 ms, one at <= 5, one above 10
+  latency.count = 3;
+  latency.sum = 17.5;
+  serve.metrics.push_back(latency);
+  serve.metrics.push_back(Metric("bad name", "gauge", {}, 1));
+  serve.metrics.push_back(Metric("prism_x", "gauge", {{"le", "1"}}, 1));  // le is the histogram's
+  serve.metrics.push_back(Metric("prism_x", "summary", {}, 1));           // no such type here
+  l.panels.emplace_back("serve", serve);
+  platform::Panel tune;
+  tune.title = "Tune: b";
+  tune.metrics.push_back(Metric("prism_tune_trials", "gauge", {{"experiment", "b"}, {"state", "RUNNING"}}, 2));
+  tune.metrics.push_back(Metric("ray_serve_num_http_requests", "gauge", {}, 9));  // clashes: left out
+  tune.metrics.push_back(Metric("ray_serve_num_http_requests", "counter", {{"route", "/h"}}, 4));
+  l.panels.emplace_back("tune/b", tune);
+  return l;
+}
+
+TEST(DashboardMetricsTest, LibrariesMetricsJoinTheirNamesWithHistogramsAndCountersAsRayWritesThem) {
+  // Through the KV store's encoding, as the feed reads them.
+  StateLists l = WithLibraryMetrics();
+  for (auto& [name, panel] : l.panels) panel = *DecodePanel(EncodePanel(panel));
+  const std::string text = PrometheusText(Assemble(std::move(l), {}, 2));
+  CheckExpositionFormat(text);
+  for (const char* expected : {
+           "# TYPE ray_serve_num_http_requests_total counter\n",
+           "ray_serve_num_http_requests_total{route=\"/g\",method=\"GET\",application=\"a\",status_code=\"200\"} 3\n",
+           "ray_serve_num_http_requests_total{route=\"/g\",method=\"GET\",application=\"a\",status_code=\"404\"} 1\n",
+           "ray_serve_num_http_requests_total{route=\"/h\"} 4\n",
+           "# TYPE ray_serve_http_request_latency_ms histogram\n",
+           "ray_serve_http_request_latency_ms_bucket{route=\"/g\",le=\"1\"} 1\n",
+           "ray_serve_http_request_latency_ms_bucket{route=\"/g\",le=\"10\"} 2\n",
+           "ray_serve_http_request_latency_ms_bucket{route=\"/g\",le=\"+Inf\"} 3\n",
+           "ray_serve_http_request_latency_ms_sum{route=\"/g\"} 17.5\n",
+           "ray_serve_http_request_latency_ms_count{route=\"/g\"} 3\n",
+           "prism_tune_trials{experiment=\"b\",state=\"RUNNING\"} 2\n"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << "missing " << expected << " in\n" << text;
+  }
+  EXPECT_EQ(text.find("bad name"), std::string::npos);
+  EXPECT_EQ(text.find("prism_x"), std::string::npos);
+  EXPECT_EQ(text.find("} 9\n"), std::string::npos) << "a sample of another type than its name's first";
+}
+
+TEST(DashboardMetricsTest, PrometheusClientsParserReadsTheLibrariesHistogramsAndCounters) {
+  if (std::system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-prometheus-client is not installed";
+  }
+  const std::string text = PrometheusText(Assemble(WithLibraryMetrics(), {}, 2));
+  const fs::path file = fs::temp_directory_path() / ("prism-metrics-lib-" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(file) << text;
+  const std::string cmd =
+      "/usr/bin/python3 -c 'import sys\n"
+      "from prometheus_client.parser import text_string_to_metric_families as parse\n"
+      "fams = {f.name: f for f in parse(open(sys.argv[1]).read())}\n"
+      "r = fams[\"ray_serve_num_http_requests\"]\n"
+      "assert r.type == \"counter\", r.type\n"
+      "assert sorted(s.value for s in r.samples) == [1, 3, 4], r.samples\n"
+      "h = fams[\"ray_serve_http_request_latency_ms\"]\n"
+      "assert h.type == \"histogram\", h.type\n"
+      "b = {s.labels[\"le\"]: s.value for s in h.samples if s.name.endswith(\"_bucket\")}\n"
+      "assert b == {\"1.0\": 1, \"5.0\": 2, \"10.0\": 2, \"+Inf\": 3} or b == {\"1\": 1, \"5\": 2, \"10\": 2, \"+Inf\": 3}, b\n"
+      "assert [s.value for s in h.samples if s.name.endswith(\"_sum\")] == [17.5]\n"
+      "print(\"ok\")' " + file.string();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int status = ::pclose(p);
+  fs::remove(file);
+  ASSERT_EQ(status, 0) << "the parser refused the text:\n" << text;
+  ASSERT_TRUE(read);
+  EXPECT_STREQ(buf, "ok\n");
+}
+
+TEST(DashboardSnapshotTest, PendingCallsCountEachActorsCallsNotEnded) {
+  StateLists l = ThreeRanks();
+  for (const char* state : {"PENDING_ARGS_AVAIL", "SUBMITTED_TO_WORKER", "SUBMITTED_TO_WORKER"}) {
+    state::TaskState t;
+    t.type = "ACTOR_TASK";
+    t.actor_id = "actor-ALIVE";
+    t.state = state;
+    t.rank = 1;
+    l.live_tasks.push_back(t);
+  }
+  Snapshot s = Assemble(std::move(l), {}, 2);
+  EXPECT_EQ(s.pending_calls["actor-ALIVE"], 3u);
+  nlohmann::json actors = ActorsJson(s);
+  ASSERT_EQ(actors.size(), 2u);
+  EXPECT_EQ(actors[0]["actor_id"], "actor-ALIVE");
+  EXPECT_EQ(actors[0]["pending_calls"], 3);
+  EXPECT_EQ(actors[1]["pending_calls"], 0);
+  EXPECT_EQ(SnapshotJson(s)["actors"][0]["pending_calls"], 3);
+  EXPECT_NE(PrometheusText(s).find("prism_actor_pending_calls{actor_id=\"actor-ALIVE\",Name=\"Counter\",actor_name=\"\"} 3\n"),
+            std::string::npos);
+}
+
+TEST(DashboardSnapshotTest, SeriesRoundTripThinnedEvenlyAndShowInThePanelsJson) {
+  platform::Panel p;
+  p.title = "Train: run";
+  platform::PanelSeries loss{"loss", "metrics by report", {}};
+  for (int i = 0; i < 2000; ++i) loss.points.emplace_back(i, 1.0 / (i + 1));
+  p.series.push_back(loss);
+  for (size_t i = 0; i < kMaxPanelSeries + 4; ++i) p.series.push_back({"s" + std::to_string(i), "x", {{0, 1}}});
+  std::optional<platform::Panel> back = DecodePanel(EncodePanel(p));
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->series.size(), kMaxPanelSeries);
+  const auto& points = back->series[0].points;
+  ASSERT_EQ(points.size(), kMaxSeriesPoints);
+  EXPECT_EQ(points.front().first, 0);
+  EXPECT_EQ(points.back().first, 1999) << "the last point is kept";
+  EXPECT_NEAR(points[250].first, 1000, 3) << "evenly spaced";
+  StateLists l = ThreeRanks();
+  l.panels = {{"train/run", *back}};
+  nlohmann::json j = PanelsJson(Assemble(std::move(l), {}, 2));
+  EXPECT_EQ(j[0]["series"][0]["plot"], "metrics by report");
+  EXPECT_EQ(j[0]["series"][0]["points"][0][1], 1.0);
+}
+
+TEST(DashboardHistoryTest, KeepsABoundedHistoryOfTheWholeJobAndRatesComeFromIt) {
+  History h(8, 1'000'000'000);
+  for (int64_t t = 0; t < 40; ++t) {
+    HistoryPoint p;
+    p.time_ns = 1'000'000'000 + t * 1'000'000'000;  // a point a second
+    p.tasks_ended = static_cast<uint64_t>(t * 10);   // 10 tasks/s
+    p.rss_bytes = {{0, 100 + static_cast<uint64_t>(t)}, {1, 200}};
+    p.store_bytes = {{0, 5}};
+    h.Add(p);
+    HistoryPoint too_soon = p;
+    too_soon.time_ns += 400'000'000;
+    h.Add(too_soon);  // within the period: dropped
+  }
+  ASSERT_LE(h.points().size(), 8u);
+  ASSERT_GE(h.points().size(), 4u);
+  EXPECT_EQ(h.points().front().time_ns, 1'000'000'000) << "the job's start stays";
+  EXPECT_GE(h.points().back().time_ns, 1'000'000'000 + 32'000'000'000LL) << "the history reaches the end";
+  EXPECT_EQ(h.period_ns(), 8'000'000'000) << "doubled at each thinning";
+  Snapshot s = Assemble(ThreeRanks(), {}, 50'000'000'000);
+  s.history = h.points();
+  nlohmann::json j = HistoryJson(s);
+  ASSERT_EQ(j["t_ms"].size(), h.points().size());
+  EXPECT_EQ(j["t_ms"][0], 0.0) << "ms since the job's start (1 s)";
+  EXPECT_EQ(j["tasks_per_s"][0], 0.0);
+  for (size_t i = 1; i < j["tasks_per_s"].size(); ++i) EXPECT_DOUBLE_EQ(j["tasks_per_s"][i].get<double>(), 10.0);
+  EXPECT_EQ(j["ranks"]["1"]["rss"][0], 200);
+  EXPECT_TRUE(j["ranks"]["1"]["store"][0].is_null()) << "a value the point lacks is null";
+  EXPECT_EQ(SnapshotJson(s)["history"], j);
+}
+
+TEST(DashboardLogSearchTest, FindsLinesIgnoringCaseWithinItsBounds) {
+  const fs::path dir = fs::temp_directory_path() / ("prism-log-search-" + std::to_string(::getpid()));
+  std::string log;
+  for (int i = 1; i <= 50; ++i) log += "line " + std::to_string(i) + (i % 10 == 0 ? " an ERROR here" : "") + "\n";
+  log += std::string(2000, 'x') + " error in a long line\n";
+  Write(dir / "rank-1.log", log);
+  LogSearchLimits limits;
+  limits.max_line_bytes = 100;
+  LogSearchResult r;
+  ASSERT_TRUE(SearchLogFile((dir / "rank-1.log").string(), "eRRoR", 1, limits, r));
+  ASSERT_EQ(r.matches.size(), 6u);
+  EXPECT_EQ(r.matches[0].line, 10u);
+  EXPECT_EQ(r.matches[0].text, "line 10 an ERROR here");
+  EXPECT_EQ(r.matches[0].rank, 1);
+  EXPECT_EQ(r.matches[5].text.size(), 100u + 6) << "cut, with a mark";
+  EXPECT_FALSE(r.truncated);
+  EXPECT_FALSE(r.partial_scan);
+  LogSearchResult few;
+  limits.max_matches = 2;
+  SearchLogFile((dir / "rank-1.log").string(), "error", 1, limits, few);
+  EXPECT_EQ(few.matches.size(), 2u);
+  EXPECT_TRUE(few.truncated);
+  LogSearchResult tail;
+  limits.max_matches = 100;
+  limits.scan_bytes = 2030;  // the long line (2022 bytes) and the end of the line before
+  SearchLogFile((dir / "rank-1.log").string(), "error", 1, limits, tail);
+  EXPECT_TRUE(tail.partial_scan);
+  EXPECT_EQ(tail.matches.size(), 1u) << "only the end was read";
+  LogSearchResult none;
+  EXPECT_FALSE(SearchLogFile((dir / "rank-9.log").string(), "error", 9, limits, none));
+  fs::remove_all(dir);
+  EXPECT_EQ(PercentDecode("a%20b+c%2Fd"), "a b c/d");
+  EXPECT_FALSE(PercentDecode("bad%2"));
+  EXPECT_FALSE(PercentDecode("bad%zz"));
+}
+
+TEST(DashboardRoutesTest, LogSearchAnswersMatchesAndRefusesBadInputWith400) {
+  DashboardSources sources;
+  sources.snapshot = [] { return Assemble(ThreeRanks(), {}, 2); };
+  std::string asked;
+  std::optional<int> asked_rank;
+  size_t asked_limit = 0;
+  sources.log_search = [&](const std::string& needle, std::optional<int> rank, const LogSearchLimits& limits) {
+    asked = needle;
+    asked_rank = rank;
+    asked_limit = limits.max_matches;
+    LogSearchResult r;
+    r.matches.push_back({2, "/logs/rank-2.log", 7, "Hold on rank 2"});
+    r.unreadable_ranks = {1};
+    return r;
+  };
+  Routes routes(sources, "", 60.0);
+  http::Response ok = routes.Answer(Get("/api/logs/search", "q=hold%20ON&rank=all"));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  nlohmann::json j = nlohmann::json::parse(ok.body);
+  EXPECT_EQ(asked, "hold ON");
+  EXPECT_FALSE(asked_rank);
+  EXPECT_EQ(asked_limit, 200u);
+  EXPECT_EQ(j["matches"][0]["line"], 7);
+  EXPECT_EQ(j["matches"][0]["text"], "Hold on rank 2");
+  EXPECT_EQ(j["unreadable_ranks"], nlohmann::json::array({1}));
+  EXPECT_EQ(routes.Answer(Get("/api/logs/search", "q=x&rank=2&limit=5")).status, 200);
+  EXPECT_EQ(asked_rank, 2);
+  EXPECT_EQ(asked_limit, 5u);
+  for (const char* bad : {"", "q=", "rank=1", "q=%zz", "q=a%0Ab", "q=x&rank=-1", "q=x&rank=one", "q=x&limit=0",
+                          "q=x&limit=1001"}) {
+    http::Response r = routes.Answer(Get("/api/logs/search", bad));
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.find("/api/logs/search"), std::string::npos) << bad << ": " << r.body;
+  }
+  EXPECT_EQ(routes.Answer(Get("/api/logs/search", "q=" + std::string(kMaxLogQueryBytes + 1, 'a'))).status, 400);
+  EXPECT_EQ(routes.Answer(Get("/api/history")).status, 200);
 }
 
 /// GET over a real socket; returns the status line, headers and body.

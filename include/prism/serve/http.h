@@ -47,9 +47,9 @@ struct Request {
   /// when the body is not JSON or nests deeper than internal::kMaxJsonDepth (512) levels.
   /// Thread-safe (parses each time).
   nlohmann::json Json() const {
-    if (internal::JsonNestingDepth(body) > internal::kMaxJsonDepth) {
+    if (::prism::internal::JsonNestingDepth(body) > ::prism::internal::kMaxJsonDepth) {
       throw BadRequestError("the request body's JSON nests deeper than " +
-                            std::to_string(internal::kMaxJsonDepth) + " levels");
+                            std::to_string(::prism::internal::kMaxJsonDepth) + " levels");
     }
     try {
       return nlohmann::json::parse(body);

@@ -201,6 +201,21 @@ TEST(Trainer, ShowsTheRunOnTheDashboard) {
   EXPECT_EQ(p["rows"].size(), 3u) << p.dump();  // one per epoch's report
   EXPECT_EQ(p["columns"][0], "report");
   EXPECT_NE(p["lines"][0].get<std::string>().find("Workers on ranks "), std::string::npos) << p.dump();
+  // Its progress for /metrics and its curves for the plots.
+  std::map<std::string, double> metrics;
+  for (const auto& m : p["metrics"]) {
+    std::string key = m["name"].get<std::string>();
+    for (const auto& label : m["labels"]) key += "," + label[0].get<std::string>() + "=" + label[1].get<std::string>();
+    metrics[key] = m["value"].get<double>();
+  }
+  EXPECT_EQ(metrics["prism_train_reports,run=shown"], 3) << p["metrics"].dump();
+  EXPECT_EQ(metrics["prism_train_checkpoints,run=shown"], 3) << p["metrics"].dump();
+  EXPECT_EQ(metrics["prism_train_metric,run=shown,metric=epoch"], 2) << p["metrics"].dump();
+  std::map<std::string, nlohmann::json> curves;
+  for (const auto& c : p["series"]) curves[c["name"].get<std::string>()] = c;
+  ASSERT_EQ(curves.size(), 2u) << p["series"].dump();
+  EXPECT_EQ(curves["score"]["plot"], "metrics by report");
+  EXPECT_EQ(curves["score"]["points"], nlohmann::json::parse("[[1,10.0],[2,1.0],[3,8.0]]")) << "(report, score)";
 }
 
 /// Overwrites the first byte of `file` in place (its size unchanged).

@@ -1,6 +1,7 @@
 // prism::serve's pure logic, no MPI: the autoscaling rule and its delays (fake clock), the
 // router's choice and queue limit, the batcher's decision (fake clock) and Batch under
-// concurrent callers, the ingress's route matching and error mapping.
+// concurrent callers, the ingress's route matching and error mapping, the request metrics
+// the dashboard's /metrics shows.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "prism/serve.h"
 #include "serve/autoscaling_policy.h"
 #include "serve/ingress.h"
+#include "serve/request_metrics.h"
 #include "serve/router_core.h"
 
 namespace prism::serve::internal {
@@ -269,6 +271,42 @@ TEST(ServeApi, ADeeplyNestedBodyIsABadRequestAndInvalidUtf8IsReplaced) {
   EXPECT_EQ(r.Json()["s"], "[[[[");
   // A string that is not UTF-8 is answered with U+FFFD in its place, not an exception.
   EXPECT_EQ(Response::Json({{"s", std::string("a\xff")}}).body, "{\"s\":\"a\xef\xbf\xbd\"}");
+}
+
+TEST(ServeRequestMetrics, CountsRequestsAndCallsIntoRaysNamesWithCumulativeBuckets) {
+  RequestMetrics m;
+  m.HttpStarted();
+  m.HttpStarted();
+  m.HttpStarted();
+  m.HttpEnded("/g", "GET", "app", 200, 0.5);
+  m.HttpEnded("/g", "GET", "app", 200, 7);
+  m.CallEnded("greeter", "greeter#0", false, 3);
+  m.CallEnded("greeter", "greeter#0", true, 2000);
+  std::map<std::string, platform::PanelMetric> by;
+  for (auto& x : m.Metrics({{"greeter", "app"}})) {
+    std::string key = x.name;
+    for (const auto& [k, v] : x.labels) key += "," + k + "=" + v;
+    by[key] = x;
+  }
+  const std::string http = ",route=/g,method=GET,application=app,status_code=200";
+  ASSERT_TRUE(by.count("ray_serve_num_http_requests" + http));
+  EXPECT_EQ(by["ray_serve_num_http_requests" + http].type, "counter");
+  EXPECT_EQ(by["ray_serve_num_http_requests" + http].value, 2);
+  const platform::PanelMetric& latency = by["ray_serve_http_request_latency_ms" + http];
+  EXPECT_EQ(latency.type, "histogram");
+  EXPECT_EQ(latency.count, 2u);
+  EXPECT_DOUBLE_EQ(latency.sum, 7.5);
+  ASSERT_EQ(latency.bounds, LatencyBucketsMs());
+  EXPECT_EQ(latency.buckets[0], 1u) << "0.5 ms <= 1";
+  EXPECT_EQ(latency.buckets[2], 1u) << "7 ms > 5";
+  EXPECT_EQ(latency.buckets[3], 2u) << "cumulative: 7 ms <= 10";
+  EXPECT_EQ(latency.buckets.back(), 2u);
+  EXPECT_EQ(by["ray_serve_num_ongoing_http_requests"].value, 1) << "three started, two answered";
+  const std::string call = ",deployment=greeter,replica=greeter#0,application=app";
+  EXPECT_EQ(by["ray_serve_deployment_request_counter" + call].value, 2);
+  EXPECT_EQ(by["ray_serve_deployment_error_counter" + call].value, 1);
+  EXPECT_EQ(by["ray_serve_deployment_processing_latency_ms" + call].count, 2u);
+  EXPECT_EQ(by["ray_serve_deployment_processing_latency_ms" + call].buckets[0], 0u);
 }
 
 }  // namespace
