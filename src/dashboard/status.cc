@@ -99,7 +99,9 @@ std::string StatusText(const Json& s, const std::string& source, bool live) {
   out << "Prism job " << Text(job, "job_id") << ": " << Text(job, "num_ranks") << (Text(job, "num_ranks") == "1" ? " rank, " : " ranks, ")
       << Text(job, "launcher") << ", " << (live ? "up " : "ran ") << secs / 60 << " min " << secs % 60 << " s"
       << (live ? " (live: " : " (report: ") << source << ")\n";
-  out << "  " << Text(job, "entrypoint") << "\n\nRanks\n";
+  out << "  " << Text(job, "entrypoint") << "\n";
+  if (const std::string why = Text(job, "ended_by"); !why.empty()) out << "  Ended by " << why << "\n";
+  out << "\nRanks\n";
 
   std::vector<std::vector<std::string>> rows = {
       {"rank", "host", "state", "CPU", "RSS", "host mem", "object store", "spilled", "running", "actors", "done"}};

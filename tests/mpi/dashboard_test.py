@@ -129,7 +129,7 @@ def check_new_views(job):
     assert sorted(tuple(map(tuple, c["points"])) for c in curves.values())[0] == ((1, 11), (2, 12), (3, 13)), curves
 
 
-def preempted(mpiexec, app):
+def preempted(mpiexec, app, cli):
     for mode, ended_by in (("guarded", "SIGTERM (preemption or time limit): the job stopped early"),
                            ("unguarded", "SIGTERM outside a run that stops cleanly: the job was ended")):
         started = time.time()
@@ -145,6 +145,7 @@ def preempted(mpiexec, app):
             assert report and "prism: dashboard report " + report in output, output
             html = open(report).read()
             assert '"ended_by":"%s"' % ended_by in html and "counter-2" in html, ended_by
+            assert "  Ended by " + ended_by in prism_status(cli, report)
             print("SIGTERM to rank 0 (%s): report written, rc %d (%.1f s)" % (mode, rc, time.time() - started))
         finally:
             job.cleanup()
@@ -161,7 +162,7 @@ def main():
     if sys.argv[4:] == ["report"]:
         return report_only(mpiexec, app)
     if sys.argv[4:] == ["signal"]:
-        return preempted(mpiexec, app)
+        return preempted(mpiexec, app, cli)
     started = time.time()
     job = DashboardJob(mpiexec, app)
     try:
