@@ -256,7 +256,7 @@ void Controller::PublishPanel(double now) {
     std::strftime(when, sizeof when, "%H:%M:%S", std::localtime(&t));
     p.lines.push_back(std::to_string(status.deployments.size()) + " deployments, as of " + when);
     p.columns = {"deployment", "application", "status", "replicas (running/target)", "on ranks",
-                 "ongoing requests", "queued requests", "message"};
+                 "ongoing requests", "queued requests", "calls (rank 0)", "calls/s", "mean latency", "message"};
     std::map<std::string, std::string> application_of;
     for (const DeploymentStatus& d : status.deployments) {
       application_of[d.name] = d.application;
@@ -279,9 +279,21 @@ void Controller::PublishPanel(double now) {
         ongoing += r.ongoing_requests;
         ranks += (ranks.empty() ? "" : ",") + std::to_string(r.rank);
       }
+      // Calls through rank 0's routers (the ingress's and the driver's handles): their rate
+      // since the last panel and their mean time from send to reply.
+      const RequestMetrics::Totals calls = request_metrics_->DeploymentTotals(d.name);
+      auto& [then, calls_then] = panel_calls_[d.name];
+      char rate[32] = "", mean[32] = "";
+      if (then > 0 && now > then && calls.calls >= calls_then) {
+        std::snprintf(rate, sizeof rate, "%.1f", static_cast<double>(calls.calls - calls_then) / (now - then));
+      }
+      if (calls.calls > 0) std::snprintf(mean, sizeof mean, "%.2f ms", calls.sum_ms / static_cast<double>(calls.calls));
+      then = now;
+      calls_then = calls.calls;
       p.rows.push_back({d.name, d.application, HealthName(d.status),
                         std::to_string(running) + "/" + std::to_string(d.target_replicas), ranks,
-                        std::to_string(ongoing), std::to_string(d.queued_requests), d.message});
+                        std::to_string(ongoing), std::to_string(d.queued_requests), std::to_string(calls.calls),
+                        rate, mean, d.message});
     }
     platform::PublishPanel("serve", p);
   } catch (const std::exception& e) {

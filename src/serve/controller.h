@@ -131,6 +131,7 @@ class Controller {
   uint64_t next_incarnation_ = 0;  // seeded from the clock at the first deployment
   const std::shared_ptr<RequestMetrics> request_metrics_ = std::make_shared<RequestMetrics>();
   double last_panel_ = -1;  // control thread only
+  std::map<std::string, std::pair<double, uint64_t>> panel_calls_;  // deployment -> (when, calls) at the last panel
   std::atomic<bool> panel_due_{false};  // a Deploy finished: show it now
 };
 

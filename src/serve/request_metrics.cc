@@ -57,6 +57,17 @@ void RequestMetrics::CallEnded(const std::string& deployment, const std::string&
   if (failed) ++c.errors;
 }
 
+RequestMetrics::Totals RequestMetrics::DeploymentTotals(const std::string& deployment) const {
+  Totals t;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = calls_.lower_bound({deployment, ""}); it != calls_.end() && it->first.first == deployment; ++it) {
+    t.calls += it->second.latency.count();
+    t.errors += it->second.errors;
+    t.sum_ms += it->second.latency.sum();
+  }
+  return t;
+}
+
 std::vector<platform::PanelMetric> RequestMetrics::Metrics(
     const std::map<std::string, std::string>& application_of) const {
   std::vector<platform::PanelMetric> out;

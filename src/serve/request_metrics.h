@@ -39,6 +39,7 @@ class LatencyHistogram {
   platform::PanelMetric ToMetric(std::string name, std::string help,
                                  std::vector<std::pair<std::string, std::string>> labels) const;
   uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
 
  private:
   std::vector<uint64_t> buckets_;  // per bound, not cumulative; sized at the first Observe
@@ -53,6 +54,13 @@ class RequestMetrics {
   void HttpEnded(const std::string& route, const std::string& method, const std::string& application, int status,
                  double ms);
   void CallEnded(const std::string& deployment, const std::string& replica, bool failed, double ms);
+  struct Totals {
+    uint64_t calls = 0;
+    uint64_t errors = 0;
+    double sum_ms = 0;
+  };
+  /// The calls to `deployment`'s replicas so far, over every replica.
+  Totals DeploymentTotals(const std::string& deployment) const;
   /// Every series, the deployment calls labelled with `application_of` their deployment.
   std::vector<platform::PanelMetric> Metrics(const std::map<std::string, std::string>& application_of) const;
 

@@ -76,6 +76,8 @@ def check_library_metrics(job):
     text = wait_for("Serve's 4 HTTP requests on /metrics", lambda: job.get("/metrics")[2],
                     lambda t: 'ray_serve_num_http_requests_total{route="/greet",method="GET",application="dash",'
                               'status_code="200"} 3' in t and 'status_code="404"} 1' in t)
+    serve_row = [p for p in job.json("/api/panels") if p["name"] == "serve"][0]["rows"][0]
+    assert serve_row[7] == "4" and serve_row[9].endswith(" ms"), serve_row  # calls (rank 0), mean latency
     try:
         fams = metric_families(text)
     except ImportError:

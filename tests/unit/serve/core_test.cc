@@ -307,6 +307,11 @@ TEST(ServeRequestMetrics, CountsRequestsAndCallsIntoRaysNamesWithCumulativeBucke
   EXPECT_EQ(by["ray_serve_deployment_error_counter" + call].value, 1);
   EXPECT_EQ(by["ray_serve_deployment_processing_latency_ms" + call].count, 2u);
   EXPECT_EQ(by["ray_serve_deployment_processing_latency_ms" + call].buckets[0], 0u);
+  const RequestMetrics::Totals totals = m.DeploymentTotals("greeter");
+  EXPECT_EQ(totals.calls, 2u);
+  EXPECT_EQ(totals.errors, 1u);
+  EXPECT_DOUBLE_EQ(totals.sum_ms, 2003);
+  EXPECT_EQ(m.DeploymentTotals("other").calls, 0u);
 }
 
 }  // namespace
