@@ -137,7 +137,7 @@ function showJob(j) {
   const secs = Math.max(0, (j.time_ns - j.start_time_ns) / 1e9);
   document.getElementById("uptime").textContent =
       (REPORT ? "ran " : "up ") + Math.floor(secs / 60) + " min " + Math.floor(secs % 60) + " s";
-  document.getElementById("ended-by").textContent = j.ended_by ? "ended by " + j.ended_by : "";
+  document.getElementById("ended-by").textContent = j.ended_by ? "stopped: " + j.ended_by : "";
 }
 function showRanks(rs) {
   ranks = rs;

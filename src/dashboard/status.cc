@@ -100,7 +100,7 @@ std::string StatusText(const Json& s, const std::string& source, bool live) {
       << Text(job, "launcher") << ", " << (live ? "up " : "ran ") << secs / 60 << " min " << secs % 60 << " s"
       << (live ? " (live: " : " (report: ") << source << ")\n";
   out << "  " << Text(job, "entrypoint") << "\n";
-  if (const std::string why = Text(job, "ended_by"); !why.empty()) out << "  Ended by " << why << "\n";
+  if (const std::string why = Text(job, "ended_by"); !why.empty()) out << "  Stopped: " << why << "\n";
   out << "\nRanks\n";
 
   std::vector<std::vector<std::string>> rows = {

@@ -287,7 +287,7 @@ void DashboardFeed::Stop(const std::string& ended_by) {
   std::string why = ended_by;
   if (why.empty() && prism::PreemptionSignal() != 0) {
     why = std::string(StopSignalName(prism::PreemptionSignal())) +
-          " (preemption or time limit): the job stopped early";
+          " received during the job (preemption or time limit)";
   }
   const std::string path = ReportPath();
   try {

@@ -132,7 +132,7 @@ def check_new_views(job):
 
 
 def preempted(mpiexec, app, cli):
-    for mode, ended_by in (("guarded", "SIGTERM (preemption or time limit): the job stopped early"),
+    for mode, ended_by in (("guarded", "SIGTERM received during the job (preemption or time limit)"),
                            ("unguarded", "SIGTERM outside a run that stops cleanly: the job was ended")):
         started = time.time()
         job = DashboardJob(mpiexec, app, setting="report", env={"DASHBOARD_APP_SIGNAL": mode})
@@ -147,7 +147,7 @@ def preempted(mpiexec, app, cli):
             assert report and "prism: dashboard report " + report in output, output
             html = open(report).read()
             assert '"ended_by":"%s"' % ended_by in html and "counter-2" in html, ended_by
-            assert "  Ended by " + ended_by in prism_status(cli, report)
+            assert "  Stopped: " + ended_by in prism_status(cli, report)
             print("SIGTERM to rank 0 (%s): report written, rc %d (%.1f s)" % (mode, rc, time.time() - started))
         finally:
             job.cleanup()
