@@ -59,7 +59,13 @@ bool SearchLogFile(const std::string& path, const std::string& needle, int rank,
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return false;
   const std::streamoff size = in.tellg();
-  const std::streamoff from = size > limits.scan_bytes ? size - limits.scan_bytes : 0;
+  const int64_t budget = std::min<int64_t>(limits.scan_bytes, limits.total_scan_bytes -
+                                                                  static_cast<int64_t>(result.scanned_bytes));
+  if (budget <= 0) {
+    result.partial_scan = size > 0;
+    return true;
+  }
+  const std::streamoff from = size > budget ? size - budget : 0;
   in.seekg(from);
   std::string text(static_cast<size_t>(size - from), '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));

@@ -1,8 +1,9 @@
 #pragma once
 // Log search for the dashboard (GET /api/logs/search): the lines of a rank's log files that
 // contain a string, ignoring ASCII case. Bounded three ways, so that a search of a huge log
-// costs rank 0 little: only the last `scan_bytes` of each file are read, at most
-// `max_matches` lines come back, and each line is cut to `max_line_bytes`.
+// costs rank 0 little: only the last `scan_bytes` of each file are read (and
+// `total_scan_bytes` over a search of every rank's files), at most `max_matches` lines come
+// back, and each line is cut to `max_line_bytes`.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace prism::dashboard {
 struct LogSearchLimits {
   size_t max_matches = 200;
   size_t max_line_bytes = 512;
-  int64_t scan_bytes = 16 << 20;  // of each file's end
+  int64_t scan_bytes = 16 << 20;        // of each file's end
+  int64_t total_scan_bytes = 256 << 20;  // over every file of one search
 };
 /// The most a request may ask for (?limit=).
 inline constexpr size_t kMaxLogSearchMatches = 1000;
@@ -33,7 +35,7 @@ struct LogSearchResult {
   std::vector<LogMatch> matches;
   bool truncated = false;      // more lines matched than max_matches
   uint64_t scanned_bytes = 0;  // over every file read
-  bool partial_scan = false;   // some file was longer than scan_bytes: only its end was read
+  bool partial_scan = false;   // only the end of some file was read (scan_bytes, total_scan_bytes)
   /// Ranks with no log file rank 0 can read (on another host's local disk, or none written:
   /// rank 0's output goes to the terminal unless logged to a file).
   std::vector<int> unreadable_ranks;

@@ -368,7 +368,7 @@ function showSearch(r) {
        r.matches.map(m => [m.rank, m.file.split("/").pop(), {v: m.line, num: true}, m.text]));
   document.getElementById("log-search-note").textContent =
       r.matches.length + " lines" + (r.truncated ? " (the first " + r.limit + ")" : "") +
-      (r.partial_scan ? "; long logs: only their last 16 MiB were searched" : "") +
+      (r.partial_scan ? "; long logs: only their ends were searched (16 MiB each, 256 MiB in all)" : "") +
       (r.unreadable_ranks && r.unreadable_ranks.length ? "; not readable from rank 0: ranks " + r.unreadable_ranks.join(", ") : "");
 }
 // The report searches the log tails it holds; the live page asks rank 0 (every rank's log).

@@ -734,6 +734,14 @@ TEST(DashboardLogSearchTest, FindsLinesIgnoringCaseWithinItsBounds) {
   SearchLogFile((dir / "rank-1.log").string(), "error", 1, limits, tail);
   EXPECT_TRUE(tail.partial_scan);
   EXPECT_EQ(tail.matches.size(), 1u) << "only the end was read";
+  LogSearchResult budget;
+  limits.scan_bytes = 1 << 20;
+  limits.total_scan_bytes = 2030;  // the whole search: the first file's end, nothing of the second
+  SearchLogFile((dir / "rank-1.log").string(), "error", 1, limits, budget);
+  SearchLogFile((dir / "rank-1.log").string(), "error", 2, limits, budget);
+  EXPECT_EQ(budget.matches.size(), 1u);
+  EXPECT_TRUE(budget.partial_scan);
+  EXPECT_LE(budget.scanned_bytes, 2030u);
   LogSearchResult none;
   EXPECT_FALSE(SearchLogFile((dir / "rank-9.log").string(), "error", 9, limits, none));
   fs::remove_all(dir);
