@@ -360,7 +360,7 @@ function showTimeline(tl) {
 }
 function showLog(l) {
   document.getElementById("log-text").textContent =
-      l.reachable ? l.text : "rank " + l.rank + "'s log is not readable from rank 0 (another host's local disk)";
+      l.reachable ? l.text : "no log of rank " + l.rank + " that rank 0 can read (on another host's local disk, or none written)";
 }
 
 function showSearch(r) {

@@ -157,7 +157,9 @@ def main():
             "return document.querySelectorAll('#timeline-chart rect').length;") >= 20)
         driver.save_screenshot(os.path.join(shots, "report_ranks.png"))
         check_plots(driver, By)
+        driver.save_screenshot(os.path.join(shots, "report_plots.png"))
         check_log_search(driver, By, "rank 1 holds")
+        driver.save_screenshot(os.path.join(shots, "report_logs.png"))
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, errors
         phases["report checked"] = time.time() - started
