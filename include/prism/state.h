@@ -31,7 +31,7 @@ struct NodeState {
   int rank = 0;
   std::string node_id;
   std::string host;
-  std::string state;  // "ALIVE" (a lost rank ends the whole job)
+  std::string state;  // "ALIVE", or "DEAD": lost (only in recovery mode; else a lost rank ends the job)
   bool is_head = false;
   std::map<std::string, double> resources_total;
   std::map<std::string, double> resources_available;

@@ -215,6 +215,9 @@ struct Heartbeat {};
 struct Stop {
   int exit_code = 0;
   std::string reason;
+  /// Recovery mode after a lost rank: end the process after the session (the ranks
+  /// cannot wait for a next one on MPI_COMM_WORLD, which holds the lost rank).
+  bool end_process = false;
 };
 
 using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, PutObject,

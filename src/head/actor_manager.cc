@@ -32,6 +32,7 @@ bool ActorManager::OnCreationSubmitted(const std::shared_ptr<TaskSpec>& creation
 int ActorManager::PickRank(const ResourceSet& demand, const SchedulingStrategy& strategy) const {
   // Committed plus demand within capacity, entry by entry (no copy of the rank's sets).
   auto fits = [&](int r) {
+    if (scheduler_.IsLost(r)) return false;
     const ResourceSet& used = scheduler_.Committed(r);
     const ResourceSet& cap = scheduler_.Capacity(r);
     for (const auto& [name, units] : used.Entries()) {
@@ -194,6 +195,17 @@ void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
     objects_.Free(freed);
   }
   tasks_.DrainQueues();
+}
+
+std::vector<ObjectId> ActorManager::OnRankLost(int rank, const std::string& why) {
+  std::vector<ObjectId> ended;
+  for (auto& [id, actor] : actors_) {
+    if (actor.rank == rank && actor.state != Actor::State::kDead) ended.push_back(id);
+  }
+  for (ObjectId id : ended) {
+    ActorDead(id, "its rank " + std::to_string(rank) + " was lost (" + why + ")");
+  }
+  return ended;
 }
 
 void ActorManager::OnHandleFreed(ObjectId id) {

@@ -77,6 +77,9 @@ class ActorManager {
   void OnCrashed(ObjectId actor, const std::string& cause);
   /// Marks the actor dead, frees what it held, fails calls still waiting at the head.
   void ActorDead(ObjectId actor, const std::string& cause);
+  /// `rank` was lost (recovery mode): every actor there dies (ActorDiedError naming the
+  /// rank; restarting one on another rank is not built yet). Returns them.
+  std::vector<ObjectId> OnRankLost(int rank, const std::string& why);
   /// The actor's last handle went (its id is the object the handles refer to).
   void OnHandleFreed(ObjectId id);
   /// Live actors created in placement group `group`.

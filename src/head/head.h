@@ -61,6 +61,11 @@ class Head {
   /// that a busy head never puts them to sleep (HeadCalls are answered at once instead).
   void Post(int from, Message&& msg);
 
+  /// Recovery mode: worker rank `rank` was lost. Nothing is placed there again, its
+  /// actors die and its tasks end as crashed (retried elsewhere within max_retries); the
+  /// state API shows it DEAD. Thread-safe.
+  void OnRankLost(int rank, const std::string& why);
+
   std::map<std::string, double> Available();
 
   // The state API (prism/state.h). Thread-safe.

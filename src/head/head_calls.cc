@@ -143,6 +143,16 @@ void Head::SetJobInfo(JobInfo info) {
   tables_.SetJobInfo(std::move(info));
 }
 
+void Head::OnRankLost(int rank, const std::string& why) {
+  Locked lock(*this);
+  if (rank <= 0 || rank >= scheduler_.NumRanks() || scheduler_.IsLost(rank)) return;
+  scheduler_.RemoveRank(rank);
+  tables_.RecordError("NODE_DIED", "rank " + std::to_string(rank) + " was lost: " + why, ObjectId(), rank);
+  actors_.OnRankLost(rank, why);
+  tasks_.OnRankLost(rank, why);
+  tasks_.DrainQueues();
+}
+
 std::vector<state::NodeState> Head::ListNodes() {
   Locked lock(*this);
   return tables_.ListNodes(scheduler_);

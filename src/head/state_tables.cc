@@ -27,7 +27,7 @@ std::vector<state::NodeState> StateTables::ListNodes(const Scheduler& scheduler)
     n.rank = r;
     n.node_id = node_of_rank_[r];
     n.host = r < static_cast<int>(job_.hosts.size()) ? job_.hosts[r] : node_of_rank_[r];
-    n.state = "ALIVE";
+    n.state = scheduler.IsLost(r) ? "DEAD" : "ALIVE";
     n.is_head = r == 0;
     n.resources_total = scheduler.Capacity(r).ToMap();
     n.resources_available = scheduler.Free(r).ToMap();

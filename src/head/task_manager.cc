@@ -404,6 +404,29 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   DrainQueues();
 }
 
+void TaskManager::OnRankLost(int rank, const std::string& why) {
+  std::vector<std::pair<TaskId, int>> there;  // id, attempt
+  for (const auto& [id, task] : tasks_) {
+    if (task.rank == rank) there.emplace_back(id, task.spec->attempt);
+  }
+  std::sort(there.begin(), there.end());  // retried in a stable order
+  const std::string cause = "its rank " + std::to_string(rank) + " was lost (" + why + ")";
+  for (const auto& [id, attempt] : there) {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end()) continue;  // ended by an earlier one's completion
+    const TaskSpec& spec = *it->second.spec;
+    TaskDone done;
+    done.id = id;
+    done.attempt = attempt;
+    done.ok = false;
+    done.error = spec.kind == TaskKind::kActorCall
+                     ? ErrorInfo::Of(ErrorKind::kActorError, "the actor died: " + cause, spec.options->name, rank)
+                     : ErrorInfo::Of(ErrorKind::kWorkerCrashed, "task " + spec.options->name + " ended: " + cause,
+                                     spec.options->name, rank);
+    OnTaskDone(rank, std::move(done));
+  }
+}
+
 void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
   FreedList freed;
   std::vector<TaskId> failed_dependents;

@@ -54,6 +54,11 @@ class TaskManager {
   void OnGeneratorItem(int from, GeneratorItem&& item);
   /// The consumer took values (backpressure) or dropped its generator.
   void OnGeneratorConsumed(int from, const GeneratorConsumed& m);
+  /// `rank` was lost (recovery mode): every task sent to it ends as its process had
+  /// crashed (WorkerCrashedError: retried on a live rank within max_retries, Ray's rule
+  /// for a lost worker); actor calls there fail as their actor died (the actor manager
+  /// ended it first).
+  void OnRankLost(int rank, const std::string& why);
   /// Ends a task that has not completed with `error` (its result object fails with it).
   void Fail(TaskId id, const ErrorInfo& error);
   /// Places pending groups that fit, then dispatches queued tasks that fit, in order.

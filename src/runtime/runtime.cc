@@ -28,12 +28,14 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -85,6 +87,9 @@ struct Runtime {
   std::condition_variable stop_cv;
   bool stop_requested = false;
   int stop_code = 0;
+  bool end_process = false;  // the Stop said to end the process after the session
+  // Recovery mode (mpirun --enable-recovery): a lost worker rank does not end the job.
+  bool recovery = false;
   MPI_Comm comm = MPI_COMM_NULL;  // the session's copy of MPI_COMM_WORLD (its transport)
 };
 std::atomic<Runtime*> g_runtime{nullptr};
@@ -98,6 +103,7 @@ struct ProcessState {
   int rank = 0;              // in MPI_COMM_WORLD, once MPI started
   int world = 1;
   bool announce = false;     // rank 0: the worker ranks wait between sessions for its word
+  bool lost_ranks = false;   // rank 0: a rank was lost (recovery mode); no next session
   /// The running session's configuration and --prism-* flags, for a repeated Init.
   Config running;
   std::vector<std::string> running_flags;
@@ -231,6 +237,9 @@ SessionWord AwaitDriver(Buffer& config) {
 void EndMpiAtExit(int status) {
   if (!g_process.mpi_started || g_process.mpi_ended) return;
   g_process.mpi_ended = true;
+  // After a lost rank (recovery mode) the workers were told to end with the session, and
+  // MPI_Finalize may wait for the lost rank: leave without it.
+  if (g_process.lost_ranks) return;
   if (g_process.announce) Announce(SessionWord{SessionWord::kEndProcess, status, 0}, Buffer());
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -388,8 +397,10 @@ void ExchangeRankInfo(Runtime& rt, const ResourceSet& own, const std::string& no
 /// console (a flush task pinned to each, up to 5 s in all), then the printer stops.
 void FlushWorkerOutput(Runtime& rt) {
   std::vector<ObjectRef<bool>> flushed;
+  const std::vector<int> lost = rt.transport ? rt.transport->LostRanks() : std::vector<int>();
   try {
     for (int r = 1; r < rt.world; ++r) {
+      if (std::find(lost.begin(), lost.end(), r) != lost.end()) continue;
       flushed.push_back(prism::Task(prism_output_capture::PrismFlushOutput)
                             .SetResource("CPU", 0)
                             .SetResource("rank:" + std::to_string(r), 0.001)
@@ -416,13 +427,14 @@ void RequestStop(Runtime& rt, int code) {
 }
 
 /// A worker rank's session, until the driver's Stop; then tears it down (MPI stays up).
-/// Returns the Stop's exit code.
-int ServeUntilStop(Runtime* rt) {
+/// Returns the Stop's exit code, and whether it said to end the process (`end_process`).
+int ServeUntilStop(Runtime* rt, bool& end_process) {
   {
     std::unique_lock<std::mutex> lock(rt->stop_mu);
     rt->stop_cv.wait(lock, [&] { return rt->stop_requested; });
   }
   const int code = rt->stop_code;
+  end_process = rt->end_process;
   UninstallStopSignals();
   if (rt->forwarder) {
     rt->forwarder->Flush(1000);  // into the .out file at least
@@ -450,14 +462,16 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& args
 /// flags) or for the driver's exit (finalize MPI and exit 0; rank 0 gives the status).
 [[noreturn]] void ServeSessions(Runtime* rt) {
   for (;;) {
-    const int code = ServeUntilStop(rt);
+    bool end_process = false;
+    const int code = ServeUntilStop(rt, end_process);
     Buffer config;
-    SessionWord word = code != 0 ? SessionWord{SessionWord::kEndProcess, code, 0} : AwaitDriver(config);
+    SessionWord word = code != 0 || end_process ? SessionWord{SessionWord::kEndProcess, code, 0}
+                                                : AwaitDriver(config);
     if (word.call != SessionWord::kNewSession) {
       std::fflush(stdout);
       std::fflush(stderr);
       g_process.mpi_ended = true;
-      MPI_Finalize();
+      if (!end_process) MPI_Finalize();  // after a lost rank it may wait for that rank
       // The driver's exit status is rank 0's to give: a worker rank that exited with it
       // (75 after a preemption, say) before rank 0 was done exiting would have srun
       // --kill-on-bad-exit (or mpirun) kill rank 0 and end the job 143. A session that
@@ -522,6 +536,32 @@ void StartDoorbell(Runtime& rt) {
   rt.transport->SetDoorbell(std::move(doorbell));
 }
 
+/// Recovery mode: whether rank `r`'s process is known to have ended. Only for a rank on
+/// this host (its pid means something here): gone, or a zombie its launcher has not
+/// reaped. A rank elsewhere is judged by its heartbeats alone.
+bool RankProcessEnded(const Runtime& rt, int r) {
+  const auto u = static_cast<size_t>(r);
+  if (u >= rt.pids.size() || u >= rt.hosts.size() || rt.hosts[u] != rt.hosts[0] || rt.pids[u] <= 0) {
+    return false;
+  }
+  std::ifstream stat("/proc/" + std::to_string(rt.pids[u]) + "/stat");
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');  // the state follows the command name
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+/// Recovery mode: Open MPI's mpirun --enable-recovery (orte_enable_recovery) keeps the job
+/// alive when a rank dies, and says so to the ranks in their environment. Slurm's pmix
+/// plugin kills the step 1.3 s after any task dies, --no-kill or not (measured), and a
+/// plain mpirun ends the job: there a lost rank ends the job as before.
+bool RecoveryMode(const EnvFn& env, int world) {
+  const std::string v = env("OMPI_MCA_orte_enable_recovery").value_or("");
+  return world > 1 && (v == "1" || v == "true" || v == "yes");
+}
+
 void Build(Runtime& rt) {
   NodeOptions options;
   options.rank = rt.rank;
@@ -541,6 +581,7 @@ void Build(Runtime& rt) {
     MpiTransport::Handlers handlers;
     handlers.on_message = [self](int from, Message&& m) {
       if (auto* stop = std::get_if<Stop>(&m)) {
+        if (stop->end_process) self->end_process = true;
         RequestStop(*self, stop->exit_code);
       } else if (IsForHead(m)) {
         if (self->head) self->head->Post(from, std::move(m));
@@ -550,6 +591,12 @@ void Build(Runtime& rt) {
     };
     handlers.lookup = [self](ObjectId id) { return self->node->LocalValue(id); };
     handlers.on_fatal = [](const std::string& why) { AbortJob(why + "; ending the job", 3); };
+    if (rt.recovery && rt.rank == 0) {
+      handlers.on_rank_lost = [self](int r, const std::string& why) {
+        if (self->head) self->head->OnRankLost(r, why);
+      };
+      handlers.exited = [self](int r) { return RankProcessEnded(*self, r); };
+    }
     // Dropped refs reach the head in batches; this bounds how long one waits.
     handlers.on_tick = [self] {
       if (self->node) self->node->SendReleases();
@@ -737,6 +784,7 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
     if (rt->world > 1) PRISM_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->comm));
     OpenCommunicatorService();
   }
+  rt->recovery = RecoveryMode(env, rt->world);
   Build(*rt);
   if (rt->head) {
     JobInfo job;
@@ -789,6 +837,11 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
     g_process.running = config;
     g_process.running_flags = PrismFlags(args);
     g_process.announce = raw->mpi && raw->world > 1;
+    if (raw->world > 1) {
+      PRISM_LOG_INFO(raw->recovery
+                         ? "a lost worker rank: the job goes on without it (mpirun --enable-recovery)"
+                         : "a lost rank ends the job (recovery needs mpirun --enable-recovery)");
+    }
     PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
                                 << raw->launch.launcher_name() << ", job " << raw->settings.job_id
                                 << ", session directory " << raw->settings.session_dir);
@@ -830,6 +883,10 @@ void DoInit(const Config& config, int argc, char** argv, bool any_config) {
   if (g_process.mpi_ended) {
     throw RuntimeError("prism: Init while the process exits (MPI is finalized)");
   }
+  if (g_process.lost_ranks) {
+    throw RuntimeError("prism: Init after a session that lost a rank: the worker ranks ended "
+                       "with it (a new session needs every rank); start a new job");
+  }
   if (g_process.announce) {
     // The worker ranks wait between sessions: this session is the driver's configuration
     // and flags on every rank.
@@ -862,7 +919,10 @@ bool EndSession() {
   UninstallStopSignals();
   rt->waiting_watch.reset();
   if (rt->transport) {
-    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown"});
+    // After a lost rank the workers end with this session: MPI_COMM_WORLD, which the
+    // next session's word and MPI_Finalize go over, holds the lost rank.
+    g_process.lost_ranks = g_process.lost_ranks || !rt->transport->LostRanks().empty();
+    for (int r = 1; r < rt->world; ++r) rt->transport->Send(r, Stop{0, "shutdown", g_process.lost_ranks});
     rt->transport->Stop(std::chrono::milliseconds(5000));
   }
   bool clean = rt->node->Stop();

@@ -127,6 +127,7 @@ std::string Scheduler::DescribeInfeasible(const ResourceSet& demand) const {
 
 double Scheduler::Load(int rank) const {
   const auto& r = ranks_[rank];
+  if (r.lost) return std::numeric_limits<double>::infinity();
   double cap = FromUnits(r.capacity.Get(kCpuName));
   double used = FromUnits(r.committed.Get(kCpuName));
   return used / std::max(cap, 1.0);
@@ -137,6 +138,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
                      const SchedulingStrategy& strategy) {
   const int64_t depth = PipelineDepth(function);
   auto fits = [&](int r) {
+    if (ranks_[r].lost) return false;
     const auto& cap = ranks_[r].capacity;
     for (const auto& [name, amount] : demand.Entries()) {
       int64_t have = cap.Get(name);
@@ -157,7 +159,7 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
     if (!strategy.soft) return exists && fits(strategy.rank) ? strategy.rank : -1;  // else waits
     // Soft: the rank only while it has room now (never queued behind its running tasks by
     // pipelining: elsewhere is better then).
-    if (exists && demand.FitsIn(Free(strategy.rank))) return strategy.rank;
+    if (exists && !ranks_[strategy.rank].lost && demand.FitsIn(Free(strategy.rank))) return strategy.rank;
   } else if (strategy.kind == Kind::kSpread) {
     for (int k = 0; k < n; ++k) {
       const int r = (next_spread_ + k) % n;
@@ -206,6 +208,11 @@ int Scheduler::Place(const std::string& function, const ResourceSet& demand, int
   }
   if (best >= 0) next_ = (best + 1) % n;
   return best;
+}
+
+void Scheduler::RemoveRank(int rank) {
+  ranks_[rank].lost = true;
+  Reindex(rank);  // an infinite load: never the least loaded
 }
 
 bool Scheduler::MayHaveRoom(const ResourceSet& demand) const {

@@ -82,6 +82,9 @@ class Scheduler {
   ResourceSet Free(int rank) const;
   void Commit(int rank, const ResourceSet& demand);
   void Release(int rank, const ResourceSet& demand);
+  /// The rank was lost (recovery mode): nothing is placed on it again.
+  void RemoveRank(int rank);
+  bool IsLost(int rank) const { return ranks_[rank].lost; }
 
   /// Feeds the pipelining estimate with a measured run time.
   void RecordRunTime(const std::string& function, uint64_t ns);
@@ -91,6 +94,7 @@ class Scheduler {
   struct RankState {
     ResourceSet capacity;
     ResourceSet committed;
+    bool lost = false;
   };
   /// Load of a rank in [0, inf): committed CPU over capacity CPU (or over 1 if it has none).
   double Load(int rank) const;

@@ -176,7 +176,7 @@ template <typename F> void Fields(FetchReply& m, F&& f) { f(m.id); f(m.tag); f(m
 template <typename F> void Fields(FreeObjects& m, F&& f) { f(m.ids); }
 template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); f(m.stored); }
 template <typename F> void Fields(Heartbeat&, F&&) {}
-template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); }
+template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); f(m.end_process); }
 template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.no_restart); }
 template <typename F> void Fields(KillActor& m, F&& f) { f(m.actor); f(m.restart); f(m.cause); }
 template <typename F> void Fields(ActorDied& m, F&& f) { f(m.actor); f(m.cause); f(m.crashed); }

@@ -31,6 +31,8 @@ MpiTransport::MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handle
   last_heard_work_.assign(size_, Clock::time_point{});
   last_rang_.assign(size_, Clock::time_point{});
   outbox_work_.assign(size_, 0);
+  lost_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) lost_[static_cast<size_t>(r)].store(false);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw Error(std::string("prism: the MPI transport's eventfd: ") + std::strerror(errno));
 }
@@ -109,6 +111,7 @@ void MpiTransport::Nap(int64_t ns, bool ring, bool& rung) {
 }
 
 void MpiTransport::Send(int dest, const Message& msg) {
+  if (IsLost(dest)) return;  // it would hang in MPI, or be dropped there silently
   {
     std::lock_guard<std::mutex> lock(out_mu_);
     EncodeMessage(msg, outbox_[dest]);
@@ -317,6 +320,7 @@ bool MpiTransport::FlushOutbox() {
     }
   };
   for (auto& [dest, buffer] : batches) {
+    if (IsLost(dest)) continue;  // queued before it was lost
     last_sent_[dest] = now;
     if (buffer.size() > static_cast<size_t>(INT_MAX)) {
       handlers_.on_fatal("control batch of " + std::to_string(buffer.size()) +
@@ -324,7 +328,7 @@ bool MpiTransport::FlushOutbox() {
       continue;
     }
     auto keep = std::make_shared<Buffer>(std::move(buffer));
-    PendingSend p{MPI_REQUEST_NULL, keep};
+    PendingSend p{MPI_REQUEST_NULL, keep, dest};
     PRISM_MPI_CHECK(MPI_Isend(keep->data(), static_cast<int>(keep->size()), MPI_BYTE, dest,
                               kControlTag, comm_, &p.request));
     pending_sends_.push_back(std::move(p));
@@ -342,6 +346,10 @@ bool MpiTransport::StartFetches() {
     queued_.store(!outbox_.empty(), std::memory_order_relaxed);
   }
   for (auto& f : fresh) {
+    if (IsLost(f.holder)) {
+      f.done(nullptr, "rank " + std::to_string(f.holder) + " was lost");
+      continue;
+    }
     uint32_t tag = next_tag_;
     next_tag_ = next_tag_ >= 30000 ? kFirstDataTag : next_tag_ + 1;
     Send(f.holder, FetchRequest{f.id, tag});
@@ -363,6 +371,7 @@ bool MpiTransport::PollIncoming() {
     Buffer batch(static_cast<size_t>(count));
     PRISM_MPI_CHECK(MPI_Mrecv(batch.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE));
     int from = status.MPI_SOURCE;
+    if (IsLost(from)) continue;  // declared lost (silent too long): what it says is too late
     last_heard_[from] = Clock::now();
     std::vector<Message> messages;
     try {
@@ -397,7 +406,7 @@ void MpiTransport::OnFetchRequest(int from, const FetchRequest& req) {
   if (!value) return;
   for (uint64_t off = 0; off < value->size(); off += kChunkBytes) {
     int n = static_cast<int>(std::min<uint64_t>(kChunkBytes, value->size() - off));
-    PendingSend p{MPI_REQUEST_NULL, value};
+    PendingSend p{MPI_REQUEST_NULL, value, from};
     PRISM_MPI_CHECK(MPI_Isend(value->data() + off, n, MPI_BYTE, from, static_cast<int>(req.tag),
                               comm_, &p.request));
     pending_sends_.push_back(std::move(p));
@@ -473,15 +482,25 @@ void MpiTransport::CheckLiveness() {
   } else {
     heartbeat(0);
   }
+  const bool recover = rank_ == 0 && handlers_.on_rank_lost != nullptr;
   auto check = [&](int r) {
+    if (IsLost(r)) return;
+    if (recover && handlers_.exited && handlers_.exited(r)) {
+      LoseRank(r, "its process ended");
+      return;
+    }
     if (now - last_heard_[r] > rank_timeout_) {
-      handlers_.on_fatal("rank " + std::to_string(r) + " sent nothing for " +
-                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                            now - last_heard_[r]).count()) +
-                         " s (limit " +
-                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                            rank_timeout_).count()) +
-                         " s, PRISM_RANK_TIMEOUT): it died or hangs");
+      const std::string why =
+          "rank " + std::to_string(r) + " sent nothing for " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last_heard_[r]).count()) +
+          " s (limit " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(rank_timeout_).count()) +
+          " s, PRISM_RANK_TIMEOUT)";
+      if (recover) {
+        LoseRank(r, "it sent nothing for longer than rank_timeout_s (" + why + ")");
+        return;
+      }
+      handlers_.on_fatal(why + ": it died or hangs");
       last_heard_[r] = now;  // report once per period
     }
   };
@@ -490,6 +509,52 @@ void MpiTransport::CheckLiveness() {
   } else {
     check(0);
   }
+}
+
+void MpiTransport::LoseRank(int r, const std::string& why) {
+  lost_[static_cast<size_t>(r)].store(true);
+  {
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    lost_order_.push_back(r);
+  }
+  {
+    std::lock_guard<std::mutex> lock(out_mu_);
+    outbox_.erase(r);
+    outbox_work_[r] = 0;
+  }
+  // Its sends may never complete: keep them (MPI owns the buffers) without waiting.
+  for (size_t i = 0; i < pending_sends_.size();) {
+    if (pending_sends_[i].dest == r) {
+      abandoned_.push_back(std::move(pending_sends_[i]));
+      pending_sends_[i] = std::move(pending_sends_.back());
+      pending_sends_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  // Its fetches fail; their receives are cancelled (a receive from a dead rank pends for
+  // good, and cancelling one works in Open MPI 4.1).
+  const std::string error = "rank " + std::to_string(r) + " was lost (" + why + ")";
+  for (auto it = fetches_.begin(); it != fetches_.end();) {
+    if (it->second.holder != r) {
+      ++it;
+      continue;
+    }
+    for (MPI_Request& req : it->second.requests) {
+      MPI_Cancel(&req);
+      MPI_Request_free(&req);
+    }
+    auto done = std::move(it->second.done);
+    it = fetches_.erase(it);
+    done(nullptr, error);
+  }
+  PRISM_LOG_WARN("rank " << r << " was lost: " << why << "; the job goes on without it");
+  handlers_.on_rank_lost(r, why);
+}
+
+std::vector<int> MpiTransport::LostRanks() const {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  return lost_order_;
 }
 
 }  // namespace prism::internal

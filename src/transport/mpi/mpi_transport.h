@@ -28,7 +28,13 @@
 //     once instead of at the nap's end (a task sent to a rank idle for a second: 22 ms
 //     without it). Naps while helpers drive (below) do not listen for rings.
 //   * Liveness: ranks exchange heartbeats with rank 0; a peer silent for rank_timeout is
-//     reported through on_fatal (the job then ends: MPI cannot survive a lost rank).
+//     reported through on_fatal (the job then ends), unless on_rank_lost is set (rank 0
+//     in recovery mode: a launcher that keeps the job alive, docs/ARCHITECTURE.md "A lost
+//     worker rank"): then a worker silent for rank_timeout, or whose process `exited` says
+//     is gone (checked each 100 ms tick), is lost: reported once, and from then on nothing
+//     is sent to it (MPI would hang or silently drop it), its sends in flight are
+//     abandoned (their buffers kept: MPI may still read them), its fetches fail, and what
+//     it may still send is ignored.
 
 #include <mpi.h>
 
@@ -72,6 +78,12 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
     std::function<void(const std::string& why)> on_fatal;
     /// Called on the progress thread every 100 ms (with the liveness check); may be empty.
     std::function<void()> on_tick;
+    /// Rank 0 in recovery mode: a worker rank was lost (`why`), on the progress thread.
+    /// Empty: a silent rank is fatal.
+    std::function<void(int rank, const std::string& why)> on_rank_lost;
+    /// With on_rank_lost: true if the rank's process is known to have ended (a rank on
+    /// this host whose pid is gone); may be empty. Called each tick for every live worker.
+    std::function<bool(int rank)> exited;
   };
 
   MpiTransport(MPI_Comm comm, double rank_timeout_s, Handlers handlers);
@@ -92,6 +104,8 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   void StopHelping() override;
 
   int rank() const { return rank_; }
+  /// Ranks lost so far (on_rank_lost), in the order they were. Thread-safe.
+  std::vector<int> LostRanks() const;
   /// Rings sent to peers and rings that woke this rank (for tests and benchmarks).
   uint64_t RingsSent() const { return rings_sent_.load(std::memory_order_relaxed); }
   uint64_t RingsHeard() const { return rings_heard_.load(std::memory_order_relaxed); }
@@ -101,6 +115,7 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   struct PendingSend {
     MPI_Request request;
     std::shared_ptr<const void> keep_alive;
+    int dest = -1;
   };
   struct PendingFetch {
     ObjectId id;
@@ -123,6 +138,9 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   bool PollIncoming();
   bool TestPending();
   void CheckLiveness();
+  /// Declares `r` lost: abandons what is in flight with it and reports it. The caller drives.
+  void LoseRank(int r, const std::string& why);
+  bool IsLost(int r) const { return lost_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
   void OnFetchRequest(int from, const FetchRequest& req);
   void OnFetchReply(int from, const FetchReply& rep);
   void Wake();
@@ -167,6 +185,13 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   // Per peer: a busy head talking to some workers must still heartbeat the idle ones.
   std::vector<std::chrono::steady_clock::time_point> last_sent_;
   std::chrono::steady_clock::time_point last_liveness_check_;
+  // Lost ranks (on_rank_lost): set by whoever drives, read by Send/Fetch on any thread.
+  std::unique_ptr<std::atomic<bool>[]> lost_;
+  mutable std::mutex lost_mu_;
+  std::vector<int> lost_order_;  // lost_mu_
+  // Sends to a lost rank that MPI never completed: their requests and buffers are kept
+  // (MPI may still touch them) and never waited for.
+  std::vector<PendingSend> abandoned_;
 };
 
 }  // namespace prism::internal
