@@ -210,15 +210,20 @@ built_step prism_train "$train" "${mpirun_cmd[@]}" -n 3 "$train" "${train_args[@
   --json="$work/prism_train.json"
 ddp_step ddp_train --no-allreduce --json="$work/ddp_train.json"
 
-# ---- Python: prism.train and prism.tune against torchrun and Optuna ---------------------
-# (their own tables in the log and prism_python_train.json / prism_python_tune.json;
-# perf/python_train_benchmark.py, perf/python_tune_benchmark.py: each alternates Prism and
-# the peer launch by launch, 5 launches of each)
+# ---- Python: each library against its peer ----------------------------------------------
+# (their own tables in the log and prism_python_<library>.json): prism.train against
+# torchrun (perf/python_train_benchmark.py) and prism.tune against Optuna
+# (perf/python_tune_benchmark.py), each alternating Prism and the peer launch by launch, 5
+# launches of each; issue 42's prism.data under mpirun -n 3 beside Dask's LocalCluster
+# (perf/python_data_benchmark.py), prism.serve beside FastAPI on uvicorn and the C++ Serve
+# under wrk (perf/python_serve_benchmark.py), prism.rllib beside prism_rl's C++ PPO
+# (perf/python_rllib_benchmark.py)
 py_bench_quick=()
 ((quick)) && py_bench_quick=(--quick)
 if [[ ! -f "$build_dir/python/prism/__init__.py" ]]; then
-  skip prism_python_train "the prism Python package is not built ($build_dir/python)"
-  skip prism_python_tune "the prism Python package is not built ($build_dir/python)"
+  for s in prism_python_train prism_python_tune prism_python_data prism_python_serve prism_python_rllib; do
+    skip "$s" "the prism Python package is not built ($build_dir/python)"
+  done
 else
   if [[ -n "$torch_py" ]]; then
     step prism_python_train prism "$torch_py" perf/python_train_benchmark.py --build="$build_dir" \
@@ -232,18 +237,6 @@ else
   else
     skip prism_python_tune "python3 cannot import optuna (Debian: python3-optuna)"
   fi
-fi
-
-# ---- Python: prism.data, prism.serve and prism.rllib against Dask, FastAPI and C++ --------
-# (their own tables in the log and prism_python_{data,serve,rllib}.json; issue 42:
-# perf/python_data_benchmark.py under mpirun -n 3 beside Dask's LocalCluster,
-# perf/python_serve_benchmark.py beside FastAPI on uvicorn and the C++ Serve under wrk,
-# perf/python_rllib_benchmark.py beside prism_rl's C++ PPO)
-if [[ ! -f "$build_dir/python/prism/__init__.py" ]]; then
-  for s in prism_python_data prism_python_serve prism_python_rllib; do
-    skip "$s" "the prism Python package is not built ($build_dir/python)"
-  done
-else
   if py="$(find_python numpy pandas)"; then
     dask_arg=()
     find_python dask.dataframe distributed >/dev/null || dask_arg=(--no-dask)

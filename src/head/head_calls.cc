@@ -148,9 +148,8 @@ void Head::OnRankLost(int rank, const std::string& why) {
   if (rank <= 0 || rank >= scheduler_.NumRanks() || scheduler_.IsLost(rank)) return;
   scheduler_.RemoveRank(rank);
   tables_.RecordError("NODE_DIED", "rank " + std::to_string(rank) + " was lost: " + why, ObjectId(), rank);
-  actors_.OnRankLost(rank, why);
-  tasks_.OnRankLost(rank, why);
-  tasks_.DrainQueues();
+  actors_.OnRankLost(rank, why);  // each actor's end drains the queues
+  tasks_.OnRankLost(rank, why);   // and so does each task's
 }
 
 std::vector<state::NodeState> Head::ListNodes() {

@@ -70,58 +70,52 @@ RequestMetrics::Totals RequestMetrics::DeploymentTotals(const std::string& deplo
 
 std::vector<platform::PanelMetric> RequestMetrics::Metrics(
     const std::map<std::string, std::string>& application_of) const {
+  using Labels = std::vector<std::pair<std::string, std::string>>;
   std::vector<platform::PanelMetric> out;
+  auto scalar = [&out](const char* name, const char* type, const char* help, Labels labels, double value) {
+    platform::PanelMetric m;
+    m.name = name;
+    m.type = type;
+    m.help = help;
+    m.labels = std::move(labels);
+    m.value = value;
+    out.push_back(std::move(m));
+  };
+  auto http_labels = [](const auto& key) {
+    const auto& [route, method, application, status] = key;
+    return Labels{{"route", route}, {"method", method}, {"application", application},
+                  {"status_code", std::to_string(status)}};
+  };
+  auto call_labels = [&](const std::pair<std::string, std::string>& key) {
+    auto app = application_of.find(key.first);
+    return Labels{{"deployment", key.first}, {"replica", key.second},
+                  {"application", app == application_of.end() ? "" : app->second}};
+  };
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, histogram] : http_) {
-    const auto& [route, method, application, status] = key;
-    std::vector<std::pair<std::string, std::string>> labels = {
-        {"route", route}, {"method", method}, {"application", application}, {"status_code", std::to_string(status)}};
-    platform::PanelMetric count;
-    count.name = "ray_serve_num_http_requests";
-    count.type = "counter";
-    count.help = "HTTP requests the ingress answered, by route, method, application and status.";
-    count.labels = labels;
-    count.value = static_cast<double>(histogram.count());
-    out.push_back(std::move(count));
+    scalar("ray_serve_num_http_requests", "counter",
+           "HTTP requests the ingress answered, by route, method, application and status.", http_labels(key),
+           static_cast<double>(histogram.count()));
   }
   for (const auto& [key, histogram] : http_) {
-    const auto& [route, method, application, status] = key;
-    out.push_back(histogram.ToMetric(
-        "ray_serve_http_request_latency_ms", "HTTP requests' time from arrival to answer at the ingress, ms.",
-        {{"route", route}, {"method", method}, {"application", application}, {"status_code", std::to_string(status)}}));
+    out.push_back(histogram.ToMetric("ray_serve_http_request_latency_ms",
+                                     "HTTP requests' time from arrival to answer at the ingress, ms.",
+                                     http_labels(key)));
   }
-  platform::PanelMetric ongoing;
-  ongoing.name = "ray_serve_num_ongoing_http_requests";
-  ongoing.type = "gauge";
-  ongoing.help = "HTTP requests the ingress is handling now.";
-  ongoing.value = static_cast<double>(ongoing_http_);
-  out.push_back(std::move(ongoing));
-  auto labels_of = [&](const std::pair<std::string, std::string>& key) {
-    auto app = application_of.find(key.first);
-    return std::vector<std::pair<std::string, std::string>>{
-        {"deployment", key.first}, {"replica", key.second}, {"application", app == application_of.end() ? "" : app->second}};
-  };
+  scalar("ray_serve_num_ongoing_http_requests", "gauge", "HTTP requests the ingress is handling now.", {},
+         static_cast<double>(ongoing_http_));
   for (const auto& [key, calls] : calls_) {
-    platform::PanelMetric m;
-    m.name = "ray_serve_deployment_request_counter";
-    m.type = "counter";
-    m.help = "Calls rank 0's routers sent to each replica and heard back from.";
-    m.labels = labels_of(key);
-    m.value = static_cast<double>(calls.latency.count());
-    out.push_back(std::move(m));
+    scalar("ray_serve_deployment_request_counter", "counter",
+           "Calls rank 0's routers sent to each replica and heard back from.", call_labels(key),
+           static_cast<double>(calls.latency.count()));
   }
   for (const auto& [key, calls] : calls_) {
-    platform::PanelMetric m;
-    m.name = "ray_serve_deployment_error_counter";
-    m.type = "counter";
-    m.help = "Calls to each replica that ended in an exception.";
-    m.labels = labels_of(key);
-    m.value = static_cast<double>(calls.errors);
-    out.push_back(std::move(m));
+    scalar("ray_serve_deployment_error_counter", "counter", "Calls to each replica that ended in an exception.",
+           call_labels(key), static_cast<double>(calls.errors));
   }
   for (const auto& [key, calls] : calls_) {
     out.push_back(calls.latency.ToMetric("ray_serve_deployment_processing_latency_ms",
-                                         "Calls' time from rank 0's router to the reply, ms.", labels_of(key)));
+                                         "Calls' time from rank 0's router to the reply, ms.", call_labels(key)));
   }
   return out;
 }

@@ -335,33 +335,49 @@ TEST(DashboardMetricsTest, RaysNamesInAStrictTextFormat) {
   EXPECT_EQ(text.find("ray_node_mem_used{rank=\"2\""), std::string::npos);
 }
 
+/// What prometheus_client's parser made of `text`: the exit status of a Python script that
+/// parses it into `fams` (name to family) and then runs `checks`, and its first line.
+struct ParserRun {
+  int status = -1;
+  bool read = false;  // the script printed a line
+  std::string first_line;
+};
+ParserRun RunPrometheusParser(const std::string& text, const std::string& checks, const std::string& tag) {
+  const fs::path file = fs::temp_directory_path() / ("prism-" + tag + "-" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(file) << text;
+  const std::string cmd =
+      "/usr/bin/python3 -c 'import sys\n"
+      "from prometheus_client.parser import text_string_to_metric_families as parse\n"
+      "fams = {f.name: f for f in parse(open(sys.argv[1]).read())}\n" +
+      checks + "' " + file.string();
+  ParserRun run;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return run;
+  char buf[64] = {};
+  run.read = std::fgets(buf, sizeof buf, p) != nullptr;
+  run.first_line = buf;
+  run.status = ::pclose(p);
+  fs::remove(file);
+  return run;
+}
+
 TEST(DashboardMetricsTest, PrometheusClientsParserReadsItBack) {
   if (std::system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0) {
     GTEST_SKIP() << "python3-prometheus-client is not installed";
   }
   std::map<int, RankSample> samples = {{0, Sample(0, 1, 100)}, {1, Sample(1, 1, 200)}};
   const std::string text = PrometheusText(Assemble(ThreeRanks(), samples, 2));
-  const fs::path file = fs::temp_directory_path() / ("prism-metrics-" + std::to_string(::getpid()) + ".txt");
-  std::ofstream(file) << text;
-  const std::string cmd =
-      "/usr/bin/python3 -c 'import sys\n"
-      "from prometheus_client.parser import text_string_to_metric_families as parse\n"
-      "fams = {f.name: f for f in parse(open(sys.argv[1]).read())}\n"
+  const ParserRun run = RunPrometheusParser(text,
       "t = {tuple(sorted(s.labels.items())): s.value for s in fams[\"ray_tasks\"].samples}\n"
       "assert t[((\"Name\", \"Square\"), (\"State\", \"FINISHED\"))] == 5, t\n"
       "m = [s for s in fams[\"ray_object_store_memory\"].samples if s.labels[\"rank\"] == \"1\"]\n"
       "assert sorted(s.value for s in m) == [7, 200], m\n"
       "assert fams[\"prism_spilled_bytes\"].type == \"counter\", fams[\"prism_spilled_bytes\"].type\n"
-      "print(len(fams))' " + file.string();
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[64] = {};
-  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
-  const int status = ::pclose(p);
-  fs::remove(file);
-  ASSERT_EQ(status, 0) << "the parser refused the text:\n" << text;
-  ASSERT_TRUE(read);
-  EXPECT_GE(std::atoi(buf), 15) << "metric families parsed";
+      "print(len(fams))", "metrics");
+  ASSERT_NE(run.status, -1) << "popen failed";
+  ASSERT_EQ(run.status, 0) << "the parser refused the text:\n" << text;
+  ASSERT_TRUE(run.read);
+  EXPECT_GE(std::atoi(run.first_line.c_str()), 15) << "metric families parsed";
 }
 
 TEST(DashboardSettingTest, ParsesEveryFormAndRefusesOthers) {
@@ -606,12 +622,7 @@ TEST(DashboardMetricsTest, PrometheusClientsParserReadsTheLibrariesHistogramsAnd
     GTEST_SKIP() << "python3-prometheus-client is not installed";
   }
   const std::string text = PrometheusText(Assemble(WithLibraryMetrics(), {}, 2));
-  const fs::path file = fs::temp_directory_path() / ("prism-metrics-lib-" + std::to_string(::getpid()) + ".txt");
-  std::ofstream(file) << text;
-  const std::string cmd =
-      "/usr/bin/python3 -c 'import sys\n"
-      "from prometheus_client.parser import text_string_to_metric_families as parse\n"
-      "fams = {f.name: f for f in parse(open(sys.argv[1]).read())}\n"
+  const ParserRun run = RunPrometheusParser(text,
       "r = fams[\"ray_serve_num_http_requests\"]\n"
       "assert r.type == \"counter\", r.type\n"
       "assert sorted(s.value for s in r.samples) == [1, 3, 4], r.samples\n"
@@ -620,16 +631,11 @@ TEST(DashboardMetricsTest, PrometheusClientsParserReadsTheLibrariesHistogramsAnd
       "b = {s.labels[\"le\"]: s.value for s in h.samples if s.name.endswith(\"_bucket\")}\n"
       "assert b == {\"1.0\": 1, \"5.0\": 2, \"10.0\": 2, \"+Inf\": 3} or b == {\"1\": 1, \"5\": 2, \"10\": 2, \"+Inf\": 3}, b\n"
       "assert [s.value for s in h.samples if s.name.endswith(\"_sum\")] == [17.5]\n"
-      "print(\"ok\")' " + file.string();
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[64] = {};
-  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
-  const int status = ::pclose(p);
-  fs::remove(file);
-  ASSERT_EQ(status, 0) << "the parser refused the text:\n" << text;
-  ASSERT_TRUE(read);
-  EXPECT_STREQ(buf, "ok\n");
+      "print(\"ok\")", "metrics-lib");
+  ASSERT_NE(run.status, -1) << "popen failed";
+  ASSERT_EQ(run.status, 0) << "the parser refused the text:\n" << text;
+  ASSERT_TRUE(run.read);
+  EXPECT_EQ(run.first_line, "ok\n");
 }
 
 TEST(DashboardSnapshotTest, PendingCallsCountEachActorsCallsNotEnded) {
