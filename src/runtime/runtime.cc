@@ -838,9 +838,9 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
     g_process.running_flags = PrismFlags(args);
     g_process.announce = raw->mpi && raw->world > 1;
     if (raw->world > 1) {
-      PRISM_LOG_INFO(raw->recovery
-                         ? "a lost worker rank: the job goes on without it (mpirun --enable-recovery)"
-                         : "a lost rank ends the job (recovery needs mpirun --enable-recovery)");
+      PRISM_LOG_INFO((raw->recovery
+                          ? "a lost worker rank: the job goes on without it (mpirun --enable-recovery)"
+                          : "a lost rank ends the job (recovery needs mpirun --enable-recovery)"));
     }
     PRISM_LOG_INFO("Prism up: " << raw->world << " ranks, launcher "
                                 << raw->launch.launcher_name() << ", job " << raw->settings.job_id

@@ -106,6 +106,8 @@ UcxDataPlane::UcxDataPlane(int rank, int world, Lookup lookup)
 
 UcxDataPlane::~UcxDataPlane() {
   Stop();
+  // The peers may have stopped already: what is still in flight is cancelled by closing
+  // the endpoints (FORCE) and, for receives, by ucp_request_cancel.
   for (ucp_ep_h& ep : eps_) {
     if (ep == nullptr) continue;
     ucp_request_param_t p{};
@@ -117,6 +119,15 @@ UcxDataPlane::~UcxDataPlane() {
       ucp_request_free(req);
     }
     ep = nullptr;
+  }
+  for (void* request : in_flight_) ucp_request_cancel(worker_, request);
+  if (!Drain(std::chrono::milliseconds(500))) {
+    // Rather a worker left to the process's exit than a crash in UCX's teardown.
+    PRISM_LOG_WARN("UCX: " << in_flight_.size()
+                              << " transfers did not end at shutdown; the UCX worker is left open");
+    worker_ = nullptr;
+    context_ = nullptr;
+    for (auto& f : abandoned_) f.release();  // UCX may still write into their buffers
   }
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
@@ -140,8 +151,23 @@ void UcxDataPlane::Stop() {
     queued.swap(queued_);
   }
   for (auto& f : queued) f->done(nullptr, "the runtime is shutting down");
-  for (auto& [request, f] : fetches_) f->done(nullptr, "the runtime is shutting down");
+  for (auto& [request, f] : fetches_) {
+    f->done(nullptr, "the runtime is shutting down");
+    abandoned_.push_back(std::move(f));  // a receive may still be writing into its buffer
+  }
   fetches_.clear();
+  replies_.clear();
+  // Transfers already started end here (their fetches are answered above), while the peers
+  // still progress; the bound keeps a stopped peer from holding this one up.
+  Drain(std::chrono::milliseconds(500));
+}
+
+bool UcxDataPlane::Drain(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!in_flight_.empty() && std::chrono::steady_clock::now() < deadline) {
+    if (ucp_worker_progress(worker_) == 0) sched_yield();
+  }
+  return in_flight_.empty();
 }
 
 void UcxDataPlane::Wake() {
@@ -201,6 +227,7 @@ void UcxDataPlane::Send(int to, unsigned id, std::unique_ptr<Sending> ctx) {
     if (is_request) Finish(ctx->header[1], nullptr, why);
     return;
   }
+  in_flight_.insert(req);
   ctx.release();  // SendDone frees it
 }
 
@@ -209,6 +236,7 @@ void UcxDataPlane::SendDone(void* request, ucs_status_t status, void* user_data)
   if (status != UCS_OK && ctx->kind == kRequest) {
     ctx->self->Finish(ctx->header[1], nullptr, ucs_status_string(status));
   }
+  ctx->self->in_flight_.erase(request);
   ucp_request_free(request);
 }
 
@@ -266,6 +294,8 @@ ucs_status_t UcxDataPlane::OnReply(void* arg, const void* header, size_t header_
   } else if (UCS_PTR_IS_ERR(req)) {
     delete ctx;
     self->Finish(request, nullptr, ucs_status_string(UCS_PTR_STATUS(req)));
+  } else {
+    self->in_flight_.insert(req);
   }
   return UCS_INPROGRESS;
 }
@@ -281,6 +311,7 @@ void UcxDataPlane::RecvDone(void* request, ucs_status_t status, size_t, void* us
       self->Finish(ctx->request, nullptr, ucs_status_string(status));
     }
   }
+  self->in_flight_.erase(request);
   ucp_request_free(request);
 }
 

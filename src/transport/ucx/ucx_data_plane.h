@@ -27,6 +27,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -34,6 +35,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/object_fetcher.h"
@@ -81,6 +83,10 @@ class UcxDataPlane : public ObjectFetcher {
   void Send(int to, unsigned id, std::unique_ptr<Sending> ctx);
   void Finish(uint64_t request, Payload value, const std::string& error);
   void Wake();
+  /// Progresses the worker until every send and receive it started has completed, or
+  /// `limit` has passed; true if none is left. UCX must not be torn down with requests
+  /// outstanding (ucp_worker_destroy reads freed protocol state on them and crashes).
+  bool Drain(std::chrono::milliseconds limit);
 
   int rank_;
   int world_;
@@ -102,6 +108,9 @@ class UcxDataPlane : public ObjectFetcher {
   std::unordered_map<uint64_t, std::unique_ptr<Fetching>> fetches_;  // by request number
   std::deque<Reply> replies_;  // answers to send once the current progress call returns
   uint64_t next_request_ = 0;
+  // Fetches answered at Stop whose receive buffers UCX may still write into until drained.
+  std::vector<std::unique_ptr<Fetching>> abandoned_;
+  std::unordered_set<void*> in_flight_;  // UCX requests not completed yet (sends and receives)
 };
 
 }  // namespace prism::internal

@@ -270,7 +270,11 @@ TEST(Dataset, ALimitStopsTheRestOfThePipeline) {
 }
 
 TEST(Dataset, DroppingAnIteratorStopsItsExecution) {
-  Dataset ds = Range(100000, 100).Map(AddOne);
+  // A budget of a few blocks (each ~16 KB in and out) holds the pipeline back until the
+  // consumer takes a block, so however slowly this thread runs, the drop comes first.
+  ExecutionOptions options;
+  options.object_store_budget_bytes = 64 << 10;
+  Dataset ds = Range(100000, 100).Map(AddOne).WithExecutionOptions(options);
   {
     BatchIterator it = ds.IterBatches(10);
     ASSERT_TRUE(it.Next().has_value());
