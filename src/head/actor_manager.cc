@@ -68,6 +68,7 @@ std::vector<DispatchTask> ActorManager::OnCreationPlaced(ObjectId id, int rank, 
   a->second.rank = rank;
   a->second.bundle = bundle;
   Count(rank, +1);
+  std::erase(to_place_, id);
   std::vector<DispatchTask> calls;
   calls.swap(a->second.waiting_calls);
   return calls;
@@ -92,11 +93,15 @@ bool ActorManager::OnCreationDone(ObjectId id, const TaskDone& done, const TaskS
   return true;
 }
 
-void ActorManager::OnRestartDone(ObjectId id, bool ok) {
+void ActorManager::OnRestartDone(ObjectId id, const TaskDone& done) {
   auto a = actors_.find(id);
-  if (a != actors_.end() && ok && a->second.state == Actor::State::kRestarting) {
+  if (a == actors_.end() || a->second.state != Actor::State::kRestarting) return;
+  if (done.ok) {
     a->second.state = Actor::State::kAlive;
+    return;
   }
+  ActorDead(id, "its factory " + a->second.creation->options->function + " threw when it restarted on rank " +
+                    std::to_string(a->second.rank) + ": " + done.error.type + ": " + done.error.message);
 }
 
 ActorManager::Route ActorManager::RouteCall(ObjectId id) const {
@@ -197,15 +202,43 @@ void ActorManager::ActorDead(ObjectId id, const std::string& cause) {
   tasks_.DrainQueues();
 }
 
-std::vector<ObjectId> ActorManager::OnRankLost(int rank, const std::string& why) {
-  std::vector<ObjectId> ended;
+void ActorManager::OnRankLost(int rank, const std::string& why) {
+  std::vector<ObjectId> there;
   for (auto& [id, actor] : actors_) {
-    if (actor.rank == rank && actor.state != Actor::State::kDead) ended.push_back(id);
+    if (actor.rank == rank && actor.state != Actor::State::kDead) there.push_back(id);
   }
-  for (ObjectId id : ended) {
-    ActorDead(id, "its rank " + std::to_string(rank) + " was lost (" + why + ")");
+  std::sort(there.begin(), there.end());  // restarted in a stable order
+  const std::string cause = "its rank " + std::to_string(rank) + " was lost (" + why + ")";
+  for (ObjectId id : there) {
+    Actor& actor = actors_.at(id);
+    if (actor.bundle >= 0) {  // rescheduling a lost bundle is not built: say so
+      ActorDead(id, cause + "; it lived in a bundle of placement group " +
+                        actor.creation->options->placement_group + " on that rank");
+      continue;
+    }
+    if (!MayRestart(actor)) {
+      ActorDead(id, cause);
+      continue;
+    }
+    ++actor.restarts;
+    actor.state = Actor::State::kRestarting;
+    Count(rank, -1);  // its hold there went with the rank (Scheduler::RemoveRank)
+    actor.rank = -1;
+    to_place_.push_back(id);
+    PRISM_LOG_WARN("restarting actor " << id.Hex() << (actor.name.empty() ? "" : " \"" + actor.name + "\"")
+                                       << " on a live rank (" << actor.restarts << "/"
+                                       << actor.creation->options->max_restarts << "): " << cause);
   }
-  return ended;
+}
+
+std::vector<std::shared_ptr<TaskSpec>> ActorManager::RestartsToPlace() {
+  std::erase_if(to_place_, [&](ObjectId id) {
+    auto a = actors_.find(id);
+    return a == actors_.end() || a->second.state != Actor::State::kRestarting || a->second.rank >= 0;
+  });
+  std::vector<std::shared_ptr<TaskSpec>> out;
+  for (ObjectId id : to_place_) out.push_back(actors_.at(id).creation);
+  return out;
 }
 
 void ActorManager::OnHandleFreed(ObjectId id) {

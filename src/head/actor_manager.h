@@ -54,8 +54,9 @@ class ActorManager {
   /// The creation ended. Returns whether the task manager should give back what the
   /// creation held (false while the actor lives and keeps it).
   bool OnCreationDone(ObjectId actor, const TaskDone& done, const TaskSpec& creation);
-  /// A restarted actor's creation ended (its first one completed long ago).
-  void OnRestartDone(ObjectId actor, bool ok);
+  /// A restarted actor's creation ended (its first one completed long ago): alive again,
+  /// or dead if its constructor failed this time.
+  void OnRestartDone(ObjectId actor, const TaskDone& done);
 
   /// Where a call goes: failed (the actor is dead: `cause`), waiting for the creation to
   /// be placed, or to `rank`.
@@ -77,9 +78,15 @@ class ActorManager {
   void OnCrashed(ObjectId actor, const std::string& cause);
   /// Marks the actor dead, frees what it held, fails calls still waiting at the head.
   void ActorDead(ObjectId actor, const std::string& cause);
-  /// `rank` was lost (recovery mode): every actor there dies (ActorDiedError naming the
-  /// rank; restarting one on another rank is not built yet). Returns them.
-  std::vector<ObjectId> OnRankLost(int rank, const std::string& why);
+  /// `rank` was lost (recovery mode). An actor there whose max_restarts allow it restarts
+  /// on a live rank (RestartsToPlace; its constructor runs again and, with
+  /// max_task_retries, its calls in flight follow it); the others die with an ActorError
+  /// naming the rank, as do actors in a placement-group bundle there.
+  void OnRankLost(int rank, const std::string& why);
+  /// Creations of actors restarting after their rank was lost that wait for a live rank
+  /// with room (placed by the task manager: PickRank, then OnCreationPlaced).
+  std::vector<std::shared_ptr<TaskSpec>> RestartsToPlace();
+  bool HasRestartsToPlace() const { return !to_place_.empty(); }
   /// The actor's last handle went (its id is the object the handles refer to).
   void OnHandleFreed(ObjectId id);
   /// Live actors created in placement group `group`.
@@ -117,6 +124,7 @@ class ActorManager {
   std::map<std::pair<std::string, std::string>, ObjectId> names_;  // (namespace, name)
   std::vector<int> per_rank_;
   std::set<std::pair<int, int>> by_count_;  // (per_rank_[r], r), every rank
+  std::vector<ObjectId> to_place_;  // restarting after a lost rank, not placed yet
   /// Adds `delta` to the rank's live actors, in per_rank_ and by_count_.
   void Count(int rank, int delta);
   /// True if the placed actor's max_restarts allow one more restart.

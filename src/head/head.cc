@@ -151,7 +151,9 @@ void Head::HandleLocked(int from, Message&& msg) {
 std::map<std::string, double> Head::Available() {
   Locked lock(*this);
   ResourceSet total;
-  for (int r = 0; r < scheduler_.NumRanks(); ++r) total.Add(scheduler_.Free(r));
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    if (!scheduler_.IsLost(r)) total.Add(scheduler_.Free(r));
+  }
   return total.ToMap();
 }
 

@@ -148,8 +148,9 @@ void Head::OnRankLost(int rank, const std::string& why) {
   if (rank <= 0 || rank >= scheduler_.NumRanks() || scheduler_.IsLost(rank)) return;
   scheduler_.RemoveRank(rank);
   tables_.RecordError("NODE_DIED", "rank " + std::to_string(rank) + " was lost: " + why, ObjectId(), rank);
-  actors_.OnRankLost(rank, why);  // each actor's end drains the queues
-  tasks_.OnRankLost(rank, why);   // and so does each task's
+  actors_.OnRankLost(rank, why);  // first: calls there follow a restarting actor
+  tasks_.OnRankLost(rank, why);
+  tasks_.DrainQueues();  // places the restarting actors
 }
 
 std::vector<state::NodeState> Head::ListNodes() {

@@ -175,21 +175,52 @@ bool TaskManager::TryDispatch(Task& task, int64_t now) {
   send_(task.rank, std::move(out));
   if (now == 0) now = WallNowNs();
   task.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
-  if (spec.kind == TaskKind::kActorCreation) {
-    // The creation is on its way: calls that waited for a rank follow it, in order.
-    for (auto& call : actors_.OnCreationPlaced(spec.id, task.rank, task.bundle)) {
-      auto c = tasks_.find(call.spec->id);
-      if (c == tasks_.end()) continue;  // cancelled while it waited
-      c->second.rank = task.rank;
-      c->second.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
-      send_(task.rank, std::move(call));
-    }
-  }
+  if (spec.kind == TaskKind::kActorCreation) SendWaitingCalls(spec.id, task.rank, task.bundle, now);
   return true;
+}
+
+void TaskManager::SendWaitingCalls(ObjectId actor, int rank, int bundle, int64_t now) {
+  // The creation is on its way: calls that waited for a rank follow it, in order.
+  for (auto& call : actors_.OnCreationPlaced(actor, rank, bundle)) {
+    auto c = tasks_.find(call.spec->id);
+    if (c == tasks_.end()) continue;  // cancelled while it waited
+    c->second.rank = rank;
+    c->second.times[static_cast<size_t>(TaskPhase::kSubmitted)] = now;
+    send_(rank, std::move(call));
+  }
+}
+
+void TaskManager::PlaceRestarts() {
+  // An actor's end below drains the queues again: the outer loop places what is left.
+  if (placing_restarts_) return;
+  placing_restarts_ = true;
+  for (const std::shared_ptr<TaskSpec>& creation : actors_.RestartsToPlace()) {
+    const TaskOptions& o = *creation->options;
+    const SchedulingStrategy& s = o.strategy;
+    std::string impossible;
+    if (s.kind == SchedulingStrategy::Kind::kNodeAffinity && !s.soft && scheduler_.IsLost(s.rank)) {
+      impossible = "it is pinned to rank " + std::to_string(s.rank) + " (NodeAffinitySchedulingStrategy, soft=false)";
+    } else if (!scheduler_.Feasible(o.demand)) {
+      impossible = "no live rank can host it: " + scheduler_.DescribeInfeasible(o.demand);
+    }
+    if (!impossible.empty()) {
+      actors_.ActorDead(creation->id, "it could not restart after its rank was lost: " + impossible);
+      continue;
+    }
+    const int rank = actors_.PickRank(o.demand, s);
+    if (rank < 0) continue;  // waits for room, like a new actor
+    scheduler_.Commit(rank, o.demand);
+    DispatchTask again;
+    again.spec = creation;
+    send_(rank, std::move(again));  // its TaskDone comes to OnRestartDone
+    SendWaitingCalls(creation->id, rank, -1, WallNowNs());
+  }
+  placing_restarts_ = false;
 }
 
 void TaskManager::DrainQueues() {
   groups_.PlacePending();
+  if (actors_.HasRestartsToPlace()) PlaceRestarts();
   if (queued_ == 0) return;
   for (auto& [key, queue] : queues_) {
     while (!queue.empty()) {
@@ -329,7 +360,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
   auto it = tasks_.find(done.id);
   if (it == tasks_.end()) {
     // A restarted actor's creation (its first one completed long ago).
-    actors_.OnRestartDone(done.id, done.ok);
+    actors_.OnRestartDone(done.id, done);
     return;
   }
   if (it->second.spec->attempt != done.attempt) return;
@@ -424,6 +455,26 @@ void TaskManager::OnRankLost(int rank, const std::string& why) {
                      : ErrorInfo::Of(ErrorKind::kWorkerCrashed, "task " + spec.options->name + " ended: " + cause,
                                      spec.options->name, rank);
     OnTaskDone(rank, std::move(done));
+  }
+  // Queued tasks that only the lost rank could have run (its resources, a hard affinity)
+  // would wait for ever: they fail, saying so.
+  std::vector<TaskId> stranded;
+  for (const auto& [key, queue] : queues_) {
+    for (TaskId id : queue) {
+      auto it = tasks_.find(id);
+      if (it == tasks_.end()) continue;
+      const TaskOptions& o = *it->second.spec->options;
+      const bool pinned = o.strategy.kind == SchedulingStrategy::Kind::kNodeAffinity && !o.strategy.soft &&
+                          o.strategy.rank == rank;
+      if (pinned || (o.placement_group.empty() && !scheduler_.Feasible(o.demand))) stranded.push_back(id);
+    }
+  }
+  for (TaskId id : stranded) {
+    const TaskOptions& o = *tasks_.at(id).spec->options;
+    Fail(id, ErrorInfo::Of(ErrorKind::kResourceError,
+                           "task " + o.name + " can no longer run: " + cause + " and no live rank can: " +
+                               scheduler_.DescribeInfeasible(o.demand),
+                           o.name, rank));
   }
 }
 

@@ -123,6 +123,12 @@ class TaskManager {
   /// that (it yielded its limit beyond what it heard) and there is news.
   void AckIfWaiting(TaskId id, const TaskSpec& spec, Generator& g, int rank);
   void RouteActorCall(Task& task);
+  /// Sends the calls that waited for `actor`'s creation to be placed on `rank`.
+  void SendWaitingCalls(ObjectId actor, int rank, int bundle, int64_t now);
+  /// Places actors restarting after their rank was lost (ActorManager::RestartsToPlace),
+  /// or ends those no live rank can host.
+  void PlaceRestarts();
+  bool placing_restarts_ = false;
   /// `now`: WallNowNs() if the caller just read it (0: read it here).
   void Enqueue(TaskId id, int64_t now = 0);
   /// Places and sends the task; false if it must wait for room.

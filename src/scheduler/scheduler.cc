@@ -113,16 +113,20 @@ int Scheduler::LeastLoadedOf(const std::vector<int>& candidates, Fits&& fits) co
 
 bool Scheduler::Feasible(const ResourceSet& demand) const {
   for (const auto& r : ranks_) {
-    if (demand.FitsIn(r.capacity)) return true;
+    if (!r.lost && demand.FitsIn(r.capacity)) return true;
   }
   return false;
 }
 
 std::string Scheduler::DescribeInfeasible(const ResourceSet& demand) const {
   std::vector<ResourceSet> capacities;
-  for (const auto& r : ranks_) capacities.push_back(r.capacity);
-  return "no rank can ever provide " + demand.ToString() +
-         "; ranks offer:" + DescribeRankCapacities(capacities, 8);
+  std::string lost;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    capacities.push_back(ranks_[i].lost ? ResourceSet() : ranks_[i].capacity);
+    if (ranks_[i].lost) lost += (lost.empty() ? "" : ", ") + std::to_string(i);
+  }
+  return "no rank can ever provide " + demand.ToString() + "; ranks offer:" +
+         DescribeRankCapacities(capacities, 8) + (lost.empty() ? "" : " lost ranks (offering nothing): " + lost);
 }
 
 double Scheduler::Load(int rank) const {

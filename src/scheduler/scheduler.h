@@ -66,7 +66,7 @@ class Scheduler {
   int NumRanks() const { return static_cast<int>(ranks_.size()); }
   const ResourceSet& Capacity(int rank) const { return ranks_[rank].capacity; }
   const ResourceSet& Committed(int rank) const { return ranks_[rank].committed; }
-  /// True if some rank's whole capacity covers `demand`.
+  /// True if some live rank's whole capacity covers `demand`.
   bool Feasible(const ResourceSet& demand) const;
   /// Why `demand` is infeasible, for the error message.
   std::string DescribeInfeasible(const ResourceSet& demand) const;

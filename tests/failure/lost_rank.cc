@@ -8,7 +8,10 @@
 // SIGKILL while the graph is under way. Then:
 //   * every result is i * i (the tasks the lost rank held ran again elsewhere),
 //   * the lost rank is DEAD in the state API, within a bound of the kill,
-//   * a call to the actor raises ActorError naming the lost rank, and
+//   * a call to the actor raises ActorError naming the lost rank,
+//   * a named actor with max_restarts 1 started there restarts on a live rank: its call in
+//     flight at the kill runs again there (max_task_retries), its name still finds it,
+//     and the state API shows one restart, and
 //   * new tasks run on the live ranks only;
 // it prints "lost_rank ok: ..." and Shutdown ends the job with status 0.
 #include <prism/api.h>
@@ -42,7 +45,23 @@ class Holder {
   int Rank() const { return prism::GetRuntimeContext().GetRank(); }
 };
 
-PRISM_REMOTE(Square, KillSelf, RankOfTask, Holder::Create, &Holder::Rank);
+/// Counts its calls: a restarted incarnation starts from zero again.
+class Survivor {
+ public:
+  static Survivor* Create() { return new Survivor; }
+  int SlowRank(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    ++calls_;
+    return prism::GetRuntimeContext().GetRank();
+  }
+  int Calls() const { return calls_; }
+
+ private:
+  int calls_ = 0;
+};
+
+PRISM_REMOTE(Square, KillSelf, RankOfTask, Holder::Create, &Holder::Rank, Survivor::Create, &Survivor::SlowRank,
+             &Survivor::Calls);
 
 std::string RankRes(int r) { return "rank:" + std::to_string(r); }
 
@@ -63,6 +82,18 @@ int main(int argc, char** argv) {
 
   auto holder = prism::Actor(Holder::Create).SetResource(RankRes(victim), 0.01).Remote();
   if (*holder.Task(&Holder::Rank).Remote().Get(30000) != victim) return Fail("the actor is not on the last rank");
+
+  auto survivor = prism::Actor(Survivor::Create)
+                      .SetName("survivor")
+                      .SetMaxRestarts(1)
+                      .SetMaxTaskRetries(-1)
+                      .SetSchedulingStrategy(prism::NodeAffinitySchedulingStrategy{victim, /*soft=*/true})
+                      .Remote();
+  if (*survivor.Task(&Survivor::SlowRank).Remote(0).Get(30000) != victim) {
+    return Fail("the survivor actor is not on the last rank");
+  }
+  // In flight when its rank dies: it runs again on the new incarnation.
+  auto in_flight = survivor.Task(&Survivor::SlowRank).Remote(300);
 
   constexpr int kTasks = 1000;
   std::vector<prism::ObjectRef<int>> refs;
@@ -108,6 +139,29 @@ int main(int argc, char** argv) {
       return Fail(std::string("actor: ") + e.what());
     }
   }
+  // The survivor restarted on a live rank; the call in flight ran again there.
+  int survivor_rank = -1;
+  try {
+    survivor_rank = *in_flight.Get(30000);
+  } catch (const std::exception& e) {
+    return Fail(std::string("the survivor's call in flight: ") + e.what());
+  }
+  const auto serving_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - killed_at).count();
+  if (survivor_rank == victim || survivor_rank < 0) return Fail("the survivor's call ran on the lost rank");
+  auto found = prism::GetActor<Survivor>("survivor");
+  if (!found) return Fail("the restarted survivor lost its name");
+  if (*found->Task(&Survivor::Calls).Remote().Get(10000) != 1) {
+    return Fail("the restarted survivor is not a new incarnation (its calls did not start from 0)");
+  }
+  int restarts = -1;
+  std::string state;
+  for (const auto& a : prism::state::ListActors()) {
+    if (a.name == "survivor") restarts = a.num_restarts, state = a.state;
+  }
+  if (restarts != 1 || state != "ALIVE") {
+    return Fail("the survivor shows " + std::to_string(restarts) + " restarts, state " + state);
+  }
   // New work runs on the live ranks only.
   std::vector<prism::ObjectRef<int>> after;
   for (int i = 0; i < 50; ++i) after.push_back(prism::Task(RankOfTask).Remote(i));
@@ -116,8 +170,9 @@ int main(int argc, char** argv) {
   if (ranks.count(victim)) return Fail("a task ran on the lost rank");
 
   std::printf("lost_rank ok: %d results correct at %d ranks, rank %d DEAD %lld ms after its kill (the task's), "
-              "new tasks on %zu live ranks\n",
-              kTasks, world, victim, static_cast<long long>(noticed_ms), ranks.size());
+              "the restarted actor answered on rank %d %lld ms after it, new tasks on %zu live ranks\n",
+              kTasks, world, victim, static_cast<long long>(noticed_ms), survivor_rank,
+              static_cast<long long>(serving_ms), ranks.size());
   std::fflush(stdout);
   prism::Shutdown();
   return 0;

@@ -1212,6 +1212,82 @@ TEST_F(HeadManagersTest, ACrashedActorRestartsWhileItsMaxRestartsAllowThenDies) 
   EXPECT_EQ(head_.Available().at("CPU"), 2) << "what it held is given back";
 }
 
+// A lost rank (recovery mode): its actor restarts on a live rank while max_restarts
+// allows, keeps its name, and the call that was in flight follows it (max_task_retries).
+TEST_F(HeadManagersTest, AnActorOnALostRankRestartsOnALiveRankAndItsCallsFollow) {
+  TaskSpec creation = Creation(10, "survivor");
+  creation.Edit().max_restarts = 1;
+  creation.Edit().max_task_retries = -1;
+  creation.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, /*soft=*/true};
+  head_.Handle(0, SubmitTask{creation});
+  ASSERT_EQ(Take<DispatchTask>().at(0).first, 1);
+  Done(1, 10);
+  head_.Handle(0, SubmitTask{Call(11, 10)});
+  ASSERT_EQ(Take<DispatchTask>().at(0).first, 1);
+  sent_.clear();
+
+  head_.OnRankLost(1, "its process ended");
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), (std::vector<uint64_t>{10, 11})) << "the creation, then the call that was in flight";
+  EXPECT_EQ(d[0].first, 0);
+  EXPECT_EQ(d[1].first, 0);
+  EXPECT_EQ(d[1].second.spec->attempt, 1);
+  EXPECT_TRUE(ReadyFor(11).empty()) << "not failed";
+  EXPECT_EQ(Actor(10)->state, "RESTARTING");
+  EXPECT_EQ(Actor(10)->num_restarts, 1);
+  EXPECT_EQ(Lookup("survivor").first, 10u) << "a named actor keeps its name";
+  Done(0, 10);  // the restart's creation
+  EXPECT_EQ(Actor(10)->state, "ALIVE");
+  EXPECT_EQ(Actor(10)->rank, 0);
+  head_.Handle(0, SubmitTask{Call(12, 10)});
+  ASSERT_EQ(Take<DispatchTask>().at(0).first, 0) << "later calls go to its new rank";
+}
+
+TEST_F(HeadManagersTest, ALostRanksActorsWithoutRestartsOrPinnedThereDieAndStrandedTasksFail) {
+  TaskSpec plain = Creation(10, "", 0);
+  plain.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  TaskSpec pinned = Creation(20, "", 0);
+  pinned.Edit().max_restarts = 3;
+  pinned.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  TaskSpec throws = Creation(30, "", 0);
+  throws.Edit().max_restarts = 1;
+  throws.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, true};
+  for (const TaskSpec& c : {plain, pinned, throws}) head_.Handle(0, SubmitTask{c});
+  for (uint64_t id : {10, 20, 30}) Done(1, id);
+  sent_.clear();
+  // Two tasks that need rank 1's own resource (the second may be pipelined behind the
+  // first): retried after the loss, no live rank can run them.
+  TaskSpec busy = Spec(40);
+  busy.Edit().demand = ResourceSet({{"CPU", 1}, {"rank:1", 1}});
+  TaskSpec stranded = Spec(41);
+  stranded.Edit().demand = ResourceSet({{"CPU", 1}, {"rank:1", 1}});
+  head_.Handle(0, SubmitTask{busy});
+  head_.Handle(0, SubmitTask{stranded});
+  for (const auto& [dest, t] : Take<DispatchTask>()) EXPECT_EQ(dest, 1);
+
+  head_.OnRankLost(1, "its process ended");
+  EXPECT_EQ(Actor(10)->state, "DEAD");
+  EXPECT_NE(Actor(10)->death_cause.find("rank 1 was lost"), std::string::npos) << Actor(10)->death_cause;
+  EXPECT_EQ(Actor(20)->state, "DEAD") << "pinned to the lost rank: it cannot restart";
+  EXPECT_NE(Actor(20)->death_cause.find("pinned to rank 1"), std::string::npos) << Actor(20)->death_cause;
+  ASSERT_EQ(Actor(30)->state, "RESTARTING");
+  std::map<uint64_t, ObjectReady> failed;
+  for (auto& [dest, r] : Take<ObjectReady>()) failed.emplace(r.id.Value(), std::move(r));
+  for (uint64_t id : {40, 41}) {
+    ASSERT_TRUE(failed.count(id)) << id;
+    EXPECT_TRUE(failed.at(id).failed) << id;
+    EXPECT_NE(failed.at(id).error.message.find("rank:1"), std::string::npos) << failed.at(id).error.message;
+  }
+  // The restart's constructor throws this time: the actor dies, saying so.
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), std::vector<uint64_t>{30});
+  Done(0, 30, /*ok=*/false);
+  EXPECT_EQ(Actor(30)->state, "DEAD");
+  EXPECT_NE(Actor(30)->death_cause.find("threw when it restarted on rank 0"), std::string::npos)
+      << Actor(30)->death_cause;
+  EXPECT_EQ(head_.Available().at("CPU"), 1) << "rank 0's CPU is free again; rank 1 is gone";
+}
+
 TEST_F(HeadManagersTest, HardNodeAffinityWaitsForItsRankAndSoftFallsBack) {
   TaskSpec busy = Spec(1);
   busy.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
