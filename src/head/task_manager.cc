@@ -196,18 +196,12 @@ void TaskManager::PlaceRestarts() {
   placing_restarts_ = true;
   for (const std::shared_ptr<TaskSpec>& creation : actors_.RestartsToPlace()) {
     const TaskOptions& o = *creation->options;
-    const SchedulingStrategy& s = o.strategy;
-    std::string impossible;
-    if (s.kind == SchedulingStrategy::Kind::kNodeAffinity && !s.soft && scheduler_.IsLost(s.rank)) {
-      impossible = "it is pinned to rank " + std::to_string(s.rank) + " (NodeAffinitySchedulingStrategy, soft=false)";
-    } else if (!scheduler_.Feasible(o.demand)) {
-      impossible = "no live rank can host it: " + scheduler_.DescribeInfeasible(o.demand);
-    }
+    const std::string impossible = NeverPlaceable(o);
     if (!impossible.empty()) {
       actors_.ActorDead(creation->id, "it could not restart after its rank was lost: " + impossible);
       continue;
     }
-    const int rank = actors_.PickRank(o.demand, s);
+    const int rank = actors_.PickRank(o.demand, o.strategy);
     if (rank < 0) continue;  // waits for room, like a new actor
     scheduler_.Commit(rank, o.demand);
     DispatchTask again;
@@ -216,6 +210,19 @@ void TaskManager::PlaceRestarts() {
     SendWaitingCalls(creation->id, rank, -1, WallNowNs());
   }
   placing_restarts_ = false;
+}
+
+std::string TaskManager::NeverPlaceable(const TaskOptions& o) const {
+  const SchedulingStrategy& s = o.strategy;
+  if (s.kind == SchedulingStrategy::Kind::kNodeAffinity && !s.soft && s.rank >= 0 &&
+      s.rank < scheduler_.NumRanks() && scheduler_.IsLost(s.rank)) {
+    return "it is pinned to rank " + std::to_string(s.rank) + " (NodeAffinitySchedulingStrategy, soft=false)";
+  }
+  // A placement group's bundles decide where its tasks go, not the ranks' capacities.
+  if (o.placement_group.empty() && !scheduler_.Feasible(o.demand)) {
+    return "no live rank can host it: " + scheduler_.DescribeInfeasible(o.demand);
+  }
+  return "";
 }
 
 void TaskManager::DrainQueues() {
@@ -458,22 +465,18 @@ void TaskManager::OnRankLost(int rank, const std::string& why) {
   }
   // Queued tasks that only the lost rank could have run (its resources, a hard affinity)
   // would wait for ever: they fail, saying so.
-  std::vector<TaskId> stranded;
+  std::vector<std::pair<TaskId, std::string>> stranded;  // id, why
   for (const auto& [key, queue] : queues_) {
     for (TaskId id : queue) {
       auto it = tasks_.find(id);
       if (it == tasks_.end()) continue;
-      const TaskOptions& o = *it->second.spec->options;
-      const bool pinned = o.strategy.kind == SchedulingStrategy::Kind::kNodeAffinity && !o.strategy.soft &&
-                          o.strategy.rank == rank;
-      if (pinned || (o.placement_group.empty() && !scheduler_.Feasible(o.demand))) stranded.push_back(id);
+      std::string why = NeverPlaceable(*it->second.spec->options);
+      if (!why.empty()) stranded.emplace_back(id, std::move(why));
     }
   }
-  for (TaskId id : stranded) {
+  for (const auto& [id, why] : stranded) {
     const TaskOptions& o = *tasks_.at(id).spec->options;
-    Fail(id, ErrorInfo::Of(ErrorKind::kResourceError,
-                           "task " + o.name + " can no longer run: " + cause + " and no live rank can: " +
-                               scheduler_.DescribeInfeasible(o.demand),
+    Fail(id, ErrorInfo::Of(ErrorKind::kResourceError, "task " + o.name + " can no longer run (" + cause + "): " + why,
                            o.name, rank));
   }
 }

@@ -129,6 +129,9 @@ class TaskManager {
   /// or ends those no live rank can host.
   void PlaceRestarts();
   bool placing_restarts_ = false;
+  /// Why no live rank can ever run a task or actor with these options (pinned to a lost
+  /// rank, or resources only lost ranks had), or "" if one may.
+  std::string NeverPlaceable(const TaskOptions& options) const;
   /// `now`: WallNowNs() if the caller just read it (0: read it here).
   void Enqueue(TaskId id, int64_t now = 0);
   /// Places and sends the task; false if it must wait for room.
