@@ -9,6 +9,7 @@
 #include "prism/platform/panel.h"
 #include "prism/state.h"
 #include "serve/registry.h"
+#include "serve/replica_placement.h"
 
 namespace prism::serve::internal {
 namespace {
@@ -18,6 +19,9 @@ constexpr double kTickS = 0.02;
 // other ranks' routers (which refresh every RemoteRouters::kRefreshS) stop choosing it.
 constexpr double kMinDrainS = 0.5;
 constexpr int kMaxStartFailures = 3;
+// How often the controller reads which ranks are lost (state::ListNodes: one call into
+// rank 0's head, N entries). Replicas with traffic are replaced sooner, on the router's word.
+constexpr double kLostRankPollS = 0.25;
 
 int InitialTarget(const DeploymentConfig& c) {
   if (c.autoscaling) return c.autoscaling->initial_replicas.value_or(c.autoscaling->min_replicas);
@@ -60,7 +64,9 @@ void Controller::Deploy(const Application& app, const std::string& app_name, dou
       if (fresh) {
         d.spec = spec;
         d.app = app_name;
-        d.router = std::make_shared<Router>(spec.name, platform::DashboardOn() ? request_metrics_ : nullptr);
+        d.router = std::make_shared<Router>(
+            spec.name, platform::DashboardOn() ? request_metrics_ : nullptr,
+            [this, name = spec.name](const std::string& id, const std::string& why) { OnReplicaDied(name, id, why); });
         // Unique within the job (the clock at the first deployment, then counted), so that a
         // later deployment of the same name never reads this one's load reports.
         if (next_incarnation_ == 0) {
@@ -385,9 +391,21 @@ void Controller::Tick(double now) {
     }
     for (const auto& [name, incarnation] : due) remote[name] = RemoteLoad(name, incarnation);
   }
+  std::set<int> lost_ranks;
+  if (now - last_rank_poll_ >= kLostRankPollS) {
+    last_rank_poll_ = now;
+    lost_ranks = LostRanks();
+  }
+  std::map<std::string, std::map<std::string, std::string>> died;
+  {
+    std::lock_guard<std::mutex> lock(died_mu_);
+    died.swap(died_);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [name, d] : deployments_) {
+      auto reported = died.find(name);
+      RemoveDead(d, reported == died.end() ? std::map<std::string, std::string>{} : reported->second, lost_ranks);
       auto measured = remote.find(name);
       if (d.decider && measured != remote.end()) {
         d.window.Record(now, d.router->Ongoing() + measured->second);
@@ -475,9 +493,6 @@ void Controller::Reconcile(DeploymentState& d, double now) {
   }
 }
 
-// Replicas go to the worker ranks (rank 0 too only in a one-rank job): to a rank that can
-// hold the replica now, else to one that can at all (the replica then waits there, STARTING,
-// until resources free up), the one with the fewest of Serve's replicas first.
 int Controller::PickRank(const std::map<std::string, double>& resources, std::string& why) {
   std::map<int, int> ours;
   for (const auto& [name, d] : deployments_) {
@@ -485,33 +500,7 @@ int Controller::PickRank(const std::map<std::string, double>& resources, std::st
       if (r.state != ReplicaState::kStopping) ++ours[r.rank];
     }
   }
-  auto fits = [&](const std::map<std::string, double>& have) {
-    for (const auto& [k, v] : resources) {
-      auto it = have.find(k);
-      if (v > 0 && (it == have.end() || it->second + 1e-9 < v)) return false;
-    }
-    return true;
-  };
-  const std::vector<state::NodeState> nodes = state::ListNodes();
-  int best = -1;
-  bool best_now = false;
-  std::string offered;
-  for (const auto& n : nodes) {
-    if (n.rank == 0 && nodes.size() > 1) continue;
-    nlohmann::json total(n.resources_total);
-    offered += (offered.empty() ? "" : "; ") + std::string("rank ") + std::to_string(n.rank) + ": " + total.dump();
-    if (!fits(n.resources_total)) continue;
-    const bool now = fits(n.resources_available);
-    if (best < 0 || (now && !best_now) || (now == best_now && ours[n.rank] < ours[best])) {
-      best = n.rank;
-      best_now = now;
-    }
-  }
-  if (best < 0) {
-    why = "no worker rank can hold a replica's resources " + nlohmann::json(resources).dump() + " (ranks offer " +
-          offered + "); lower RayActorOptions or start the job with more resources per rank";
-  }
-  return best;
+  return PickReplicaRank(state::ListNodes(), ours, resources, why);
 }
 
 bool Controller::StartReplica(DeploymentState& d, double now) {
@@ -558,6 +547,7 @@ void Controller::OnReplicaReady(const std::string& deployment, const std::string
   } catch (const std::exception& e) {
     error = e.what();
   }
+  const std::set<int> lost = error.empty() ? std::set<int>{} : LostRanks();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = deployments_.find(deployment);
@@ -571,6 +561,9 @@ void Controller::OnReplicaReady(const std::string& deployment, const std::string
       r->state_since = r->last_health = Now();
       d.start_failures = 0;
       d.dirty = true;
+    } else if (lost.count(r->rank)) {
+      // Not the constructor's fault: the next Reconcile starts it again on a live rank.
+      Remove(d, id, "replica " + id + " was lost with its rank " + std::to_string(r->rank) + " while starting; replaced");
     } else {
       ++d.start_failures;
       d.message = "replica " + id + " failed to start: " + error;
@@ -578,6 +571,41 @@ void Controller::OnReplicaReady(const std::string& deployment, const std::string
     }
   }
   wake_.notify_all();
+}
+
+void Controller::OnReplicaDied(const std::string& deployment, const std::string& id, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(died_mu_);
+    died_[deployment].emplace(id, why);
+  }
+  wake_.notify_all();
+}
+
+void Controller::RemoveDead(DeploymentState& d, const std::map<std::string, std::string>& died,
+                            const std::set<int>& lost_ranks) {
+  if (died.empty() && lost_ranks.empty()) return;
+  std::vector<std::pair<std::string, std::string>> remove;  // id, why
+  for (const Replica& r : d.replicas) {
+    auto reported = died.find(r.id);
+    if (lost_ranks.count(r.rank)) {
+      remove.emplace_back(r.id, "replica " + r.id + " was lost with its rank " + std::to_string(r.rank) + "; replaced");
+    } else if (reported != died.end()) {
+      remove.emplace_back(r.id, "replica " + r.id + " died (" + reported->second + "); replaced");
+    }
+  }
+  for (auto& [id, why] : remove) Remove(d, id, why);
+}
+
+std::set<int> Controller::LostRanks() {
+  std::set<int> lost;
+  try {
+    for (const auto& n : state::ListNodes()) {
+      if (n.state == "DEAD") lost.insert(n.rank);
+    }
+  } catch (const std::exception& e) {
+    PRISM_SERVE_LOG("cannot read which ranks are lost: " << e.what());
+  }
+  return lost;
 }
 
 void Controller::OnHealthReply(const std::string& deployment, const std::string& id, uint64_t seq,

@@ -10,6 +10,10 @@
 //     killed once its calls finished, or after graceful_shutdown_timeout_s),
 //   - sends CheckHealth to each RUNNING replica every health_check_period_s, and replaces a
 //     replica whose check throws or takes longer than health_check_timeout_s,
+//   - replaces at once a replica known dead before its next check: one whose call failed
+//     with ActorError at the driver's router (Router::ReplicaDied), and, every
+//     kLostRankPollS, any on a rank the state API shows DEAD (lost under mpirun
+//     --enable-recovery; no replica is placed there again, see replica_placement.h),
 //   - publishes each changed replica set to the routers (the driver's directly, other
 //     ranks' through the KV store),
 //   - every 2 s, with the job's dashboard on, shows the deployments on it (a panel), with
@@ -22,6 +26,7 @@
 #include <map>
 #include <optional>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -109,6 +114,14 @@ class Controller {
   bool StartReplica(DeploymentState& d, double now);
   void OnReplicaReady(const std::string& deployment, const std::string& id, ObjectRef<int> ref);
   void OnHealthReply(const std::string& deployment, const std::string& id, uint64_t seq, ObjectRef<void> ref);
+  /// A driver's router saw replica `id` of `deployment` die: noted for the next tick
+  /// (called on a completion thread; takes only died_mu_, the control thread acts).
+  void OnReplicaDied(const std::string& deployment, const std::string& id, const std::string& why);
+  /// Removes the replicas known dead: those the routers reported and those on `lost_ranks`
+  /// (under the lock).
+  void RemoveDead(DeploymentState& d, const std::map<std::string, std::string>& died, const std::set<int>& lost_ranks);
+  /// The ranks the state API shows DEAD; empty if it cannot be read. Not under the lock.
+  static std::set<int> LostRanks();
   /// Kills replica `id` and removes it; the next Reconcile starts a replacement.
   void Remove(DeploymentState& d, const std::string& id, const std::string& why);
   /// The replica set to publish, if it changed (under the lock).
@@ -131,6 +144,9 @@ class Controller {
   uint64_t next_incarnation_ = 0;  // seeded from the clock at the first deployment
   const std::shared_ptr<RequestMetrics> request_metrics_ = std::make_shared<RequestMetrics>();
   double last_panel_ = -1;  // control thread only
+  double last_rank_poll_ = -1;  // control thread only
+  std::mutex died_mu_;
+  std::map<std::string, std::map<std::string, std::string>> died_;  // deployment -> replica id -> why
   std::map<std::string, std::pair<double, uint64_t>> panel_calls_;  // deployment -> (when, calls) at the last panel
   std::atomic<bool> panel_due_{false};  // a Deploy finished: show it now
 };

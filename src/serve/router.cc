@@ -4,8 +4,28 @@
 
 namespace prism::serve::internal {
 
-Router::Router(std::string deployment, std::shared_ptr<RequestMetrics> metrics)
-    : deployment_(std::move(deployment)), metrics_(std::move(metrics)) {}
+namespace {
+
+void SendToActor(const ReplicaRef& replica, const std::string& method, const std::string& args, CallDone done) {
+  ObjectRef<std::string> ref = replica.actor.Task(&ReplicaActor::Call).Remote(method, args);
+  ref.OnReady([ref, done = std::move(done)] {
+    CallResult result;
+    try {
+      result.bytes = std::move(*ref.Get(0));
+    } catch (...) {
+      result.error = std::current_exception();
+    }
+    done(std::move(result));
+  });
+}
+
+}  // namespace
+
+Router::Router(std::string deployment, std::shared_ptr<RequestMetrics> metrics, ReplicaDied died, Sender send)
+    : deployment_(std::move(deployment)),
+      metrics_(std::move(metrics)),
+      died_(std::move(died)),
+      send_(send ? std::move(send) : Sender(SendToActor)) {}
 
 void Router::Update(const ReplicaSet& set) {
   std::vector<Send> sends;
@@ -84,22 +104,13 @@ void Router::Start(std::vector<Send> sends) {
   for (auto& s : sends) {
     std::shared_ptr<Router> self = shared_from_this();
     if (metrics_) s.call.sent = std::chrono::steady_clock::now();
+    auto call = std::make_shared<Call>(std::move(s.call));
+    const std::string id = s.replica.id;
     try {
-      ObjectRef<std::string> ref =
-          s.replica.actor.Task(&ReplicaActor::Call).Remote(s.call.method, s.call.args);
-      auto call = std::make_shared<Call>(std::move(s.call));
-      std::string id = s.replica.id;
-      ref.OnReady([self, ref, call, id] {
-        CallResult result;
-        try {
-          result.bytes = std::move(*ref.Get(0));
-        } catch (...) {
-          result.error = std::current_exception();
-        }
-        self->OnReply(id, std::move(*call), std::move(result));
-      });
+      send_(s.replica, call->method, call->args,
+            [self, call, id](CallResult result) { self->OnReply(id, std::move(*call), std::move(result)); });
     } catch (...) {
-      OnReply(s.replica.id, std::move(s.call), CallResult{{}, std::current_exception()});
+      OnReply(id, std::move(*call), CallResult{{}, std::current_exception()});
     }
   }
 }
@@ -109,23 +120,27 @@ void Router::OnReply(const std::string& replica_id, Call call, CallResult result
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - call.sent).count();
     metrics_->CallEnded(deployment_, replica_id, result.error != nullptr, ms);
   }
-  bool retry = false;
+  bool dead = false, retry = false;
+  std::string why;
   if (result.error) {
     try {
       std::rethrow_exception(result.error);
-    } catch (const ActorError&) {
+    } catch (const ActorError& e) {
+      dead = true;
+      why = e.what();
       retry = call.attempts + 1 < kMaxAttempts;
     } catch (...) {
     }
   }
   std::vector<Send> sends;
+  bool newly_dead = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(replica_id);
     if (it != in_flight_.end() && it->second > 0) --it->second;
     --total_in_flight_;
+    if (dead) newly_dead = dead_.insert(replica_id).second;
     if (retry) {
-      dead_.insert(replica_id);
       if (closed_) {
         retry = false;
       } else {
@@ -135,6 +150,7 @@ void Router::OnReply(const std::string& replica_id, Call call, CallResult result
     }
     sends = TakeSendable();
   }
+  if (newly_dead && died_) died_(replica_id, why);
   if (!retry) call.done(std::move(result));
   Start(std::move(sends));
 }

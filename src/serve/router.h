@@ -6,11 +6,15 @@
 // Every rank that calls a deployment has its own router for it: the driver's is fed by the
 // controller directly, other ranks' from the replica table the controller publishes in the
 // KV store. A call whose replica died (ActorError: killed by a health check, a downscale
-// race, or its rank died) is sent again to another replica, up to kMaxAttempts times.
+// race, or its rank was lost) is sent again to another replica, up to kMaxAttempts times;
+// the router sends nothing more to that replica, and tells the owner of the router (the
+// controller, for the driver's) so that it replaces the replica at once instead of at its
+// next health check. With no live replica left, calls wait in the queue for the next set.
 
 #include <chrono>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,9 +33,20 @@ class Router : public std::enable_shared_from_this<Router> {
  public:
   static constexpr int kMaxAttempts = 3;
 
+  /// Sends one call to `replica`; `done` gets its result, exactly once, on any thread. It
+  /// either calls `done` or throws (then the router fails or resends the call itself).
+  using Sender = std::function<void(const ReplicaRef& replica, const std::string& method, const std::string& args,
+                                    CallDone done)>;
+  /// Told once per replica that answered ActorError (it is dead): its id and the error's
+  /// message. Runs on the completion thread, outside the router's lock.
+  using ReplicaDied = std::function<void(const std::string& replica_id, const std::string& why)>;
+
   /// `metrics`: where each call's outcome and time go (the driver's routers while the
-  /// job's dashboard is on), or nullptr.
-  explicit Router(std::string deployment, std::shared_ptr<RequestMetrics> metrics = nullptr);
+  /// job's dashboard is on), or nullptr. `died`: see ReplicaDied, or nullptr. `send`: how
+  /// calls travel; nullptr: ReplicaActor::Call on the replica's actor (unit tests pass a
+  /// fake).
+  explicit Router(std::string deployment, std::shared_ptr<RequestMetrics> metrics = nullptr,
+                  ReplicaDied died = nullptr, Sender send = nullptr);
   /// Replaces the replica set (calls in flight on replicas left out still finish). A set
   /// older than the current one (lower version, same incarnation) is ignored.
   void Update(const ReplicaSet& set);
@@ -70,6 +85,8 @@ class Router : public std::enable_shared_from_this<Router> {
 
   const std::string deployment_;
   const std::shared_ptr<RequestMetrics> metrics_;
+  const ReplicaDied died_;
+  const Sender send_;
   mutable std::mutex mu_;
   ReplicaSet set_;
   std::map<std::string, int> in_flight_;  // by replica id, including replicas since removed

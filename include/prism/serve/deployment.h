@@ -342,6 +342,7 @@ class DeploymentHandle {
       if constexpr (internal::IsResponse<std::decay_t<decltype(a)>>::value) deps.push_back(a.state());
     };
     (collect(args), ...);
+    (void)collect;  // Method<M>() without arguments uses it nowhere
     auto captured = std::make_shared<std::tuple<std::decay_t<Args>...>>(std::forward<Args>(args)...);
     DeploymentHandle self = *this;
     internal::WhenAll(

@@ -1,7 +1,8 @@
 // prism::serve's pure logic, no MPI: the autoscaling rule and its delays (fake clock), the
 // router's choice and queue limit, the batcher's decision (fake clock) and Batch under
 // concurrent callers, the ingress's route matching and error mapping, the request metrics
-// the dashboard's /metrics shows.
+// the dashboard's /metrics shows, the router's handling of a dead replica (a fake sender)
+// and where a replacement goes when a rank was lost.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,7 +13,9 @@
 #include "prism/serve.h"
 #include "serve/autoscaling_policy.h"
 #include "serve/ingress.h"
+#include "serve/replica_placement.h"
 #include "serve/request_metrics.h"
+#include "serve/router.h"
 #include "serve/router_core.h"
 
 namespace prism::serve::internal {
@@ -105,6 +108,133 @@ TEST(ServeRouter, QueueLimit) {
   EXPECT_FALSE(CanQueue(0, 0));
   EXPECT_TRUE(CanQueue(2, 3));
   EXPECT_FALSE(CanQueue(3, 3));
+}
+
+/// Calls a Router sent, answered by the test: a fake of the actor call.
+struct FakeReplicas {
+  struct Sent {
+    std::string replica;
+    CallDone done;
+  };
+  std::vector<Sent> sent;
+  std::vector<std::string> died;  // what the router told its owner
+  std::shared_ptr<Router> MakeRouter() {
+    return std::make_shared<Router>(
+        "d", nullptr, [this](const std::string& id, const std::string&) { died.push_back(id); },
+        [this](const ReplicaRef& r, const std::string&, const std::string&, CallDone done) {
+          sent.push_back({r.id, std::move(done)});
+        });
+  }
+  /// Answers the call sent `i`-th (a copy of its callback: the router may send more meanwhile).
+  void Answer(size_t i, CallResult result) {
+    CallDone done = sent.at(i).done;
+    done(std::move(result));
+  }
+};
+
+ReplicaSet Set(uint64_t version, std::vector<std::string> ids) {
+  ReplicaSet set;
+  set.version = version;
+  set.max_ongoing_requests = 4;
+  for (auto& id : ids) set.replicas.push_back({id, {}});
+  return set;
+}
+
+CallResult Died() {
+  return {{}, std::make_exception_ptr(ActorError("prism: the actor died: its rank 2 was lost (its process ended)"))};
+}
+
+TEST(ServeRouter, ACallWhoseReplicaDiedGoesToAnotherThatAloneGetsTheNextCalls) {
+  FakeReplicas fake;
+  auto router = fake.MakeRouter();
+  router->Update(Set(1, {"a", "b"}));
+  int answers = 0;
+  CallResult got;
+  router->Submit("m", "x", [&](CallResult r) {
+    ++answers;
+    got = std::move(r);
+  });
+  ASSERT_EQ(fake.sent.size(), 1u);
+  const std::string first = fake.sent[0].replica, other = first == "a" ? "b" : "a";
+  fake.Answer(0, Died());
+  EXPECT_EQ(answers, 0);  // not failed: sent again
+  ASSERT_EQ(fake.sent.size(), 2u);
+  EXPECT_EQ(fake.sent[1].replica, other);
+  EXPECT_EQ(fake.died, std::vector<std::string>{first});  // told once, at once
+  fake.Answer(1, {"ok", nullptr});
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(got.bytes, "ok");
+  EXPECT_EQ(router->Ongoing(), 0);
+  // The dead replica gets nothing more, though the set still names it.
+  for (int i = 0; i < 20; ++i) {
+    router->Submit("m", "x", [](CallResult) {});
+    EXPECT_EQ(fake.sent.back().replica, other);
+    fake.Answer(fake.sent.size() - 1, {"ok", nullptr});
+  }
+  // A second failure of the same replica is not reported again; another error marks nothing.
+  EXPECT_EQ(fake.died.size(), 1u);
+  router->Submit("m", "x", [](CallResult) {});
+  fake.Answer(fake.sent.size() - 1,
+              {{}, std::make_exception_ptr(TaskError("E", "handler threw", "m", 1, ""))});
+  EXPECT_EQ(fake.died.size(), 1u);
+  router->Submit("m", "x", [](CallResult) {});
+  EXPECT_EQ(fake.sent.back().replica, other);
+}
+
+TEST(ServeRouter, WithNoLiveReplicaACallWaitsForTheNextSetAndFails503AfterMaxAttempts) {
+  FakeReplicas fake;
+  auto router = fake.MakeRouter();
+  router->Update(Set(1, {"a"}));
+  int answers = 0;
+  CallResult got;
+  router->Submit("m", "x", [&](CallResult r) {
+    ++answers;
+    got = std::move(r);
+  });
+  fake.Answer(0, Died());
+  EXPECT_EQ(router->Queued(), 1);  // no live replica: it waits, it is not failed
+  EXPECT_EQ(fake.sent.size(), 1u);
+  router->Submit("m", "y", [](CallResult) {});  // a new call waits too, behind it
+  EXPECT_EQ(router->Queued(), 2);
+  router->Update(Set(2, {"b"}));  // the replacement
+  ASSERT_EQ(fake.sent.size(), 3u);
+  EXPECT_EQ(fake.sent[1].replica, "b");
+  for (int attempt = 2; attempt <= Router::kMaxAttempts; ++attempt) {
+    fake.Answer(1 + 2 * (attempt - 2), Died());
+    if (attempt < Router::kMaxAttempts) router->Update(Set(1 + attempt, {"r" + std::to_string(attempt)}));
+  }
+  ASSERT_EQ(answers, 1);
+  ASSERT_TRUE(got.error);
+  EXPECT_EQ(ErrorResponse(got.error).status, 503);
+  EXPECT_EQ(fake.died.size(), static_cast<size_t>(Router::kMaxAttempts));
+}
+
+state::NodeState Node(int rank, bool alive, double cpus_free) {
+  state::NodeState n;
+  n.rank = rank;
+  n.state = alive ? "ALIVE" : "DEAD";
+  n.resources_total = {{"CPU", 1}};
+  n.resources_available = {{"CPU", cpus_free}};
+  return n;
+}
+
+TEST(ServeReplicaPlacement, ALostRankIsNeverPicked) {
+  const std::map<std::string, double> half{{"CPU", 0.5}};
+  std::string why;
+  // Rank 2 has room and none of Serve's replicas, but it was lost: rank 1 it is.
+  EXPECT_EQ(PickReplicaRank({Node(0, true, 1), Node(1, true, 0.5), Node(2, false, 1)}, {{1, 1}}, half, why), 1);
+  // Rank 1 is full now: the replacement waits there rather than go to the lost rank.
+  EXPECT_EQ(PickReplicaRank({Node(0, true, 1), Node(1, true, 0), Node(2, false, 1)}, {{1, 2}}, half, why), 1);
+  // Both worker ranks lost: rank 0 serves (as in a one-rank job).
+  EXPECT_EQ(PickReplicaRank({Node(0, true, 1), Node(1, false, 1), Node(2, false, 1)}, {}, half, why), 0);
+  EXPECT_EQ(PickReplicaRank({Node(0, true, 1)}, {}, half, why), 0);
+  // Only the lost rank had the resource: none, and the reason names what live ranks offer.
+  auto gpu = Node(2, false, 1);
+  gpu.resources_total["GPU"] = 1;
+  EXPECT_EQ(PickReplicaRank({Node(0, true, 1), Node(1, true, 1), gpu}, {}, {{"GPU", 1}}, why), -1);
+  EXPECT_NE(why.find("no live worker rank"), std::string::npos) << why;
+  EXPECT_NE(why.find("rank 1: {\"CPU\":1.0}"), std::string::npos) << why;
+  EXPECT_EQ(why.find("rank 2"), std::string::npos) << why;
 }
 
 TEST(ServeBatch, QueueIsReadyWhenFullOrWhenTheOldestHasWaited) {
