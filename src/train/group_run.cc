@@ -2,6 +2,17 @@
 // starts from the newest checkpoint whose files still match their commit's checksums;
 // newer ones that do not are named on stderr and skipped, and a run whose checkpoints all
 // fail stops.
+//
+// A lost rank (mpirun --enable-recovery, issue 44): the driver watches the workers' ranks
+// in prism::state::ListNodes (at most every kLostRankPollMs while it waits for events) and
+// treats a DEAD one as its worker's failure. It aborts the other workers (their
+// collectives with the lost one throw CollectiveAborted) and waits for those only, since a
+// worker whose process is gone never tells the group it ended. A lost rank never comes
+// back into an MPI job, so the restart does not wait for one: it reserves a new group of as
+// many of num_workers as the live ranks can hold, if that is at least min_workers, or
+// fails at once saying what was lost and what to do. The new group's workers create a
+// fresh communicator over their own ranks only (its key names the attempt), so the lost
+// rank takes part in nothing again.
 #include "train/group_run.h"
 
 #include <unistd.h>
@@ -14,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "prism/api.h"
@@ -24,6 +36,7 @@
 #include "prism/platform/preemption.h"
 #include "prism/platform/storage.h"
 #include "prism/remote.h"
+#include "prism/state.h"
 #include "train/worker.h"
 
 namespace prism::train::internal {
@@ -272,11 +285,48 @@ class RunDirectoryGuard {
   bool made_storage_ = false, made_trial_dir_ = false, kept_ = false;
 };
 
+/// How often the driver looks for lost ranks while it waits for its workers' events.
+constexpr int64_t kLostRankPollMs = 200;
+
+/// The ranks of `ranks` the job has lost (DEAD in the state API: only in recovery mode,
+/// otherwise a lost rank ends the job), and how many workers with `per_worker` each the
+/// live ranks could hold, one per rank. Never throws (a state call that fails sees none).
+struct RankCensus {
+  std::vector<int> lost;
+  int live_capacity = 0;
+};
+RankCensus TakeCensus(const std::vector<int>& ranks, const std::map<std::string, double>& per_worker) {
+  RankCensus census;
+  try {
+    for (const auto& node : state::ListNodes()) {
+      if (node.state == "DEAD") {
+        if (std::find(ranks.begin(), ranks.end(), node.rank) != ranks.end()) census.lost.push_back(node.rank);
+        continue;
+      }
+      bool fits = true;
+      for (const auto& [k, v] : per_worker) {
+        auto it = node.resources_total.find(k);
+        fits &= it != node.resources_total.end() && it->second >= v;
+      }
+      census.live_capacity += fits ? 1 : 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "prism.train: could not read the ranks' states: %s\n", e.what());
+  }
+  return census;
+}
+
 }  // namespace
 
 Result RunGroup(const GroupRun& spec) {
   const ScalingConfig& scaling = spec.scaling;
   const RunConfig& run = spec.run;
+  const int min_workers = scaling.min_workers == 0 ? scaling.num_workers : scaling.min_workers;
+  if (min_workers < 1 || min_workers > scaling.num_workers) {
+    throw Error("prism::train: ScalingConfig::min_workers is " + std::to_string(scaling.min_workers) +
+                "; it must be 0 (= num_workers) or between 1 and num_workers (" +
+                std::to_string(scaling.num_workers) + ")");
+  }
   std::map<std::string, double> resources = scaling.resources_per_worker;
   if (resources.empty()) {
     resources["CPU"] = 1;
@@ -317,7 +367,8 @@ Result RunGroup(const GroupRun& spec) {
         sig, path);
   };
 
-  // One worker per rank: the workers of a run join one MPI communicator.
+  // One worker per rank: the workers of a run join one MPI communicator. The first group
+  // has num_workers; one made again after a lost rank has what the ranks left can hold.
   platform::WorkerGroupOptions group_options;
   group_options.num_workers = scaling.num_workers;
   group_options.resources_per_worker = resources;
@@ -326,27 +377,33 @@ Result RunGroup(const GroupRun& spec) {
   group_options.name = "train_" + name;
   group_options.preemption_events = true;
   std::unique_ptr<platform::WorkerGroup> group;
-  try {
-    group = std::make_unique<platform::WorkerGroup>(group_options);
-  } catch (const ResourceError& e) {
-    throw Error("prism::train: " + std::to_string(scaling.num_workers) + " workers need " +
-                std::to_string(scaling.num_workers) + " distinct ranks with " + Describe(resources) +
-                " each (placement " + scaling.placement_strategy + "), which this cluster can never "
-                "hold. Start more ranks (mpirun -n, srun -n) or lower ScalingConfig::num_workers / "
-                "resources_per_worker. (" + e.what() + ")");
-  }
   std::vector<int> ranks;
-  for (const auto& w : group->workers()) ranks.push_back(w.rank);
   TrainPanel panel(spec.kind, name);
-  panel.Workers(ranks);
-  // Every worker's rank must see the run's directory as the driver does (a shared file
-  // system when they sit on other nodes).
-  platform::CheckStorageShared(trial_dir,
-                               {"prism::train", "storage_path", "RunConfig::storage_path or PRISM_STORAGE_PATH"},
-                               ranks);
-  if (spec.check_workers) spec.check_workers(group->workers());
+  auto make_group = [&](int num_workers) {
+    group_options.num_workers = num_workers;
+    try {
+      group = std::make_unique<platform::WorkerGroup>(group_options);
+    } catch (const ResourceError& e) {
+      throw Error("prism::train: " + std::to_string(num_workers) + " workers need " +
+                  std::to_string(num_workers) + " distinct ranks with " + Describe(resources) +
+                  " each (placement " + scaling.placement_strategy + "), which this cluster can never "
+                  "hold. Start more ranks (mpirun -n, srun -n) or lower ScalingConfig::num_workers / "
+                  "resources_per_worker. (" + e.what() + ")");
+    }
+    ranks.clear();
+    for (const auto& w : group->workers()) ranks.push_back(w.rank);
+    panel.Workers(ranks);
+    // Every worker's rank must see the run's directory as the driver does (a shared file
+    // system when they sit on other nodes).
+    platform::CheckStorageShared(trial_dir,
+                                 {"prism::train", "storage_path", "RunConfig::storage_path or PRISM_STORAGE_PATH"},
+                                 ranks);
+    if (spec.check_workers) spec.check_workers(group->workers());
+  };
+  make_group(scaling.num_workers);
 
   int failures = 0;
+  std::vector<std::string> failure_list;
   for (;;) {
     if (PreemptionSignal() != 0) throw preempted("before the workers started");
     AttemptInfo info;
@@ -359,19 +416,36 @@ Result RunGroup(const GroupRun& spec) {
     group->Start(spec.loop_entry, spec.make_config(info));
     panel.State("running attempt " + std::to_string(failures + 1), failures);
 
-    // Reports and the workers' ends come as events, in order; stop at the first failure.
+    // Reports and the workers' ends come as events, in order; stop at the first failure,
+    // or at the first worker whose rank the job lost (it never sends its end).
     // A signal before this attempt started, or during it, asks the group to stop after its
     // next checkpoint.
     std::string failure;
+    std::vector<int> lost;  // the workers' ranks lost
+    std::set<int> ended;    // the workers of this attempt that sent their end
     bool stop_asked = false, stopped_early = false, stopped_by_caller = false;
     auto ask_stop = [&] {
       if (stop_asked) return;
       stop_asked = true;
       group->RequestStop();
     };
+    auto look_for_lost_ranks = [&] {
+      lost = TakeCensus(ranks, resources).lost;
+      for (int r : lost) {
+        const size_t worker = static_cast<size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin());
+        if (!failure.empty() || ended.count(static_cast<int>(worker))) continue;
+        failure = "worker " + std::to_string(worker) + ": its rank " + std::to_string(r) +
+                  " was lost (its process ended or stopped answering; DEAD in prism::state::ListNodes)";
+      }
+    };
     if (PreemptionSignal() != 0) ask_stop();
+    auto last_census = std::chrono::steady_clock::now();
     while (group->Running() && failure.empty()) {
-      auto e = group->Next(60000);  // bounded only to stay responsive; events drive it
+      auto e = group->Next(kLostRankPollMs);  // events drive it; the timeout looks for lost ranks
+      if (std::chrono::steady_clock::now() - last_census >= std::chrono::milliseconds(kLostRankPollMs)) {
+        last_census = std::chrono::steady_clock::now();
+        look_for_lost_ranks();
+      }
       if (!e) continue;
       switch (e->kind) {
         case platform::WorkerEvent::kReport: {
@@ -391,11 +465,15 @@ Result RunGroup(const GroupRun& spec) {
         }
         case platform::WorkerEvent::kPreempted: ask_stop(); break;
         case platform::WorkerEvent::kFinished:
+          ended.insert(e->worker);
           stopped_early |= platform::FromBytes<WorkerOutcome>(e->bytes).stopped;
           break;
         case platform::WorkerEvent::kFailed:
-          failure = "worker " + std::to_string(e->worker) + ": " + e->bytes + " (rank " +
-                    std::to_string(group->workers().at(static_cast<size_t>(e->worker)).rank) + ")";
+          ended.insert(e->worker);
+          if (failure.empty()) {
+            failure = "worker " + std::to_string(e->worker) + ": " + e->bytes + " (rank " +
+                      std::to_string(ranks.at(static_cast<size_t>(e->worker))) + ")";
+          }
           break;
       }
     }
@@ -408,21 +486,45 @@ Result RunGroup(const GroupRun& spec) {
       break;
     }
     panel.State("failed: " + failure, failures + 1);
+    const auto failed_at = std::chrono::steady_clock::now();
 
     // A worker failed: abort the others' collectives, wait for them to stop, start over.
+    // Workers on lost ranks never send their end: wait for the others only.
     if (run.verbose) std::fprintf(stderr, "prism.train: %s\n", failure.c_str());
-    if (!group->Abort(120000)) {
+    look_for_lost_ranks();
+    std::set<int> waited;  // the workers whose end must come
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (std::find(lost.begin(), lost.end(), ranks[i]) == lost.end()) waited.insert(static_cast<int>(i));
+    }
+    for (int i : ended) waited.erase(i);
+    group->Abort(0);  // sends the aborts; the events come below
+    const auto abort_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!waited.empty() && group->Running() && std::chrono::steady_clock::now() < abort_deadline) {
+      auto e = group->Next(kLostRankPollMs);
+      if (!e) {
+        look_for_lost_ranks();  // a second rank lost meanwhile: stop waiting for its worker
+        for (int r : lost) waited.erase(static_cast<int>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin()));
+        continue;
+      }
+      if (e->kind == platform::WorkerEvent::kFinished || e->kind == platform::WorkerEvent::kFailed) {
+        waited.erase(e->worker);
+      } else if (e->kind == platform::WorkerEvent::kReport) {  // what the others reported before they stopped
+        auto record = platform::FromBytes<ReportRecord>(e->bytes);
+        if (run.verbose) ShowReport(record);
+        last_report = std::move(record);
+      }
+    }
+    if (!waited.empty() && group->Running()) {
       throw TrainingFailedError("prism::train: " + failure +
                                 "; the other workers did not stop within 120 s of the abort "
                                 "(a loop that never reaches a collective or Report cannot be "
                                 "stopped)");
     }
-    while (auto e = group->Next(0)) {  // what the others reported before they stopped
-      if (e->kind != platform::WorkerEvent::kReport) continue;
-      auto record = platform::FromBytes<ReportRecord>(e->bytes);
-      if (run.verbose) ShowReport(record);
-      last_report = std::move(record);
+    if (run.verbose) {
+      std::fprintf(stderr, "prism.train: the other workers stopped %.2f s after the failure was seen\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - failed_at).count());
     }
+    failure_list.push_back(failure);
     if (PreemptionSignal() != 0) throw preempted("while handling a failure (" + failure + ")");
     ++failures;
     if (run.failure_config.max_failures >= 0 && failures > run.failure_config.max_failures) {
@@ -434,12 +536,37 @@ Result RunGroup(const GroupRun& spec) {
     if (std::string newest = NewestValidCheckpoint(store, name, false); !newest.empty()) {
       resume = newest;
     }
+    if (!lost.empty()) {
+      // The group's reservation holds a bundle on a lost rank for good: a new group, on the
+      // live ranks, as large as they allow within min_workers..num_workers.
+      std::string lost_text;
+      for (int r : lost) lost_text += (lost_text.empty() ? "" : ", ") + std::to_string(r);
+      const int capacity = TakeCensus(ranks, resources).live_capacity;
+      const int n = std::min(scaling.num_workers, capacity);
+      if (n < min_workers) {
+        throw TrainingFailedError(
+            "prism::train: training cannot go on: rank" + std::string(lost.size() > 1 ? "s " : " ") +
+            lost_text + " of the workers' ranks " + (lost.size() > 1 ? "were" : "was") +
+            " lost, and the live ranks can hold only " + std::to_string(capacity) + " worker(s) with " +
+            Describe(resources) + " each, fewer than min_workers=" + std::to_string(min_workers) +
+            ". Lost ranks do not come back into a running job: set ScalingConfig::min_workers to at "
+            "most " + std::to_string(std::max(capacity, 1)) + " to train on fewer workers, or start the "
+            "job again with enough ranks" + run_dir_guard.WhatIsLeft());
+      }
+      if (run.verbose) {
+        std::fprintf(stderr, "prism.train: rank %s lost: making a group of %d worker(s) on the ranks left\n",
+                     lost_text.c_str(), n);
+      }
+      group.reset();  // gives its reservation back
+      make_group(n);
+    }
     if (run.verbose) {
-      std::fprintf(stderr, "prism.train: restarting the group (failure %d of %s)%s%s\n", failures,
+      std::fprintf(stderr, "prism.train: restarting the group (failure %d of %s)%s%s after %.2f s\n", failures,
                    run.failure_config.max_failures < 0
                        ? "unlimited"
                        : std::to_string(run.failure_config.max_failures).c_str(),
-                   resume.empty() ? "" : " from ", resume.c_str());
+                   resume.empty() ? "" : " from ", resume.c_str(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - failed_at).count());
     }
   }
 
@@ -450,6 +577,7 @@ Result RunGroup(const GroupRun& spec) {
   if (auto latest = store.Latest()) result.checkpoint = latest->checkpoint;
   for (const auto& kept : store.Best()) result.best_checkpoints.push_back({kept.checkpoint, kept.metrics});
   result.metrics_history = ReadHistory(trial_dir);
+  result.failures = std::move(failure_list);
   return result;
 }
 

@@ -80,9 +80,11 @@ Result TorchTrainer::Fit() {
     worker.resume_path = attempt.resume;
     worker.checkpoint_config = run.checkpoint_config;
     worker.use_gpu = scaling.use_gpu;
-    // A new execution of each dataset per attempt: a restarted group starts its epochs over.
+    // A new execution of each dataset per attempt: a restarted group starts its epochs over,
+    // split among this attempt's workers (fewer than num_workers after a lost rank).
+    const int workers = static_cast<int>(attempt.workers->size());
     for (const auto& [ds_name, dataset] : options_.datasets) {
-      worker.dataset_shards[ds_name] = dataset.StreamingSplit(scaling.num_workers, /*equal=*/true);
+      worker.dataset_shards[ds_name] = dataset.StreamingSplit(workers, /*equal=*/true);
     }
     return platform::ToBytes(worker);
   };

@@ -42,6 +42,11 @@ class TrainingPreemptedError : public Error {
 
 struct ScalingConfig {
   int num_workers = 1;
+  /// The fewest workers a restart may run on (Ray Train's elastic range, min..num_workers):
+  /// after a worker's rank is lost (mpirun --enable-recovery), Fit restarts the group from
+  /// the latest checkpoint on as many of num_workers as the ranks left can hold, if that
+  /// is at least min_workers. 0 (the default): num_workers, a fixed size.
+  int min_workers = 0;
   bool use_gpu = false;
   /// Per worker; default {CPU: 1} ({CPU: 1, GPU: 1} with use_gpu).
   std::map<std::string, double> resources_per_worker;
@@ -102,6 +107,9 @@ struct Result {
   std::string path;                       // storage_path/name
   std::string error;                      // empty on success
   std::vector<Metrics> metrics_history;   // every report of this and earlier attempts
+  /// The failures Fit restarted the group from (a worker's error, or its rank lost), oldest
+  /// first; empty when the first attempt finished.
+  std::vector<std::string> failures;
 };
 
 /// The training loop: a function registered with PRISM_REMOTE, taking the config.
