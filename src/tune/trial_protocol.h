@@ -72,11 +72,14 @@ struct TrialMessage {
   // kEnd
   int32_t outcome = kFinished;
   std::string error;       // kFailed: "<type>: <message>"
+  // kTaskDone: the task's process died (a crashed worker: its rank was lost), so no end
+  // message can follow but one already on its way.
+  bool process_died = false;
 
   template <class Archive>
   void serialize(Archive& ar, unsigned) {
     ar& kind& trial_id& attempt& iteration& time_this_iter_s& time_total_s& metrics& checkpoint&
-        outcome& error;
+        outcome& error& process_died;
   }
 };
 

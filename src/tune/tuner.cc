@@ -58,8 +58,11 @@ using internal::TrialSpec;
 constexpr const char* kJournalFile = "experiment_state.jsonl";
 constexpr int kJournalVersion = 1;
 /// How long a finished trial task may precede its end message before the trial counts as
-/// lost (its rank died before it could say how it ended).
+/// lost (it failed outside the trial, before it could say how it ended).
 constexpr auto kEndGrace = std::chrono::seconds(3);
+/// The same when the task's process died (its rank was lost, or it exited): no end message
+/// can follow but one already in flight, so the trial is retried almost at once.
+constexpr auto kProcessDiedGrace = std::chrono::milliseconds(200);
 /// A trial's end message after the driver cancelled it for preemption: how long to wait.
 constexpr auto kPreemptWait = std::chrono::seconds(120);
 
@@ -129,6 +132,7 @@ struct TrialState : Trial {
   TrialStatus after_stop = TrialStatus::kTerminated;
   std::optional<Clock::time_point> task_done;  // the task finished; its end message is due
   std::string task_error;                      // how the task ended, if it threw
+  bool process_died = false;                   // ... as a crashed worker (a lost rank)
   std::vector<Metrics> history;
   std::string error;
   bool restart_fresh = false;   // restart_errored: ignore the checkpoint once
@@ -584,12 +588,17 @@ void Tuner::Impl::Launch(TrialState& t) {
     spec.parameter_names.push_back(name);
     parameters.push_back(ref);
   }
+  // No retries by the core: a failed trial (its rank lost, say) is retried here, within
+  // FailureConfig::max_failures, as a new attempt from its latest checkpoint (Ray Tune's
+  // trial actors have max_restarts 0 too). The core would rerun this attempt from the
+  // checkpoint it started from, its reports counted again from there, and no failure seen.
   t.ref = prism::Task(internal::RunTrial).SetName("tune trial " + t.id).SetResources(resources)
-              .Remote(platform::ToBytes(spec), parameters);
+              .SetMaxRetries(0).Remote(platform::ToBytes(spec), parameters);
   t.status = TrialStatus::kRunning;
   t.stop_requested = false;
   t.task_done.reset();
   t.task_error.clear();
+  t.process_died = false;
   ++running;
   JournalStatus(t, false);
   // The task's completion joins the reports on the channel: a rank that died before the
@@ -606,6 +615,12 @@ void Tuner::Impl::Launch(TrialState& t) {
     } catch (...) {
       done.error = platform::DescribeException(std::current_exception());
       done.outcome = TrialMessage::kFailed;
+      try {
+        throw;
+      } catch (const TaskError& e) {
+        done.process_died = e.OriginalType() == "WorkerCrashed";
+      } catch (...) {
+      }
     }
     try {
       platform::Publish(name, platform::ToBytes(internal::TrialBatch{done}));
@@ -648,6 +663,7 @@ void Tuner::Impl::OnMessage(const TrialMessage& m) {
   } else if (!t.task_done) {  // the task finished; its end message should be on its way
     t.task_done = Clock::now();
     t.task_error = m.error;
+    t.process_died = m.process_died;
   }
 }
 
@@ -833,7 +849,9 @@ void Tuner::Impl::OnEnd(TrialState& t, TrialMessage::Outcome outcome, const std:
 void Tuner::Impl::CheckLostTrials() {
   const auto now = Clock::now();
   for (auto& t : trials) {
-    if (!t->ref || !t->task_done || now - *t->task_done < kEndGrace) continue;
+    if (!t->ref || !t->task_done || now - *t->task_done < (t->process_died ? kProcessDiedGrace : kEndGrace)) {
+      continue;
+    }
     // No end message: the task failed outside the trial (its rank died), or was cancelled
     // before it started.
     const bool cancelled = t->task_error.find("TaskCancelledError") != std::string::npos;
