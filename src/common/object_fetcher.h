@@ -18,6 +18,9 @@ class ObjectFetcher {
   /// Calls `done` (on any thread) with the bytes, or with null and an error text.
   virtual void Fetch(int holder, ObjectId id,
                      std::function<void(Payload, const std::string& error)> done) = 0;
+  /// Recovery mode: `rank` was lost. Its fetches in flight fail, and later ones at once
+  /// (a dead peer never answers). Any thread.
+  virtual void PeerLost(int /*rank*/) {}
 };
 
 }  // namespace prism::internal

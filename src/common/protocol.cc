@@ -60,7 +60,7 @@ const char* KindName(const Message& m) {
       "FreeObjects", "AddLocation", "Heartbeat",    "Stop",        "KillActorRequest",
       "KillActor",  "ActorDied",    "HeadCall",    "HeadReply",   "Publish",
       "Deliver",    "CancelTask",   "CancelDispatched", "PlacementGroupChanged",
-      "GeneratorItem", "GeneratorReport", "GeneratorConsumed", "GeneratorAck"};
+      "GeneratorItem", "GeneratorReport", "GeneratorConsumed", "GeneratorAck", "RankLost"};
   static_assert(std::size(kNames) == std::variant_size_v<Message>);
   return kNames[m.index()];
 }

@@ -8,7 +8,7 @@
 //         Heartbeat, KillActorRequest, ActorDied, HeadCall, Publish, CancelTask,
 //         GeneratorItem, GeneratorConsumed
 //   H->W  DispatchTask, ObjectReady, FreeObjects, Stop, KillActor, HeadReply, Deliver,
-//         CancelDispatched, PlacementGroupChanged, GeneratorReport, GeneratorAck
+//         CancelDispatched, PlacementGroupChanged, GeneratorReport, GeneratorAck, RankLost
 //   W->W  FetchRequest, FetchReply (+ data frames on their own tag, see mpi_transport.h)
 //
 // A streaming generator (TaskSpec::streaming), step by step: the producer sends each
@@ -105,9 +105,13 @@ struct FreeObjects {
   std::vector<ObjectId> ids;
 };
 /// Node -> head: a pull the head assigned ended; with `stored`, this rank now has a copy.
+/// In recovery mode a pull that failed names its source (`failed_from`): the reader waits
+/// for the head's next word on the object (another copy, its rebuilt value, or an error)
+/// instead of failing, since the source may be a rank about to be declared lost.
 struct AddLocation {
   ObjectId id;
   bool stored = true;
+  int32_t failed_from = -1;
 };
 /// Node -> head: handle.Kill(no_restart).
 struct KillActorRequest {
@@ -212,6 +216,11 @@ struct GeneratorAck {
   bool stop = false;
 };
 struct Heartbeat {};
+/// Head -> every live rank (recovery mode): `rank` was lost; its data plane fails fetches
+/// from it instead of waiting for a dead peer.
+struct RankLost {
+  int32_t rank = -1;
+};
 struct Stop {
   int exit_code = 0;
   std::string reason;
@@ -225,7 +234,8 @@ using Message = std::variant<SubmitTask, DispatchTask, TaskDone, TaskBlocked, Pu
                              FreeObjects, AddLocation, Heartbeat, Stop, KillActorRequest,
                              KillActor, ActorDied, HeadCall, HeadReply, Publish, Deliver,
                              CancelTask, CancelDispatched, PlacementGroupChanged,
-                             GeneratorItem, GeneratorReport, GeneratorConsumed, GeneratorAck>;
+                             GeneratorItem, GeneratorReport, GeneratorConsumed, GeneratorAck,
+                             RankLost>;
 
 /// True for kinds the head handles; the rest go to the node manager.
 bool IsForHead(const Message& m);

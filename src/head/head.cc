@@ -115,6 +115,7 @@ void Head::HandleLocked(int from, Message&& msg) {
           objects_.OnSubscribe(from, m);
         } else if constexpr (std::is_same_v<T, AddLocation>) {
           objects_.OnPullDone(from, m);
+          if (m.failed_from >= 0) parked_ = objects_.ExpireParked(WallNowNs());
         } else if constexpr (std::is_same_v<T, CancelTask>) {
           tasks_.OnCancel(m);
         } else if constexpr (std::is_same_v<T, KillActorRequest>) {

@@ -65,6 +65,13 @@ class Head {
   /// actors die and its tasks end as crashed (retried elsewhere within max_retries); the
   /// state API shows it DEAD. Thread-safe.
   void OnRankLost(int rank, const std::string& why);
+  /// Recovery mode is on: keep the lineage of values on worker ranks (rebuilt if their
+  /// rank is lost); a reader whose pull failed waits up to `park_s` for its source to be
+  /// declared lost. Call before any request.
+  void SetRecovery(double park_s);
+  /// Once in a while (the transport's tick): answers readers parked too long. Cheap when
+  /// none is parked. Thread-safe.
+  void Tick();
 
   std::map<std::string, double> Available();
 
@@ -127,6 +134,7 @@ class Head {
   std::vector<std::pair<int, Message>> posted_;
   std::vector<std::pair<int, Message>> draining_;  // reused; lock (mu_) held
   std::atomic<bool> has_posted_{false};
+  std::atomic<size_t> parked_{0};  // readers parked on a failed pull (ObjectManager)
   DrainWatch drain_watch_;  // lock (mu_) held
   SendFn send_;
   std::vector<std::string> node_of_rank_;

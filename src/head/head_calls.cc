@@ -147,10 +147,28 @@ void Head::OnRankLost(int rank, const std::string& why) {
   Locked lock(*this);
   if (rank <= 0 || rank >= scheduler_.NumRanks() || scheduler_.IsLost(rank)) return;
   scheduler_.RemoveRank(rank);
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    if (!scheduler_.IsLost(r)) send_(r, RankLost{rank});  // their pulls from it fail at once
+  }
   tables_.RecordError("NODE_DIED", "rank " + std::to_string(rank) + " was lost: " + why, ObjectId(), rank);
   actors_.OnRankLost(rank, why);  // first: calls there follow a restarting actor
   tasks_.OnRankLost(rank, why);
-  tasks_.DrainQueues();  // places the restarting actors
+  // Values whose only copy was there: their tasks run again (lineage), or they fail.
+  for (const auto& lineage : objects_.OnRankLost(rank)) tasks_.Rebuild(lineage, rank);
+  parked_ = objects_.ExpireParked(WallNowNs());
+  tasks_.DrainQueues();  // places the restarting actors and the rebuilding tasks
+}
+
+void Head::SetRecovery(double park_s) {
+  Locked lock(*this);
+  tasks_.KeepLineage(true);
+  objects_.SetParkNs(static_cast<int64_t>(park_s * 1e9));
+}
+
+void Head::Tick() {
+  if (parked_.load(std::memory_order_relaxed) == 0) return;
+  Locked lock(*this);
+  parked_ = objects_.ExpireParked(WallNowNs());
 }
 
 std::vector<state::NodeState> Head::ListNodes() {

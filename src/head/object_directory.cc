@@ -45,6 +45,7 @@ void ObjectDirectory::SetContained(ObjectId id, std::vector<ObjectId> contained)
   auto* e = Find(id);
   if (e == nullptr) return;
   if (contained.empty() && !e->extra) return;
+  if (e->extra && !e->extra->contained.empty()) return;  // rebuilt: it nests the same refs, counted once
   for (ObjectId c : contained) {
     if (auto* ce = Find(c)) ++ce->More().container_refs;
   }
@@ -72,6 +73,21 @@ void ObjectDirectory::ProducerDone(ObjectId id, FreedList& freed) {
   if (e == nullptr) return;
   e->producer_pending = false;
   MaybeFree(id, freed);
+}
+
+std::vector<ObjectId> ObjectDirectory::Touching(int rank) const {
+  auto has = [rank](const auto& v) { return std::find(v.begin(), v.end(), rank) != v.end(); };
+  std::vector<ObjectId> ids;
+  for (const auto& [id, e] : objects_) {
+    bool touches = has(e.holders) || has(e.locations);
+    if (!touches && e.extra) {
+      const ObjectExtra& x = *e.extra;
+      touches = has(x.subscribers) || has(x.waiting_readers) ||
+                std::any_of(x.pulls.begin(), x.pulls.end(), [rank](const auto& p) { return p.first == rank; });
+    }
+    if (touches) ids.push_back(id);
+  }
+  return ids;
 }
 
 void ObjectDirectory::MaybeFree(ObjectId id, FreedList& freed) {

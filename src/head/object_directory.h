@@ -45,6 +45,9 @@ struct ObjectExtra {
   // without asking, so most objects never have one).
   std::vector<int> subscribers;
   int32_t container_refs = 0;  // objects whose values nest a ref to it
+  // Recovery mode: the task that made it, kept while its only copies are on worker ranks,
+  // so that it can be run again if they are lost (lineage reconstruction).
+  std::shared_ptr<const TaskSpec> lineage;
 };
 
 struct ObjectEntry {
@@ -109,6 +112,8 @@ class ObjectDirectory {
   void ProducerDone(ObjectId id, FreedList& freed);
   /// Live objects, implicit results included.
   size_t Size() const { return objects_.size() + implicit_; }
+  /// The objects whose entry names `rank` (a holder, a copy, a subscriber or a reader).
+  std::vector<ObjectId> Touching(int rank) const;
 
  private:
   void MaybeFree(ObjectId id, FreedList& freed);

@@ -4,6 +4,8 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "head/task_table.h"
+
 namespace prism::internal {
 
 ErrorInfo LostError(ObjectId id, const std::string& task_name) {
@@ -39,19 +41,21 @@ void ObjectManager::OnRefUpdate(int from, const RefUpdate& m) {
 }
 
 void ObjectManager::OnSubscribe(int from, const Subscribe& m) {
-  for (ObjectId id : m.ids) {
-    ObjectEntry* e = objects_.Find(id);
-    if (e == nullptr) {
-      ObjectReady r;
-      r.id = id;
-      r.failed = true;
-      r.error = LostError(id, "");
-      send_(from, std::move(r));
-    } else if (e->state == ObjectEntry::State::kPending) {
-      e->More().subscribers.push_back(from);
-    } else {
-      NotifyReady(id, *e, from);
-    }
+  for (ObjectId id : m.ids) SubscribeOne(from, id);
+}
+
+void ObjectManager::SubscribeOne(int from, ObjectId id) {
+  ObjectEntry* e = objects_.Find(id);
+  if (e == nullptr) {
+    ObjectReady r;
+    r.id = id;
+    r.failed = true;
+    r.error = LostError(id, "");
+    send_(from, std::move(r));
+  } else if (e->state == ObjectEntry::State::kPending) {
+    e->More().subscribers.push_back(from);
+  } else {
+    NotifyReady(id, *e, from);
   }
 }
 
@@ -182,16 +186,119 @@ void ObjectManager::OnPullDone(int from, const AddLocation& m) {
   if (e == nullptr) {
     // Freed while that copy was in flight: nobody else will ever tell it to go.
     if (m.stored) send_(from, FreeObjects{{m.id}});
+    if (m.failed_from >= 0) SubscribeOne(from, m.id);  // it waits for word: the object is gone
     return;
   }
   if (m.stored) objects_.AddLocation(m.id, from);
-  if (!e->extra) return;  // no pull was assigned (its copy was already there)
-  auto& pulls = e->extra->pulls;
-  pulls.erase(std::remove_if(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == from; }),
-              pulls.end());
-  std::vector<int> waiting;
-  waiting.swap(e->extra->waiting_readers);
-  for (int reader : waiting) AssignPull(m.id, *e, reader);
+  if (e->extra) {
+    auto& pulls = e->extra->pulls;
+    pulls.erase(std::remove_if(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == from; }),
+                pulls.end());
+    std::vector<int> waiting;
+    waiting.swap(e->extra->waiting_readers);
+    for (int reader : waiting) AssignPull(m.id, *e, reader);
+  }
+  if (m.failed_from >= 0) {
+    // Recovery mode: the source may be a rank about to be declared lost. Once it is, the
+    // reader is answered as a new subscriber (another copy, the rebuilt value, or the error).
+    if (IsLost(m.failed_from)) {
+      SubscribeOne(from, m.id);
+    } else {
+      parked_.push_back({m.id, from, m.failed_from, WallNowNs() + park_ns_});
+    }
+  }
+}
+
+void ObjectManager::KeepLineage(ObjectId id, const std::shared_ptr<const TaskSpec>& spec) {
+  ObjectEntry* e = objects_.Find(id);
+  if (e == nullptr || e->state != ObjectEntry::State::kReady || e->inline_value) return;
+  e->More().lineage = spec;
+}
+
+std::vector<std::shared_ptr<const TaskSpec>> ObjectManager::OnRankLost(int rank) {
+  if (lost_.size() <= static_cast<size_t>(rank)) lost_.resize(static_cast<size_t>(rank) + 1);
+  lost_[static_cast<size_t>(rank)] = true;
+  auto drop = [rank](auto& v) {  // a RankList or a vector
+    for (auto it = std::find(v.begin(), v.end(), rank); it != v.end(); it = std::find(v.begin(), v.end(), rank)) {
+      v.erase(it);
+    }
+  };
+  std::vector<std::shared_ptr<const TaskSpec>> rebuild;
+  FreedList freed;
+  for (ObjectId id : objects_.Touching(rank)) {
+    ObjectEntry* e = objects_.Find(id);
+    if (e == nullptr) continue;  // freed with an object that contained it
+    drop(e->locations);
+    if (e->extra) {
+      drop(e->extra->subscribers);
+      drop(e->extra->waiting_readers);
+      auto& pulls = e->extra->pulls;
+      pulls.erase(std::remove_if(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == rank; }),
+                  pulls.end());
+    }
+    objects_.RemoveHolder(id, rank, freed);  // its refs went with it
+    e = objects_.Find(id);
+    if (e == nullptr || e->state != ObjectEntry::State::kReady || e->inline_value || !e->locations.empty()) {
+      continue;
+    }
+    // Its only copies were on the lost rank. Readers waiting for a free copy, and those
+    // whose pulls from there fail, wait for its next state.
+    ObjectExtra& x = e->More();
+    x.subscribers.insert(x.subscribers.end(), x.waiting_readers.begin(), x.waiting_readers.end());
+    x.waiting_readers.clear();
+    x.pulls.clear();
+    std::shared_ptr<const TaskSpec> lineage = std::move(x.lineage);
+    x.lineage.reset();
+    const std::string lost = "object " + id.Hex() + " was lost with rank " + std::to_string(rank) +
+                             ", which held its only copy, and cannot be rebuilt: ";
+    if (lineage && lineage->attempt < lineage->options->max_retries) {
+      e->state = ObjectEntry::State::kPending;  // until its task, run again, ends
+      e->producer_pending = true;
+      e->size = 0;
+      const bool listed = std::any_of(rebuild.begin(), rebuild.end(), [&](const auto& s) { return s->id == lineage->id; });
+      if (!listed) rebuild.push_back(std::move(lineage));
+      continue;
+    }
+    e->state = ObjectEntry::State::kFailed;
+    x.error = std::make_shared<ErrorInfo>(ErrorInfo::Of(
+        ErrorKind::kObjectLost,
+        lost + (lineage ? "its task " + lineage->options->name + " has used its max_retries (" +
+                              std::to_string(lineage->options->max_retries) + ")"
+                        : std::string("no task can make it again (a Put, an actor call's result or a "
+                                      "generator's value)")),
+        lineage ? lineage->options->name : "", rank));
+    NotifyReady(id, *e);
+  }
+  Free(freed);
+  // Readers whose pull from the lost rank failed before it was declared lost.
+  std::vector<Parked> parked;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (it->source == rank) {
+      parked.push_back(*it);
+      it = parked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const Parked& p : parked) SubscribeOne(p.reader, p.id);
+  return rebuild;
+}
+
+size_t ObjectManager::ExpireParked(int64_t now_ns) {
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (it->deadline_ns > now_ns) {
+      ++it;
+      continue;
+    }
+    ObjectReady r;
+    r.id = it->id;
+    r.failed = true;
+    r.error = ErrorInfo::Of(ErrorKind::kObjectLost, "object " + it->id.Hex() + " could not be fetched from rank " +
+                                                        std::to_string(it->source) + ", which is not known to be lost");
+    send_(it->reader, std::move(r));
+    it = parked_.erase(it);
+  }
+  return parked_.size();
 }
 
 void ObjectManager::Free(FreedList& freed) {

@@ -83,7 +83,35 @@ class ObjectManager {
 
   size_t Size() const { return objects_.Size(); }
 
+  // Recovery mode (a lost worker rank does not end the job).
+  /// A reader whose pull failed from a rank not (yet) lost waits this long for the rank to
+  /// be declared lost before it is told the object is lost (ExpireParked).
+  void SetParkNs(int64_t ns) { park_ns_ = ns; }
+  /// Keeps the task that made `id` (a ready value on a worker rank) so that OnRankLost can
+  /// have it run again.
+  void KeepLineage(ObjectId id, const std::shared_ptr<const TaskSpec>& spec);
+  /// `rank` was lost: it is dropped from every object's holders (objects only its refs kept
+  /// are freed), copies, subscribers and readers. An object whose only copies were there
+  /// is rebuilt if its task may run again: it is pending again, and its task's spec is
+  /// returned (once per task) for the task manager to rerun. Else it fails with
+  /// ObjectLostError saying why. Readers parked on a failed pull from `rank` hear again.
+  std::vector<std::shared_ptr<const TaskSpec>> OnRankLost(int rank);
+  /// Tells readers parked longer than the park time (their source was never declared
+  /// lost) that the object could not be fetched. Returns how many are still parked.
+  size_t ExpireParked(int64_t now_ns);
+
  private:
+  /// A subscription from `from` to one object (OnSubscribe's step).
+  void SubscribeOne(int from, ObjectId id);
+  /// A reader whose pull of `id` failed from `source` (recovery mode).
+  struct Parked {
+    ObjectId id;
+    int reader;
+    int source;
+    int64_t deadline_ns;
+  };
+  bool IsLost(int rank) const { return rank >= 0 && static_cast<size_t>(rank) < lost_.size() && lost_[rank]; }
+
   /// Sends the ready object to its subscribers and to rank `also` (>= 0).
   void NotifyReady(ObjectId id, ObjectEntry& e, int also = -1);
   /// Tells `reader` where to pull a large object from, or queues it until a copy is free.
@@ -93,6 +121,9 @@ class ObjectManager {
   SendFn send_;
   FreedHook freed_hook_;
   ObjectDirectory objects_;
+  std::vector<bool> lost_;  // ranks lost (recovery mode)
+  std::vector<Parked> parked_;
+  int64_t park_ns_ = 31'000'000'000;
 };
 
 /// The error for an object that is gone (freed after its last ObjectRef was dropped).

@@ -65,25 +65,7 @@ void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
     RouteActorCall(task);
     return;
   }
-  std::vector<ObjectId> seen;
-  for (const auto& arg : task.spec->args) {
-    if (!arg.is_ref) continue;
-    ObjectEntry* e = objects_.Find(arg.ref);
-    if (e == nullptr) {
-      Fail(id, LostError(arg.ref, task.spec->options->name));
-      return;
-    }
-    if (e->state == ObjectEntry::State::kFailed) {
-      Fail(id, *e->error());
-      return;
-    }
-    if (e->state == ObjectEntry::State::kPending &&
-        std::find(seen.begin(), seen.end(), arg.ref) == seen.end()) {
-      e->More().dependents.push_back(id);
-      ++task.unresolved;
-      seen.push_back(arg.ref);
-    }
-  }
+  if (!WaitForArgs(task)) return;
   if (task.spec->kind == TaskKind::kActorCreation) {
     ErrorInfo error;
     if (!actors_.OnCreationSubmitted(task.spec, &error)) {
@@ -99,6 +81,50 @@ void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
     }
   }
   if (task.unresolved == 0) Enqueue(id, now);
+}
+
+bool TaskManager::WaitForArgs(Task& task) {
+  const TaskId id = task.spec->id;
+  std::vector<ObjectId> seen;
+  for (const auto& arg : task.spec->args) {
+    if (!arg.is_ref) continue;
+    ObjectEntry* e = objects_.Find(arg.ref);
+    if (e == nullptr) {
+      Fail(id, LostError(arg.ref, task.spec->options->name));
+      return false;
+    }
+    if (e->state == ObjectEntry::State::kFailed) {
+      Fail(id, *e->error());
+      return false;
+    }
+    if (e->state == ObjectEntry::State::kPending &&
+        std::find(seen.begin(), seen.end(), arg.ref) == seen.end()) {
+      e->More().dependents.push_back(id);
+      ++task.unresolved;
+      seen.push_back(arg.ref);
+    }
+  }
+  return true;
+}
+
+void TaskManager::Rebuild(const std::shared_ptr<const TaskSpec>& lineage, int lost_rank) {
+  if (tasks_.count(lineage->id) > 0) return;  // running already
+  auto spec = std::make_shared<TaskSpec>(*lineage);
+  ++spec->attempt;
+  PRISM_LOG_WARN("rebuilding the result of task " << spec->options->name << ": its only copy was on lost rank "
+                                                  << lost_rank << "; run " << spec->attempt << "/"
+                                                  << spec->options->max_retries << " of its retries");
+  Task& task = tasks_[spec->id];
+  task.spec = std::move(spec);
+  const int64_t now = WallNowNs();
+  task.times[static_cast<size_t>(TaskPhase::kPendingArgs)] = now;
+  // The uses Complete drops again; the results are pending (the object manager reset them).
+  for (ObjectId c : task.spec->contained) objects_.AddTaskUse(c);
+  for (const auto& arg : task.spec->args) {
+    if (arg.is_ref) objects_.AddTaskUse(arg.ref);
+  }
+  if (!WaitForArgs(task)) return;
+  if (task.unresolved == 0) Enqueue(task.spec->id, now);
 }
 
 void TaskManager::RouteActorCall(Task& task) {
@@ -536,6 +562,10 @@ void TaskManager::Complete(TaskId id, TaskDone&& done, int from) {
         part.contained = std::move(r.contained);
       }
       wake(objects_.Resolve(ReturnId(id, i), part, failure, from, spec.submitter));
+    }
+    if (keep_lineage_ && done.ok && from > 0 && spec.kind == TaskKind::kTask && !spec.options->streaming) {
+      // Recovery mode: a value on a worker rank can be made again if that rank is lost.
+      for (int i = 0; i < spec.num_returns; ++i) objects_.KeepLineage(ReturnId(id, i), node.mapped().spec);
     }
     for (const auto& arg : spec.args) {
       if (arg.is_ref) objects_.RemoveTaskUse(arg.ref, freed);

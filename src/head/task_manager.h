@@ -59,6 +59,13 @@ class TaskManager {
   /// for a lost worker); actor calls there fail as their actor died (the actor manager
   /// ended it first).
   void OnRankLost(int rank, const std::string& why);
+  /// Recovery mode: keep the spec of each task whose value stays on a worker rank, so
+  /// that the value can be rebuilt if that rank is lost (Rebuild).
+  void KeepLineage(bool keep) { keep_lineage_ = keep; }
+  /// Runs a finished task again (its next attempt) because the only copy of its value was
+  /// on `lost_rank`; its results are pending again (ObjectManager::OnRankLost). Arguments
+  /// freed since fail it with ObjectLostError.
+  void Rebuild(const std::shared_ptr<const TaskSpec>& lineage, int lost_rank);
   /// Ends a task that has not completed with `error` (its result object fails with it).
   void Fail(TaskId id, const ErrorInfo& error);
   /// Places pending groups that fit, then dispatches queued tasks that fit, in order.
@@ -123,6 +130,9 @@ class TaskManager {
   /// that (it yielded its limit beyond what it heard) and there is news.
   void AckIfWaiting(TaskId id, const TaskSpec& spec, Generator& g, int rank);
   void RouteActorCall(Task& task);
+  /// Counts the task's pending by-reference arguments (it waits for them as their
+  /// dependent); fails it and returns false if one is gone or failed.
+  bool WaitForArgs(Task& task);
   /// Sends the calls that waited for `actor`'s creation to be placed on `rank`.
   void SendWaitingCalls(ObjectId actor, int rank, int bundle, int64_t now);
   /// Places actors restarting after their rank was lost (ActorManager::RestartsToPlace),
@@ -166,6 +176,7 @@ class TaskManager {
   std::map<std::string, int64_t> next_warning_;
   std::shared_ptr<const TaskOptions> last_class_;  // QueueOf's last class, whose queue is last_queue_
   std::deque<TaskId>* last_queue_ = nullptr;
+  bool keep_lineage_ = false;
 };
 
 }  // namespace prism::internal

@@ -23,7 +23,7 @@ Node::Node(NodeOptions options, ToHead to_head, ObjectFetcher* fetcher)
       to_head_(std::move(to_head)),
       store_(options_.object_store_memory, options_.spill_dir),
       refs_(to_head_),
-      puller_(options_.rank, store_, fetcher, to_head_),
+      puller_(options_.rank, store_, fetcher, to_head_, options_.recovery),
       producers_(options_.max_inline_bytes, store_, to_head_, [this] { return NextId(); }),
       runner_(options_.rank, options_.capacities.at(options_.rank), options_.max_inline_bytes, store_,
               puller_, producers_, to_head_, this, [this] { refs_.FlushDeferred(); }, options_.gpus),
@@ -426,6 +426,8 @@ void Node::Handle(Message&& msg) {
     streams_.OnReport(std::move(*report));
   } else if (auto* ack = std::get_if<GeneratorAck>(&msg)) {
     producers_.OnAck(*ack);
+  } else if (auto* lost = std::get_if<RankLost>(&msg)) {
+    puller_.PeerLost(lost->rank);
   } else if (auto* d = std::get_if<Deliver>(&msg)) {
     std::shared_ptr<ChannelInbox> inbox;
     {

@@ -54,6 +54,9 @@ struct NodeOptions {
   /// A task no rank could ever hold is submitted anyway, with a warning (Ray's rule,
   /// Config::wait_infeasible), instead of being a ResourceError.
   bool wait_infeasible = false;
+  /// Recovery mode (mpirun --enable-recovery): a lost worker rank does not end the job; a
+  /// pull from a rank that may be lost waits for the head's word (ObjectPuller).
+  bool recovery = false;
 };
 
 class Node : public CoreApi {

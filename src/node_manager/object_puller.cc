@@ -114,6 +114,16 @@ void ObjectPuller::StartFetch(ObjectId id, const std::vector<int>& holders) {
   }
   int holder = holders[static_cast<size_t>(rank_) % holders.size()];
   fetcher_->Fetch(holder, id, [this, id, holder](Payload value, const std::string& error) {
+    if (!value && recovery_) {
+      // Still requested: the head answers this rank again once it knows whether `holder`
+      // was lost (then: another copy, the rebuilt value, or ObjectLostError).
+      {
+        std::lock_guard<AdaptiveMutex> lock(mu_);
+        fetching_.erase(id);
+      }
+      to_head_(AddLocation{id, false, holder});
+      return;
+    }
     Forget(id, true);
     bool stored = false;
     if (!value) {

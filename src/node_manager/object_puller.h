@@ -21,8 +21,12 @@ namespace prism::internal {
 class ObjectPuller {
  public:
   using ToHead = std::function<void(Message&&)>;
-  ObjectPuller(int rank, MemoryStore& store, ObjectFetcher* fetcher, ToHead to_head)
-      : rank_(rank), store_(store), fetcher_(fetcher), to_head_(std::move(to_head)) {}
+  /// `recovery`: a lost rank does not end the job (Open MPI's --enable-recovery), so a
+  /// pull that fails is reported to the head, whose next word on the object the readers
+  /// wait for (another copy, the value rebuilt by its task, or the error), instead of
+  /// failing them at once.
+  ObjectPuller(int rank, MemoryStore& store, ObjectFetcher* fetcher, ToHead to_head, bool recovery = false)
+      : rank_(rank), store_(store), fetcher_(fetcher), to_head_(std::move(to_head)), recovery_(recovery) {}
 
   /// Results of tasks this rank submitted: the head tells this rank of each (the value, the
   /// failure, or a notice that a large one is ready) while it holds a ref, so Request
@@ -35,6 +39,10 @@ class ObjectPuller {
   void Request(std::span<const ObjectId> ids);
   /// The head's answer to a subscription: a value, a failure, or where to pull from.
   void OnObjectReady(ObjectReady&& m);
+  /// Recovery mode: the head declared `rank` lost; pulls from it fail (and are reported).
+  void PeerLost(int rank) {
+    if (fetcher_ != nullptr) fetcher_->PeerLost(rank);
+  }
 
  private:
   void StartFetch(ObjectId id, const std::vector<int>& holders);
@@ -46,6 +54,7 @@ class ObjectPuller {
   MemoryStore& store_;
   ObjectFetcher* fetcher_;
   ToHead to_head_;
+  const bool recovery_;
   AdaptiveMutex mu_;
   std::unordered_set<ObjectId> requested_;  // subscribed or being fetched, not yet stored
   std::unordered_set<ObjectId> fetching_;   // transfers in flight to this rank

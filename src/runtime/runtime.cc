@@ -576,6 +576,7 @@ void Build(Runtime& rt) {
   options.gpus = rt.settings.gpus;
   options.batch_releases = rt.world > 1;  // the progress loop's on_tick sends them
   options.wait_infeasible = rt.settings.wait_infeasible;
+  options.recovery = rt.recovery;
   Runtime* self = &rt;
   if (rt.world > 1) {
     MpiTransport::Handlers handlers;
@@ -601,6 +602,7 @@ void Build(Runtime& rt) {
     handlers.on_tick = [self] {
       if (self->node) self->node->SendReleases();
       if (self->reporter) self->reporter->Tick();  // a sample for the dashboard, once a second
+      if (self->head && self->recovery) self->head->Tick();
     };
     rt.transport =
         std::make_unique<MpiTransport>(rt.comm, rt.settings.rank_timeout_s, handlers);
@@ -796,6 +798,9 @@ Runtime* StartSession(const Config& config, const std::vector<std::string>& argv
     job.pids = rt->pids;
     job.task_table_size = rt->settings.task_table_size;
     rt->head->SetJobInfo(std::move(job));
+    // A reader's failed pull waits for its source to be declared lost: rank_timeout_s is
+    // the longest that takes (a rank on another host that went silent).
+    if (rt->recovery) rt->head->SetRecovery(rt->settings.rank_timeout_s + 1);
     rt->waiting_watch = std::make_unique<WaitingWatch>(*rt->head, rt->settings.pending_warn_s);
   }
 

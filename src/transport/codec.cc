@@ -174,7 +174,7 @@ template <typename F> void Fields(ObjectReady& m, F&& f) {
 template <typename F> void Fields(FetchRequest& m, F&& f) { f(m.id); f(m.tag); }
 template <typename F> void Fields(FetchReply& m, F&& f) { f(m.id); f(m.tag); f(m.found); f(m.size); }
 template <typename F> void Fields(FreeObjects& m, F&& f) { f(m.ids); }
-template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); f(m.stored); }
+template <typename F> void Fields(AddLocation& m, F&& f) { f(m.id); f(m.stored); f(m.failed_from); }
 template <typename F> void Fields(Heartbeat&, F&&) {}
 template <typename F> void Fields(Stop& m, F&& f) { f(m.exit_code); f(m.reason); f(m.end_process); }
 template <typename F> void Fields(KillActorRequest& m, F&& f) { f(m.actor); f(m.no_restart); }
@@ -194,6 +194,7 @@ template <typename F> void Fields(GeneratorReport& m, F&& f) {
 }
 template <typename F> void Fields(GeneratorConsumed& m, F&& f) { f(m.task); f(m.consumed); f(m.dropped); }
 template <typename F> void Fields(GeneratorAck& m, F&& f) { f(m.task); f(m.consumed); f(m.stop); }
+template <typename F> void Fields(RankLost& m, F&& f) { f(m.rank); }
 template <typename F> void Fields(HeadReply& m, F&& f) {
   f(m.request); f(m.ok); f(m.error_kind); f(m.error); f(m.result);
 }

@@ -338,6 +338,71 @@ TEST_F(ObjectManagerTest, TaskUsesKeepAnObjectAliveUntilTheLastOneGoes) {
   EXPECT_EQ(frees[0].first, 2);
 }
 
+TEST_F(ObjectManagerTest, ALostRanksOnlyCopiesAreRebuiltFromTheirTaskOrFailNamingWhy) {
+  // Object 1: a task's large result on rank 2 with its lineage (max_retries 3); object 2:
+  // the same, its task out of retries; object 3: a Put there; object 4: a copy on rank 1 too.
+  auto spec = [](uint64_t id, int max_retries, int attempt) {
+    auto s = std::make_shared<TaskSpec>();
+    s->id = TaskId(id);
+    s->Edit().name = "Make";
+    s->Edit().max_retries = max_retries;
+    s->attempt = attempt;
+    return s;
+  };
+  for (uint64_t id : {1, 2, 4}) {
+    objects_.CreateResult(ObjectId(id), /*submitter=*/0);
+    TaskDone done = LargeResult(id);
+    objects_.Resolve(ObjectId(id), done, nullptr, /*from=*/2, /*submitter=*/0);
+  }
+  objects_.KeepLineage(ObjectId(1), spec(1, 3, 0));
+  objects_.KeepLineage(ObjectId(2), spec(2, 1, 1));
+  objects_.KeepLineage(ObjectId(4), spec(4, 3, 0));
+  objects_.OnPullDone(1, AddLocation{ObjectId(4), true});
+  PutLarge(2, 3);
+  objects_.AddHolder(ObjectId(3), 0);
+  // Rank 1 subscribes to object 1; its pull from rank 2 fails before rank 2 is declared lost.
+  objects_.OnSubscribe(1, Subscribe{{ObjectId(1)}});
+  sent_.clear();
+  objects_.OnPullDone(1, AddLocation{ObjectId(1), false, /*failed_from=*/2});
+  EXPECT_TRUE(sent_.empty()) << "parked until rank 2 is declared lost";
+
+  auto rebuild = objects_.OnRankLost(2);
+  ASSERT_EQ(rebuild.size(), 1u);
+  EXPECT_EQ(rebuild[0]->id, TaskId(1));
+  EXPECT_EQ(objects_.Find(ObjectId(1))->state, ObjectEntry::State::kPending) << "until its task runs again";
+  EXPECT_EQ(objects_.Find(ObjectId(1))->More().subscribers, std::vector<int>{1}) << "the parked reader waits";
+  EXPECT_EQ(objects_.Find(ObjectId(4))->state, ObjectEntry::State::kReady) << "its copy on rank 1 remains";
+  EXPECT_EQ(Ranks(objects_.Find(ObjectId(4))->locations), std::vector<int>{1});
+  for (uint64_t id : {2, 3}) {
+    const ObjectEntry* e = objects_.Find(ObjectId(id));
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->state, ObjectEntry::State::kFailed);
+    EXPECT_EQ(e->error()->kind, ErrorKind::kObjectLost);
+    EXPECT_NE(e->error()->message.find("object " + ObjectId(id).Hex() + " was lost with rank 2"), std::string::npos)
+        << e->error()->message;
+  }
+  EXPECT_NE(objects_.Find(ObjectId(2))->error()->message.find("max_retries (1)"), std::string::npos);
+  EXPECT_NE(objects_.Find(ObjectId(3))->error()->message.find("a Put"), std::string::npos);
+
+  // The rerun ends on rank 1: the waiting reader is told.
+  TaskDone again = LargeResult(1);
+  objects_.Resolve(ObjectId(1), again, nullptr, /*from=*/1, /*submitter=*/0);
+  EXPECT_EQ(objects_.Find(ObjectId(1))->state, ObjectEntry::State::kReady);
+  bool told = false;
+  for (const auto& [dest, r] : Take<ObjectReady>()) told |= dest == 1 && r.id == ObjectId(1);
+  EXPECT_TRUE(told);
+
+  // A pull that fails from a rank never declared lost is answered as lost after the wait.
+  objects_.SetParkNs(0);
+  objects_.OnPullDone(0, AddLocation{ObjectId(4), false, /*failed_from=*/1});
+  sent_.clear();
+  EXPECT_EQ(objects_.ExpireParked(WallNowNs() + 1), 0u);
+  auto lost = Take<ObjectReady>();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_TRUE(lost[0].second.failed);
+  EXPECT_EQ(lost[0].second.error.kind, ErrorKind::kObjectLost);
+}
+
 TEST_F(ObjectManagerTest, SubscribingToAnUnknownObjectAnswersObjectLost) {
   objects_.OnSubscribe(4, Subscribe{{ObjectId(42)}});
   auto ready = Take<ObjectReady>();

@@ -75,5 +75,43 @@ TEST_F(ObjectPullerTest, AReleasedResultIsNoLongerExpected) {
   EXPECT_EQ(Subscribed(), std::vector<ObjectId>{id});
 }
 
+/// A data plane whose fetches fail, as from a rank that died.
+class FailingFetcher : public ObjectFetcher {
+ public:
+  void Fetch(int holder, ObjectId, std::function<void(Payload, const std::string&)> done) override {
+    done(nullptr, "rank " + std::to_string(holder) + " is dead");
+  }
+};
+
+TEST(ObjectPullerRecoveryTest, AFailedPullWaitsForTheHeadsWordInRecoveryModeAndFailsOtherwise) {
+  FailingFetcher fetcher;
+  const ObjectId id = ObjectId::Make(1, 5);
+  for (bool recovery : {true, false}) {
+    std::vector<Message> sent;
+    MemoryStore store;
+    ObjectPuller puller(0, store, &fetcher, [&](Message&& m) { sent.push_back(std::move(m)); }, recovery);
+    puller.Request({&id, 1});
+    ObjectReady pull;
+    pull.id = id;
+    pull.size = 1 << 20;
+    pull.holders = {2};
+    puller.OnObjectReady(std::move(pull));
+    ASSERT_EQ(sent.size(), 2u);
+    auto* report = std::get_if<AddLocation>(&sent[1]);
+    ASSERT_NE(report, nullptr);
+    EXPECT_FALSE(report->stored);
+    if (recovery) {
+      EXPECT_EQ(report->failed_from, 2) << "the head is told which source failed";
+      EXPECT_FALSE(store.Contains({&id, 1})[0]) << "no error stored: readers wait for the head";
+      sent.clear();
+      puller.Request({&id, 1});
+      EXPECT_TRUE(sent.empty()) << "still requested: not subscribed twice";
+    } else {
+      EXPECT_EQ(report->failed_from, -1);
+      EXPECT_TRUE(store.Contains({&id, 1})[0]) << "the error is stored: readers fail now";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace prism::internal

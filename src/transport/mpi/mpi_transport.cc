@@ -470,7 +470,21 @@ bool MpiTransport::TestPending() {
   return any;
 }
 
+void MpiTransport::PeerLost(int rank) {
+  if (rank < 0 || rank >= size_) return;
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  told_lost_.push_back(rank);
+}
+
 void MpiTransport::CheckLiveness() {
+  std::vector<int> told;
+  {
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    told.swap(told_lost_);
+  }
+  for (int r : told) {
+    if (!IsLost(r)) LoseRank(r, "the head declared it lost");
+  }
   auto now = Clock::now();
   // Heartbeats: workers to rank 0, rank 0 to every worker, to each peer that was sent
   // nothing else lately.
@@ -549,7 +563,7 @@ void MpiTransport::LoseRank(int r, const std::string& why) {
     done(nullptr, error);
   }
   PRISM_LOG_WARN("rank " << r << " was lost: " << why << "; the job goes on without it");
-  handlers_.on_rank_lost(r, why);
+  if (handlers_.on_rank_lost) handlers_.on_rank_lost(r, why);
 }
 
 std::vector<int> MpiTransport::LostRanks() const {

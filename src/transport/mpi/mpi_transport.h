@@ -94,6 +94,9 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   void Start();
   /// Queues a message for `dest`. Thread-safe, never blocks on the network.
   void Send(int dest, const Message& msg);
+  /// A worker rank hears from the head that `rank` was lost: handled at the next tick
+  /// (LoseRank). Rank 0 finds out itself.
+  void PeerLost(int rank) override;
   void Fetch(int holder, ObjectId id,
              std::function<void(Payload, const std::string&)> done) override;
   /// Sends what is queued, waits (up to timeout) for sends to complete, stops the thread.
@@ -189,6 +192,7 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
   std::unique_ptr<std::atomic<bool>[]> lost_;
   mutable std::mutex lost_mu_;
   std::vector<int> lost_order_;  // lost_mu_
+  std::vector<int> told_lost_;   // lost_mu_: PeerLost, for the next tick
   // Sends to a lost rank that MPI never completed: their requests and buffers are kept
   // (MPI may still touch them) and never waited for.
   std::vector<PendingSend> abandoned_;

@@ -175,6 +175,36 @@ void UcxDataPlane::Wake() {
   [[maybe_unused]] ssize_t n = write(event_fd_, &one, sizeof one);
 }
 
+void UcxDataPlane::PeerLost(int rank) {
+  if (rank < 0 || rank >= world_) return;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    newly_lost_.push_back(rank);
+  }
+  Wake();
+}
+
+void UcxDataPlane::LoseNewPeers() {
+  std::vector<int> lost;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    lost.swap(newly_lost_);
+  }
+  if (lost.empty()) return;
+  if (lost_.empty()) lost_.resize(static_cast<size_t>(world_));
+  for (int r : lost) lost_[static_cast<size_t>(r)] = true;
+  for (auto it = fetches_.begin(); it != fetches_.end();) {
+    if (!lost_[static_cast<size_t>(it->second->holder)]) {
+      ++it;
+      continue;
+    }
+    it->second->done(nullptr, "UCX fetch of object " + it->second->id.Hex() + " from rank " +
+                                  std::to_string(it->second->holder) + ": the rank was lost");
+    abandoned_.push_back(std::move(it->second));  // its receive buffer stays alive
+    it = fetches_.erase(it);
+  }
+}
+
 void UcxDataPlane::Fetch(int holder, ObjectId id,
                          std::function<void(Payload, const std::string&)> done) {
   if (holder < 0 || holder >= world_ || holder == rank_) {
@@ -341,7 +371,13 @@ void UcxDataPlane::Loop() {
       std::lock_guard<std::mutex> lock(queue_mu_);
       fresh.swap(queued_);
     }
+    LoseNewPeers();
     for (auto& f : fresh) {
+      if (!lost_.empty() && lost_[static_cast<size_t>(f->holder)]) {
+        f->done(nullptr, "UCX fetch of object " + f->id.Hex() + " from rank " + std::to_string(f->holder) +
+                             ": the rank was lost");
+        continue;
+      }
       const uint64_t request = ++next_request_;
       auto ctx = std::make_unique<Sending>();
       ctx->self = this;

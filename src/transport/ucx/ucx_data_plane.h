@@ -58,6 +58,7 @@ class UcxDataPlane : public ObjectFetcher {
              std::function<void(Payload, const std::string&)> done) override;
   /// Stops the progress thread; fetches still in flight fail with an error.
   void Stop();
+  void PeerLost(int rank) override;
 
  private:
   struct Fetching;
@@ -103,6 +104,7 @@ class UcxDataPlane : public ObjectFetcher {
 
   std::mutex queue_mu_;
   std::deque<std::unique_ptr<Fetching>> queued_;  // from other threads
+  std::vector<int> newly_lost_;                     // PeerLost, for the progress thread
 
   // Progress-thread only:
   std::unordered_map<uint64_t, std::unique_ptr<Fetching>> fetches_;  // by request number
@@ -111,6 +113,9 @@ class UcxDataPlane : public ObjectFetcher {
   // Fetches answered at Stop whose receive buffers UCX may still write into until drained.
   std::vector<std::unique_ptr<Fetching>> abandoned_;
   std::unordered_set<void*> in_flight_;  // UCX requests not completed yet (sends and receives)
+  std::vector<bool> lost_;               // peers lost (PeerLost): never sent to again
+  /// Fails the fetches from ranks PeerLost named since the last call.
+  void LoseNewPeers();
 };
 
 }  // namespace prism::internal
