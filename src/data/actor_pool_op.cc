@@ -16,11 +16,15 @@
 // When the pool's input is exhausted and its calls are done, or the execution stops or is
 // dropped, the actors are killed. A call whose actor died (its rank was lost) is sent
 // again to another actor while the block has retries left; an exception the operator's
-// retry_exceptions names is retried likewise (RetryableError, plan.h).
+// retry_exceptions names is retried likewise (RetryableError, plan.h). A finished block
+// whose only copy was lost with its actor's rank is not rebuilt by the core (an actor
+// call's result): whoever reads it (FetchBlock) runs the call again on a new actor of the
+// class, on a live rank, from the input its PoolLineage keeps.
 
 #include "data/actor_pool_op.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <unordered_map>
@@ -145,6 +149,40 @@ namespace prism::data::internal {
 
 // ---- The pool (driver) ------------------------------------------------------------------
 
+namespace {
+
+/// A new actor of the pool's class (as Scale starts them).
+ActorHandle<MapActor> StartActor(const Op& op) {
+  auto creator = Actor(MapActor::Create).SetSchedulingStrategy(SpreadSchedulingStrategy{});
+  if (op.num_cpus > 0) creator.SetResource("CPU", op.num_cpus);
+  if (op.num_gpus > 0) creator.SetResource("GPU", op.num_gpus);
+  return creator.Remote(op.class_key, op.class_args, op.Name());
+}
+
+/// Runs a lost pool block's call again on a new actor, from its input.
+Block RebuildPoolBlock(const PoolLineage& lineage, int timeout_ms) {
+  const Op& op = lineage.ops.at(0);
+  std::fprintf(stderr, "prism::data: %s: block %lld was lost with its rank; running it again on a new actor\n",
+               op.Name().c_str(), static_cast<long long>(lineage.index));
+  Block input = FetchBlock(lineage.input, timeout_ms);
+  ActorHandle<MapActor> actor = StartActor(op);
+  struct KillAtEnd {
+    ActorHandle<MapActor>& actor;
+    ~KillAtEnd() {
+      try {
+        actor.Kill();
+      } catch (...) {  // dead already: nothing to stop
+      }
+    }
+  } kill{actor};
+  auto [block, meta] = actor.Task(&MapActor::Call)
+                           .SetNumReturns(2)
+                           .Remote(std::move(input), int64_t{-1}, lineage.ops, lineage.index, lineage.attempt);
+  return *Get(block, timeout_ms);
+}
+
+}  // namespace
+
 ActorPoolOp::ActorPoolOp(std::vector<Op> ops, int max_actors)
     : ops_(std::move(ops)), min_(ops_.at(0).min_actors), max_(max_actors) {}
 
@@ -162,11 +200,8 @@ int ActorPoolOp::Scale(bool input_waiting, bool budget_allows) {
   const int n = ActorsToStart(view);
   const Op& op = ops_[0];
   for (int k = 0; k < n; ++k) {
-    auto creator = Actor(MapActor::Create).SetSchedulingStrategy(SpreadSchedulingStrategy{});
-    if (op.num_cpus > 0) creator.SetResource("CPU", op.num_cpus);
-    if (op.num_gpus > 0) creator.SetResource("GPU", op.num_gpus);
     Slot slot;
-    slot.handle = creator.Remote(op.class_key, op.class_args, op.Name());
+    slot.handle = StartActor(op);
     actors_.emplace(next_id_++, std::move(slot));
     ++started_;
   }
@@ -202,6 +237,18 @@ void ActorPoolOp::Remove(int64_t actor) {
   } catch (...) {  // already dead: nothing to stop
   }
   actors_.erase(it);
+}
+
+Block FetchBlock(const BlockHandle& h, int timeout_ms) {
+  Block block;
+  try {
+    block = *Get(h.block, timeout_ms);
+  } catch (const ObjectLostError&) {
+    if (!h.lineage) throw;
+    block = RebuildPoolBlock(*h.lineage, timeout_ms);
+  }
+  if (h.keep_rows >= 0 && h.keep_rows < block.num_rows()) block = block.Slice(0, h.keep_rows);
+  return block;
 }
 
 void ActorPoolOp::Close() {

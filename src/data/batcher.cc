@@ -72,11 +72,7 @@ Batcher::Batcher(int64_t batch_size, int prefetch_batches, bool drop_last, int f
 
 Block Batcher::Take(Pending& p) {
   if (!p.block) {
-    Block block = *Get(p.handle.block, fetch_timeout_ms_);
-    if (p.handle.keep_rows >= 0 && p.handle.keep_rows < block.num_rows()) {
-      block = block.Slice(0, p.handle.keep_rows);
-    }
-    p.block = std::move(block);
+    p.block = FetchBlock(p.handle, fetch_timeout_ms_);
   }
   return p.offset == 0 ? *p.block : p.block->Slice(p.offset, p.block->num_rows());
 }

@@ -69,11 +69,7 @@ int TimeoutMs(const ExecutionOptions& options) {
 }
 
 // The block a handle names, fetched to this rank and cut to the rows that count.
-Block Fetch(const BlockHandle& h, int timeout_ms) {
-  Block block = *Get(h.block, timeout_ms);
-  if (h.keep_rows >= 0 && h.keep_rows < block.num_rows()) block = block.Slice(0, h.keep_rows);
-  return block;
-}
+Block Fetch(const BlockHandle& h, int timeout_ms) { return FetchBlock(h, timeout_ms); }
 
 uint64_t RowBytes(DType dtype, const std::vector<int64_t>& row_shape) {
   int64_t elements = 1;

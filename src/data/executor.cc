@@ -503,7 +503,11 @@ void StreamingExecutor::Finish(size_t i, size_t r) {
   op.stats.bytes += meta.bytes;
   op.output_bytes_total += meta.bytes;
   op.stats.seconds = std::chrono::duration<double>(Clock::now() - *op.started).count();
-  op.done[run.index] = BlockHandle{run.index, std::move(run.block), std::move(meta), -1};
+  BlockHandle done{run.index, std::move(run.block), std::move(meta), -1, nullptr};
+  if (op.kind == PhysicalOp::kActorPool) {
+    done.lineage = std::make_shared<const PoolLineage>(PoolLineage{std::move(run.input), op.ops, run.index, run.attempt});
+  }
+  op.done[run.index] = std::move(done);
   while (!op.order.empty()) {
     auto it = op.done.find(op.order.front());
     if (it == op.done.end()) break;

@@ -24,13 +24,35 @@
 namespace prism::data::internal {
 
 /// A block of the stream: its position, its object and what is known of it.
+struct PoolLineage;
+
 struct BlockHandle {
   int64_t index = 0;
   ObjectRef<Block> block;
   BlockMeta meta;
   int64_t keep_rows = -1;  // a limit cut it: only its first keep_rows rows count
+  /// An actor pool's block: how to make it again (FetchBlock). Null for a task's block,
+  /// which the core rebuilds itself by running the task again.
+  std::shared_ptr<const PoolLineage> lineage;
   int64_t rows() const { return keep_rows >= 0 ? std::min(keep_rows, meta.rows) : meta.rows; }
 };
+
+/// What made an actor pool's block: the core does not rebuild an actor call's result
+/// whose only copy was lost with its rank, so the executor keeps the call's input (which
+/// stays in the store until the block is consumed, as Ray pins a task's arguments for
+/// lineage) and the pool's operators.
+struct PoolLineage {
+  BlockHandle input;
+  std::vector<Op> ops;  // ops[0] is the class MapBatches
+  int64_t index = 0;
+  int32_t attempt = 0;
+};
+
+/// The block `h` names, fetched to this rank and cut to its keep_rows. A pool's block
+/// whose only copy was lost with its rank (ObjectLostError) is made again by a new actor
+/// of the pool's class on a live rank, from its input (fetched the same way). Throws what
+/// Get and the class throw.
+Block FetchBlock(const BlockHandle& h, int timeout_ms);
 
 struct DatasetState;
 
