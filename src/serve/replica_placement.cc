@@ -21,8 +21,9 @@ int PickReplicaRank(const std::vector<state::NodeState>& nodes, const std::map<i
   for (const auto& n : nodes) live_worker |= n.rank != 0 && n.state != "DEAD";
   int best = -1;
   bool best_now = false;
-  std::string offered;
+  std::string offered, lost;
   for (const auto& n : nodes) {
+    if (n.state == "DEAD") lost += (lost.empty() ? "" : ", ") + std::to_string(n.rank);
     if (n.state == "DEAD" || (n.rank == 0 && live_worker)) continue;
     nlohmann::json total(n.resources_total);
     offered += (offered.empty() ? "" : "; ") + std::string("rank ") + std::to_string(n.rank) + ": " + total.dump();
@@ -34,8 +35,9 @@ int PickReplicaRank(const std::vector<state::NodeState>& nodes, const std::map<i
     }
   }
   if (best < 0) {
-    why = "no live worker rank can hold a replica's resources " + nlohmann::json(resources).dump() +
-          " (ranks offer " + (offered.empty() ? std::string("nothing: every rank was lost") : offered) +
+    why = "no worker rank can hold a replica's resources " + nlohmann::json(resources).dump() +
+          " (ranks offer " + (offered.empty() ? std::string("nothing") : offered) +
+          (lost.empty() ? std::string() : "; lost, left out: rank " + lost) +
           "); lower RayActorOptions or start the job with more resources per rank";
   }
   return best;
