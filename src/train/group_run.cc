@@ -558,7 +558,14 @@ Result RunGroup(const GroupRun& spec) {
                      lost_text.c_str(), n);
       }
       group.reset();  // gives its reservation back
-      make_group(n);
+      try {
+        make_group(n);  // waits up to reserve_timeout_s for the live ranks' resources
+      } catch (const Error& e) {
+        throw TrainingFailedError("prism::train: training cannot go on: rank " + lost_text +
+                                  " was lost, and a group of " + std::to_string(n) +
+                                  " worker(s) on the live ranks could not be reserved: " + e.what() +
+                                  run_dir_guard.WhatIsLeft());
+      }
     }
     if (run.verbose) {
       std::fprintf(stderr, "prism.train: restarting the group (failure %d of %s)%s%s after %.2f s\n", failures,

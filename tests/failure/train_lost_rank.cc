@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
     auto again = std::find(steps.begin() + 1, steps.end(), 0.0);
     if (again != steps.end()) return Fail("the restarted group began again at step 0");
     if (r.failures.size() != 1) return Fail("Result::failures has " + std::to_string(r.failures.size()) + " entries, not 1");
+    for (const auto& t : prism::state::ListTasks()) {
+      if (t.name.find("_worker_") == std::string::npos) continue;
+      std::fprintf(stderr, "task %s: %s on rank %d, attempt %d %s\n", t.name.c_str(), t.state.c_str(), t.rank,
+                   t.attempt, t.error_message.c_str());
+    }
     const int64_t killed = ReadMs(dir + "/killed"), resumed = ReadMs(dir + "/first_step_after");
     if (killed < 0 || resumed < 0) return Fail("no kill or no step after the restart was recorded");
     std::printf("train_lost_rank ok: %zu reports, last step %d on %d workers after a rank was lost; "
