@@ -25,6 +25,7 @@
 // (message naming the task and rank, MPI_Abort with its status); a silent rank is reported
 // by the transport's heartbeat check (message, MPI_Abort); a driver process that dies
 // between sessions is the launcher's to report (it ends the waiting ranks).
+#include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -144,7 +145,24 @@ void RemoveSessionFiles(Runtime& rt, bool clean) {
   RemoveEmptySessionDirs(rt);
 }
 
+/// Rank 0 writes the job's exit status to $PRISM_EXIT_STATUS_FILE (if set) as it exits:
+/// Open MPI's mpirun --enable-recovery (recovery mode) exits 0 whatever its ranks' statuses,
+/// even after MPI_Abort, so a script learns the job's status from this file (a number and
+/// a newline; jobs/requeue_step.sh and scripts/mpirun-recovery.sh read it). Async-signal-
+/// safe calls only: it also runs on the way out of AbortJob.
+void RecordExitStatus(int status) {
+  const char* path = std::getenv("PRISM_EXIT_STATUS_FILE");
+  if (path == nullptr || *path == '\0') return;
+  char text[16];
+  const int n = std::snprintf(text, sizeof text, "%d\n", status);
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] ssize_t written = ::write(fd, text, static_cast<size_t>(n));
+  ::close(fd);
+}
+
 [[noreturn]] void AbortJob(const std::string& why, int code) {
+  if (g_process.rank == 0) RecordExitStatus(code);
   // What a dying worker prints goes straight to the launcher, not through the driver.
   if (OutputForwarder* f = CurrentOutputForwarder()) f->Restore();
   Runtime* rt = g_runtime.load();
@@ -275,6 +293,7 @@ void OnProcessExit(int status, void*) {
              code);
   }
   if (g_process.rank != 0 || ran.exchange(true)) return;  // registered once per Init
+  RecordExitStatus(status);
   bool clean = true;
   if (rt != nullptr) {
     PRISM_LOG_INFO("the driver's main() ended (exit status " << status
@@ -541,7 +560,9 @@ void StartDoorbell(Runtime& rt) {
 /// reaped. A rank elsewhere is judged by its heartbeats alone.
 bool RankProcessEnded(const Runtime& rt, int r) {
   const auto u = static_cast<size_t>(r);
-  if (u >= rt.pids.size() || u >= rt.hosts.size() || rt.hosts[u] != rt.hosts[0] || rt.pids[u] <= 0) {
+  const auto self = static_cast<size_t>(rt.rank);
+  if (u >= rt.pids.size() || u >= rt.hosts.size() || self >= rt.hosts.size() || rt.hosts[u] != rt.hosts[self] ||
+      rt.pids[u] <= 0) {
     return false;
   }
   std::ifstream stat("/proc/" + std::to_string(rt.pids[u]) + "/stat");
@@ -596,8 +617,10 @@ void Build(Runtime& rt) {
       handlers.on_rank_lost = [self](int r, const std::string& why) {
         if (self->head) self->head->OnRankLost(r, why);
       };
-      handlers.exited = [self](int r) { return RankProcessEnded(*self, r); };
     }
+    // Recovery mode: rank 0 loses a worker whose process ended; a worker ends with rank 0
+    // (mpirun --enable-recovery would leave it running, waiting for a dead head).
+    if (rt.recovery) handlers.exited = [self](int r) { return RankProcessEnded(*self, r); };
     // Dropped refs reach the head in batches; this bounds how long one waits.
     handlers.on_tick = [self] {
       if (self->node) self->node->SendReleases();

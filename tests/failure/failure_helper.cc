@@ -218,6 +218,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "failure_helper: Get returned after the rank was lost\n");
     prism::Shutdown();
     return 0;
+  } else if (mode == "driver_sigkill") {
+    std::fprintf(stderr, "failure_helper: the driver kills itself\n");
+    std::fflush(stderr);
+    raise(SIGKILL);
+    return 0;
   } else if (mode == "driver_sigstop") {
     std::fprintf(stderr, "failure_helper: the driver stops itself\n");
     std::fflush(stderr);

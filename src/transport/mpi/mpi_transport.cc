@@ -503,6 +503,12 @@ void MpiTransport::CheckLiveness() {
       LoseRank(r, "its process ended");
       return;
     }
+    if (!recover && handlers_.exited && handlers_.exited(r)) {
+      // A worker in recovery mode: the head is gone, and the job with it.
+      handlers_.on_fatal("rank " + std::to_string(r) + " (the head) ended");
+      last_heard_[r] = now;
+      return;
+    }
     if (now - last_heard_[r] > rank_timeout_) {
       const std::string why =
           "rank " + std::to_string(r) + " sent nothing for " +

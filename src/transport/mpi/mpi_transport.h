@@ -81,8 +81,9 @@ class MpiTransport : public ObjectFetcher, public ProgressHelper {
     /// Rank 0 in recovery mode: a worker rank was lost (`why`), on the progress thread.
     /// Empty: a silent rank is fatal.
     std::function<void(int rank, const std::string& why)> on_rank_lost;
-    /// With on_rank_lost: true if the rank's process is known to have ended (a rank on
-    /// this host whose pid is gone); may be empty. Called each tick for every live worker.
+    /// Recovery mode: true if the rank's process is known to have ended (a rank on this
+    /// host whose pid is gone); may be empty. Called each tick: on rank 0 for every live
+    /// worker (one that ended is lost), on a worker for rank 0 (the job ends: on_fatal).
     std::function<bool(int rank)> exited;
   };
 
