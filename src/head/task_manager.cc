@@ -80,6 +80,17 @@ void TaskManager::OnSubmit(int from, std::shared_ptr<TaskSpec> spec) {
       return;
     }
   }
+  if (ranks_lost_) {
+    // The submitting node checked against every rank's capacity, lost ones included.
+    std::string why = NeverPlaceable(*task.spec->options);
+    if (!why.empty()) {
+      const std::string what = (task.spec->kind == TaskKind::kActorCreation ? "actor " : "task ") +
+                               task.spec->options->name + " can never run: " + why;
+      if (task.spec->kind == TaskKind::kActorCreation) actors_.ActorDead(id, what);
+      Fail(id, ErrorInfo::Of(ErrorKind::kResourceError, what, task.spec->options->name));
+      return;
+    }
+  }
   if (task.unresolved == 0) Enqueue(id, now);
 }
 
@@ -469,6 +480,7 @@ void TaskManager::OnTaskDone(int from, TaskDone&& done) {
 }
 
 void TaskManager::OnRankLost(int rank, const std::string& why) {
+  ranks_lost_ = true;
   std::vector<std::pair<TaskId, int>> there;  // id, attempt
   for (const auto& [id, task] : tasks_) {
     if (task.rank == rank) there.emplace_back(id, task.spec->attempt);

@@ -177,6 +177,7 @@ class TaskManager {
   std::shared_ptr<const TaskOptions> last_class_;  // QueueOf's last class, whose queue is last_queue_
   std::deque<TaskId>* last_queue_ = nullptr;
   bool keep_lineage_ = false;
+  bool ranks_lost_ = false;  // a rank was lost: OnSubmit checks NeverPlaceable
 };
 
 }  // namespace prism::internal

@@ -1351,6 +1351,23 @@ TEST_F(HeadManagersTest, ALostRanksActorsWithoutRestartsOrPinnedThereDieAndStran
   EXPECT_NE(Actor(30)->death_cause.find("threw when it restarted on rank 0"), std::string::npos)
       << Actor(30)->death_cause;
   EXPECT_EQ(head_.Available().at("CPU"), 1) << "rank 0's CPU is free again; rank 1 is gone";
+
+  // Submitted after the loss, pinned to the lost rank: a task, and an actor, fail at once
+  // (the submitting node's check knew every rank's capacity, the lost one's included).
+  sent_.clear();
+  TaskSpec late = Spec(50);
+  late.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  head_.Handle(0, SubmitTask{late});
+  TaskSpec late_actor = Creation(60, "", 0);
+  late_actor.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 1, false};
+  head_.Handle(0, SubmitTask{late_actor});
+  EXPECT_TRUE(Take<DispatchTask>().empty());
+  failed.clear();
+  for (auto& [dest, r] : Take<ObjectReady>()) failed.emplace(r.id.Value(), std::move(r));
+  ASSERT_TRUE(failed.count(50));
+  EXPECT_EQ(failed.at(50).error.kind, ErrorKind::kResourceError);
+  EXPECT_NE(failed.at(50).error.message.find("pinned to rank 1"), std::string::npos) << failed.at(50).error.message;
+  EXPECT_EQ(Actor(60)->state, "DEAD");
 }
 
 TEST_F(HeadManagersTest, HardNodeAffinityWaitsForItsRankAndSoftFallsBack) {
