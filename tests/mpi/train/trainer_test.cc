@@ -160,6 +160,8 @@ TEST(Trainer, AFailingWorkerRestartsTheGroupFromTheLatestCheckpoint) {
   EXPECT_TRUE(std::filesystem::exists(storage + "/failed-once"));
   EXPECT_EQ(r.metrics.at("epoch"), 3);
   EXPECT_EQ(Epochs(r), (std::vector<double>{0, 1, 2, 3})) << "the restart continued from epoch 1's checkpoint";
+  ASSERT_EQ(r.failures.size(), 1u) << "Result::failures lists the failure restarted from";
+  EXPECT_NE(r.failures[0].find("injected failure at epoch 2"), std::string::npos) << r.failures[0];
   ASSERT_TRUE(r.checkpoint);
   std::ifstream in(r.checkpoint->path() + "/epoch.txt");
   int epoch = -1;
@@ -333,6 +335,9 @@ TEST(Trainer, BadInputGetsClearErrors) {
                "not writable");
   expect_error([&] { train::TorchTrainer(NeverRegisteredLoop, EpochOptions(storage, "x", 1, 1)).Fit(); },
                "PRISM_REMOTE");
+  auto elastic = EpochOptions(storage, "x", 2, 1);
+  elastic.scaling_config.min_workers = 3;
+  expect_error([&] { train::TorchTrainer(EpochLoop, elastic).Fit(); }, "min_workers is 3");
   expect_error([&] { train::TorchTrainer(MissingDataLoop, EpochOptions(storage, "x", 2, 1)).Fit(); },
                "dataset-fashion-mnist");
   expect_error([] { train::GetContext(); }, "outside a training worker");
