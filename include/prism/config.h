@@ -24,6 +24,7 @@
 //   log_to_driver         --prism-log-to-driver=0       PRISM_LOG_TO_DRIVER (1|0|true|false)
 //   dashboard             --prism-dashboard=loopback    PRISM_DASHBOARD (off|loopback|report|
 //                                                       <addr>:<port>)
+//   max_lost_ranks        --prism-max-lost-ranks=1      PRISM_MAX_LOST_RANKS (-1: no limit)
 
 #include <cstdint>
 #include <map>
@@ -54,7 +55,8 @@ struct Config {
   /// Values up to this size travel inside control messages; larger ones stay where they
   /// were made and are pulled by the rank that needs them. Default 100 KiB (Ray's).
   std::optional<uint64_t> max_inline_bytes;
-  /// A rank silent for this long is declared dead and the job ends. Default 60 s.
+  /// A rank silent for this long is declared dead: the job ends, or in recovery mode
+  /// (mpirun --enable-recovery) goes on without it. Default 60 s.
   std::optional<double> rank_timeout_s;
   /// A task that has waited this long for resources only an actor's end or a placement
   /// group's removal can free is named in a warning on rank 0, with what it wants and what
@@ -99,6 +101,11 @@ struct Config {
   /// unless off, Shutdown writes one self-contained HTML report to $PRISM_STORAGE_PATH
   /// (else ~/prism_results)/prism-dashboard-<job id>.html.
   std::optional<std::string> dashboard;
+  /// Recovery mode (mpirun --enable-recovery): the job goes on after losing up to this many
+  /// worker ranks; the next loss ends it with exit status 75 (kExitPreempted: a job script
+  /// requeues it, and it resumes from its checkpoints on other nodes). -1 (the default):
+  /// no limit. Read on rank 0.
+  std::optional<int> max_lost_ranks;
 };
 
 }  // namespace prism

@@ -34,8 +34,9 @@ void ForEachConfigField(F&& f, C&... c) {
   f("log_to_driver", c.log_to_driver...);
   f("wait_infeasible", c.wait_infeasible...);
   f("dashboard", c.dashboard...);
+  f("max_lost_ranks", c.max_lost_ranks...);
 }
-static_assert(sizeof(Config) == 464,
+static_assert(sizeof(Config) == 472,
               "prism::Config changed: list its new field in ForEachConfigField (config_fields.h), "
               "then update this size");
 

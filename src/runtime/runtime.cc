@@ -46,6 +46,7 @@
 #include "common/private_dir.h"
 #include "object_store/buffer_pool.h"
 #include "prism/api.h"
+#include "prism/preemption.h"
 #include "head/head.h"
 #include "runtime/communicator_service.h"
 #include "runtime/config_fields.h"
@@ -616,6 +617,15 @@ void Build(Runtime& rt) {
     if (rt.recovery && rt.rank == 0) {
       handlers.on_rank_lost = [self](int r, const std::string& why) {
         if (self->head) self->head->OnRankLost(r, why);
+        const int limit = self->settings.max_lost_ranks;
+        const size_t lost = self->transport->LostRanks().size();
+        if (limit >= 0 && lost > static_cast<size_t>(limit)) {
+          AbortJob("rank " + std::to_string(r) + " was lost (" + why + "): " + std::to_string(lost) +
+                       " worker ranks lost, more than max_lost_ranks=" + std::to_string(limit) +
+                       " (PRISM_MAX_LOST_RANKS); ending the job with exit status " +
+                       std::to_string(kExitPreempted) + " so that a job script requeues it",
+                   kExitPreempted);
+        }
       };
     }
     // Recovery mode: rank 0 loses a worker whose process ended; a worker ends with rank 0

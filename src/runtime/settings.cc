@@ -56,10 +56,11 @@ constexpr Option kDataPlane{"data_plane", "--prism-data-plane", "PRISM_DATA_PLAN
 constexpr Option kNetwork{"network", "--prism-network", "PRISM_NETWORK", "ib0"};
 constexpr Option kLogToDriver{"log_to_driver", "--prism-log-to-driver", "PRISM_LOG_TO_DRIVER", "0"};
 constexpr Option kDashboard{"dashboard", "--prism-dashboard", "PRISM_DASHBOARD", "loopback"};
+constexpr Option kMaxLostRanks{"max_lost_ranks", "--prism-max-lost-ranks", "PRISM_MAX_LOST_RANKS", "1"};
 constexpr const Option* kOptions[] = {&kNumCpus,     &kNumGpus,  &kObjectStore, &kResources,
                                       &kLogDir,      &kRanksPerNode, &kMaxInline,
                                       &kRankTimeout, &kPendingWarn, &kLogLevel, &kTaskTable, &kDataPlane,
-                                      &kNetwork, &kLogToDriver, &kDashboard};
+                                      &kNetwork, &kLogToDriver, &kDashboard, &kMaxLostRanks};
 
 [[noreturn]] void Fail(const std::string& message) { throw RuntimeError("prism: " + message); }
 
@@ -355,6 +356,7 @@ std::string EffectiveText(const Settings& s, const std::string& name) {
   if (name == kPendingWarn.field) return Format(s.pending_warn_s);
   if (name == kLogLevel.field) return LevelName(s.log_level);
   if (name == kTaskTable.field) return Format(s.task_table_size);
+  if (name == kMaxLostRanks.field) return Format(s.max_lost_ranks);
   if (name == kDataPlane.field) return s.data_plane;
   if (name == kNetwork.field) return s.network;
   if (name == kLogToDriver.field) return s.log_to_driver ? "on" : "off";
@@ -603,6 +605,8 @@ Settings ResolveSettings(const Config& code, const std::vector<std::string>& arg
   Resolve(s.pending_warn_s, code.pending_warn_s, kPendingWarn, src, ParseNumber, non_negative,
           "must be >= 0 seconds (0: never warn)");
   Resolve(s.task_table_size, code.task_table_size, kTaskTable, src, ParseCount, any, "");
+  Resolve(s.max_lost_ranks, code.max_lost_ranks, kMaxLostRanks, src, ParseInteger, [](int v) { return v >= -1; },
+          "must be >= 0, or -1 for no limit");
 
   if (!code.resources.empty()) {
     for (const auto& [name, amount] : code.resources) {

@@ -67,6 +67,8 @@ struct Settings {
   bool wait_infeasible = false;
   /// Ended tasks the head keeps for prism::state::ListTasks.
   uint64_t task_table_size = 10000;
+  /// Config::max_lost_ranks: -1 = no limit.
+  int max_lost_ranks = -1;
   /// "ucx" or "mpi".
   std::string data_plane = "ucx";
   /// "any", "shm" or an interface name (Config::network).

@@ -454,6 +454,9 @@ TEST(SettingsTest, OtherFieldsFromFlagsAndEnv) {
   EXPECT_EQ(s.task_table_size, 10000u);
   EXPECT_EQ(Resolve({{"PRISM_TASK_TABLE_SIZE", "0"}}).task_table_size, 0u);
   EXPECT_EQ(Resolve({}, {"--prism-task-table-size=250000"}).task_table_size, 250000u);
+  EXPECT_EQ(s.max_lost_ranks, -1) << "no limit by default";
+  EXPECT_EQ(Resolve({{"PRISM_MAX_LOST_RANKS", "0"}}).max_lost_ranks, 0);
+  EXPECT_EQ(Resolve({}, {"--prism-max-lost-ranks=2"}).max_lost_ranks, 2);
 }
 
 TEST(SettingsTest, CustomResources) {
@@ -526,6 +529,7 @@ TEST(SettingsTest, OutOfRangeValues) {
   ExpectError([] { Resolve({}, {"--prism-log-dir="}); }, {"--prism-log-dir", "empty"});
   ExpectError([] { Resolve({{"PRISM_TASK_TABLE_SIZE", "-5"}}); },
               {"PRISM_TASK_TABLE_SIZE=\"-5\"", "whole number >= 0"});
+  ExpectError([] { Resolve({{"PRISM_MAX_LOST_RANKS", "-2"}}); }, {"PRISM_MAX_LOST_RANKS=-2", "-1 for no limit"});
   // Amounts whose fixed-point units would overflow (issue 14, item 6).
   ExpectError([] { Resolve({}, {"--prism-num-cpus=1e18"}); }, {"--prism-num-cpus=1e18", "at most 1e14"});
   ExpectError([] { Resolve({{"PRISM_RESOURCES", "ssd:1e15"}}); }, {"ssd", "at most"});
