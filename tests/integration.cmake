@@ -154,6 +154,8 @@ endif()
 # 3-rank test waiting behind the Slurm lanes. A high COST starts them first.
 set(_slurm_lane_a perf)  # perf: jobs/perf.sbatch in quick mode
 set(_slurm_lane_b core)
+# recovery: a lost rank survived under mpirun --enable-recovery in a batch job (8 s).
+list(APPEND _slurm_lane_a recovery)
 if(TARGET train_fashion_mnist)
   # The training demo: arrays, preemption at four moments; the tuning demo preempted,
   # requeued and restored.
