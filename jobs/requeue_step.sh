@@ -18,6 +18,20 @@
 # The program then exits 75 (prism::kExitPreempted) after its checkpoint, and prism_step
 # requeues the job (same job id): the requeued job resumes the run or experiment named
 # after the job id. A job cancelled with scancel is not requeued.
+#
+# A lost rank (recovery mode, issue 44): a job that must go on when one of its ranks dies
+# runs its program with Open MPI's own mpirun --enable-recovery inside the allocation, not
+# with srun (Slurm's pmix plugin ends the whole step 1.3 s after any task dies, --no-kill or
+# not), through the source tree's scripts/mpirun-recovery.sh, as its last command:
+#   exec "$PRISM_SOURCE/scripts/mpirun-recovery.sh" "$PRISM_BUILD/apps/..." ...
+# mpirun takes the job's tasks from Slurm (on more nodes than one it starts a daemon per
+# node with srun, without --kill-on-bad-exit in recovery mode). The job's status is the
+# program's (mpirun --enable-recovery itself exits 0): 0 and COMPLETED when the driver ends
+# well after a rank was lost; main's status, or 1 for an uncaught exception or a killed
+# rank 0, and FAILED otherwise (tests/slurm: slurm_recovery). Not through prism_step (not
+# tested): it forwards USR1/TERM with scancel to the job's steps, and the ranks mpirun
+# starts on the batch shell's node are that shell's children, in no step of their own, so
+# preemption and requeue of such a job are not covered.
 
 prism_step_pid="" prism_forwarded="" prism_sent_at=0
 export PRISM_SIGNAL_ACK_FILE="${TMPDIR:-/tmp}/prism-signal-ack-${SLURM_JOB_ID}-$$"
