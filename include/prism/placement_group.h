@@ -21,8 +21,10 @@ namespace prism {
 
 enum class PlacementStrategy { PACK = 0, SPREAD = 1, STRICT_PACK = 2, STRICT_SPREAD = 3 };
 
-/// A group's state, as Ray names them. Prism never reschedules a group (a lost rank ends the
-/// job), so RESCHEDULING is never returned; UNRECOGNIZED is an empty handle's.
+/// A group's state, as Ray names them; UNRECOGNIZED is an empty handle's. A group that lost
+/// bundles with a rank (recovery mode) is RESCHEDULING in state::ListPlacementGroups until
+/// they are placed again; GetState reads PENDING meanwhile (the head call's status has no
+/// RESCHEDULING yet), and Wait waits for it to be CREATED again.
 enum class PlacementGroupState { PENDING = 0, CREATED = 1, REMOVED = 2, RESCHEDULING = 3, UNRECOGNIZED = -1 };
 
 struct PlacementGroupCreationOptions {

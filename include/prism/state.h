@@ -159,9 +159,10 @@ struct PlacementGroupState {
   std::string placement_group_id;
   std::string name;
   std::string strategy;  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
-  std::string state;     // PENDING, CREATED
+  std::string state;     // PENDING, CREATED, RESCHEDULING (a lost rank took bundles)
   std::vector<std::map<std::string, double>> bundles;
-  std::vector<int> bundle_ranks;  // where each bundle is reserved; empty while PENDING
+  std::vector<int> bundle_ranks;  // where each bundle is reserved; empty while PENDING, -1 for
+                                  // a bundle RESCHEDULING has not placed again yet
   template <class V>
   void Fields(V&& v) {
     v("placement_group_id", placement_group_id);

@@ -147,6 +147,7 @@ void Head::OnRankLost(int rank, const std::string& why) {
   Locked lock(*this);
   if (rank <= 0 || rank >= scheduler_.NumRanks() || scheduler_.IsLost(rank)) return;
   scheduler_.RemoveRank(rank);
+  groups_.OnRankLost(rank);  // first: tasks retried below wait for the lost bundles, not go to the rank
   for (int r = 0; r < scheduler_.NumRanks(); ++r) {
     if (!scheduler_.IsLost(r)) send_(r, RankLost{rank});  // their pulls from it fail at once
   }

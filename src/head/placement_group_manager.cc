@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "common/log.h"
 #include "prism/errors.h"
@@ -48,8 +49,7 @@ std::string PlacementGroupManager::Create(const PlacementGroupCreationOptions& o
       }
     }
   }
-  std::vector<ResourceSet> capacities;
-  for (int r = 0; r < scheduler_.NumRanks(); ++r) capacities.push_back(scheduler_.Capacity(r));
+  const std::vector<ResourceSet> capacities = LiveCapacities();
   if (PlaceBundles(bundles, options.strategy, capacities, node_of_rank_, options.one_bundle_per_rank).empty()) {
     std::string listed;
     for (const auto& b : bundles) listed += " " + b.ToString();
@@ -70,39 +70,189 @@ std::string PlacementGroupManager::Create(const PlacementGroupCreationOptions& o
   Group& g = groups_[id];
   g.options = options;
   g.bundles = std::move(bundles);
+  g.ranks.assign(g.bundles.size(), -1);
+  g.free.assign(g.bundles.size(), ResourceSet());
   pending_.push_back(id);
   PlacePending();
   return id;
 }
 
+std::vector<ResourceSet> PlacementGroupManager::LiveFree() const {
+  std::vector<ResourceSet> out;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) out.push_back(scheduler_.IsLost(r) ? ResourceSet() : scheduler_.Free(r));
+  return out;
+}
+
+std::vector<ResourceSet> PlacementGroupManager::LiveCapacities() const {
+  std::vector<ResourceSet> out;
+  for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+    out.push_back(scheduler_.IsLost(r) ? ResourceSet() : scheduler_.Capacity(r));
+  }
+  return out;
+}
+
 void PlacementGroupManager::PlacePending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Group& g = groups_.at(*it);
-    std::vector<ResourceSet> free;
-    for (int r = 0; r < scheduler_.NumRanks(); ++r) free.push_back(scheduler_.Free(r));
-    auto ranks = PlaceBundles(g.bundles, g.options.strategy, free, node_of_rank_, g.options.one_bundle_per_rank);
+    // The bundles to place (all of a new group; a rescheduling one's lost bundles) and the
+    // ranks of those that stay.
+    std::vector<size_t> unplaced;
+    std::vector<ResourceSet> wanted;
+    std::vector<int> placed;
+    for (size_t b = 0; b < g.bundles.size(); ++b) {
+      if (g.ranks[b] >= 0) {
+        placed.push_back(g.ranks[b]);
+      } else {
+        unplaced.push_back(b);
+        wanted.push_back(g.bundles[b]);
+      }
+    }
+    auto ranks = PlaceBundles(wanted, g.options.strategy, LiveFree(), node_of_rank_, g.options.one_bundle_per_rank,
+                              placed);
     if (ranks.empty()) {
       ++it;
       continue;
     }
-    for (size_t b = 0; b < ranks.size(); ++b) scheduler_.Commit(ranks[b], g.bundles[b]);
-    g.ranks = std::move(ranks);
-    g.free = g.bundles;
+    std::string where;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const size_t b = unplaced[i];
+      scheduler_.Commit(ranks[i], g.bundles[b]);
+      g.ranks[b] = ranks[i];
+      g.free[b] = g.bundles[b];
+      where += (where.empty() ? "" : ", ") + std::to_string(b) + " on rank " + std::to_string(ranks[i]);
+    }
+    if (g.rescheduling) {
+      PRISM_LOG_WARN("placement group " << *it << " is CREATED again: bundle" << (ranks.size() == 1 ? " " : "s ")
+                                        << where);
+    } else {
+      PRISM_LOG_INFO("placement group " << *it << " created");
+    }
     g.created = true;
-    PRISM_LOG_INFO("placement group " << *it << " created");
+    g.rescheduling = false;
     NotifyWatchers(*it, PlacementGroupStatus::kCreated);
     it = pending_.erase(it);
   }
+}
+
+std::vector<std::string> PlacementGroupManager::OnRankLost(int rank) {
+  std::vector<std::string> hit;         // groups with a bundle there
+  std::vector<std::string> rescheduled;  // of them, those created until now
+  for (auto& [id, g] : groups_) {
+    if (!g.created) continue;
+    std::string lost;
+    int num_lost = 0;
+    for (size_t b = 0; b < g.ranks.size(); ++b) {
+      if (g.ranks[b] != rank) continue;
+      // Its capacity went with the rank (Scheduler::RemoveRank): nothing to give back; what
+      // its tasks held there is void (Adjust).
+      g.ranks[b] = -1;
+      g.free[b] = ResourceSet();
+      lost += (lost.empty() ? "" : ", ") + std::to_string(b);
+      ++num_lost;
+    }
+    if (lost.empty()) continue;
+    hit.push_back(id);
+    if (!g.rescheduling) rescheduled.push_back(id);  // else already in pending_
+    g.rescheduling = true;
+    PRISM_LOG_WARN("placement group " << id << " is RESCHEDULING: its bundle" << (num_lost == 1 ? " " : "s ")
+                                      << lost << (num_lost == 1 ? " was" : " were") << " on rank " << rank
+                                      << ", which was lost");
+  }
+  // Ray reschedules a group ahead of those never created.
+  pending_.insert(pending_.begin(), rescheduled.begin(), rescheduled.end());
+  PlacePending();
+
+  std::vector<std::string> warnings;
+  const std::vector<ResourceSet> capacities = LiveCapacities();
+  for (const std::string& id : pending_) {
+    const Group& g = groups_.at(id);
+    std::string why;
+    if (g.rescheduling) {
+      if (std::find(hit.begin(), hit.end(), id) == hit.end()) continue;  // said at its own loss
+      why = WhyNeverWhole(g);
+      if (why.empty()) continue;
+      why = "placement group " + id + " stays RESCHEDULING: " + why +
+            ". As in Ray it waits, but an MPI job's ranks are fixed: unless it is removed, tasks asking for "
+            "those bundles wait for ever";
+    } else {
+      if (!PlaceBundles(g.bundles, g.options.strategy, capacities, node_of_rank_, g.options.one_bundle_per_rank)
+               .empty()) {
+        continue;
+      }
+      why = "placement group " + id + " stays pending: after rank " + std::to_string(rank) +
+            " was lost, the live ranks cannot hold it even idle: " +
+            ExplainUnplaceable(g.bundles, g.options.strategy, capacities, node_of_rank_,
+                               g.options.one_bundle_per_rank);
+    }
+    PRISM_LOG_WARN(why);
+    warnings.push_back(std::move(why));
+  }
+  return warnings;
+}
+
+std::string PlacementGroupManager::WhyNeverWhole(const Group& g) const {
+  // The live ranks idle but for the bundles that stay, which the group holds for its life.
+  std::vector<ResourceSet> capacities = LiveCapacities();
+  std::vector<ResourceSet> wanted;
+  std::vector<size_t> unplaced;
+  std::vector<int> placed;
+  for (size_t b = 0; b < g.bundles.size(); ++b) {
+    if (g.ranks[b] >= 0) {
+      placed.push_back(g.ranks[b]);
+      ResourceSet& c = capacities[static_cast<size_t>(g.ranks[b])];
+      for (const auto& [name, units] : g.bundles[b].Entries()) c.Set(name, std::max<int64_t>(0, c.Get(name) - units));
+    } else {
+      unplaced.push_back(b);
+      wanted.push_back(g.bundles[b]);
+    }
+  }
+  if (!PlaceBundles(wanted, g.options.strategy, capacities, node_of_rank_, g.options.one_bundle_per_rank, placed)
+           .empty()) {
+    return "";
+  }
+  if (placed.empty()) {  // all its bundles were there: as for a new group
+    return ExplainUnplaceable(wanted, g.options.strategy, capacities, node_of_rank_, g.options.one_bundle_per_rank);
+  }
+  std::string lost;
+  for (size_t b : unplaced) lost += (lost.empty() ? "" : ", ") + std::to_string(b) + " " + g.bundles[b].ToString();
+  const std::string bundles = std::string(unplaced.size() == 1 ? "bundle " : "bundles ") + lost;
+  std::set<std::string> used;  // hosts of the bundles that stay
+  for (int r : placed) used.insert(node_of_rank_[static_cast<size_t>(r)]);
+  std::string used_list;
+  for (const auto& h : used) used_list += (used_list.empty() ? "" : ", ") + h;
+  used_list = (used.size() == 1 ? "host " : "hosts ") + used_list;
+  if (g.options.strategy == PlacementStrategy::STRICT_PACK) {
+    return "STRICT_PACK keeps every bundle on one host, and the live ranks of " + used_list +
+           ", where its other bundles are, cannot hold its " + bundles + " beside them";
+  }
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (std::none_of(capacities.begin(), capacities.end(), [&](const ResourceSet& c) { return wanted[i].FitsIn(c); })) {
+      return "bundle " + std::to_string(unplaced[i]) + " " + wanted[i].ToString() +
+             " fits on no live rank, beside what the group's other bundles hold there";
+    }
+  }
+  if (g.options.strategy == PlacementStrategy::STRICT_SPREAD) {
+    std::set<std::string> spare;  // live hosts none of its bundles uses
+    for (int r = 0; r < scheduler_.NumRanks(); ++r) {
+      if (!scheduler_.IsLost(r) && !used.count(node_of_rank_[static_cast<size_t>(r)])) {
+        spare.insert(node_of_rank_[static_cast<size_t>(r)]);
+      }
+    }
+    return "STRICT_SPREAD puts every bundle on a different host; its " + bundles +
+           (unplaced.size() == 1 ? " needs " : " need ") + std::to_string(unplaced.size()) + " live host" +
+           (unplaced.size() == 1 ? "" : "s") + " none of its other bundles uses (they are on " + used_list + "), and " +
+           (spare.empty() ? std::string("there is none")
+                          : "the " + std::to_string(spare.size()) + " there are cannot hold them");
+  }
+  return "the live ranks cannot hold its " + bundles + " even idle";
 }
 
 void PlacementGroupManager::Remove(const std::string& id) {
   auto g = groups_.find(id);
   if (g == groups_.end()) return;
   // The whole reservation goes back at once; what its actors held inside it goes with it.
-  if (g->second.created) {
-    for (size_t b = 0; b < g->second.ranks.size(); ++b) {
-      scheduler_.Release(g->second.ranks[b], g->second.bundles[b]);
-    }
+  for (size_t b = 0; b < g->second.ranks.size(); ++b) {
+    if (g->second.ranks[b] >= 0) scheduler_.Release(g->second.ranks[b], g->second.bundles[b]);
   }
   pending_.erase(std::remove(pending_.begin(), pending_.end(), id), pending_.end());
   removed_.emplace(id, std::move(g->second.options));
@@ -137,7 +287,7 @@ void PlacementGroupManager::NotifyWatchers(const std::string& id, PlacementGroup
 PlacementGroupStatus PlacementGroupManager::Status(const std::string& id) const {
   auto g = groups_.find(id);
   if (g == groups_.end()) return PlacementGroupStatus::kUnknown;
-  return g->second.created ? PlacementGroupStatus::kCreated : PlacementGroupStatus::kPending;
+  return g->second.created && !g->second.rescheduling ? PlacementGroupStatus::kCreated : PlacementGroupStatus::kPending;
 }
 
 std::vector<PlacementGroup> PlacementGroupManager::Find(const std::string& name, const std::string& id) const {
@@ -155,7 +305,8 @@ std::vector<PlacementGroup> PlacementGroupManager::Find(const std::string& name,
 
 std::vector<int> PlacementGroupManager::BundleRanks(const std::string& id) const {
   auto g = groups_.find(id);
-  return g == groups_.end() ? std::vector<int>{} : g->second.ranks;
+  if (g == groups_.end() || !g->second.created || g->second.rescheduling) return {};
+  return g->second.ranks;
 }
 
 std::vector<state::PlacementGroupState> PlacementGroupManager::List() const {
@@ -165,9 +316,9 @@ std::vector<state::PlacementGroupState> PlacementGroupManager::List() const {
     s.placement_group_id = id;
     s.name = g.options.name;
     s.strategy = StrategyName(g.options.strategy);
-    s.state = g.created ? "CREATED" : "PENDING";
+    s.state = g.rescheduling ? "RESCHEDULING" : g.created ? "CREATED" : "PENDING";
     for (const auto& b : g.bundles) s.bundles.push_back(b.ToMap());
-    s.bundle_ranks = g.ranks;
+    if (g.created) s.bundle_ranks = g.ranks;  // -1: a lost bundle, not placed again yet
     out.push_back(std::move(s));
   }
   return out;
@@ -179,6 +330,7 @@ std::vector<LastingHold> PlacementGroupManager::Reservations() const {
     if (!g.created) continue;
     const std::string group = "placement group " + (g.options.name.empty() ? id : g.options.name);
     for (size_t b = 0; b < g.bundles.size(); ++b) {
+      if (g.ranks[b] < 0) continue;
       out.push_back({g.ranks[b], group + " bundle " + std::to_string(b), g.bundles[b]});
     }
   }
@@ -216,6 +368,7 @@ PlacementGroupManager::Reservation PlacementGroupManager::Reserve(const TaskSpec
   int chosen = -1;
   for (int b = 0; b < static_cast<int>(pg.bundles.size()); ++b) {
     if (spec.options->bundle_index >= 0 && b != spec.options->bundle_index) continue;
+    if (pg.ranks[b] < 0) continue;  // lost with its rank: waits until placed again
     if (!spec.options->demand.FitsIn(pg.free[b])) continue;
     if (chosen < 0 || pg.ranks[b] == spec.submitter) chosen = b;
   }
@@ -232,6 +385,9 @@ void PlacementGroupManager::Adjust(const Holding& h, const ResourceSet& amount, 
   if (h.bundle >= 0) {  // accounted inside its placement group bundle
     auto g = groups_.find(h.group);
     if (g == groups_.end()) return;
+    // A bundle lost with its rank (placed again elsewhere, or not yet): what was held in it
+    // went with the rank.
+    if (g->second.ranks[h.bundle] != h.rank) return;
     ResourceSet& free = g->second.free[h.bundle];
     release ? free.Add(amount) : free.Subtract(amount);
   } else {

@@ -4,6 +4,11 @@
 // actors run inside a bundle and are accounted against what it has left; a Holding says
 // where something holds resources (a bundle, or its rank directly), so whoever releases
 // them need not know which. Pure logic: the head serialises calls.
+//
+// A lost rank (recovery mode) takes its bundles with it: their groups are RESCHEDULING (as
+// in Ray) until those bundles are placed again where they fit beside the bundles that
+// remain, ahead of groups never created; tasks asking for them wait meanwhile, and the
+// other bundles go on serving theirs. A holding in a bundle that was lost is void.
 
 #include <deque>
 #include <functional>
@@ -62,19 +67,28 @@ class PlacementGroupManager {
   /// Gives the whole reservation back and forgets the group but for its id and options (its
   /// tasks and actors are the caller's to settle first).
   void Remove(const std::string& id);
+  /// kPending also while the group is RESCHEDULING (Wait waits until it is created again).
   PlacementGroupStatus Status(const std::string& id) const;
   /// Live groups, optionally only the one with this name or id; by id also a removed one
   /// (Ray's GetPlacementGroupById, whose state then reads REMOVED).
   std::vector<PlacementGroup> Find(const std::string& name, const std::string& id) const;
   /// How many removed groups Find by id still knows (the oldest are forgotten first).
   static constexpr size_t kMaxRemembered = 10000;
-  /// Ranks holding each bundle of a created group (empty while pending or unknown).
+  /// Ranks holding each bundle of a created group (empty while pending, rescheduling or
+  /// unknown).
   std::vector<int> BundleRanks(const std::string& id) const;
   std::vector<state::PlacementGroupState> List() const;
   /// What created groups' bundles reserve on their ranks.
   std::vector<LastingHold> Reservations() const;
-  /// Reserves pending groups that fit now, oldest first.
+  /// Reserves pending groups that fit now, oldest first (rescheduling ones first of all):
+  /// of a rescheduling group only its lost bundles, beside the others as its strategy says.
   void PlacePending();
+  /// `rank` was lost (Scheduler::RemoveRank done): the bundles there are unplaced (their
+  /// tasks and actors went with it), their groups RESCHEDULING, and PlacePending places
+  /// them again if they fit. Returns a warning per group that can never be whole again on
+  /// the live ranks (it stays RESCHEDULING, as in Ray), and per pending group that no
+  /// longer fits them; each is logged too.
+  std::vector<std::string> OnRankLost(int rank);
 
   /// Why a task cannot run in the group it asked for ("" if it can).
   std::string CheckTask(const TaskSpec& spec) const;
@@ -94,11 +108,18 @@ class PlacementGroupManager {
   struct Group {
     PlacementGroupCreationOptions options;
     std::vector<ResourceSet> bundles;
-    bool created = false;
-    std::vector<int> ranks;         // per bundle, once created
+    bool created = false;       // placed whole once
+    bool rescheduling = false;  // created, and a lost rank took some of its bundles
+    std::vector<int> ranks;         // per bundle; -1 while not placed
     std::vector<ResourceSet> free;  // per bundle: reserved minus what its tasks hold
   };
   void Adjust(const Holding& h, const ResourceSet& amount, bool release);
+  /// Every rank's free resources, or capacities; a lost rank offers nothing.
+  std::vector<ResourceSet> LiveFree() const;
+  std::vector<ResourceSet> LiveCapacities() const;
+  /// Why a rescheduling group's lost bundles could never be placed on the live ranks, even
+  /// idle ("" if they could).
+  std::string WhyNeverWhole(const Group& g) const;
   /// Pushes the group's new status to the ranks watching it, and forgets them.
   void NotifyWatchers(const std::string& id, PlacementGroupStatus status);
 

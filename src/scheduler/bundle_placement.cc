@@ -4,6 +4,9 @@
 //   STRICT_SPREAD each bundle on a node no earlier bundle used.
 //   SPREAD        prefer an unused node, else any node with room.
 // With one_per_rank, a rank that took a bundle takes no other.
+// Bundles already placed (a group rescheduling those of a lost rank) count as if put down
+// first: their nodes are tried first by PACK and are the only ones STRICT_PACK tries; they
+// are used nodes for the SPREADs.
 // Ranks inside a node are tried in rank order. Greedy placement can miss a packing that
 // exists (bin packing is NP-hard); bundles are tried largest first to make that rarer.
 //
@@ -90,13 +93,33 @@ int64_t Size(const ResourceSet& r) {
 
 std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
                               const std::vector<ResourceSet>& available,
-                              const std::vector<std::string>& node_of_rank, bool one_per_rank) {
+                              const std::vector<std::string>& node_of_rank, bool one_per_rank,
+                              const std::vector<int>& placed) {
   std::vector<size_t> order(bundles.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return Size(bundles[a]) > Size(bundles[b]); });
   const Nodes nodes(node_of_rank, available.size());
   std::vector<int> result(bundles.size(), -1);
+  // The placed bundles' nodes first, then the others, each in order.
+  std::vector<size_t> node_order;
+  std::vector<bool> placed_node(nodes.ranks.size(), false);
+  for (int r : placed) {
+    const size_t node = nodes.of_rank[static_cast<size_t>(r)];
+    if (!placed_node[node]) node_order.push_back(node);
+    placed_node[node] = true;
+  }
+  const size_t num_placed_nodes = node_order.size();
+  for (size_t node = 0; node < nodes.ranks.size(); ++node) {
+    if (!placed_node[node]) node_order.push_back(node);
+  }
+  auto fresh = [&]() {
+    Scratch s{available, one_per_rank};
+    if (one_per_rank) {
+      for (int r : placed) s.taken.emplace(r, available[static_cast<size_t>(r)]);
+    }
+    return s;
+  };
 
   auto on_node = [&](Scratch& s, size_t node, const ResourceSet& b) {
     for (int r : nodes.ranks[node]) {
@@ -104,9 +127,10 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
     }
     return -1;
   };
-  auto strict_pack = [&]() -> bool {
-    for (size_t node = 0; node < nodes.ranks.size(); ++node) {
-      Scratch s{available, one_per_rank};
+  auto strict_pack = [&](size_t num_nodes) -> bool {
+    for (size_t n = 0; n < num_nodes; ++n) {
+      const size_t node = node_order[n];
+      Scratch s = fresh();
       bool ok = true;
       for (size_t i : order) {
         result[i] = on_node(s, node, bundles[i]);
@@ -122,14 +146,14 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
 
   switch (strategy) {
     case PlacementStrategy::STRICT_PACK:
-      if (strict_pack()) return result;
+      if (strict_pack(placed.empty() ? node_order.size() : num_placed_nodes)) return result;
       return {};
     case PlacementStrategy::PACK: {
-      if (strict_pack()) return result;
-      Scratch s{available, one_per_rank};
+      if (strict_pack(node_order.size())) return result;
+      Scratch s = fresh();
       for (size_t i : order) {
         result[i] = -1;
-        for (size_t node = 0; node < nodes.ranks.size(); ++node) {
+        for (size_t node : node_order) {
           result[i] = on_node(s, node, bundles[i]);
           if (result[i] >= 0) break;
         }
@@ -140,9 +164,11 @@ std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, Placement
     case PlacementStrategy::STRICT_SPREAD:
     case PlacementStrategy::SPREAD: {
       const bool strict = strategy == PlacementStrategy::STRICT_SPREAD;
-      Scratch s{available, one_per_rank};
+      Scratch s = fresh();
       std::set<size_t> unused;  // nodes no bundle is on yet, in order
-      for (size_t node = 0; node < nodes.ranks.size(); ++node) unused.insert(unused.end(), node);
+      for (size_t node = 0; node < nodes.ranks.size(); ++node) {
+        if (!placed_node[node]) unused.insert(unused.end(), node);
+      }
       for (size_t i : order) {
         result[i] = -1;
         for (size_t node : unused) {  // unused nodes first

@@ -13,9 +13,14 @@ namespace prism::internal {
 /// One rank per bundle, or an empty vector if the bundles do not fit `available` under
 /// `strategy`. Nodes are compared by `node_of_rank`. With `one_per_rank`, no two bundles
 /// share a rank.
+/// `placed`: the ranks of the group's other bundles, already placed (a group rescheduling
+/// the bundles a lost rank held): the strategy counts them. STRICT_PACK puts `bundles` on
+/// their node only, STRICT_SPREAD on nodes none of them uses; PACK tries their nodes first,
+/// SPREAD the other nodes first; with `one_per_rank`, their ranks take no bundle.
 std::vector<int> PlaceBundles(const std::vector<ResourceSet>& bundles, PlacementStrategy strategy,
                               const std::vector<ResourceSet>& available,
-                              const std::vector<std::string>& node_of_rank, bool one_per_rank = false);
+                              const std::vector<std::string>& node_of_rank, bool one_per_rank = false,
+                              const std::vector<int>& placed = {});
 
 /// Why PlaceBundles finds no place for `bundles` on `capacities` (the idle cluster), as text
 /// naming what is short and what to do: a bundle no rank can hold; STRICT_SPREAD with more

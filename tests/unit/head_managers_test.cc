@@ -670,6 +670,80 @@ TEST_F(PlacementGroupManagerTest, CheckTaskExplainsWhyATaskCannotRunInItsGroup) 
   EXPECT_NE(groups_.CheckTask(InGroup("pg-nope", 0, 1)).find("does not exist"), std::string::npos);
 }
 
+// Issue 44: a lost rank's bundles are placed again where they fit; the group is
+// RESCHEDULING until then, its other bundles serve on.
+TEST_F(PlacementGroupManagerTest, ABundleOnALostRankIsRescheduledWhereItFitsBesideTheOthers) {
+  std::vector<std::pair<int, PlacementGroupChanged>> pushed;
+  groups_.SetSend([&](int dest, Message&& m) { pushed.push_back({dest, std::get<PlacementGroupChanged>(m)}); });
+  std::string id = Create(Options("", {{{"CPU", 1}}, {{"CPU", 1}}}, PlacementStrategy::SPREAD));
+  ASSERT_EQ(groups_.BundleRanks(id), (std::vector<int>{0, 2}));
+  auto lost_task = groups_.Reserve(InGroup(id, 1, 1));
+  ASSERT_EQ(lost_task.rank, 2);
+  scheduler_.Commit(0, Cpus(1));  // other work fills ranks 0 and 1
+  scheduler_.Commit(1, Cpus(2));
+
+  scheduler_.RemoveRank(2);
+  EXPECT_TRUE(groups_.OnRankLost(2).empty()) << "rank 1 could hold it once free";
+  EXPECT_EQ(groups_.Status(id), PlacementGroupStatus::kPending) << "Wait waits for it to be whole again";
+  EXPECT_TRUE(groups_.BundleRanks(id).empty());
+  auto listed = groups_.List();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, "RESCHEDULING");
+  EXPECT_EQ(listed[0].bundle_ranks, (std::vector<int>{0, -1}));
+  EXPECT_EQ(groups_.Reserve(InGroup(id, 1, 1)).result, PlacementGroupManager::Reservation::kWait);
+  auto other = groups_.Reserve(InGroup(id, 0, 0.5));
+  EXPECT_EQ(other.result, PlacementGroupManager::Reservation::kReserved) << "the bundle that stays serves on";
+  EXPECT_EQ(other.rank, 0);
+  auto any = groups_.Reserve(InGroup(id, -1, 0.5));
+  EXPECT_EQ(any.rank, 0) << "any bundle: the one placed";
+  EXPECT_EQ(groups_.Watch(id, 1), PlacementGroupStatus::kPending);
+  groups_.Release({2, id, 1}, Cpus(1));  // the lost task's hold: void
+
+  scheduler_.Release(1, Cpus(2));
+  groups_.PlacePending();
+  EXPECT_EQ(groups_.Status(id), PlacementGroupStatus::kCreated);
+  EXPECT_EQ(groups_.BundleRanks(id), (std::vector<int>{0, 1})) << "node b is lost: SPREAD shares node a";
+  EXPECT_EQ(groups_.List().at(0).state, "CREATED");
+  EXPECT_EQ(FreeCpus(1), 1);
+  ASSERT_EQ(pushed.size(), 1u);
+  EXPECT_EQ(pushed[0].first, 1);
+  EXPECT_EQ(pushed[0].second.status, static_cast<uint8_t>(PlacementGroupStatus::kCreated));
+  auto again = groups_.Reserve(InGroup(id, 1, 1));
+  EXPECT_EQ(again.result, PlacementGroupManager::Reservation::kReserved);
+  EXPECT_EQ(again.rank, 1);
+  groups_.Release({2, id, 1}, Cpus(1));  // still void: the bundle is on rank 1 now
+  EXPECT_EQ(groups_.Reserve(InGroup(id, 1, 1)).result, PlacementGroupManager::Reservation::kWait)
+      << "bundle 1 is full";
+  groups_.Remove(id);
+  EXPECT_EQ(FreeCpus(0) + FreeCpus(1), 4 - 1) << "both bundles given back; rank 0 keeps the other work";
+}
+
+TEST_F(PlacementGroupManagerTest, AGroupThatCanNeverBeWholeAgainStaysReschedulingSayingWhy) {
+  // nodes: a (ranks 0, 1), b (rank 2)
+  std::string spread = Create(Options("", {{{"CPU", 1}}, {{"CPU", 1}}}, PlacementStrategy::STRICT_SPREAD));
+  ASSERT_EQ(groups_.BundleRanks(spread), (std::vector<int>{0, 2}));
+  scheduler_.RemoveRank(2);
+  auto warnings = groups_.OnRankLost(2);
+  ASSERT_EQ(warnings.size(), 1u);
+  for (const char* part : {"stays RESCHEDULING", "STRICT_SPREAD", "bundle 1 {CPU: 1}", "on a", "there is none",
+                           "wait for ever"}) {
+    EXPECT_NE(warnings[0].find(part), std::string::npos) << "lacks "" << part << "": " << warnings[0];
+  }
+  EXPECT_EQ(groups_.List().at(0).state, "RESCHEDULING");
+  EXPECT_EQ(FreeCpus(1), 2) << "rank 1 is on node a, with bundle 0";
+
+  groups_.Remove(spread);
+  std::string pack = Create(Options("", {{{"CPU", 2}}, {{"CPU", 2}}}, PlacementStrategy::STRICT_PACK));
+  ASSERT_EQ(groups_.BundleRanks(pack), (std::vector<int>{0, 1}));
+  scheduler_.RemoveRank(1);
+  warnings = groups_.OnRankLost(1);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("STRICT_PACK keeps every bundle on one host"), std::string::npos) << warnings[0];
+  EXPECT_EQ(groups_.Status(pack), PlacementGroupStatus::kPending);
+  groups_.Remove(pack);
+  EXPECT_EQ(FreeCpus(0), 2) << "only the bundle that stayed is given back";
+}
+
 // ---- StateTables ------------------------------------------------------------------------
 
 class StateTablesTest : public ::testing::Test {
@@ -1368,6 +1442,68 @@ TEST_F(HeadManagersTest, ALostRanksActorsWithoutRestartsOrPinnedThereDieAndStran
   EXPECT_EQ(failed.at(50).error.kind, ErrorKind::kResourceError);
   EXPECT_NE(failed.at(50).error.message.find("pinned to rank 1"), std::string::npos) << failed.at(50).error.message;
   EXPECT_EQ(Actor(60)->state, "DEAD");
+}
+
+TEST_F(HeadManagersTest, APlacementGroupBundleOnALostRankIsRescheduledAndItsTasksRunThere) {
+  std::string pg = head_.CreatePlacementGroup({"", {{{"CPU", 0.5}}, {{"CPU", 0.5}}}, PlacementStrategy::SPREAD});
+  ASSERT_EQ(head_.BundleRanks(pg), (std::vector<int>{0, 1}));
+  auto in_bundle = [&](uint64_t id, int bundle, double cpus) {
+    TaskSpec s = Spec(id);
+    s.Edit().demand = Cpus(cpus);
+    s.Edit().placement_group = pg;
+    s.Edit().bundle_index = bundle;
+    return s;
+  };
+  head_.Handle(0, SubmitTask{in_bundle(80, 0, 0.25)});
+  head_.Handle(0, SubmitTask{in_bundle(81, 1, 0.5)});
+  TaskSpec other = Spec(82);  // fills rank 0 for now
+  other.Edit().demand = Cpus(0.5);
+  other.Edit().strategy = {SchedulingStrategy::Kind::kNodeAffinity, 0, false};
+  head_.Handle(0, SubmitTask{other});
+  head_.Handle(0, SubmitTask{in_bundle(83, 1, 0.5)});  // waits: bundle 1 is full
+  auto d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), (std::vector<uint64_t>{80, 81, 82}));
+  EXPECT_EQ(d[0].first, 0);
+  EXPECT_EQ(d[1].first, 1);
+  EXPECT_EQ(d[2].first, 0);
+  sent_.clear();
+
+  head_.OnRankLost(1, "its process ended");
+  auto listed = head_.ListPlacementGroups();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, "RESCHEDULING");
+  EXPECT_EQ(listed[0].bundle_ranks, (std::vector<int>{0, -1}));
+  EXPECT_EQ(head_.PlacementGroupState(pg), PlacementGroupStatus::kPending);
+  EXPECT_TRUE(Take<DispatchTask>().empty()) << "81's retry and 83 wait for bundle 1; nothing goes to rank 1";
+  for (uint64_t id : {80, 81, 83}) EXPECT_TRUE(ReadyFor(id).empty()) << id << " did not fail";
+  head_.Handle(0, SubmitTask{in_bundle(84, 0, 0.25)});
+  d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), std::vector<uint64_t>{84}) << "bundle 0 serves on";
+  EXPECT_EQ(d[0].first, 0);
+
+  Done(0, 82);  // room on rank 0: bundle 1 is placed there, its first waiting task runs
+  EXPECT_EQ(head_.ListPlacementGroups().at(0).state, "CREATED");
+  EXPECT_EQ(head_.PlacementGroupState(pg), PlacementGroupStatus::kCreated);
+  EXPECT_EQ(head_.BundleRanks(pg), (std::vector<int>{0, 0}));
+  d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), std::vector<uint64_t>{83});
+  EXPECT_EQ(d[0].first, 0);
+  Done(0, 83);
+  d = Take<DispatchTask>();
+  ASSERT_EQ(Ids(d), std::vector<uint64_t>{81});
+  EXPECT_EQ(d[0].first, 0);
+  EXPECT_EQ(d[0].second.spec->attempt, 1) << "the retry of the attempt lost with rank 1";
+  DoneAttempt(0, 81, 1, true);
+  for (uint64_t id : {80, 84}) {
+    Done(0, id);
+    auto ready = ReadyFor(id);
+    ASSERT_FALSE(ready.empty()) << id;
+    EXPECT_FALSE(ready[0].second.failed) << id;
+  }
+  EXPECT_TRUE(Take<DispatchTask>().empty()) << "80 and 84 ran once, untouched";
+  EXPECT_EQ(head_.NumTasks(), 0u);
+  ASSERT_TRUE(head_.RemovePlacementGroup(pg));
+  EXPECT_EQ(head_.Available().at("CPU"), 1) << "rank 0 whole again; rank 1 is gone";
 }
 
 TEST_F(HeadManagersTest, HardNodeAffinityWaitsForItsRankAndSoftFallsBack) {

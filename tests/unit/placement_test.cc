@@ -88,6 +88,41 @@ TEST(BundlePlacementTest, AllOrNothing) {
                   .empty());
 }
 
+// Issue 44: a group rescheduling the bundles of a lost rank places them beside the ones
+// that stay, as its strategy says.
+TEST(BundlePlacementTest, BundlesAlreadyPlacedCountForEveryStrategy) {
+  const std::vector<std::string> nodes{"a", "a", "b", "b", "c", "c"};
+  const std::vector<ResourceSet> idle(6, Cpus(2));
+  auto node = [&](const std::vector<int>& r) { return r.size() == 1 ? nodes[r[0]] : std::string("none"); };
+  auto a_full = idle;  // node a's ranks have nothing free
+  a_full[0] = a_full[1] = Cpus(0);
+  auto b_full = idle;
+  b_full[2] = b_full[3] = Cpus(0);
+  auto c_full = idle;
+  c_full[4] = c_full[5] = Cpus(0);
+
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::STRICT_PACK, idle, nodes, false, {2})), "b")
+      << "with the bundle that stays";
+  EXPECT_TRUE(PlaceBundles({Cpus(1)}, PlacementStrategy::STRICT_PACK, b_full, nodes, false, {2}).empty())
+      << "never on another node, though a and c are idle";
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::PACK, idle, nodes, false, {2})), "b")
+      << "PACK tries the node of the bundles that stay first";
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::PACK, b_full, nodes, false, {2})), "a")
+      << "then the others";
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::STRICT_SPREAD, idle, nodes, false, {0, 2})), "c");
+  EXPECT_TRUE(PlaceBundles({Cpus(1)}, PlacementStrategy::STRICT_SPREAD, c_full, nodes, false, {0, 2}).empty())
+      << "a and b hold the group's other bundles";
+  EXPECT_TRUE(PlaceBundles({Cpus(1), Cpus(1)}, PlacementStrategy::STRICT_SPREAD, idle, nodes, false, {0, 2}).empty())
+      << "two bundles, one unused node";
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::SPREAD, idle, nodes, false, {0, 2})), "c");
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::SPREAD, a_full, nodes, false, {0, 4})), "b");
+  EXPECT_EQ(node(PlaceBundles({Cpus(1)}, PlacementStrategy::SPREAD, c_full, nodes, false, {0, 2})), "a")
+      << "SPREAD shares a used node when no other has room";
+  EXPECT_EQ(PlaceBundles({Cpus(1)}, PlacementStrategy::PACK, idle, nodes, /*one_per_rank=*/true, {0}),
+            std::vector<int>{1})
+      << "one bundle per rank: not on the rank of a bundle that stays";
+}
+
 class HeadPgTest : public ::testing::Test {
  protected:
   HeadPgTest()
