@@ -209,6 +209,10 @@ struct WorkerGroup::Impl {
   std::deque<WorkerEvent> kept;     // events read by Abort, for Next
   std::optional<PreemptionHook> preemption;
 
+  /// How often a wait for events looks for a worker whose task failed without a word: its
+  /// process died (a lost rank in recovery mode), so its end event never comes.
+  static constexpr int64_t kSilentEndCheckMs = 200;
+
   /// The next event from the channel (stale attempts dropped), without `kept`.
   std::optional<WorkerEvent> Receive(int64_t timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -217,8 +221,12 @@ struct WorkerGroup::Impl {
                                     : std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                deadline - std::chrono::steady_clock::now())
                                                                .count());
-      auto m = channel->Next(left);
-      if (!m) return std::nullopt;
+      auto m = channel->Next(left < 0 ? kSilentEndCheckMs : std::min(left, kSilentEndCheckMs));
+      if (!m) {
+        if (auto ended = SilentEnd()) return ended;
+        if (left >= 0 && left <= kSilentEndCheckMs) return std::nullopt;
+        continue;
+      }
       auto wire = FromBytes<detail::WireEvent>(m->bytes);
       WorkerEvent e;
       e.kind = static_cast<WorkerEvent::Kind>(wire.kind);
@@ -232,9 +240,44 @@ struct WorkerGroup::Impl {
       }
       e.signal = wire.signal;
       if (e.kind != WorkerEvent::kPreempted && e.attempt != attempt) continue;  // an older attempt's
-      if (e.kind == WorkerEvent::kFinished || e.kind == WorkerEvent::kFailed) alive.erase(e.worker);
+      if (e.kind == WorkerEvent::kFinished || e.kind == WorkerEvent::kFailed) {
+        if (alive.erase(e.worker) == 0) continue;  // already ended (SilentEnd)
+      }
       return e;
     }
+  }
+
+  /// A worker of this attempt whose task failed without sending its end (its rank was
+  /// lost): a kFailed event with the task's error, once. Null if none.
+  std::optional<WorkerEvent> SilentEnd() {
+    if (alive.empty() || results.empty()) return std::nullopt;
+    std::vector<ObjectId> ids;
+    for (const auto& r : results) ids.push_back(r.ID());
+    std::vector<bool> ready;
+    try {
+      ready = internal::RequireCore("WorkerGroup").Wait(ids, static_cast<int>(ids.size()), 0);
+    } catch (const TaskCancelledError&) {
+      return std::nullopt;  // the task that owns the group was cancelled: it cannot wait, even for no time
+    }
+    for (int i : alive) {
+      const auto u = static_cast<size_t>(i);
+      if (u >= ready.size() || !ready[u]) continue;
+      try {
+        results[u].Get(0);
+        continue;  // it finished: its end event is on its way
+      } catch (const std::exception& error) {
+        WorkerEvent e;
+        e.kind = WorkerEvent::kFailed;
+        e.worker = i;
+        e.attempt = attempt;
+        e.error_type = "prism::TaskError";
+        e.message = error.what();
+        e.bytes = e.error_type + ": " + e.message;
+        alive.erase(i);
+        return e;
+      }
+    }
+    return std::nullopt;
   }
 
   void Control(int what) {
@@ -381,6 +424,9 @@ void WorkerGroup::Start(const std::string& loop, const std::string& config) {
     s.group = g.workers;
     auto task = prism::Task(detail::PrismWorkerGroupRun).SetPlacementGroup(g.pg, w.index);
     task.SetName(g.options.name + "_worker_" + std::to_string(w.index));
+    // Never rerun alone: its peers wait in collectives with it. A worker whose process
+    // died fails (SilentEnd), and the group's owner restarts the whole group.
+    task.SetMaxRetries(0);
     for (const auto& [k, v] : g.options.resources_per_worker) task.SetResource(k, v);
     g.results.push_back(task.Remote(s));
     g.alive.insert(w.index);
