@@ -191,9 +191,7 @@ void ObjectManager::OnPullDone(int from, const AddLocation& m) {
   }
   if (m.stored) objects_.AddLocation(m.id, from);
   if (e->extra) {
-    auto& pulls = e->extra->pulls;
-    pulls.erase(std::remove_if(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == from; }),
-                pulls.end());
+    DropPullsOf(*e->extra, from);
     std::vector<int> waiting;
     waiting.swap(e->extra->waiting_readers);
     for (int reader : waiting) AssignPull(m.id, *e, reader);
@@ -207,6 +205,11 @@ void ObjectManager::OnPullDone(int from, const AddLocation& m) {
       parked_.push_back({m.id, from, m.failed_from, WallNowNs() + park_ns_});
     }
   }
+}
+
+void ObjectManager::DropPullsOf(ObjectExtra& x, int reader) {
+  x.pulls.erase(std::remove_if(x.pulls.begin(), x.pulls.end(), [reader](const auto& p) { return p.first == reader; }),
+                x.pulls.end());
 }
 
 void ObjectManager::KeepLineage(ObjectId id, const std::shared_ptr<const TaskSpec>& spec) {
@@ -232,9 +235,7 @@ std::vector<std::shared_ptr<const TaskSpec>> ObjectManager::OnRankLost(int rank)
     if (e->extra) {
       drop(e->extra->subscribers);
       drop(e->extra->waiting_readers);
-      auto& pulls = e->extra->pulls;
-      pulls.erase(std::remove_if(pulls.begin(), pulls.end(), [&](const auto& p) { return p.first == rank; }),
-                  pulls.end());
+      DropPullsOf(*e->extra, rank);
     }
     objects_.RemoveHolder(id, rank, freed);  // its refs went with it
     e = objects_.Find(id);
@@ -248,9 +249,6 @@ std::vector<std::shared_ptr<const TaskSpec>> ObjectManager::OnRankLost(int rank)
     x.waiting_readers.clear();
     x.pulls.clear();
     std::shared_ptr<const TaskSpec> lineage = std::move(x.lineage);
-    x.lineage.reset();
-    const std::string lost = "object " + id.Hex() + " was lost with rank " + std::to_string(rank) +
-                             ", which held its only copy, and cannot be rebuilt: ";
     if (lineage && lineage->attempt < lineage->options->max_retries) {
       e->state = ObjectEntry::State::kPending;  // until its task, run again, ends
       e->producer_pending = true;
@@ -260,6 +258,8 @@ std::vector<std::shared_ptr<const TaskSpec>> ObjectManager::OnRankLost(int rank)
       continue;
     }
     e->state = ObjectEntry::State::kFailed;
+    const std::string lost = "object " + id.Hex() + " was lost with rank " + std::to_string(rank) +
+                             ", which held its only copy, and cannot be rebuilt: ";
     x.error = std::make_shared<ErrorInfo>(ErrorInfo::Of(
         ErrorKind::kObjectLost,
         lost + (lineage ? "its task " + lineage->options->name + " has used its max_retries (" +

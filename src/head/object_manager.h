@@ -103,6 +103,8 @@ class ObjectManager {
  private:
   /// A subscription from `from` to one object (OnSubscribe's step).
   void SubscribeOne(int from, ObjectId id);
+  /// Forgets the pulls `reader` was assigned (it ended them, or it is gone).
+  static void DropPullsOf(ObjectExtra& x, int reader);
   /// A reader whose pull of `id` failed from `source` (recovery mode).
   struct Parked {
     ObjectId id;
